@@ -1,0 +1,79 @@
+//! `CheckpointMetadata`: what makes a checkpoint complete and restorable.
+//!
+//! Invariants: the metadata is written after every task acknowledged the checkpoint,
+//! atomically (see `storage::write_metadata`); a checkpoint without metadata does not
+//! exist. It records every operator snapshot of every task (source positions, state
+//! file lists, staged sink output), so restoring checkpoint n needs nothing else.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::dataflow::operator::OperatorSnapshot;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("checkpoint {checkpoint}: unreadable metadata: {source}")]
+    Corrupt {
+        checkpoint: CheckpointId,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Bumped when the layout changes incompatibly.
+pub const METADATA_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    pub format: u32,
+    pub pipeline: String,
+    pub id: CheckpointId,
+    /// Wall-clock time the checkpoint completed, ms since the Unix epoch.
+    pub completed_at_ms: u64,
+    pub parallelism: usize,
+    pub max_parallelism: u16,
+    /// The last checkpoint of a bounded run: restoring it finishes at once.
+    pub is_final: bool,
+    /// From trigger to the last acknowledgement.
+    pub duration_ms: u64,
+    /// State files this checkpoint added to storage, and their bytes.
+    pub files_added: u64,
+    pub bytes_added: u64,
+    /// Bytes of all the state this checkpoint references.
+    #[serde(default)]
+    pub state_bytes: u64,
+    /// task -> operator id -> snapshot.
+    pub tasks: BTreeMap<String, BTreeMap<String, OperatorSnapshot>>,
+}
+
+impl CheckpointMetadata {
+    /// The snapshot of `operator` taken by `task`, if it took one.
+    pub fn snapshot(&self, task: &str, operator: &str) -> Option<&OperatorSnapshot> {
+        self.tasks.get(task)?.get(operator)
+    }
+
+    /// Every task's snapshot of `operator`.
+    pub fn snapshots_of(&self, operator: &str) -> Vec<&OperatorSnapshot> {
+        self.tasks
+            .values()
+            .filter_map(|ops| ops.get(operator))
+            .collect()
+    }
+
+    /// Writes the metadata, completing the checkpoint (atomically, see `storage`).
+    pub fn write(&self, storage: &CheckpointStorage) -> Result<(), MetadataError> {
+        let json = serde_json::to_vec_pretty(self).map_err(|source| MetadataError::Corrupt { checkpoint: self.id, source })?;
+        Ok(storage.write_metadata(self.id, &json)?)
+    }
+
+    /// Reads complete checkpoint `id`'s metadata.
+    pub fn read(storage: &CheckpointStorage, id: CheckpointId) -> Result<Self, MetadataError> {
+        let bytes = storage.read_metadata(id)?;
+        serde_json::from_slice(&bytes).map_err(|source| MetadataError::Corrupt { checkpoint: id, source })
+    }
+}

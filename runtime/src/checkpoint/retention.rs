@@ -1,0 +1,29 @@
+//! Retention: which checkpoints are kept, and garbage collection of the rest.
+//!
+//! Invariants: the newest `retain` complete checkpoints are kept (at least two: the
+//! exactly-once Kafka protocol may have to restore the one before the newest), with
+//! every shared state file any of them references. Incomplete checkpoint directories
+//! older than the newest complete one are garbage: their checkpoint failed.
+
+use std::collections::HashSet;
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError};
+use crate::checkpoint::storage::CheckpointStorage;
+
+/// The fewest complete checkpoints ever kept.
+pub const MIN_RETAINED: usize = 2;
+
+pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), MetadataError> {
+    let complete = storage.complete_checkpoints()?;
+    let keep: Vec<CheckpointId> = complete.iter().rev().take(retain.max(MIN_RETAINED)).copied().collect();
+    let mut referenced = HashSet::new();
+    for &id in &keep {
+        let metadata = CheckpointMetadata::read(storage, id)?;
+        for snapshot in metadata.tasks.values().flat_map(|ops| ops.values()) {
+            referenced.extend(snapshot.shared_files.iter().cloned());
+        }
+    }
+    storage.gc(&keep, &referenced)?;
+    Ok(())
+}

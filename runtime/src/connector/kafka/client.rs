@@ -1,0 +1,251 @@
+//! Small, blocking helpers around librdkafka clients shared by the source, the sink and
+//! the start-up checks: client configuration, topic metadata, broker configuration,
+//! topic creation.
+//!
+//! Invariants: every call here is bounded by the caller's timeout (an unreachable
+//! broker becomes `KafkaError::Unreachable` after it, never a hang); the admin API's
+//! futures are driven by `block_on` on the calling OS thread (the admin client has its
+//! own polling thread), so no async executor is involved.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::{Client, ClientContext};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+
+use crate::connector::kafka::error::{KafkaError, reason};
+
+/// The broker setting bounding `transaction.timeout.ms`.
+pub const TRANSACTION_MAX_TIMEOUT: &str = "transaction.max.timeout.ms";
+
+/// Settings every Weir Kafka client shares.
+pub fn client_config(bootstrap: &str, connect_timeout: Duration) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set(
+            "socket.connection.setup.timeout.ms",
+            connect_timeout.as_millis().max(1000).to_string(),
+        )
+        // librdkafka logs through the `log` crate; Weir reports errors itself.
+        .set("log_level", "3");
+    config
+}
+
+/// A client context that sends librdkafka's logs and error events to `tracing` at
+/// debug level instead of stderr: Weir reports every failure that matters itself, in one
+/// line (an unreachable broker would otherwise print a line per connection attempt).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuietContext;
+
+impl ClientContext for QuietContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        log_quietly(level, fac, message);
+    }
+
+    fn error(&self, error: RdKafkaError, reason: &str) {
+        tracing::debug!(%error, reason, "librdkafka error event");
+    }
+}
+
+impl ConsumerContext for QuietContext {}
+
+/// `ClientContext::log` for Weir's clients.
+pub fn log_quietly(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    tracing::debug!(?level, fac, message, "librdkafka");
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drives `future` to completion on this thread, giving up after `timeout`.
+pub fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+}
+
+/// Reads that may meet a group coordinator still loading (a fresh broker creates
+/// `__consumer_offsets` on first use) are retried, with this pause, until their timeout.
+const COORDINATOR_RETRY: Duration = Duration::from_millis(200);
+
+/// Runs the read `f` until it succeeds, fails for good, or `timeout` passes; retries
+/// only the group coordinator's "not ready yet" answers and request timeouts.
+pub fn retry_read<T>(
+    timeout: Duration,
+    mut f: impl FnMut() -> Result<T, RdKafkaError>,
+) -> Result<T, RdKafkaError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Err(e)
+                if Instant::now() + COORDINATOR_RETRY < deadline
+                    && matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::NotCoordinator
+                                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                                | RDKafkaErrorCode::CoordinatorNotAvailable
+                                | RDKafkaErrorCode::OperationTimedOut
+                                | RDKafkaErrorCode::RequestTimedOut
+                        )
+                    ) =>
+            {
+                tracing::debug!(error = %e, "kafka: group coordinator not ready, retrying the read");
+                std::thread::sleep(COORDINATOR_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The partition ids of `topic`, sorted; a missing topic or an unreachable broker is
+/// refused with what to change.
+pub fn topic_partitions<C: ClientContext>(
+    client: &Client<C>,
+    bootstrap: &str,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<i32>, KafkaError> {
+    let metadata =
+        client
+            .fetch_metadata(Some(topic), timeout)
+            .map_err(|e| KafkaError::Unreachable {
+                bootstrap: bootstrap.to_owned(),
+                timeout,
+                reason: reason(&e),
+            })?;
+    let missing = || KafkaError::MissingTopic {
+        topic: topic.to_owned(),
+        bootstrap: bootstrap.to_owned(),
+    };
+    let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Err(missing());
+    };
+    if let Some(err) = t.error() {
+        let code = RDKafkaErrorCode::from(err);
+        return Err(match code {
+            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => {
+                missing()
+            }
+            other => KafkaError::Client {
+                what: format!("cannot read the metadata of topic {topic} on {bootstrap}"),
+                reason: other.to_string(),
+            },
+        });
+    }
+    let mut partitions: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    if partitions.is_empty() {
+        return Err(missing());
+    }
+    partitions.sort_unstable();
+    Ok(partitions)
+}
+
+/// An admin client for `bootstrap`.
+pub fn admin(
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<AdminClient<QuietContext>, KafkaError> {
+    client_config(bootstrap, timeout)
+        .create_with_context(QuietContext)
+        .map_err(|e| KafkaError::client(format!("cannot create a Kafka admin client for {bootstrap}"), &e))
+}
+
+fn admin_options(timeout: Duration) -> AdminOptions {
+    AdminOptions::new()
+        .request_timeout(Some(timeout))
+        .operation_timeout(Some(timeout))
+}
+
+/// The broker's `transaction.max.timeout.ms`, read with DescribeConfigs from one broker.
+pub fn broker_transaction_max_timeout_ms(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<u64, KafkaError> {
+    let unreachable = |reason: String| KafkaError::Unreachable {
+        bootstrap: bootstrap.to_owned(),
+        timeout,
+        reason,
+    };
+    let metadata = admin
+        .inner()
+        .fetch_metadata(None, timeout)
+        .map_err(|e| unreachable(reason(&e)))?;
+    let Some(broker) = metadata.brokers().first() else {
+        return Err(unreachable("the cluster reported no broker".into()));
+    };
+    let spec = [ResourceSpecifier::Broker(broker.id())];
+    let what = || format!("cannot read {TRANSACTION_MAX_TIMEOUT} of broker {} at {bootstrap}", broker.id());
+    let results = block_on(admin.describe_configs(&spec, &admin_options(timeout)), timeout + Duration::from_secs(1))
+        .ok_or_else(|| unreachable(format!("DescribeConfigs did not answer ({})", what())))?
+        .map_err(|e| KafkaError::client(what(), &e))?;
+    let resource = results
+        .into_iter()
+        .next()
+        .ok_or_else(|| KafkaError::Client { what: what(), reason: "empty answer".into() })?
+        .map_err(|code| KafkaError::Client { what: what(), reason: code.to_string() })?;
+    let value = resource
+        .get(TRANSACTION_MAX_TIMEOUT)
+        .and_then(|e| e.value.clone())
+        .ok_or_else(|| KafkaError::Client { what: what(), reason: "the broker did not report it".into() })?;
+    value.parse().map_err(|_| KafkaError::Client {
+        what: what(),
+        reason: format!("not a number: {value:?}"),
+    })
+}
+
+/// Creates `topic` (one partition, the broker's default replication) unless it exists.
+pub fn ensure_topic(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    topic: &str,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    if topic_partitions(admin.inner(), bootstrap, topic, timeout).is_ok() {
+        return Ok(());
+    }
+    let what = || format!("cannot create the progress topic {topic} on {bootstrap}");
+    // -1: the broker's default.replication.factor (KIP-464).
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let results = block_on(admin.create_topics([&new], &admin_options(timeout)), timeout + Duration::from_secs(1))
+        .ok_or_else(|| KafkaError::Unreachable {
+            bootstrap: bootstrap.to_owned(),
+            timeout,
+            reason: format!("CreateTopics did not answer ({})", what()),
+        })?
+        .map_err(|e| KafkaError::client(what(), &e))?;
+    for result in results {
+        match result {
+            Ok(_) => {}
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(KafkaError::Client { what: what(), reason: code.to_string() });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! `KafkaError`: why the Kafka connector refused to start or failed, in one line that
+//! says what to change. Wrapped by `ConnectorError::Kafka`.
+//!
+//! Invariant: librdkafka's own error is part of the line (`reason`), never a separate
+//! `source()`, so the CLI's one-line cause chain does not repeat it.
+
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+
+use crate::checkpoint::CheckpointId;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaError {
+    #[error(
+        "{what}: no Kafka bootstrap servers: set `bootstrap = \"host:port\"` in the spec or the KAFKA_BOOTSTRAP environment variable"
+    )]
+    NoBootstrap { what: &'static str },
+
+    #[error(
+        "cannot reach Kafka at {bootstrap} within {}: {reason}: check `bootstrap` (or KAFKA_BOOTSTRAP) and that the broker is running",
+        humantime::format_duration(*.timeout)
+    )]
+    Unreachable {
+        bootstrap: String,
+        timeout: Duration,
+        reason: String,
+    },
+
+    #[error(
+        "topic {topic} does not exist on {bootstrap}: create it (e.g. `kafka.sh topics --create --topic {topic} --partitions 3`) or fix `topic` in the spec"
+    )]
+    MissingTopic { topic: String, bootstrap: String },
+
+    #[error(
+        "transaction_timeout {} is too small: it must exceed checkpoint interval {} + checkpoint timeout {} + restart_budget {} = {}ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget",
+        ms(*.timeout), ms(*.interval), ms(*.checkpoint_timeout), ms(*.restart_budget), .needed_ms
+    )]
+    TransactionTimeoutTooSmall {
+        timeout: Duration,
+        interval: Duration,
+        checkpoint_timeout: Duration,
+        restart_budget: Duration,
+        needed_ms: u128,
+    },
+
+    #[error(
+        "transaction_timeout {} exceeds the broker's transaction.max.timeout.ms = {max_ms}: lower transaction_timeout to at most {max_ms}ms (or raise transaction.max.timeout.ms on the broker)",
+        ms(*.timeout)
+    )]
+    TransactionTimeoutTooLarge { timeout: Duration, max_ms: u64 },
+
+    #[error(
+        "the Kafka sinks of a pipeline share one pair of transactional producers, but {first} and {other} set `{field}` differently: give every Kafka sink the same {field}"
+    )]
+    InconsistentSinks {
+        first: String,
+        other: String,
+        field: &'static str,
+    },
+
+    #[error(
+        "producer {transactional_id} was fenced while {what}: another instance of pipeline {pipeline} started with the same transactional id and now owns its output; this instance stops (run only one instance of a pipeline)"
+    )]
+    Fenced {
+        pipeline: String,
+        transactional_id: String,
+        what: String,
+    },
+
+    #[error("{what}: {reason}")]
+    Client { what: String, reason: String },
+
+    #[error("delivery to Kafka failed for checkpoint {checkpoint}: {reason}")]
+    Delivery {
+        checkpoint: CheckpointId,
+        reason: String,
+    },
+
+    #[error(
+        "Kafka group {group} says checkpoint {marker} of pipeline {pipeline} was committed, but checkpoint storage {storage} has no complete checkpoint {marker}: restore that checkpoint directory, or run with --from-scratch (the output topics then receive everything again)"
+    )]
+    MarkerWithoutCheckpoint {
+        pipeline: String,
+        group: String,
+        marker: CheckpointId,
+        storage: String,
+    },
+
+    #[error(
+        "transaction protocol violated on producer {transactional_id}: {reason} (a bug in weir; the pipeline stops and recovers from its last committed checkpoint)"
+    )]
+    Protocol {
+        transactional_id: String,
+        reason: String,
+    },
+}
+
+impl KafkaError {
+    /// A librdkafka failure while doing `what`; fencing gets its own message.
+    pub fn client(what: impl Into<String>, error: &RdKafkaError) -> KafkaError {
+        KafkaError::Client {
+            what: what.into(),
+            reason: reason(error),
+        }
+    }
+}
+
+/// Whether `error` means another producer with our transactional id took over.
+pub fn is_fenced(error: &RdKafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Fenced
+                | RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::TransactionCoordinatorFenced
+        )
+    )
+}
+
+/// librdkafka's message, without rust-rdkafka's "Transaction error: " style prefixes.
+pub fn reason(error: &RdKafkaError) -> String {
+    match error {
+        RdKafkaError::Transaction(e) => e.to_string(),
+        RdKafkaError::MessageProduction(code)
+        | RdKafkaError::MetadataFetch(code)
+        | RdKafkaError::AdminOp(code) => code.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    crate::spec::units::format_duration(d)
+}

@@ -1,0 +1,19 @@
+//! Kafka: a `read_committed` source and an exactly-once (two-phase commit) sink whose
+//! transactions are the commit points of the pipeline's checkpoints. The protocol is
+//! stated at the top of `sink.rs`.
+pub mod client;
+pub mod commit_unit;
+pub mod committer;
+pub mod config;
+pub mod error;
+pub mod marker;
+pub mod preflight;
+pub mod sink;
+pub mod source;
+
+pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};
+pub use committer::KafkaCommitter;
+pub use config::{DeliveryGuarantee, KafkaSinkConfig, KafkaSourceConfig, StartOffset};
+pub use error::KafkaError;
+pub use sink::KafkaSink;
+pub use source::{KafkaPosition, KafkaSource, PartitionPosition};

@@ -1,0 +1,125 @@
+//! Start-up checks of a pipeline's Kafka sinks, before anything is written.
+//!
+//! Invariants: each refusal is one line naming the numbers or names to change; the
+//! checks that need no broker run first, so a spec mistake is reported even with the
+//! broker down; nothing here writes to a topic (creating the empty progress topic is
+//! left to the commit unit, after every check passed).
+
+use std::time::Duration;
+
+use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
+use crate::connector::kafka::error::KafkaError;
+use crate::pipeline::plan;
+use crate::spec::{PipelineSpec, SinkSpec};
+
+/// The Kafka sinks of `spec`, with their operator ids, in spec order.
+pub fn kafka_sinks(spec: &PipelineSpec) -> Vec<(String, &KafkaSinkConfig)> {
+    spec.sinks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            SinkSpec::Kafka(c) => Some((plan::sink_id(i), c)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The settings the Kafka sinks share: those of the first, after checking every other
+/// sink agrees on them (they share one pair of producers and one transaction).
+pub fn shared_settings<'a>(
+    sinks: &[(String, &'a KafkaSinkConfig)],
+) -> Result<Option<&'a KafkaSinkConfig>, KafkaError> {
+    let Some((first_id, first)) = sinks.first() else {
+        return Ok(None);
+    };
+    for (id, c) in &sinks[1..] {
+        let differs: Option<&'static str> = if c.bootstrap != first.bootstrap {
+            Some("bootstrap")
+        } else if c.delivery != first.delivery {
+            Some("delivery")
+        } else if c.transactional_prefix != first.transactional_prefix {
+            Some("transactional_prefix")
+        } else if c.transaction_timeout != first.transaction_timeout {
+            Some("transaction_timeout")
+        } else if c.restart_budget != first.restart_budget {
+            Some("restart_budget")
+        } else {
+            None
+        };
+        if let Some(field) = differs {
+            return Err(KafkaError::InconsistentSinks {
+                first: first_id.clone(),
+                other: id.clone(),
+                field,
+            });
+        }
+    }
+    Ok(Some(first))
+}
+
+/// `transaction_timeout` must outlive a checkpoint round and a restart: a transaction is
+/// open from the first record after barrier n - 1 until T(n) commits, which is at most
+/// one interval plus one checkpoint (bounded by its timeout); after a crash it stays
+/// open until the restarted pipeline fences it. A shorter timeout lets the broker abort
+/// T(n) under a live pipeline.
+pub fn check_transaction_timeout(
+    sink: &KafkaSinkConfig,
+    interval: Duration,
+    checkpoint_timeout: Duration,
+) -> Result<(), KafkaError> {
+    if sink.delivery != DeliveryGuarantee::ExactlyOnce {
+        return Ok(());
+    }
+    let needed = interval + checkpoint_timeout + sink.restart_budget;
+    if sink.transaction_timeout <= needed {
+        return Err(KafkaError::TransactionTimeoutTooSmall {
+            timeout: sink.transaction_timeout,
+            interval,
+            checkpoint_timeout,
+            restart_budget: sink.restart_budget,
+            needed_ms: needed.as_millis(),
+        });
+    }
+    Ok(())
+}
+
+/// `transaction_timeout` must not exceed the broker's `transaction.max.timeout.ms`, or
+/// `init_transactions` fails with an obscure INVALID_TRANSACTION_TIMEOUT.
+pub fn check_broker_max(sink: &KafkaSinkConfig, broker_max_ms: u64) -> Result<(), KafkaError> {
+    if sink.transaction_timeout.as_millis() > u128::from(broker_max_ms) {
+        return Err(KafkaError::TransactionTimeoutTooLarge {
+            timeout: sink.transaction_timeout,
+            max_ms: broker_max_ms,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transaction_timeout_bounds_say_what_to_change() {
+        let mut sink = KafkaSinkConfig::new("out");
+        sink.transaction_timeout = Duration::from_secs(10);
+        let e = check_transaction_timeout(&sink, Duration::from_millis(500), Duration::from_secs(60))
+            .expect_err("too small");
+        assert_eq!(
+            e.to_string(),
+            "transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + checkpoint timeout 1m + \
+             restart_budget 30s = 90500ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget"
+        );
+        sink.transaction_timeout = Duration::from_secs(20 * 60);
+        assert!(check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60)).is_ok());
+        let e = check_broker_max(&sink, 900_000).expect_err("too large");
+        assert_eq!(
+            e.to_string(),
+            "transaction_timeout 20m exceeds the broker's transaction.max.timeout.ms = 900000: lower \
+             transaction_timeout to at most 900000ms (or raise transaction.max.timeout.ms on the broker)"
+        );
+        sink.delivery = DeliveryGuarantee::AtLeastOnce;
+        sink.transaction_timeout = Duration::from_secs(1);
+        assert!(check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60)).is_ok());
+    }
+}

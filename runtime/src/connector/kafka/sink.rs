@@ -1,0 +1,137 @@
+//! `KafkaSink`: the exactly-once (or at-least-once) Kafka sink, one subtask per sink
+//! task. Records go to the pipeline's shared `KafkaCommitUnit`; `KafkaCommitter` drives
+//! its two-phase commit from the checkpoint coordinator.
+//!
+//! # Why the transaction is the commit point
+//!
+//! librdkafka cannot resume a transaction another process opened (Flink resumes them
+//! by reflection into the Java client; Arroyo does not recover them at all). A
+//! transaction open at a crash is therefore lost, and the only safe recovery is to
+//! abort it and replay its input. Weir makes that the protocol: the Kafka transaction of
+//! checkpoint n is the commit point of checkpoint n, and recovery restores exactly the
+//! last checkpoint whose transaction committed.
+//!
+//! # The protocol
+//!
+//! - A running pipeline is a commit unit with two transactional producers,
+//!   `transactional.id = {transactional_prefix}{pipeline}.{unit}.0` and `...1`
+//!   (`unit` is `0` for `weir run`). Every Kafka sink of the pipeline, on every topic and
+//!   in every subtask, writes through these two producers, so the output of a
+//!   checkpoint to all topics commits or aborts as one.
+//! - Checkpoint n's output is what the sink subtasks receive after barrier n - 1 and
+//!   before barrier n. It goes to producer `n mod 2`, inside transaction T(n), which
+//!   the first record of checkpoint n begins (lazily; with no output, the commit
+//!   begins it to carry the marker). Two producers are needed because a subtask that
+//!   has passed barrier n already writes checkpoint n + 1 while others still write n;
+//!   two suffice because checkpoint n + 1 is triggered only after T(n) committed, so no
+//!   record of n + 2 exists before T(n) is finished and producer `n mod 2` is free.
+//! - Pre-commit (coordinator, after every task acknowledged barrier n, before n's
+//!   metadata is written): flush producer `n mod 2` and check every record of T(n) was
+//!   acknowledged by the broker. The records are then durable in the log, and
+//!   invisible to `read_committed` consumers.
+//! - Commit (coordinator, after n's metadata is durable, i.e. checkpoint n is
+//!   complete): add the progress marker to T(n) with `send_offsets_to_transaction` (the
+//!   Kafka sources' positions at barrier n, or an offset on the progress topic, with
+//!   `weir:<pipeline>:<unit>:checkpoint=n` as metadata; see `marker`), then
+//!   `commit_transaction`. The records of n and the marker n become visible together,
+//!   atomically. Only then is checkpoint n + 1 triggered. Other sinks (files) commit
+//!   after the Kafka commit, idempotently.
+//! - A failed flush, delivery, offset commit or commit fails the pipeline: it is never
+//!   retried in place (a transaction in an unknown state cannot be reasoned about) and
+//!   never panics. Recovery sorts it out.
+//!
+//! # Recovery, and why it is exactly-once
+//!
+//! 1. Initialise both producers (`init_transactions`). The broker bumps their epochs,
+//!    which fences any other instance still running with these ids (a zombie: its next
+//!    transactional call fails with a fencing error, and it stops with a message
+//!    saying so), and aborts whatever transactions they left open (or completes a
+//!    commit that was already decided).
+//! 2. Only then read the last committed marker c (one OffsetFetch). After step 1 no one
+//!    else can commit, so c is final: T(c) committed and no T(m) with m > c ever will.
+//! 3. Restore checkpoint c exactly (not the latest complete checkpoint, which may be
+//!    c + 1 if the crash fell between "complete" and "committed") and discard every
+//!    newer checkpoint: their transactions were aborted. Checkpoint c is always still
+//!    stored: the two newest complete checkpoints are always retained, and c is one of
+//!    them. Redo the file sinks' commit of c; their staged output of newer checkpoints
+//!    is discarded.
+//! 4. Resume: sources continue from their positions in c, operators from their state in
+//!    c, and the first records written belong to checkpoint c + 1.
+//!
+//! Every output record of checkpoint k is in T(k) and only there. T(k) is committed at
+//! most once (a transaction commits once) and, if it committed, k <= c, so the state
+//! and source positions the run resumes from already include k's effects and k's input
+//! is not replayed. If T(k) did not commit (k > c) it was aborted in step 1 and k's
+//! input is replayed from c. So a `read_committed` consumer sees each output record of
+//! each checkpoint exactly once, whatever the guests compute on replay: an aborted
+//! checkpoint's output is discarded whole.
+//!
+//! Timeouts: `transaction.timeout.ms` must exceed checkpoint interval + checkpoint
+//! timeout + restart budget (else the broker may abort T(n) under a live pipeline) and
+//! not exceed the broker's `transaction.max.timeout.ms`; both are checked at start. While
+//! a crashed pipeline is down, its open transaction holds back the last stable offset
+//! of the partitions it wrote, so `read_committed` readers of those partitions stall
+//! until the restart fences it (or the timeout aborts it).
+//!
+//! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
+//! at pre-commit: nothing is lost, a replay after a crash may duplicate.
+
+use std::sync::Arc;
+
+use crate::checkpoint::CheckpointId;
+use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::message::Barrier;
+use crate::dataflow::operator::{Operator, OperatorError, OperatorSnapshot, Output};
+use crate::connector::kafka::commit_unit::KafkaCommitUnit;
+
+/// One subtask of a Kafka sink, as a terminal operator of its chain.
+#[derive(Debug)]
+pub struct KafkaSink {
+    id: String,
+    topic: String,
+    unit: Arc<KafkaCommitUnit>,
+    /// The checkpoint the records arriving now belong to.
+    checkpoint: CheckpointId,
+}
+
+impl KafkaSink {
+    /// `id`: the operator id (`sink-<n>`); `restored`: the checkpoint the run resumed
+    /// from (`NONE` from scratch), so the first records belong to `restored.next()`.
+    pub fn new(
+        id: impl Into<String>,
+        topic: impl Into<String>,
+        unit: Arc<KafkaCommitUnit>,
+        restored: CheckpointId,
+    ) -> Self {
+        KafkaSink {
+            id: id.into(),
+            topic: topic.into(),
+            unit,
+            checkpoint: restored.next(),
+        }
+    }
+}
+
+impl Operator for KafkaSink {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn handle_batch(&mut self, batch: RecordBatch, _out: &mut Output) -> Result<(), OperatorError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.unit.send_batch(self.checkpoint, &self.topic, &batch)?;
+        Ok(())
+    }
+
+    fn handle_barrier(
+        &mut self,
+        barrier: Barrier,
+        _out: &mut Output,
+    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        // Everything sent so far belongs to T(barrier.id); what follows to the next one.
+        self.checkpoint = barrier.id.next();
+        Ok(Some(OperatorSnapshot::new(serde_json::json!({ "topic": self.topic }))))
+    }
+}

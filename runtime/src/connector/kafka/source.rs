@@ -1,0 +1,335 @@
+//! `KafkaSource`: one subtask's reader of the partitions of one or more Kafka topics.
+//!
+//! Invariants:
+//! - Assignment, not subscription: the partitions of the configured topics, sorted by
+//!   (topic, partition), are numbered 0..N and partition k belongs to subtask k % P. No
+//!   consumer group rebalancing ever moves a partition; the group is only where offsets
+//!   are committed (by the sink, inside its transactions) and read (`start = "committed"`).
+//! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
+//!   input and never commits anything itself; its progress lives in checkpoints.
+//! - The position `{"partitions": [{"topic": t, "partition": p, "offset": o}, ...]}` lists
+//!   every assigned partition with the offset of the next record to read. It is exact
+//!   after every returned record: reopening at it (an `assign` at those offsets)
+//!   continues with the next record. Offsets are resolved to numbers when the source
+//!   opens (earliest / latest / committed), so a position never says "latest".
+//! - Event time: each record's Kafka timestamp, its key the Kafka key (empty if none).
+//!   The event-time frontier is the minimum over the assigned, unfinished partitions of
+//!   the largest timestamp read from each, so the watermark never passes a partition
+//!   that is behind; a partition that has not produced a record yet holds it at the
+//!   start. A subtask with no partition does not hold anything back.
+//! - Bounded mode: the end of each partition is its last stable offset when the source
+//!   opens. A partition is done when the next offset reaches it, or when librdkafka
+//!   reports end-of-partition (the offsets left below the end were transaction markers
+//!   or aborted records, which a read_committed consumer never returns: the next record
+//!   offset alone would never reach the end). Records at or past the end are never
+//!   returned. When every partition is done the source is drained.
+//! - Each partition is read from its own librdkafka queue (`split_partition_queue`), so
+//!   end-of-partition is unambiguous across topics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::Offset;
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::message::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::connector::error::ConnectorError;
+use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
+use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
+use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::source::{Source, SourcePoll, SourcePosition};
+use crate::dataflow::batch::RecordBatch;
+
+/// One partition's next offset, as stored in checkpoints and committed to the group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionPosition {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A Kafka source subtask's position (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaPosition {
+    pub partitions: Vec<PartitionPosition>,
+}
+
+impl KafkaPosition {
+    pub fn from_value(value: &SourcePosition) -> Result<Self, ConnectorError> {
+        serde_json::from_value(value.clone()).map_err(|e| ConnectorError::BadPosition {
+            connector: "kafka",
+            position: value.to_string(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+struct PartitionState {
+    topic: String,
+    partition: i32,
+    queue: PartitionQueue<QuietContext>,
+    /// Offset of the next record to return.
+    next: i64,
+    /// Bounded mode: the end offset captured at open.
+    end: Option<i64>,
+    done: bool,
+    /// Largest event time read from this partition.
+    max_timestamp: Option<i64>,
+}
+
+/// One subtask of a Kafka source.
+pub struct KafkaSource {
+    consumer: Arc<BaseConsumer<QuietContext>>,
+    partitions: Vec<PartitionState>,
+    bounded: bool,
+    /// Round-robin start, so one busy partition does not starve the others.
+    next_queue: usize,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .partitions
+            .iter()
+            .map(|p| format!("{}-{}@{}", p.topic, p.partition, p.next))
+            .collect();
+        f.debug_struct("KafkaSource").field("partitions", &parts).finish()
+    }
+}
+
+impl KafkaSource {
+    /// Subtask `subtask` of `parallelism`, in consumer group `group`, resuming at
+    /// `restored` if given. Fails (bounded by `connect_timeout`) if the broker cannot
+    /// be reached or a topic does not exist.
+    pub fn open(
+        config: &KafkaSourceConfig,
+        group: &str,
+        subtask: usize,
+        parallelism: usize,
+        restored: Option<&SourcePosition>,
+    ) -> Result<Self, ConnectorError> {
+        let bootstrap = config.bootstrap()?;
+        let timeout = config.connect_timeout;
+        let mut client = client_config(&bootstrap, timeout);
+        client
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", if config.bounded { "true" } else { "false" })
+            // A restored offset already deleted by retention: continue at the earliest.
+            .set("auto.offset.reset", "earliest");
+        let consumer: BaseConsumer<QuietContext> = client
+            .create_with_context(QuietContext)
+            .map_err(|e| KafkaError::client(format!("cannot create a Kafka consumer for {bootstrap}"), &e))?;
+        let consumer = Arc::new(consumer);
+
+        // Every partition of every topic, in a fixed order; ours are k % P == subtask.
+        let mut all = Vec::new();
+        for topic in config.topic_names() {
+            for p in topic_partitions(consumer.client(), &bootstrap, &topic, timeout)? {
+                all.push((topic.clone(), p));
+            }
+        }
+        all.sort();
+        let mine: Vec<(String, i32)> = all
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| k % parallelism == subtask)
+            .map(|(_, tp)| tp)
+            .collect();
+
+        let restored: Option<BTreeMap<(String, i32), i64>> = match restored {
+            None => None,
+            Some(value) => Some(
+                KafkaPosition::from_value(value)?
+                    .partitions
+                    .into_iter()
+                    .map(|p| ((p.topic, p.partition), p.offset))
+                    .collect(),
+            ),
+        };
+        let committed = if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
+            committed_offsets(&consumer, &mine, &bootstrap, timeout)?
+        } else {
+            BTreeMap::new()
+        };
+
+        let mut partitions = Vec::with_capacity(mine.len());
+        let mut assignment = TopicPartitionList::new();
+        for (topic, partition) in mine {
+            let watermarks = || {
+                consumer
+                    .fetch_watermarks(&topic, partition, timeout)
+                    .map_err(|e| KafkaError::Unreachable {
+                        bootstrap: bootstrap.clone(),
+                        timeout,
+                        reason: format!("cannot read the offsets of {topic}-{partition}: {}", reason(&e)),
+                    })
+            };
+            let (low, high) = watermarks()?;
+            let next = match &restored {
+                // A partition added since the checkpoint: all of it is new input.
+                Some(map) => map.get(&(topic.clone(), partition)).copied().unwrap_or(low),
+                None => match config.start {
+                    StartOffset::Earliest => low,
+                    StartOffset::Latest => high,
+                    StartOffset::Committed => committed
+                        .get(&(topic.clone(), partition))
+                        .copied()
+                        .unwrap_or(low),
+                },
+            };
+            let end = config.bounded.then_some(high);
+            let queue = consumer.split_partition_queue(&topic, partition).ok_or_else(|| {
+                KafkaError::Client {
+                    what: format!("cannot open a queue for {topic}-{partition}"),
+                    reason: "librdkafka refused".into(),
+                }
+            })?;
+            assignment
+                .add_partition_offset(&topic, partition, Offset::Offset(next))
+                .map_err(|e| KafkaError::client(format!("cannot assign {topic}-{partition}"), &e))?;
+            partitions.push(PartitionState {
+                done: end.is_some_and(|end| next >= end),
+                topic,
+                partition,
+                queue,
+                next,
+                end,
+                max_timestamp: None,
+            });
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| KafkaError::client("cannot assign the source partitions", &e))?;
+        Ok(KafkaSource {
+            consumer,
+            partitions,
+            bounded: config.bounded,
+            next_queue: 0,
+        })
+    }
+
+    fn fail(what: String, error: &RdKafkaError) -> ConnectorError {
+        KafkaError::client(what, error).into()
+    }
+}
+
+/// The group's committed offsets of `partitions` (those with one).
+fn committed_offsets(
+    consumer: &BaseConsumer<QuietContext>,
+    partitions: &[(String, i32)],
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<BTreeMap<(String, i32), i64>, KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in partitions {
+        tpl.add_partition(t, *p);
+    }
+    let committed = retry_read(timeout, || consumer.committed_offsets(tpl.clone(), timeout))
+        .map_err(|e| KafkaError::client(format!("cannot read the committed offsets from {bootstrap}"), &e))?;
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some(((e.topic().to_owned(), e.partition()), o)),
+            _ => None,
+        })
+        .collect())
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, out: &mut RecordBatch, max: usize) -> Result<SourcePoll, ConnectorError> {
+        // Serve the main queue: client-level errors and events.
+        if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
+            match e {
+                RdKafkaError::PartitionEOF(_) => {}
+                e => tracing::warn!(error = %e, "kafka source: consumer error"),
+            }
+        }
+        let n = self.partitions.len();
+        let mut read = 0usize;
+        for i in 0..n {
+            let idx = (self.next_queue + i) % n;
+            let p = &mut self.partitions[idx];
+            while read < max && !p.done {
+                let Some(result) = p.queue.poll(Duration::ZERO) else { break };
+                match result {
+                    Ok(m) => {
+                        let offset = m.offset();
+                        if p.end.is_some_and(|end| offset >= end) {
+                            // Past the bounded end: not ours to return.
+                            p.next = p.end.unwrap_or(p.next);
+                            p.done = true;
+                            break;
+                        }
+                        let ts = m.timestamp().to_millis().unwrap_or(0);
+                        out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
+                        p.next = offset + 1;
+                        p.max_timestamp = Some(p.max_timestamp.map_or(ts, |t| t.max(ts)));
+                        read += 1;
+                        if p.end.is_some_and(|end| p.next >= end) {
+                            p.done = true;
+                        }
+                    }
+                    Err(RdKafkaError::PartitionEOF(_)) => {
+                        // Everything below the current last stable offset (>= end) has
+                        // been delivered: what remains below the end is markers.
+                        if let Some(end) = p.end {
+                            p.next = p.next.max(end);
+                            p.done = true;
+                        }
+                    }
+                    Err(e) => {
+                        return Err(Self::fail(
+                            format!("cannot read {}-{}", p.topic, p.partition),
+                            &e,
+                        ));
+                    }
+                }
+            }
+        }
+        self.next_queue = (self.next_queue + 1) % n.max(1);
+        if self.bounded && self.partitions.iter().all(|p| p.done) {
+            return Ok(if read > 0 { SourcePoll::Ready } else { SourcePoll::Drained });
+        }
+        Ok(if read > 0 { SourcePoll::Ready } else { SourcePoll::Idle })
+    }
+
+    fn position(&self) -> SourcePosition {
+        let position = KafkaPosition {
+            partitions: self
+                .partitions
+                .iter()
+                .map(|p| PartitionPosition {
+                    topic: p.topic.clone(),
+                    partition: p.partition,
+                    offset: p.next,
+                })
+                .collect(),
+        };
+        // A struct of strings and integers always serialises.
+        serde_json::to_value(position).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn event_time_frontier(&self) -> Option<i64> {
+        if self.partitions.is_empty() {
+            // Never receives anything: holds no watermark back.
+            return Some(i64::MAX);
+        }
+        let mut frontier: Option<i64> = None;
+        for p in self.partitions.iter().filter(|p| !p.done) {
+            let t = p.max_timestamp.unwrap_or(i64::MIN);
+            frontier = Some(frontier.map_or(t, |f| f.min(t)));
+        }
+        // All done: the task sends the end-of-input watermark itself.
+        frontier
+    }
+}

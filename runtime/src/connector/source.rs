@@ -1,0 +1,49 @@
+//! The `Source` trait: one subtask's reader of one source.
+//!
+//! Invariants: `position()` describes exactly the records returned so far, so a source
+//! reopened at that position (`restored`) returns the next record and never a record
+//! already returned before it. A source whose input cannot be read again (stdin) says
+//! so with `is_replayable() == false`: after a crash, what it had read is gone, so the
+//! pipeline's output can only be exactly-once for replayable sources.
+
+use crate::dataflow::batch::RecordBatch;
+
+/// What one `poll` produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePoll {
+    /// Records were appended (maybe zero); poll again.
+    Ready,
+    /// Nothing available now (rate limit, no new data); poll again after a short wait.
+    Idle,
+    /// All input is read; `poll` will not append anything again.
+    Drained,
+}
+
+/// A source's position, stored in checkpoint metadata.
+pub type SourcePosition = serde_json::Value;
+
+pub trait Source: Send {
+    /// Appends at most `max` records to `out`.
+    fn poll(
+        &mut self,
+        out: &mut RecordBatch,
+        max: usize,
+    ) -> Result<SourcePoll, super::ConnectorError>;
+
+    /// The position just after the last record returned.
+    fn position(&self) -> SourcePosition;
+
+    /// Whether reopening at `position()` replays exactly what followed it.
+    fn is_replayable(&self) -> bool {
+        true
+    }
+
+    /// The event time up to which this source has read all of its input, when it tracks
+    /// that itself (a Kafka source: the minimum over its partitions of the largest
+    /// timestamp read from each). `None`: the task uses the largest timestamp of the
+    /// records returned so far. The task's watermark is this minus the bounded
+    /// out-of-orderness, and never goes back.
+    fn event_time_frontier(&self) -> Option<i64> {
+        None
+    }
+}

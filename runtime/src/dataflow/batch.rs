@@ -1,0 +1,186 @@
+//! `RecordBatch`: the unit of data on every channel and at every guest call.
+//!
+//! Invariant: a batch of N records is five flat vectors, mirroring the WIT
+//! `record-batch` field for field, so handing a batch to a guest moves vectors and
+//! copies nothing per record. `key_ends` and `value_ends` are non-decreasing exclusive
+//! end offsets into `keys` and `values`; all three per-record vectors have length N.
+
+/// One record, borrowed from a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Empty when the record has no key.
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    /// Event time, milliseconds since the Unix epoch.
+    pub timestamp: i64,
+}
+
+/// A batch of records in the columnar layout of the WIT `record-batch`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordBatch {
+    pub timestamps: Vec<i64>,
+    pub key_ends: Vec<u32>,
+    pub keys: Vec<u8>,
+    pub value_ends: Vec<u32>,
+    pub values: Vec<u8>,
+}
+
+/// Why a batch received from a guest is not well formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed record batch: {0}")]
+pub struct MalformedBatch(pub String);
+
+impl RecordBatch {
+    /// An empty batch with room for `records` records of about `bytes` value bytes.
+    pub fn with_capacity(records: usize, bytes: usize) -> Self {
+        Self {
+            timestamps: Vec::with_capacity(records),
+            key_ends: Vec::with_capacity(records),
+            keys: Vec::new(),
+            value_ends: Vec::with_capacity(records),
+            values: Vec::with_capacity(bytes),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+
+    /// Total payload bytes (keys and values).
+    pub fn byte_size(&self) -> usize {
+        self.keys.len() + self.values.len()
+    }
+
+    pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
+        self.keys.extend_from_slice(key);
+        self.values.extend_from_slice(value);
+        self.key_ends.push(offset(self.keys.len()));
+        self.value_ends.push(offset(self.values.len()));
+        self.timestamps.push(timestamp);
+    }
+
+    pub fn push_ref(&mut self, r: RecordRef<'_>) {
+        self.push(r.key, r.value, r.timestamp);
+    }
+
+    /// Record `i`. Panics if `i >= len()`, like slice indexing.
+    pub fn get(&self, i: usize) -> RecordRef<'_> {
+        let ks = if i == 0 {
+            0
+        } else {
+            self.key_ends[i - 1] as usize
+        };
+        let vs = if i == 0 {
+            0
+        } else {
+            self.value_ends[i - 1] as usize
+        };
+        RecordRef {
+            key: &self.keys[ks..self.key_ends[i] as usize],
+            value: &self.values[vs..self.value_ends[i] as usize],
+            timestamp: self.timestamps[i],
+        }
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Checks the framing invariants; batches coming back from a guest are untrusted.
+    pub fn validate(&self) -> Result<(), MalformedBatch> {
+        let n = self.timestamps.len();
+        if self.key_ends.len() != n || self.value_ends.len() != n {
+            return Err(MalformedBatch(
+                "timestamps, key-ends and value-ends differ in length".into(),
+            ));
+        }
+        check_ends(&self.key_ends, self.keys.len(), "key-ends")?;
+        check_ends(&self.value_ends, self.values.len(), "value-ends")
+    }
+
+    pub fn clear(&mut self) {
+        self.timestamps.clear();
+        self.key_ends.clear();
+        self.keys.clear();
+        self.value_ends.clear();
+        self.values.clear();
+    }
+}
+
+impl<'a> FromIterator<RecordRef<'a>> for RecordBatch {
+    fn from_iter<I: IntoIterator<Item = RecordRef<'a>>>(iter: I) -> Self {
+        let mut batch = RecordBatch::default();
+        for r in iter {
+            batch.push_ref(r);
+        }
+        batch
+    }
+}
+
+/// Checks that `ends` is non-decreasing and its last entry equals `total`.
+pub fn check_ends(ends: &[u32], total: usize, what: &str) -> Result<(), MalformedBatch> {
+    if ends.windows(2).any(|w| w[1] < w[0]) {
+        return Err(MalformedBatch(format!("{what} decrease")));
+    }
+    if ends.last().map_or(0, |&e| e as usize) != total {
+        return Err(MalformedBatch(format!(
+            "{what} do not end at the data's length {total}"
+        )));
+    }
+    Ok(())
+}
+
+fn offset(len: usize) -> u32 {
+    // A batch is bounded far below 4 GiB by the channel batch size and guest memory limit.
+    u32::try_from(len).expect("record batch exceeds 4 GiB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_and_get_round_trip() {
+        let mut b = RecordBatch::default();
+        b.push(b"k1", b"hello", 5);
+        b.push(b"", b"", -1);
+        b.push(b"k3", b"world!", 7);
+        assert_eq!(b.len(), 3);
+        assert_eq!(
+            b.get(0),
+            RecordRef {
+                key: b"k1",
+                value: b"hello",
+                timestamp: 5
+            }
+        );
+        assert_eq!(
+            b.get(1),
+            RecordRef {
+                key: b"",
+                value: b"",
+                timestamp: -1
+            }
+        );
+        assert_eq!(b.get(2).value, b"world!");
+        assert!(b.validate().is_ok());
+        let copy: RecordBatch = b.iter().collect();
+        assert_eq!(copy, b);
+    }
+
+    #[test]
+    fn validate_rejects_bad_framing() {
+        let mut b = RecordBatch::default();
+        b.push(b"k", b"v", 0);
+        b.value_ends[0] = 9;
+        assert!(b.validate().is_err());
+        let mut b = RecordBatch::default();
+        b.push(b"k", b"v", 0);
+        b.timestamps.push(1);
+        assert!(b.validate().is_err());
+    }
+}

@@ -1,0 +1,177 @@
+//! `Chain`: consecutive operators with the same partitioning, run in one thread.
+//!
+//! Invariants: a batch leaves operator i and is fully processed by operators i+1.. (and
+//! the sinks) before operator i sees anything else, so chaining preserves stream order
+//! exactly as a channel would. On a watermark or barrier, what operator i emits in
+//! response travels down the chain BEFORE the watermark or barrier reaches operator
+//! i + 1: a window fired by watermark w reaches the sink before w does, and output
+//! emitted while snapshotting checkpoint n belongs to n. Records refused anywhere in the
+//! chain are collected as dead letters for the task's dead-letter sink.
+
+use std::collections::BTreeMap;
+
+use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::message::{Barrier, Watermark};
+use crate::dataflow::operator::{DeadLetter, Operator, OperatorError, OperatorSnapshot, Output};
+
+/// An operator failed; names which.
+#[derive(Debug, thiserror::Error)]
+#[error("operator {operator}: {source}")]
+pub struct ChainError {
+    pub operator: String,
+    #[source]
+    pub source: OperatorError,
+}
+
+/// What a chain produced for the task to deliver.
+#[derive(Debug, Default)]
+pub struct ChainOutput {
+    /// Batches for the task's output (empty when the chain ends in sinks).
+    pub batches: Vec<RecordBatch>,
+    pub dead_letters: Vec<DeadLetter>,
+    pub late_records: u64,
+    /// Records handed to the sinks.
+    pub records_to_sinks: u64,
+}
+
+pub struct Chain {
+    operators: Vec<Box<dyn Operator>>,
+    /// Terminal operators; each receives every record the last operator emits.
+    sinks: Vec<Box<dyn Operator>>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<&str> = self
+            .operators
+            .iter()
+            .chain(&self.sinks)
+            .map(|o| o.id())
+            .collect();
+        f.debug_struct("Chain").field("operators", &ids).finish()
+    }
+}
+
+impl Chain {
+    pub fn new(operators: Vec<Box<dyn Operator>>, sinks: Vec<Box<dyn Operator>>) -> Self {
+        Self { operators, sinks }
+    }
+
+    pub fn process_batch(&mut self, batch: RecordBatch) -> Result<ChainOutput, ChainError> {
+        let mut out = ChainOutput::default();
+        self.feed(0, vec![batch], &mut out)?;
+        Ok(out)
+    }
+
+    pub fn process_watermark(&mut self, watermark: Watermark) -> Result<ChainOutput, ChainError> {
+        let mut out = ChainOutput::default();
+        for i in 0..self.operators.len() {
+            let mut emitted = Output::default();
+            let op = &mut self.operators[i];
+            op.handle_watermark(watermark, &mut emitted)
+                .map_err(|e| fail(op.as_ref(), e))?;
+            self.absorb(i + 1, emitted, &mut out)?;
+        }
+        for sink in &mut self.sinks {
+            let mut ignored = Output::default();
+            sink.handle_watermark(watermark, &mut ignored)
+                .map_err(|e| fail(sink.as_ref(), e))?;
+        }
+        Ok(out)
+    }
+
+    /// Snapshots every operator for `barrier`, in chain order. Output emitted while
+    /// snapshotting operator i is processed by i+1.. before they snapshot.
+    pub fn process_barrier(
+        &mut self,
+        barrier: Barrier,
+        snapshots: &mut BTreeMap<String, OperatorSnapshot>,
+    ) -> Result<ChainOutput, ChainError> {
+        let mut out = ChainOutput::default();
+        for i in 0..self.operators.len() {
+            let mut emitted = Output::default();
+            let op = &mut self.operators[i];
+            if let Some(s) = op
+                .handle_barrier(barrier, &mut emitted)
+                .map_err(|e| fail(op.as_ref(), e))?
+            {
+                snapshots.insert(op.id().to_owned(), s);
+            }
+            self.absorb(i + 1, emitted, &mut out)?;
+        }
+        for sink in &mut self.sinks {
+            let mut ignored = Output::default();
+            if let Some(s) = sink
+                .handle_barrier(barrier, &mut ignored)
+                .map_err(|e| fail(sink.as_ref(), e))?
+            {
+                snapshots.insert(sink.id().to_owned(), s);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn close(&mut self) -> Result<(), ChainError> {
+        for op in self.operators.iter_mut().chain(self.sinks.iter_mut()) {
+            op.on_close().map_err(|e| fail(op.as_ref(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Takes what operator `from - 1` emitted and pushes it through the rest.
+    fn absorb(
+        &mut self,
+        from: usize,
+        emitted: Output,
+        out: &mut ChainOutput,
+    ) -> Result<(), ChainError> {
+        out.dead_letters.extend(emitted.dead_letters);
+        out.late_records += emitted.late_records;
+        self.feed(from, emitted.batches, out)
+    }
+
+    /// Pushes `batches` through operators `from..` and then to the sinks or `out`.
+    fn feed(
+        &mut self,
+        from: usize,
+        mut batches: Vec<RecordBatch>,
+        out: &mut ChainOutput,
+    ) -> Result<(), ChainError> {
+        for op in &mut self.operators[from..] {
+            if batches.is_empty() {
+                return Ok(());
+            }
+            let mut emitted = Output::default();
+            for batch in batches {
+                op.handle_batch(batch, &mut emitted)
+                    .map_err(|e| fail(op.as_ref(), e))?;
+            }
+            out.dead_letters.extend(emitted.dead_letters);
+            out.late_records += emitted.late_records;
+            batches = emitted.batches;
+        }
+        if self.sinks.is_empty() {
+            out.batches.extend(batches);
+            return Ok(());
+        }
+        for batch in batches {
+            out.records_to_sinks += batch.len() as u64;
+            let (last, rest) = self.sinks.split_last_mut().expect("sinks is not empty");
+            let mut ignored = Output::default();
+            for sink in rest {
+                sink.handle_batch(batch.clone(), &mut ignored)
+                    .map_err(|e| fail(sink.as_ref(), e))?;
+            }
+            last.handle_batch(batch, &mut ignored)
+                .map_err(|e| fail(last.as_ref(), e))?;
+        }
+        Ok(())
+    }
+}
+
+fn fail(op: &dyn Operator, source: OperatorError) -> ChainError {
+    ChainError {
+        operator: op.id().to_owned(),
+        source,
+    }
+}

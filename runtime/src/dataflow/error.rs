@@ -1,0 +1,49 @@
+//! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns.
+
+use crate::connector::ConnectorError;
+use crate::dataflow::chain::ChainError;
+use crate::dataflow::operator::OperatorError;
+use crate::dataflow::task::TaskContext;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("pipeline {pipeline}, task {task}, operator {operator}: {source}")]
+    Operator {
+        pipeline: String,
+        task: String,
+        operator: String,
+        #[source]
+        source: OperatorError,
+    },
+    #[error("pipeline {pipeline}, task {task}: source: {source}")]
+    Source {
+        pipeline: String,
+        task: String,
+        #[source]
+        source: ConnectorError,
+    },
+    #[error("pipeline {pipeline}, task {task}: {message}")]
+    Protocol {
+        pipeline: String,
+        task: String,
+        message: String,
+    },
+    /// The pipeline is shutting down because something else failed.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl TaskError {
+    pub(crate) fn chain(ctx: &TaskContext, e: ChainError) -> Self {
+        Self::operator(ctx, &e.operator, e.source)
+    }
+
+    pub(crate) fn operator(ctx: &TaskContext, operator: &str, source: OperatorError) -> Self {
+        TaskError::Operator {
+            pipeline: ctx.pipeline.clone(),
+            task: ctx.task.clone(),
+            operator: operator.to_owned(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The operators a pipeline's steps become.
+pub mod aggregate;
+pub mod key_by;
+pub mod map;

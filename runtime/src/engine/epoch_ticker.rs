@@ -1,0 +1,59 @@
+//! `EpochTicker`: the thread that advances wasmtime's epoch, so CPU deadlines fire.
+//!
+//! Invariants:
+//! - While the ticker lives, the engine's epoch advances by one every [`EPOCH_TICK`].
+//!   A store whose deadline is set to `n` ticks therefore traps after between
+//!   `(n - 1) * EPOCH_TICK` and `n * EPOCH_TICK` of guest execution; callers add one tick
+//!   to their budget so a call gets at least its full timeout and at most one tick more.
+//! - The ticker is shared (`Arc`) by the engine, its modules and their instances, so it
+//!   runs as long as anything that can call a guest is alive.
+//! - Dropping the ticker stops the thread promptly (it waits on a channel, not a bare
+//!   sleep) and joins it: no ticker thread outlives the last engine, module or instance.
+//! - "Epoch" here means only wasmtime's interruption counter (see CONVENTIONS.md);
+//!   checkpoints are `CheckpointId`s elsewhere.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the epoch advances: the granularity of every CPU deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Owns the ticker thread; stops and joins it on drop.
+#[derive(Debug)]
+pub(crate) struct EpochTicker {
+    /// Dropping the sender wakes the thread and tells it to stop.
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: wasmtime::Engine) -> std::io::Result<Self> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("weir-epoch-ticker".into())
+            .spawn(move || {
+                loop {
+                    match stopped.recv_timeout(EPOCH_TICK) {
+                        Err(RecvTimeoutError::Timeout) => engine.increment_epoch(),
+                        Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // The loop body cannot panic; a join error would only mean it did anyway, and
+            // there is nothing useful to do with that during drop.
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! `GuestModule`: a compiled, checked guest component, ready to instantiate.
+//!
+//! Invariants:
+//! - A `GuestModule` exists only for a WebAssembly *component* (not a core module) that
+//!   exports exactly one weir world, whose every import is allowed by
+//!   `import_policy::ALLOWED_IMPORTS`, and whose world's types match this host's (the
+//!   typed `MapperPre`/`AggregatorPre` was built). Each refusal says why in one line.
+//! - It holds an `InstancePre`: imports are resolved once, so instantiating (per
+//!   subtask, or after a trap) does no linking and no compilation.
+//! - `sha256` is the hex SHA-256 of the exact bytes loaded: the module's identity for
+//!   uploads and logs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::aggregator_instance::AggregatorInstance;
+use super::bindings::aggregator::AggregatorPre;
+use super::bindings::mapper::MapperPre;
+use super::epoch_ticker::EpochTicker;
+use super::error::EngineError;
+use super::import_policy::{forbidden_imports, world_of};
+use super::limits::GuestLimits;
+use super::mapper_instance::MapperInstance;
+use super::wasm_engine::WasmEngine;
+
+/// The weir world a guest implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum World {
+    /// Exports `weir:transform/map`.
+    Mapper,
+    /// Exports `weir:transform/aggregate`.
+    Aggregator,
+}
+
+impl fmt::Display for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            World::Mapper => "mapper",
+            World::Aggregator => "aggregator",
+        })
+    }
+}
+
+#[derive(Clone)]
+enum Pre {
+    Mapper(MapperPre<super::host::HostState>),
+    Aggregator(AggregatorPre<super::host::HostState>),
+}
+
+/// A loaded guest. Cheap to clone; instantiate it once per subtask.
+#[derive(Clone)]
+pub struct GuestModule {
+    name: Arc<str>,
+    sha256: String,
+    pre: Pre,
+    /// Keeps deadlines firing while this module or its instances live.
+    ticker: Arc<EpochTicker>,
+}
+
+impl fmt::Debug for GuestModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuestModule")
+            .field("name", &self.name)
+            .field("sha256", &self.sha256)
+            .field("world", &self.world())
+            .finish()
+    }
+}
+
+/// What the first bytes of a file say it is.
+#[derive(Debug, PartialEq, Eq)]
+enum Header {
+    NotWasm,
+    CoreModule,
+    Component,
+    /// Another version/layer: let wasmtime's parser explain.
+    Unknown,
+}
+
+fn header(bytes: &[u8]) -> Header {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Header::CoreModule,
+        Some([0, b'a', b's', b'm', _, _, 1, 0]) => Header::Component,
+        Some([0, b'a', b's', b'm', ..]) => Header::Unknown,
+        _ => Header::NotWasm,
+    }
+}
+
+impl GuestModule {
+    pub(crate) fn load(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Result<Self, EngineError> {
+        let invalid = |reason: &str| EngineError::Invalid {
+            module: name.to_owned(),
+            reason: reason.to_owned(),
+        };
+        match header(bytes) {
+            Header::NotWasm => {
+                return Err(invalid(
+                    "is not a WebAssembly binary (it does not start with \\0asm)",
+                ));
+            }
+            Header::CoreModule => {
+                return Err(invalid(
+                    "is a core WebAssembly module, not a component; build with --target wasm32-wasip2",
+                ));
+            }
+            Header::Component | Header::Unknown => {}
+        }
+        let component = engine.compile(name, bytes)?;
+        Self::from_component(engine, name, sha256_hex(bytes), &component)
+    }
+
+    /// Compiles a component from WAT text, skipping the binary-header check.
+    #[cfg(test)]
+    pub(crate) fn from_wat(
+        engine: &WasmEngine,
+        name: &str,
+        wat: &str,
+    ) -> Result<Self, EngineError> {
+        let component = engine.compile(name, wat.as_bytes())?;
+        Self::from_component(engine, name, sha256_hex(wat.as_bytes()), &component)
+    }
+
+    fn from_component(
+        engine: &WasmEngine,
+        name: &str,
+        sha256: String,
+        component: &Component,
+    ) -> Result<Self, EngineError> {
+        let invalid = |reason: String| EngineError::Invalid {
+            module: name.to_owned(),
+            reason,
+        };
+        let ty = component.component_type();
+        let world = world_of(ty.exports(engine.engine()).map(|(n, _)| n)).map_err(invalid)?;
+        let forbidden = forbidden_imports(ty.imports(engine.engine()).map(|(n, _)| n));
+        if !forbidden.is_empty() {
+            return Err(invalid(format!(
+                "imports {} which a weir guest may not use (allowed: weir:transform/{{log,config,types}}, \
+                 wasi:io, wasi:cli stdio/exit/environment/terminal, wasi:clocks, wasi:random)",
+                forbidden.join(", ")
+            )));
+        }
+        let mismatch = |e: wasmtime::Error| {
+            invalid(format!(
+                "does not match this host's weir:transform world {world}: {e:#}"
+            ))
+        };
+        let pre = match world {
+            World::Mapper => {
+                let pre = engine
+                    .mapper_linker()
+                    .instantiate_pre(component)
+                    .map_err(mismatch)?;
+                Pre::Mapper(MapperPre::new(pre).map_err(mismatch)?)
+            }
+            World::Aggregator => {
+                let pre = engine
+                    .aggregator_linker()
+                    .instantiate_pre(component)
+                    .map_err(mismatch)?;
+                Pre::Aggregator(AggregatorPre::new(pre).map_err(mismatch)?)
+            }
+        };
+        Ok(GuestModule {
+            name: name.into(),
+            sha256,
+            pre,
+            ticker: engine.ticker().clone(),
+        })
+    }
+
+    /// The name given at load (the file name for [`WasmEngine::load`]).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Hex SHA-256 of the component's bytes.
+    pub fn sha256_hex(&self) -> &str {
+        &self.sha256
+    }
+
+    pub fn world(&self) -> World {
+        match self.pre {
+            Pre::Mapper(_) => World::Mapper,
+            Pre::Aggregator(_) => World::Aggregator,
+        }
+    }
+
+    /// A fresh mapper instance with `config` as its step configuration.
+    pub fn instantiate_mapper(
+        &self,
+        limits: &GuestLimits,
+        config: BTreeMap<String, String>,
+    ) -> Result<MapperInstance, EngineError> {
+        match &self.pre {
+            Pre::Mapper(pre) => MapperInstance::instantiate(self.name.clone(), self.ticker.clone(), pre, limits, config),
+            Pre::Aggregator(_) => Err(self.wrong_world(World::Mapper)),
+        }
+    }
+
+    /// A fresh aggregator instance with `config` as its step configuration.
+    pub fn instantiate_aggregator(
+        &self,
+        limits: &GuestLimits,
+        config: BTreeMap<String, String>,
+    ) -> Result<AggregatorInstance, EngineError> {
+        match &self.pre {
+            Pre::Aggregator(pre) => {
+                AggregatorInstance::instantiate(self.name.clone(), self.ticker.clone(), pre, limits, config)
+            }
+            Pre::Mapper(_) => Err(self.wrong_world(World::Aggregator)),
+        }
+    }
+
+    fn wrong_world(&self, wanted: World) -> EngineError {
+        EngineError::Invalid {
+            module: self.name.to_string(),
+            reason: format!(
+                "implements world {}, but this step needs world {wanted}",
+                self.world()
+            ),
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_tells_core_modules_from_components() {
+        assert_eq!(header(b"\0asm\x01\0\0\0"), Header::CoreModule);
+        assert_eq!(header(b"\0asm\x0d\0\x01\0"), Header::Component);
+        assert_eq!(header(b"hello, world"), Header::NotWasm);
+        assert_eq!(header(b"\0as"), Header::NotWasm);
+    }
+}

@@ -1,0 +1,212 @@
+//! `GuestOutput`: where a guest's stdout and stderr go.
+//!
+//! Invariants:
+//! - Every complete line a guest writes to stdout or stderr becomes one `tracing` event
+//!   tagged with the module's name (stdout at INFO, stderr at WARN). A line longer than
+//!   [`MAX_LINE`] is cut into several events; a trailing partial line is emitted when
+//!   the call that wrote it ends ([`GuestOutput::flush`]). Nothing reaches the host's own
+//!   stdout/stderr.
+//! - The last [`STDERR_TAIL`] bytes of stderr written during the current call are kept,
+//!   so that a trap can be explained by the guest's own words (a Rust guest prints its
+//!   panic message to stderr and then executes `unreachable`).
+//! - Memory held per instance is bounded (`MAX_LINE` per stream + `STDERR_TAIL`) whatever
+//!   the guest writes; writes never fail and never block.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// Longest line kept before it is emitted anyway.
+const MAX_LINE: usize = 4 << 10; // 4 KiB
+/// How much of the current call's stderr is kept to explain a trap.
+const STDERR_TAIL: usize = 8 << 10; // 8 KiB
+/// The permit `check-write` grants: how much a guest may hand over in one write.
+const WRITE_PERMIT: usize = 64 << 10; // 64 KiB
+
+/// Which of the guest's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stdio {
+    Stdout,
+    Stderr,
+}
+
+/// The shared sink behind every stdout/stderr handle of one instance.
+#[derive(Debug, Clone)]
+pub(crate) struct GuestOutput(Arc<Mutex<Inner>>);
+
+#[derive(Debug)]
+struct Inner {
+    module: Arc<str>,
+    stdout_line: Vec<u8>,
+    stderr_line: Vec<u8>,
+    stderr_tail: VecDeque<u8>,
+}
+
+impl GuestOutput {
+    pub(crate) fn new(module: Arc<str>) -> Self {
+        Self(Arc::new(Mutex::new(Inner {
+            module,
+            stdout_line: Vec::new(),
+            stderr_line: Vec::new(),
+            stderr_tail: VecDeque::new(),
+        })))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A poisoned lock only means a tracing subscriber panicked mid-event; the
+        // buffers are still consistent, so keep going.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A new handle on `stream`, for the guest's resource table.
+    pub(crate) fn stream(&self, stream: Stdio) -> GuestStdioStream {
+        GuestStdioStream {
+            output: self.clone(),
+            stream,
+        }
+    }
+
+    /// Called before each call: forget the previous call's stderr.
+    pub(crate) fn start_call(&self) {
+        self.lock().stderr_tail.clear();
+    }
+
+    /// Called after each call: emit partial lines.
+    pub(crate) fn flush(&self) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        emit(&inner.module, Stdio::Stdout, &mut inner.stdout_line);
+        emit(&inner.module, Stdio::Stderr, &mut inner.stderr_line);
+    }
+
+    /// What the guest wrote to stderr during the current call (last [`STDERR_TAIL`] bytes).
+    pub(crate) fn stderr_tail(&self) -> String {
+        let inner = self.lock();
+        let (a, b) = inner.stderr_tail.as_slices();
+        let mut bytes = Vec::with_capacity(a.len() + b.len());
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn write(&self, stream: Stdio, mut bytes: &[u8]) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if stream == Stdio::Stderr {
+            let keep = bytes.len().min(STDERR_TAIL);
+            let tail = &mut inner.stderr_tail;
+            let overflow = (tail.len() + keep).saturating_sub(STDERR_TAIL);
+            tail.drain(..overflow);
+            tail.extend(&bytes[bytes.len() - keep..]);
+        }
+        let line = match stream {
+            Stdio::Stdout => &mut inner.stdout_line,
+            Stdio::Stderr => &mut inner.stderr_line,
+        };
+        while !bytes.is_empty() {
+            match bytes.iter().position(|&b| b == b'\n') {
+                Some(nl) => {
+                    line.extend_from_slice(&bytes[..nl]);
+                    emit(&inner.module, stream, line);
+                    bytes = &bytes[nl + 1..];
+                }
+                None => {
+                    let room = MAX_LINE - line.len();
+                    let take = bytes.len().min(room);
+                    line.extend_from_slice(&bytes[..take]);
+                    bytes = &bytes[take..];
+                    if line.len() >= MAX_LINE {
+                        emit(&inner.module, stream, line);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Emits `line` (if not empty) as one tracing event and clears it.
+fn emit(module: &str, stream: Stdio, line: &mut Vec<u8>) {
+    if line.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(line);
+    let text = text.strip_suffix('\r').unwrap_or(&text);
+    match stream {
+        Stdio::Stdout => tracing::info!(target: "weir::guest", module, stream = "stdout", "{text}"),
+        Stdio::Stderr => tracing::warn!(target: "weir::guest", module, stream = "stderr", "{text}"),
+    }
+    line.clear();
+}
+
+/// One `wasi:io/streams.output-stream` handle on a guest's stdout or stderr.
+#[derive(Debug)]
+pub(crate) struct GuestStdioStream {
+    output: GuestOutput,
+    stream: Stdio,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for GuestStdioStream {
+    /// Always ready: writes are buffered in memory, bounded, and never block.
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for GuestStdioStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.output.write(self.stream, &bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_PERMIT)
+    }
+}
+
+/// The panic message in a Rust guest's stderr: from the last "panicked at" to the end,
+/// without the `RUST_BACKTRACE` hint. `None` if the guest did not panic.
+pub(crate) fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.rfind("panicked at")?;
+    let message: Vec<&str> = stderr[start..]
+        .lines()
+        .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    Some(message.join("\n").trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_is_bounded_and_keeps_the_end() {
+        let out = GuestOutput::new("m".into());
+        let mut s = out.stream(Stdio::Stderr);
+        for _ in 0..100 {
+            s.write(Bytes::from(vec![b'x'; 1000])).ok();
+        }
+        s.write(Bytes::from_static(b"\nthe end\n")).ok();
+        let tail = out.stderr_tail();
+        assert_eq!(tail.len(), STDERR_TAIL);
+        assert!(tail.ends_with("the end\n"));
+        out.start_call();
+        assert!(out.stderr_tail().is_empty());
+    }
+
+    #[test]
+    fn panic_message_is_extracted() {
+        let stderr = "log line\nthread '<unnamed>' panicked at src/lib.rs:5:5:\nweir-test: boom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("panicked at src/lib.rs:5:5:\nweir-test: boom")
+        );
+        assert_eq!(panic_message("all fine\n"), None);
+    }
+}

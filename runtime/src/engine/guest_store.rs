@@ -1,0 +1,158 @@
+//! `GuestStore`: one guest instance's `Store` and the discipline of every call into it.
+//!
+//! Invariants, for instantiation and for every call:
+//! - Before: the epoch deadline is reset to `call_timeout` (rounded up to whole ticks,
+//!   plus one tick), the memory limiter's "limit hit" mark is cleared and the stderr
+//!   tail emptied. So no call can run longer than `call_timeout` + one `EPOCH_TICK`.
+//! - After a failure the error is classified, most specific first: epoch interrupt ->
+//!   `CpuDeadline`; refused memory growth -> `MemoryLimit`; a Rust panic message on
+//!   stderr -> `GuestPanic`; anything else -> `Trap` (with the guest's stderr and the
+//!   wasm backtrace when there is one).
+//! - After any such failure the store is poisoned: every later call returns `Poisoned`
+//!   without entering the guest. The caller instantiates again from its `GuestModule`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wasmtime::{Store, Trap, WasmBacktrace};
+
+use super::epoch_ticker::{EPOCH_TICK, EpochTicker};
+use super::error::EngineError;
+use super::guest_output::panic_message;
+use super::host::HostState;
+use super::limits::{GuestLimiter, GuestLimits};
+
+/// Longest trap description kept in an error message.
+const MAX_TRAP_MESSAGE: usize = 4 << 10; // 4 KiB
+
+pub(crate) struct GuestStore {
+    module: Arc<str>,
+    limits: GuestLimits,
+    store: Store<HostState>,
+    /// Why the instance is unusable, once it is.
+    poisoned: Option<String>,
+    /// Keeps the deadline firing while this instance lives.
+    _ticker: Arc<EpochTicker>,
+}
+
+impl GuestStore {
+    pub(crate) fn new(
+        engine: &wasmtime::Engine,
+        module: Arc<str>,
+        ticker: Arc<EpochTicker>,
+        limits: &GuestLimits,
+        config: BTreeMap<String, String>,
+    ) -> Self {
+        let state = HostState::new(
+            module.clone(),
+            config,
+            GuestLimiter::new(limits.memory_bytes),
+        );
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        Self {
+            module,
+            limits: limits.clone(),
+            store,
+            poisoned: None,
+            _ticker: ticker,
+        }
+    }
+
+    pub(crate) fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// Runs `f` (an instantiation or one export call) under the limits.
+    pub(crate) fn call<R>(
+        &mut self,
+        f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, EngineError> {
+        if let Some(cause) = &self.poisoned {
+            return Err(EngineError::Poisoned {
+                module: self.module.to_string(),
+                cause: cause.clone(),
+            });
+        }
+        self.store
+            .set_epoch_deadline(deadline_ticks(self.limits.call_timeout));
+        self.store.data_mut().limiter.reset_hit();
+        self.store.data().output.start_call();
+        let result = f(&mut self.store);
+        self.store.data().output.flush();
+        result.map_err(|e| {
+            let err = self.classify(&e);
+            tracing::debug!(module = &*self.module, error = ?e, "guest call failed");
+            let text = err.to_string();
+            let cause = text.strip_prefix(&format!("{}: ", self.module)).unwrap_or(&text);
+            self.poisoned = Some(cause.to_owned());
+            err
+        })
+    }
+
+    fn classify(&self, e: &wasmtime::Error) -> EngineError {
+        let module = self.module.to_string();
+        let state = self.store.data();
+        if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return EngineError::CpuDeadline {
+                module,
+                timeout: self.limits.call_timeout,
+            };
+        }
+        if state.limiter.hit() {
+            return EngineError::MemoryLimit {
+                module,
+                limit_bytes: state.limiter.limit_bytes(),
+            };
+        }
+        let stderr = state.output.stderr_tail();
+        if let Some(message) = panic_message(&stderr) {
+            return EngineError::GuestPanic { module, message };
+        }
+        let mut message = match e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            Some(exit) => format!("guest called exit({})", exit.0),
+            None => match e.downcast_ref::<Trap>() {
+                Some(trap) => trap.to_string(),
+                None => format!("{e:#}"),
+            },
+        };
+        if !stderr.trim().is_empty() {
+            message.push_str("\nguest stderr:\n");
+            message.push_str(stderr.trim_end());
+        }
+        if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
+            message.push_str(&format!("\n{bt}"));
+        }
+        if message.len() > MAX_TRAP_MESSAGE {
+            let mut end = MAX_TRAP_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(" ...");
+        }
+        EngineError::Trap { module, message }
+    }
+}
+
+/// Epoch ticks to allow for `timeout`: rounded up, plus one because the first tick may
+/// come at any moment after the deadline is set.
+fn deadline_ticks(timeout: std::time::Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    let ticks = timeout.as_nanos().div_ceil(tick).max(1);
+    u64::try_from(ticks).unwrap_or(u64::MAX - 1) + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn deadline_rounds_up_and_adds_a_tick() {
+        assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
+        assert_eq!(deadline_ticks(Duration::from_millis(15)), 3);
+        assert_eq!(deadline_ticks(Duration::ZERO), 2);
+    }
+}

@@ -1,0 +1,125 @@
+//! `HostState`: the data of one guest's `Store`, and the host functions it backs.
+//!
+//! Invariants:
+//! - One `HostState` per guest instance; nothing in it is shared with another instance
+//!   except the module name.
+//! - The WASI context is empty: no environment variables, no arguments, no preopened
+//!   directories, no network, stdin closed. stdout and stderr are not WASI's own
+//!   streams: `get-stdout`/`get-stderr` are implemented here and hand out
+//!   [`GuestOutput`] handles, so guest output lands in `tracing`, tagged with the module.
+//! - `weir:transform/log` writes to `tracing` with the module name; `config.get` reads
+//!   only this instance's step configuration.
+//! - No host function here can fail or panic on guest input: overlong log messages are
+//!   truncated, unknown config names are `none`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::p2::DynOutputStream;
+use wasmtime_wasi::p2::bindings::cli::{stderr, stdout};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::{wit_config, wit_log, wit_types};
+use super::guest_output::{GuestOutput, Stdio};
+use super::limits::GuestLimiter;
+
+/// Longest `log` message passed on to `tracing`; the rest is cut.
+const MAX_LOG_MESSAGE: usize = 16 << 10; // 16 KiB
+/// Largest `wasi:random` request served in one call (wasmtime-wasi's default is 64 MiB,
+/// a needless host allocation for a guest that only seeds a hash map).
+const MAX_RANDOM_BYTES: u64 = 1 << 20; // 1 MiB
+
+/// The `T` of every guest `Store<T>`.
+pub(crate) struct HostState {
+    module: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    config: BTreeMap<String, String>,
+    pub(crate) limiter: GuestLimiter,
+    pub(crate) output: GuestOutput,
+}
+
+impl HostState {
+    pub(crate) fn new(
+        module: Arc<str>,
+        config: BTreeMap<String, String>,
+        limiter: GuestLimiter,
+    ) -> Self {
+        let wasi = WasiCtxBuilder::new()
+            .max_random_size(MAX_RANDOM_BYTES)
+            .build();
+        Self {
+            output: GuestOutput::new(module.clone()),
+            module,
+            wasi,
+            table: ResourceTable::new(),
+            config,
+            limiter,
+        }
+    }
+
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    fn push_stdio(&mut self, stream: Stdio) -> wasmtime::Result<Resource<DynOutputStream>> {
+        let handle: DynOutputStream = Box::new(self.output.stream(stream));
+        Ok(self.table.push(handle)?)
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl stdout::Host for HostState {
+    fn get_stdout(&mut self) -> wasmtime::Result<Resource<DynOutputStream>> {
+        self.push_stdio(Stdio::Stdout)
+    }
+}
+
+impl stderr::Host for HostState {
+    fn get_stderr(&mut self) -> wasmtime::Result<Resource<DynOutputStream>> {
+        self.push_stdio(Stdio::Stderr)
+    }
+}
+
+impl wit_types::Host for HostState {}
+
+impl wit_log::Host for HostState {
+    fn log(&mut self, level: wit_log::Level, message: String) {
+        let message = truncate(&message, MAX_LOG_MESSAGE);
+        let module = &*self.module;
+        match level {
+            wit_log::Level::Trace => tracing::trace!(target: "weir::guest", module, "{message}"),
+            wit_log::Level::Debug => tracing::debug!(target: "weir::guest", module, "{message}"),
+            wit_log::Level::Info => tracing::info!(target: "weir::guest", module, "{message}"),
+            wit_log::Level::Warn => tracing::warn!(target: "weir::guest", module, "{message}"),
+            wit_log::Level::Error => tracing::error!(target: "weir::guest", module, "{message}"),
+        }
+    }
+}
+
+impl wit_config::Host for HostState {
+    fn get(&mut self, name: String) -> Option<String> {
+        self.config.get(&name).cloned()
+    }
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,0 +1,112 @@
+//! `MapperInstance`: one running instance of a `mapper` guest.
+//!
+//! Invariants:
+//! - One guest call per batch (`map`), never per record; the instance is reused across
+//!   calls (its memory and any guest-side caches persist between batches).
+//! - The batch is moved into the call and the output moved out: no per-record copy on
+//!   the host side of the boundary.
+//! - Output leaving this type is well formed: `records` passes `RecordBatch::validate`
+//!   and every rejection index is below the input's length; otherwise `BadOutput`.
+//!   A `BadOutput` does not poison the instance (the guest did not trap), but a caller
+//!   will normally fail the step anyway.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::dataflow::batch::RecordBatch;
+
+use super::bindings::mapper::{Mapper, MapperPre};
+use super::bindings::wit_types;
+use super::epoch_ticker::EpochTicker;
+use super::error::EngineError;
+use super::guest_store::GuestStore;
+use super::host::HostState;
+use super::limits::GuestLimits;
+
+/// One input record the guest refused; the runtime routes it to the dead-letter output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Position of the record in the input batch (for `update`: in `groups.records`).
+    pub index: u32,
+    pub reason: String,
+}
+
+impl From<wit_types::Rejection> for Rejection {
+    fn from(r: wit_types::Rejection) -> Self {
+        Rejection {
+            index: r.index,
+            reason: r.reason,
+        }
+    }
+}
+
+/// What one `map` call produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MapOutput {
+    /// Records to emit, in order: zero or more per input record.
+    pub records: RecordBatch,
+    pub rejections: Vec<Rejection>,
+}
+
+/// A live mapper guest. Not `Sync`: one thread calls it at a time.
+pub struct MapperInstance {
+    guest: GuestStore,
+    bindings: Mapper,
+}
+
+impl std::fmt::Debug for MapperInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapperInstance")
+            .field("module", &self.guest.module())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MapperInstance {
+    pub(crate) fn instantiate(
+        module: Arc<str>,
+        ticker: Arc<EpochTicker>,
+        pre: &MapperPre<HostState>,
+        limits: &GuestLimits,
+        config: BTreeMap<String, String>,
+    ) -> Result<Self, EngineError> {
+        let mut guest = GuestStore::new(pre.engine(), module, ticker, limits, config);
+        let bindings = guest.call(|store| pre.instantiate(store))?;
+        Ok(Self { guest, bindings })
+    }
+
+    /// The module this instance runs.
+    pub fn module(&self) -> &str {
+        self.guest.module()
+    }
+
+    /// Maps one batch.
+    pub fn map(&mut self, batch: RecordBatch) -> Result<MapOutput, EngineError> {
+        let input_len = batch.len();
+        let input = wit_types::RecordBatch::from(batch);
+        let Self { guest, bindings } = self;
+        let out = guest.call(|store| bindings.weir_transform_map().call_map(store, &input))?;
+        let output = MapOutput {
+            records: out.records.into(),
+            rejections: out.rejections.into_iter().map(Rejection::from).collect(),
+        };
+        let bad = |reason: String| EngineError::BadOutput {
+            module: self.guest.module().to_owned(),
+            reason,
+        };
+        output.records.validate().map_err(|e| bad(e.to_string()))?;
+        check_rejections(&output.rejections, input_len).map_err(bad)?;
+        Ok(output)
+    }
+}
+
+/// Every rejection must point into the input.
+pub(crate) fn check_rejections(rejections: &[Rejection], input_len: usize) -> Result<(), String> {
+    match rejections.iter().find(|r| r.index as usize >= input_len) {
+        Some(r) => Err(format!(
+            "rejection index {} is out of range for an input of {input_len} records",
+            r.index
+        )),
+        None => Ok(()),
+    }
+}

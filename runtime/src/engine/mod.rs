@@ -1,0 +1,37 @@
+//! The only module that touches wasmtime: loading, checking and running guest
+//! components under memory and CPU limits.
+//!
+//! Invariants of the layer (each file states its own):
+//! - One [`WasmEngine`] per process; a [`GuestModule`] per loaded component (checked at
+//!   load: a component, one weir world, allowed imports only); one instance per
+//!   subtask ([`MapperInstance`], [`AggregatorInstance`]), reused across batches.
+//! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
+//!   ([`GuestLimits::call_timeout`] plus one epoch tick). No guest behaviour panics the
+//!   host; it becomes an [`EngineError`] naming the module, and a trap poisons the
+//!   instance.
+
+mod aggregator_instance;
+mod bindings;
+mod epoch_ticker;
+mod error;
+mod guest_module;
+mod guest_output;
+mod guest_store;
+mod host;
+mod import_policy;
+mod limits;
+mod linker;
+mod mapper_instance;
+mod wasm_engine;
+
+#[cfg(test)]
+mod tests;
+
+pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput, Window};
+pub use epoch_ticker::EPOCH_TICK;
+pub use error::EngineError;
+pub use guest_module::{GuestModule, World};
+pub use import_policy::ALLOWED_IMPORTS;
+pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};
+pub use mapper_instance::{MapOutput, MapperInstance, Rejection};
+pub use wasm_engine::WasmEngine;

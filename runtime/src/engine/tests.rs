@@ -1,0 +1,595 @@
+//! Engine tests. Two kinds:
+//! - hand-written WAT components (no build step needed) for the load checks, the
+//!   limits and output validation;
+//! - the real guests built by `make guests` (uppercase, infinite_loop, memory_hog,
+//!   panicker, fs_importer, ...), found in `$WEIR_GUESTS_DIR` (default
+//!   `$HOME/.cache/weir/guest-target/wasm32-wasip2/release`). A missing guest fails the
+//!   test with "run `make guests` first".
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::dataflow::batch::RecordBatch;
+
+fn engine() -> WasmEngine {
+    WasmEngine::new(None).expect("engine")
+}
+
+fn limits(memory_bytes: usize, call_timeout: Duration) -> GuestLimits {
+    GuestLimits {
+        memory_bytes,
+        call_timeout,
+    }
+}
+
+fn batch(values: &[&str]) -> RecordBatch {
+    let mut b = RecordBatch::default();
+    for (i, v) in values.iter().enumerate() {
+        b.push(format!("k{i}").as_bytes(), v.as_bytes(), i as i64);
+    }
+    b
+}
+
+fn values(b: &RecordBatch) -> Vec<String> {
+    b.iter()
+        .map(|r| String::from_utf8_lossy(r.value).into_owned())
+        .collect()
+}
+
+// ---------------------------------------------------------------- WAT components
+
+/// WIT types of `weir:transform`, as component-level type definitions.
+const TYPES: &str = r#"
+  (type $rb (record
+    (field "timestamps" (list s64)) (field "key-ends" (list u32)) (field "keys" (list u8))
+    (field "value-ends" (list u32)) (field "values" (list u8))))
+  (type $rej (record (field "index" u32) (field "reason" string)))
+  (type $out (record (field "records" $rb) (field "rejections" (list $rej))))
+"#;
+
+/// Core module items every test guest shares: one memory and a bump `realloc`.
+const CORE_COMMON: &str = r#"
+    (memory (export "memory") 1)
+    (global $bump (mut i32) (i32.const 4096))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $p i32)
+      (local.set $p (i32.and (i32.add (global.get $bump) (i32.sub (local.get 2) (i32.const 1)))
+                             (i32.sub (i32.const 0) (local.get 2))))
+      (global.set $bump (i32.add (local.get $p) (local.get 3)))
+      (block $ok
+        (br_if $ok (i32.le_u (global.get $bump) (i32.mul (memory.size) (i32.const 65536))))
+        (br_if $ok (i32.ne (i32.const -1) (memory.grow
+          (i32.add (i32.const 1) (i32.shr_u (i32.sub (global.get $bump)
+            (i32.mul (memory.size) (i32.const 65536))) (i32.const 16))))))
+        unreachable)
+      (local.get $p))
+"#;
+
+/// A mapper component whose core `map` (10 flat i32 params, returns a pointer to the
+/// 12-word result) has `body` as its body; `imports` are extra component imports.
+fn mapper_wat(imports: &str, body: &str) -> String {
+    format!(
+        r#"(component
+  {imports}
+  (core module $m
+    {CORE_COMMON}
+    (func (export "map") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      {body})
+  )
+  (core instance $i (instantiate $m))
+  (alias core export $i "memory" (core memory $mem))
+  (alias core export $i "realloc" (core func $realloc))
+  {TYPES}
+  (func $map (param "batch" $rb) (result $out)
+    (canon lift (core func $i "map") (memory $mem) (realloc $realloc)))
+  (instance $api
+    (export "record-batch" (type $rb))
+    (export "rejection" (type $rej))
+    (export "map-output" (type $out))
+    (export "map" (func $map)))
+  (export "weir:transform/map@0.1.0" (instance $api))
+)"#
+    )
+}
+
+/// Returns the input batch unchanged plus `rejections` (a pointer/length pair).
+fn echo_body(rejections_ptr: u32, rejections_len: u32) -> String {
+    let mut s = String::new();
+    for i in 0..10 {
+        s.push_str(&format!(
+            "(i32.store offset={} (i32.const 16) (local.get {i}))\n",
+            4 * i
+        ));
+    }
+    s.push_str(&format!(
+        "(i32.store offset=40 (i32.const 16) (i32.const {rejections_ptr}))
+         (i32.store offset=44 (i32.const 16) (i32.const {rejections_len}))
+         (i32.const 16)"
+    ));
+    s
+}
+
+const LOOP_BODY: &str = "(loop $l (br $l)) unreachable";
+/// Grows memory a page at a time until refused, then traps as Rust's allocator would.
+const HOG_BODY: &str =
+    "(loop $l (br_if $l (i32.ne (memory.grow (i32.const 1)) (i32.const -1)))) unreachable";
+
+fn load_wat(engine: &WasmEngine, name: &str, wat: &str) -> Result<GuestModule, EngineError> {
+    GuestModule::from_wat(engine, name, wat)
+}
+
+fn wat_mapper(engine: &WasmEngine, name: &str, body: &str, limits: &GuestLimits) -> MapperInstance {
+    let module = load_wat(engine, name, &mapper_wat("", body)).expect("load wat mapper");
+    assert_eq!(module.world(), World::Mapper);
+    module
+        .instantiate_mapper(limits, BTreeMap::new())
+        .expect("instantiate wat mapper")
+}
+
+/// An aggregator whose `update` returns the input accumulators (plus `extra_groups`
+/// bogus empty ones when non-zero) and whose `emit` returns an empty batch.
+fn aggregator_wat(drop_accumulators: bool) -> String {
+    let acc_ends_len = if drop_accumulators {
+        "(i32.const 0)"
+    } else {
+        "(local.get 1)"
+    };
+    format!(
+        r#"(component
+  (core module $m
+    {CORE_COMMON}
+    (func (export "update") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      (i32.store offset=0 (i32.const 16) (local.get 0))
+      (i32.store offset=4 (i32.const 16) {acc_ends_len})
+      (i32.store offset=8 (i32.const 16) (local.get 2))
+      (i32.store offset=12 (i32.const 16) (local.get 3))
+      (i32.store offset=16 (i32.const 16) (i32.const 0))
+      (i32.store offset=20 (i32.const 16) (i32.const 0))
+      (i32.const 16))
+    (func (export "emit") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      (memory.fill (i32.const 64) (i32.const 0) (i32.const 40))
+      (i32.const 64))
+  )
+  (core instance $i (instantiate $m))
+  (alias core export $i "memory" (core memory $mem))
+  (alias core export $i "realloc" (core func $realloc))
+  {TYPES}
+  (type $win (record (field "start" s64) (field "end" s64)))
+  (type $gb (record (field "accumulator-ends" (list u32)) (field "accumulators" (list u8))
+                    (field "record-ends" (list u32)) (field "records" $rb)))
+  (type $uo (record (field "accumulator-ends" (list u32)) (field "accumulators" (list u8))
+                    (field "rejections" (list $rej))))
+  (type $eb (record (field "key-ends" (list u32)) (field "keys" (list u8))
+                    (field "windows" (list (option $win)))
+                    (field "accumulator-ends" (list u32)) (field "accumulators" (list u8))))
+  (func $update (param "groups" $gb) (result $uo)
+    (canon lift (core func $i "update") (memory $mem) (realloc $realloc)))
+  (func $emit (param "entries" $eb) (result $rb)
+    (canon lift (core func $i "emit") (memory $mem) (realloc $realloc)))
+  (instance $api
+    (export "record-batch" (type $rb))
+    (export "rejection" (type $rej))
+    (export "window" (type $win))
+    (export "group-batch" (type $gb))
+    (export "update-output" (type $uo))
+    (export "emit-batch" (type $eb))
+    (export "update" (func $update))
+    (export "emit" (func $emit)))
+  (export "weir:transform/aggregate@0.1.0" (instance $api))
+)"#
+    )
+}
+
+// ---------------------------------------------------------------- load checks
+
+#[test]
+fn core_module_is_refused() {
+    let engine = engine();
+    // The smallest core module: magic + version 1.
+    let err = engine
+        .load_bytes("core.wasm", b"\0asm\x01\0\0\0")
+        .expect_err("must fail");
+    let msg = err.to_string();
+    assert!(matches!(err, EngineError::Invalid { .. }), "{err:?}");
+    assert!(
+        msg.contains("core.wasm: is a core WebAssembly module, not a component"),
+        "{msg}"
+    );
+    assert!(msg.contains("--target wasm32-wasip2"), "{msg}");
+}
+
+#[test]
+fn garbage_bytes_are_refused() {
+    let engine = engine();
+    let err = engine
+        .load_bytes("junk.wasm", b"#!/bin/sh\necho hi\n")
+        .expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "junk.wasm: is not a WebAssembly binary (it does not start with \\0asm)"
+    );
+    // Right magic, broken body: wasmtime's parser explains.
+    let err = engine
+        .load_bytes("broken.wasm", b"\0asm\x0d\0\x01\0\x07\x07")
+        .expect_err("must fail");
+    assert!(
+        err.to_string()
+            .starts_with("broken.wasm: is not a valid WebAssembly component"),
+        "{err}"
+    );
+}
+
+#[test]
+fn component_without_a_weir_world_is_refused() {
+    let engine = engine();
+    let wat = r#"(component
+        (core module $m (func (export "run")))
+        (core instance $i (instantiate $m))
+        (func $run (canon lift (core func $i "run")))
+        (instance $api (export "run" (func $run)))
+        (export "wasi:cli/run@0.2.0" (instance $api)))"#;
+    let err = load_wat(&engine, "cli.wasm", wat).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "cli.wasm: exports wasi:cli/run@0.2.0; a weir guest exports weir:transform/map or weir:transform/aggregate"
+    );
+}
+
+#[test]
+fn forbidden_imports_are_all_listed() {
+    let engine = engine();
+    let imports = r#"
+        (import "wasi:io/streams@0.2.3" (instance))
+        (import "wasi:filesystem/types@0.2.3" (instance))
+        (import "wasi:filesystem/preopens@0.2.3" (instance))
+        (import "wasi:sockets/tcp@0.2.3" (instance))"#;
+    let err = load_wat(&engine, "sneaky.wasm", &mapper_wat(imports, LOOP_BODY)).expect_err("must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "sneaky.wasm: imports wasi:filesystem/types@0.2.3, wasi:filesystem/preopens@0.2.3, \
+             wasi:sockets/tcp@0.2.3 which a weir guest may not use"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn every_allowed_import_is_linked_in_both_worlds() {
+    let engine = engine();
+    let imports: String = ALLOWED_IMPORTS
+        .iter()
+        .map(|name| {
+            let version = if name.starts_with("weir:") {
+                "0.1.0"
+            } else {
+                "0.2.0"
+            };
+            format!("(import \"{name}@{version}\" (instance))\n")
+        })
+        .collect();
+    let module = load_wat(
+        &engine,
+        "all-imports.wasm",
+        &mapper_wat(&imports, LOOP_BODY),
+    );
+    assert!(module.is_ok(), "{:?}", module.err());
+    // Same set against the aggregator linker: splice the imports into its component.
+    let agg = aggregator_wat(false).replacen("(component", &format!("(component\n{imports}"), 1);
+    let module = load_wat(&engine, "all-imports-agg.wasm", &agg);
+    assert!(module.is_ok(), "{:?}", module.err());
+}
+
+#[test]
+fn module_identity_is_sha256_of_its_bytes() {
+    let engine = engine();
+    let module = load_wat(&engine, "echo.wasm", &mapper_wat("", &echo_body(0, 0))).expect("load");
+    assert_eq!(module.name(), "echo.wasm");
+    assert_eq!(module.sha256_hex().len(), 64);
+    assert!(module.sha256_hex().bytes().all(|b| b.is_ascii_hexdigit()));
+    let err = module
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "echo.wasm: implements world mapper, but this step needs world aggregator"
+    );
+}
+
+// ---------------------------------------------------------------- calls and limits
+
+#[test]
+fn echo_mapper_moves_batches_and_is_reused_across_calls() {
+    let engine = engine();
+    let mut mapper = wat_mapper(
+        &engine,
+        "echo.wasm",
+        &echo_body(0, 0),
+        &GuestLimits::default(),
+    );
+    for round in 0..50 {
+        let input = batch(&["a", "bb", &format!("round {round}")]);
+        let out = mapper.map(input.clone()).expect("map");
+        assert_eq!(out.records, input);
+        assert!(out.rejections.is_empty());
+    }
+    let out = mapper.map(RecordBatch::default()).expect("empty batch");
+    assert!(out.records.is_empty());
+}
+
+#[test]
+fn rejection_index_out_of_range_is_bad_output() {
+    let engine = engine();
+    // One rejection at address 256: index 7, reason "no" at 272.
+    let body = format!(
+        "(i32.store (i32.const 256) (i32.const 7))
+         (i32.store (i32.const 260) (i32.const 272))
+         (i32.store (i32.const 264) (i32.const 2))
+         (i32.store16 (i32.const 272) (i32.const 0x6f6e))
+         {}",
+        echo_body(256, 1)
+    );
+    let mut mapper = wat_mapper(&engine, "liar.wasm", &body, &GuestLimits::default());
+    let err = mapper.map(batch(&["a", "b"])).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "liar.wasm: guest returned malformed output: rejection index 7 is out of range for an input of 2 records"
+    );
+    // With 8 input records index 7 is fine, and BadOutput did not poison the instance.
+    let out = mapper
+        .map(batch(&["a", "b", "c", "d", "e", "f", "g", "h"]))
+        .expect("in range");
+    assert_eq!(
+        out.rejections,
+        [Rejection {
+            index: 7,
+            reason: "no".into()
+        }]
+    );
+}
+
+#[test]
+fn infinite_loop_hits_the_cpu_deadline_and_poisons() {
+    let engine = engine();
+    let timeout = Duration::from_millis(200);
+    let mut mapper = wat_mapper(
+        &engine,
+        "spin.wasm",
+        LOOP_BODY,
+        &limits(DEFAULT_GUEST_MEMORY, timeout),
+    );
+    let start = Instant::now();
+    let err = mapper.map(batch(&["x"])).expect_err("must fail");
+    let elapsed = start.elapsed();
+    assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
+    assert!(elapsed >= timeout && elapsed < timeout * 5, "{elapsed:?}");
+    assert_eq!(
+        err.to_string(),
+        "spin.wasm: guest call exceeded its time limit of 200ms and was stopped"
+    );
+    let again = mapper.map(batch(&["x"])).expect_err("must fail");
+    assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
+}
+
+#[test]
+fn memory_hog_hits_the_memory_limit() {
+    let engine = engine();
+    let mut mapper = wat_mapper(
+        &engine,
+        "hog.wasm",
+        HOG_BODY,
+        &limits(4 << 20, Duration::from_secs(5)),
+    );
+    let err = mapper.map(batch(&["x"])).expect_err("must fail");
+    assert!(
+        matches!(
+            err,
+            EngineError::MemoryLimit {
+                limit_bytes: 4194304,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "hog.wasm: guest exceeded its memory limit of 4194304 bytes"
+    );
+}
+
+#[test]
+fn plain_trap_is_reported_with_its_cause() {
+    let engine = engine();
+    let mut mapper = wat_mapper(&engine, "oops.wasm", "unreachable", &GuestLimits::default());
+    let err = mapper.map(batch(&["x"])).expect_err("must fail");
+    assert!(matches!(err, EngineError::Trap { .. }), "{err:?}");
+    assert!(err.to_string().contains("unreachable"), "{err}");
+}
+
+#[test]
+fn aggregator_update_and_emit_are_validated() {
+    let engine = engine();
+    let module = load_wat(&engine, "agg.wasm", &aggregator_wat(false)).expect("load");
+    assert_eq!(module.world(), World::Aggregator);
+    let mut agg = module
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let groups = GroupBatch {
+        accumulator_ends: vec![0, 3],
+        accumulators: b"abc".to_vec(),
+        record_ends: vec![1, 2],
+        records: batch(&["x", "y"]),
+    };
+    let out = agg.update(groups.clone()).expect("update");
+    assert_eq!(out.accumulator_ends, [0, 3]);
+    assert_eq!(out.accumulators, b"abc");
+    let emitted = agg
+        .emit(EmitBatch {
+            key_ends: vec![1],
+            keys: b"k".to_vec(),
+            windows: vec![Some(Window { start: 0, end: 10 })],
+            accumulator_ends: vec![3],
+            accumulators: b"abc".to_vec(),
+        })
+        .expect("emit");
+    assert!(emitted.is_empty());
+
+    let module = load_wat(&engine, "agg-bad.wasm", &aggregator_wat(true)).expect("load");
+    let mut agg = module
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let err = agg.update(groups).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "agg-bad.wasm: guest returned malformed output: update returned 0 accumulators for 2 groups"
+    );
+}
+
+#[test]
+fn compiled_components_are_cached_on_disk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wat = mapper_wat("", &echo_body(0, 0));
+    let first = WasmEngine::new(Some(dir.path())).expect("engine");
+    load_wat(&first, "echo.wasm", &wat).expect("load");
+    assert_eq!(first.cache_stats(), Some((0, 1)));
+    let second = WasmEngine::new(Some(dir.path())).expect("engine");
+    load_wat(&second, "echo.wasm", &wat).expect("load");
+    assert_eq!(second.cache_stats(), Some((1, 0)));
+}
+
+// ---------------------------------------------------------------- real guests
+
+fn guest_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("WEIR_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            home.join(".cache/weir/guest-target/wasm32-wasip2/release")
+        });
+    for candidate in [name.to_owned(), name.replace('_', "-")] {
+        let path = dir.join(format!("{candidate}.wasm"));
+        if path.exists() {
+            return path;
+        }
+    }
+    panic!(
+        "guest {name}.wasm not found in {}: run `make guests` first",
+        dir.display()
+    );
+}
+
+fn load_guest(engine: &WasmEngine, name: &str) -> GuestModule {
+    engine
+        .load(&guest_path(name))
+        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+#[test]
+fn guest_uppercase_maps_a_batch_and_is_reused() {
+    let engine = engine();
+    let module = load_guest(&engine, "uppercase");
+    assert_eq!(module.world(), World::Mapper);
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    for _ in 0..20 {
+        let out = mapper.map(batch(&["hello", "Wörld", ""])).expect("map");
+        assert_eq!(values(&out.records), ["HELLO", "WÖRLD", ""]);
+        assert!(out.rejections.is_empty());
+    }
+}
+
+#[test]
+fn guest_infinite_loop_is_stopped_at_the_deadline() {
+    let engine = engine();
+    let module = load_guest(&engine, "infinite_loop");
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let out = mapper.map(batch(&["a", "b"])).expect("records pass through until the trigger");
+    assert_eq!(values(&out.records), ["a", "b"]);
+    let start = Instant::now();
+    let err = mapper.map(batch(&["a", "loop"])).expect_err("must fail");
+    let elapsed = start.elapsed();
+    assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
+    assert!(elapsed >= DEFAULT_CALL_TIMEOUT && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    let again = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
+    // A fresh instance from the same module works.
+    let mut fresh = module.instantiate_mapper(&GuestLimits::default(), BTreeMap::new()).expect("inst");
+    assert_eq!(values(&fresh.map(batch(&["a"])).expect("map").records), ["a"]);
+}
+
+#[test]
+fn guest_memory_hog_hits_the_memory_limit() {
+    let engine = engine();
+    let module = load_guest(&engine, "memory_hog");
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    assert_eq!(values(&mapper.map(batch(&["a"])).expect("map").records), ["a"]);
+    let err = mapper.map(batch(&["hog"])).expect_err("must fail");
+    assert!(
+        matches!(
+            err,
+            EngineError::MemoryLimit {
+                limit_bytes: DEFAULT_GUEST_MEMORY,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn guest_panic_is_reported_with_its_message() {
+    let engine = engine();
+    let module = load_guest(&engine, "panicker");
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    assert_eq!(values(&mapper.map(batch(&["a"])).expect("map").records), ["a"]);
+    let err = mapper.map(batch(&["a", "boom"])).expect_err("must fail");
+    let EngineError::GuestPanic { message, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(message.starts_with("panicked at "), "{message}");
+    assert!(message.ends_with("weir-test: guest panicked on purpose"), "{message}");
+}
+
+#[test]
+fn guest_fs_importer_is_refused_at_load() {
+    let engine = engine();
+    let err = engine.load(&guest_path("fs_importer")).expect_err("must fail");
+    let msg = err.to_string();
+    assert!(matches!(err, EngineError::Invalid { .. }), "{err:?}");
+    assert!(msg.contains("wasi:filesystem/"), "{msg}");
+    assert!(msg.contains("which a weir guest may not use"), "{msg}");
+}
+
+#[test]
+fn engine_types_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<WasmEngine>();
+    send_sync::<GuestModule>();
+    send::<MapperInstance>();
+    send::<AggregatorInstance>();
+}
+
+#[test]
+fn instances_keep_their_deadline_after_the_engine_is_dropped() {
+    let engine = engine();
+    let module = load_wat(&engine, "spin.wasm", &mapper_wat("", LOOP_BODY)).expect("load");
+    let limits = limits(DEFAULT_GUEST_MEMORY, Duration::from_millis(50));
+    let mut mapper = module.instantiate_mapper(&limits, BTreeMap::new()).expect("inst");
+    drop(module);
+    drop(engine);
+    let err = mapper.map(batch(&["x"])).expect_err("must fail");
+    assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
+}
+

@@ -1,0 +1,133 @@
+//! `WasmEngine`: the one wasmtime `Engine` of the process, its linkers, compiled-code
+//! cache and epoch ticker; the entry point for loading guests.
+//!
+//! Invariants:
+//! - One `Engine`: component model on, epoch interruption on (every store traps when
+//!   its deadline passes, see `guest_store.rs`), no `unsafe` anywhere: compiled artifacts
+//!   are reused through wasmtime's own `cache` feature (keyed by the module's hash and
+//!   wasmtime's version and configuration), never through `Component::deserialize`.
+//! - The two linkers are built once here and shared by every module loaded.
+//! - A `GuestModule` only exists for bytes that passed every load check (see
+//!   `guest_module.rs`); loading never instantiates guest code.
+//! - The epoch ticker is shared (`Arc`) by the engine, every `GuestModule` and every
+//!   instance: it stops and joins when the last of them is dropped, so a live instance
+//!   always has a working deadline whatever the drop order.
+
+use std::fmt;
+use std::sync::Arc;
+use std::path::{Path, PathBuf};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Cache, CacheConfig, Config, Engine};
+
+use super::epoch_ticker::EpochTicker;
+use super::error::EngineError;
+use super::guest_module::GuestModule;
+use super::host::HostState;
+use super::linker::{aggregator_linker, mapper_linker};
+
+/// The process-wide WebAssembly engine.
+pub struct WasmEngine {
+    engine: Engine,
+    mapper_linker: Linker<HostState>,
+    aggregator_linker: Linker<HostState>,
+    cache: Option<Cache>,
+    ticker: Arc<EpochTicker>,
+}
+
+impl fmt::Debug for WasmEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WasmEngine")
+            .field("cache_dir", &self.cache.as_ref().map(|c| c.directory()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmEngine {
+    /// Creates the engine. With `cache_dir`, compiled components are cached on disk there
+    /// (created if missing) and reused by later runs with the same wasmtime build.
+    pub fn new(cache_dir: Option<&Path>) -> Result<WasmEngine, EngineError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let cache = cache_dir.map(open_cache).transpose()?;
+        config.cache(cache.clone());
+        let engine = Engine::new(&config).map_err(|e| setup("wasmtime configuration", e))?;
+        let mapper_linker = mapper_linker(&engine).map_err(|e| setup("linking world mapper", e))?;
+        let aggregator_linker =
+            aggregator_linker(&engine).map_err(|e| setup("linking world aggregator", e))?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(|e| {
+            EngineError::Setup(format!("cannot start the epoch ticker thread: {e}"))
+        })?;
+        Ok(WasmEngine {
+            engine,
+            mapper_linker,
+            aggregator_linker,
+            cache,
+            ticker: Arc::new(ticker),
+        })
+    }
+
+    /// Loads, compiles (or fetches from the cache) and checks the component at `path`.
+    /// The module is named by its file name.
+    pub fn load(&self, path: &Path) -> Result<GuestModule, EngineError> {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Io {
+            module: name.clone(),
+            source,
+        })?;
+        self.load_bytes(&name, &bytes)
+    }
+
+    /// Same as [`WasmEngine::load`] for bytes already in memory (e.g. an upload).
+    pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<GuestModule, EngineError> {
+        GuestModule::load(self, name, bytes)
+    }
+
+    /// (hits, misses) of the on-disk compiled-code cache, if one is configured.
+    pub fn cache_stats(&self) -> Option<(usize, usize)> {
+        self.cache
+            .as_ref()
+            .map(|c| (c.cache_hits(), c.cache_misses()))
+    }
+
+    pub(crate) fn ticker(&self) -> &Arc<EpochTicker> {
+        &self.ticker
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub(crate) fn mapper_linker(&self) -> &Linker<HostState> {
+        &self.mapper_linker
+    }
+
+    pub(crate) fn aggregator_linker(&self) -> &Linker<HostState> {
+        &self.aggregator_linker
+    }
+
+    /// Compiles a component from bytes or text (tests build small components from WAT).
+    pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component, EngineError> {
+        Component::new(&self.engine, bytes).map_err(|e| EngineError::Invalid {
+            module: name.to_owned(),
+            reason: format!("is not a valid WebAssembly component: {e:#}"),
+        })
+    }
+}
+
+fn open_cache(dir: &Path) -> Result<Cache, EngineError> {
+    // wasmtime requires an absolute cache directory.
+    let dir: PathBuf = std::path::absolute(dir)
+        .map_err(|e| EngineError::Setup(format!("cache directory {}: {e}", dir.display())))?;
+    let mut cache_config = CacheConfig::new();
+    cache_config.with_directory(&dir);
+    Cache::new(cache_config)
+        .map_err(|e| setup(&format!("compiled-code cache in {}", dir.display()), e))
+}
+
+fn setup(what: &str, e: wasmtime::Error) -> EngineError {
+    EngineError::Setup(format!("{what}: {e:#}"))
+}

@@ -1,0 +1,55 @@
+//! Pipeline counters, shared by every task of one pipeline run.
+//!
+//! Counters only grow within one process; after a restart they count what this
+//! process did (replayed records included), which is what a throughput display wants.
+//! Exactly-once is a property of committed output, never of these numbers.
+
+pub mod progress;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct PipelineMetrics {
+    /// Records read by sources.
+    pub records_in: AtomicU64,
+    /// Records handed to sinks (not counting the dead-letter output).
+    pub records_out: AtomicU64,
+    /// Records routed to the dead-letter output (rejections and late records).
+    pub dead_letters: AtomicU64,
+    /// Of those, records that arrived after their window's allowed lateness.
+    pub late_records: AtomicU64,
+    pub checkpoints_completed: AtomicU64,
+    pub last_checkpoint_id: AtomicU64,
+    pub last_checkpoint_duration_ms: AtomicU64,
+}
+
+/// A point-in-time copy of the counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MetricsSnapshot {
+    pub records_in: u64,
+    pub records_out: u64,
+    pub dead_letters: u64,
+    pub late_records: u64,
+    pub checkpoints_completed: u64,
+    pub last_checkpoint_id: u64,
+    pub last_checkpoint_duration_ms: u64,
+}
+
+impl PipelineMetrics {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            records_in: get(&self.records_in),
+            records_out: get(&self.records_out),
+            dead_letters: get(&self.dead_letters),
+            late_records: get(&self.late_records),
+            checkpoints_completed: get(&self.checkpoints_completed),
+            last_checkpoint_id: get(&self.last_checkpoint_id),
+            last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
+        }
+    }
+}

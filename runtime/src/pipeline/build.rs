@@ -1,0 +1,284 @@
+//! Builds the tasks of one run from the spec, the loaded guests and the restored
+//! checkpoint (if any).
+//!
+//! Invariants: every operator is opened with its own snapshot from the restored
+//! checkpoint (looked up by task and operator id, see `plan`), or empty when starting
+//! from scratch; every channel between two tasks is bounded; each downstream subtask gets
+//! one channel per upstream task, so it can align barriers per input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::commit::Committer;
+use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::connector::file::{FileSink, FileSinkCommitter};
+use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
+use crate::connector::{self, OutputFormat, StdoutSink};
+use crate::dataflow::alignment::InputGate;
+use crate::dataflow::chain::Chain;
+use crate::dataflow::message::{Barrier, Message};
+use crate::dataflow::operator::Operator;
+use crate::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
+use crate::dataflow::operators::key_by::KeyByField;
+use crate::dataflow::operators::map::MapOperator;
+use crate::dataflow::partition::ShuffleWriter;
+use crate::dataflow::task::{SourceTask, StageTask, TaskContext, TaskOutput};
+use crate::dataflow::window::WindowAssigner;
+use crate::engine::{GuestLimits, GuestModule};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::plan::{self, StagePlan};
+use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
+
+/// Batches buffered per channel: enough to keep both ends busy, small enough that
+/// backpressure reaches the sources quickly and memory stays bounded.
+pub const CHANNEL_CAPACITY: usize = 16;
+
+/// Everything `build` needs besides the spec.
+pub struct BuildContext<'a> {
+    pub spec: &'a PipelineSpec,
+    /// Loaded guests by step index.
+    pub modules: &'a BTreeMap<usize, Arc<GuestModule>>,
+    pub storage: Arc<CheckpointStorage>,
+    pub restored: Option<&'a CheckpointMetadata>,
+    /// Template for every task's context (the task name is filled in per task).
+    pub context: TaskContext,
+    /// The producers every Kafka sink shares (opened by `run`), if the spec has one.
+    pub kafka: Option<Arc<KafkaCommitUnit>>,
+}
+
+/// The tasks of a run, ready to spawn, and what the coordinator needs.
+pub struct BuiltPipeline {
+    pub source_tasks: Vec<SourceTask>,
+    pub stage_tasks: Vec<StageTask>,
+    /// Barrier channel of each source task, by task name.
+    pub barriers: BTreeMap<String, Sender<Barrier>>,
+    pub committers: Vec<Box<dyn Committer>>,
+}
+
+impl BuiltPipeline {
+    pub fn task_names(&self) -> Vec<String> {
+        self.source_tasks.iter().map(|t| t.ctx.task.clone()).chain(self.stage_tasks.iter().map(|t| t.ctx.task.clone())).collect()
+    }
+}
+
+/// File-name prefix of file sink `index`'s output.
+pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
+    format!("{}-{}", spec.name, plan::sink_id(index))
+}
+
+pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
+    format!("{}-{}", spec.name, plan::DEAD_LETTER_ID)
+}
+
+/// The committers of the pipeline's transactional sinks: the Kafka sinks' (one for
+/// all, first: its transaction is the commit point, DESIGN.md), then file sinks, then
+/// dead letters.
+pub fn committers(spec: &PipelineSpec, kafka: Option<&Arc<KafkaCommitUnit>>) -> Vec<Box<dyn Committer>> {
+    let mut out: Vec<Box<dyn Committer>> = Vec::new();
+    if let Some(unit) = kafka {
+        if let Some(first) = spec.sinks.iter().position(|s| matches!(s, SinkSpec::Kafka(_))) {
+            out.push(Box::new(KafkaCommitter::new(plan::sink_id(first), unit.clone())));
+        }
+    }
+    for (i, sink) in spec.sinks.iter().enumerate() {
+        if let SinkSpec::File(file) = sink {
+            out.push(Box::new(FileSinkCommitter::new(plan::sink_id(i), sink_file_name(spec, i), &file.path)));
+        }
+    }
+    out.push(Box::new(FileSinkCommitter::new(plan::DEAD_LETTER_ID, dead_letter_file_name(spec), &spec.dead_letter.path)));
+    out
+}
+
+pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
+    let spec = cx.spec;
+    let parallelism = spec.parallelism;
+    let stages = plan::stages(spec);
+    let source_tasks_count = spec.sources.len() * parallelism;
+
+    // inputs[k][j]: receivers of subtask j of stage k (k >= 1), one per upstream task;
+    // outputs[k][u]: senders of upstream task u of stage k - 1 into stage k.
+    let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
+    let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
+    for k in 1..stages.len() {
+        let upstream = if k == 1 { source_tasks_count } else { parallelism };
+        inputs[k] = (0..parallelism).map(|_| Vec::with_capacity(upstream)).collect();
+        outputs[k] = (0..upstream).map(|_| Vec::with_capacity(parallelism)).collect();
+        for u in 0..upstream {
+            for j in 0..parallelism {
+                let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+                outputs[k][u].push(tx);
+                inputs[k][j].push(rx);
+            }
+        }
+    }
+
+    let mut built = BuiltPipeline {
+        source_tasks: Vec::new(),
+        stage_tasks: Vec::new(),
+        barriers: BTreeMap::new(),
+        committers: committers(spec, cx.kafka.as_ref()),
+    };
+    let next_stage_outputs = |outputs: &mut Vec<Vec<Vec<Sender<Message>>>>, stage: &StagePlan, u: usize| {
+        if stage.shuffles {
+            TaskOutput::Shuffle(ShuffleWriter::new(std::mem::take(&mut outputs[stage.index + 1][u]), spec.max_parallelism as u16))
+        } else {
+            TaskOutput::Sinks
+        }
+    };
+
+    for (s, source) in spec.sources.iter().enumerate() {
+        for i in 0..parallelism {
+            let task = plan::source_task(s, i);
+            let source_op = plan::source_id(s);
+            let position = cx.restored.and_then(|m| m.snapshot(&task, &source_op)).map(|snap| &snap.state);
+            let reader = connector::open_source(source, i, parallelism, position)
+                .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.clone(), source })?;
+            let (tx, rx) = crossbeam_channel::unbounded();
+            built.barriers.insert(task.clone(), tx);
+            let stage = &stages[0];
+            let chain = chain(cx, stage, &stages, &task)?;
+            let dead = dead_letter_sink(cx, &task)?;
+            let output = next_stage_outputs(&mut outputs, stage, s * parallelism + i);
+            built.source_tasks.push(SourceTask::new(
+                context(cx, &task),
+                source_op,
+                reader,
+                rx,
+                spec.batch_size,
+                source.out_of_orderness,
+                chain,
+                dead,
+                output,
+            ));
+        }
+    }
+    for stage in &stages[1..] {
+        for j in 0..parallelism {
+            let task = plan::stage_task(stage.index, j);
+            let gate = InputGate::new(std::mem::take(&mut inputs[stage.index][j]));
+            let chain = chain(cx, stage, &stages, &task)?;
+            let dead = dead_letter_sink(cx, &task)?;
+            let output = next_stage_outputs(&mut outputs, stage, j);
+            built.stage_tasks.push(StageTask::new(context(cx, &task), gate, chain, dead, output));
+        }
+    }
+    Ok(built)
+}
+
+fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
+    TaskContext { task: task.to_owned(), ..cx.context.clone() }
+}
+
+fn restored_id(cx: &BuildContext<'_>) -> CheckpointId {
+    cx.restored.map_or(CheckpointId::NONE, |m| m.id)
+}
+
+fn limits(spec: &PipelineSpec) -> GuestLimits {
+    GuestLimits { memory_bytes: spec.limits.memory, call_timeout: spec.limits.call_timeout }
+}
+
+/// The operators of `stage` for `task`, plus the sinks if it is the last stage.
+fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &str) -> Result<Chain, PipelineError> {
+    let spec = cx.spec;
+    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
+    for &n in &stage.steps {
+        let id = plan::step_id(n);
+        let module = cx.modules.get(&n).expect("every step's module is loaded").clone();
+        match &spec.steps[n] {
+            StepSpec::Map(map) => {
+                operators.push(Box::new(MapOperator::new(id, module, limits(spec), map.config.clone())));
+            }
+            StepSpec::Aggregate(agg) => {
+                let config = AggregateConfig {
+                    id: id.clone(),
+                    module,
+                    limits: limits(spec),
+                    guest_config: agg.config.clone(),
+                    windows: match agg.window {
+                        None => WindowAssigner::Global,
+                        Some(WindowSpec::Tumbling { size }) => WindowAssigner::Tumbling { size_ms: millis(size) },
+                        Some(WindowSpec::Hopping { size, slide }) => {
+                            WindowAssigner::Hopping { size_ms: millis(size), slide_ms: millis(slide) }
+                        }
+                    },
+                    allowed_lateness_ms: millis(agg.allowed_lateness),
+                    max_parallelism: spec.max_parallelism as u16,
+                    batch_size: spec.batch_size,
+                    cache_entries: agg.cache_entries,
+                };
+                let location = StateLocation {
+                    work_dir: work_dir(&spec.state_dir, task, &id),
+                    storage: cx.storage.clone(),
+                    storage_task: format!("{task}.{id}"),
+                };
+                let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
+                let op = AggregateOperator::open(config, location, restored).map_err(|source| PipelineError::Operator {
+                    pipeline: spec.name.clone(),
+                    task: task.to_owned(),
+                    operator: id.clone(),
+                    source,
+                })?;
+                operators.push(Box::new(op));
+            }
+        }
+    }
+    if stage.shuffles {
+        // The next stage starts with an aggregate: key records the way it asks.
+        let next = stages[stage.index + 1].steps[0];
+        if let StepSpec::Aggregate(agg) = &spec.steps[next] {
+            if let Some(field) = &agg.key_field {
+                operators.push(Box::new(KeyByField::new(plan::key_by_id(next), field.clone())));
+            }
+        }
+        return Ok(Chain::new(operators, Vec::new()));
+    }
+    let mut sinks: Vec<Box<dyn Operator>> = Vec::new();
+    for (i, sink) in spec.sinks.iter().enumerate() {
+        match sink {
+            SinkSpec::File(file) => {
+                let sink = FileSink::new(plan::sink_id(i), sink_file_name(spec, i), task, &file.path, file.format, restored_id(cx))
+                    .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.to_owned(), source })?;
+                sinks.push(Box::new(sink));
+            }
+            SinkSpec::Stdout(stdout) => sinks.push(Box::new(StdoutSink::new(plan::sink_id(i), stdout.format))),
+            SinkSpec::Kafka(kafka) => {
+                // `run` opens the commit unit whenever the spec has a Kafka sink.
+                let unit = cx.kafka.clone().ok_or_else(|| PipelineError::Connector {
+                    pipeline: spec.name.clone(),
+                    task: task.to_owned(),
+                    source: connector::ConnectorError::Unavailable("kafka"),
+                })?;
+                sinks.push(Box::new(KafkaSink::new(plan::sink_id(i), kafka.topic.clone(), unit, restored_id(cx))));
+            }
+        }
+    }
+    Ok(Chain::new(operators, sinks))
+}
+
+fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operator>, PipelineError> {
+    let spec = cx.spec;
+    let sink = FileSink::new(
+        plan::DEAD_LETTER_ID,
+        dead_letter_file_name(spec),
+        task,
+        &spec.dead_letter.path,
+        OutputFormat::Value,
+        restored_id(cx),
+    )
+    .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.to_owned(), source })?;
+    Ok(Box::new(sink))
+}
+
+/// The working RocksDB directory of operator `op` in `task`.
+pub fn work_dir(state_dir: &Path, task: &str, op: &str) -> PathBuf {
+    state_dir.join("work").join(task).join(op)
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,61 @@
+//! `PipelineError`: why a pipeline run could not start or stopped, with context.
+
+use std::path::PathBuf;
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::coordinator::CoordinatorError;
+use crate::checkpoint::storage::StorageError;
+use crate::connector::ConnectorError;
+use crate::dataflow::operator::OperatorError;
+use crate::engine::EngineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("pipeline {pipeline}, step {step}: {source}")]
+    Module {
+        pipeline: String,
+        step: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error("pipeline {pipeline}, step {step}: {module} is a {actual} guest, but a {kind} step needs a {expected} guest")]
+    WrongWorld { pipeline: String, step: String, module: String, kind: &'static str, actual: &'static str, expected: &'static str },
+    #[error("pipeline {pipeline}: {source}")]
+    Engine {
+        pipeline: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error("pipeline {pipeline}, task {task}: {source}")]
+    Connector {
+        pipeline: String,
+        task: String,
+        #[source]
+        source: ConnectorError,
+    },
+    #[error("pipeline {pipeline}: checkpoint storage: {source}")]
+    Storage {
+        pipeline: String,
+        #[source]
+        source: StorageError,
+    },
+    #[error("pipeline {pipeline}: cannot restore checkpoint {checkpoint}: {reason}")]
+    Incompatible { pipeline: String, checkpoint: CheckpointId, reason: String },
+    #[error("pipeline {pipeline}, task {task}, operator {operator}: {source}")]
+    Operator {
+        pipeline: String,
+        task: String,
+        operator: String,
+        #[source]
+        source: OperatorError,
+    },
+    #[error("pipeline {pipeline}: {path}: {source}")]
+    Io {
+        pipeline: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Run(#[from] CoordinatorError),
+}

@@ -1,0 +1,8 @@
+//! Running a pipeline: the physical plan, task construction, recovery and the run loop.
+pub mod build;
+pub mod error;
+pub mod plan;
+pub mod run;
+
+pub use error::PipelineError;
+pub use run::{RunOptions, RunSummary, run};

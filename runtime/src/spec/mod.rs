@@ -1,0 +1,153 @@
+//! The pipeline spec: a TOML file describing one pipeline, parsed and validated.
+//!
+//! [`PipelineSpec::load`] reads a spec file; [`PipelineSpec::parse`] parses text. Either
+//! refuses anything it does not understand, with one line naming the place and the
+//! reason, e.g. `spec.toml line 12: unknown field `paralelism`, expected one of ...`
+//! or `spec.toml line 7: parallelism must be at least 1`. Unknown keys are errors,
+//! never ignored. Relative paths are resolved against the spec file's directory; the
+//! result holds typed values (`Duration`s, byte counts, absolute paths).
+//!
+//! # Reference
+//!
+//! Durations are strings: an integer and a unit, `ms`, `s`, `m` or `h` (`"500ms"`,
+//! `"10s"`). Sizes are strings: an integer and `B`, `KiB`, `MiB` or `GiB` (`"64MiB"`).
+//!
+//! ```toml
+//! name = "word-count"       # required; [a-z0-9_-]{1,64}: used in file names and
+//!                           # Kafka transactional ids
+//! parallelism = 2           # subtasks per operator; default 1, 1..=256
+//! max_parallelism = 128     # key groups; default 128, parallelism..=32768;
+//!                           # cannot change once the pipeline has checkpoints
+//! batch_size = 1024         # records per batch; default 1024, 1..=65536
+//! state_dir = ".weir/word-count"   # default ".weir/<name>"
+//!
+//! [checkpoint]              # optional
+//! interval = "1s"           # time between checkpoints; default "1s", > 0
+//! timeout = "60s"           # a checkpoint taking longer is abandoned; default "60s", > 0
+//! retain = 3                # complete checkpoints kept; default 3, at least 2
+//! dir = "..."               # default "<state_dir>/checkpoints"
+//!
+//! [limits]                  # per guest instance; optional
+//! memory = "64MiB"          # linear memory; default "64MiB", at least "1MiB"
+//! call_timeout = "1s"       # CPU deadline per guest call; default "1s", > 0
+//!
+//! # Sources: at least one. Every source also accepts
+//! #   out_of_orderness = "0ms"   # bounded out-of-orderness of its watermarks; default "0ms"
+//!
+//! [[sources]]
+//! type = "generator"        # synthetic records, deterministic from the seed
+//! count = 1000000           # required: records in total (over all subtasks)
+//! rate = 0                  # records/s over all subtasks; default 0 = unthrottled
+//! keys = 1000               # key cardinality: keys "k0".."k999"; default 1000, >= 1
+//! value_size = 16           # approximate bytes of the value's "text"; default 16
+//! seed = 0                  # default 0
+//! start_time = 1700000000000   # event time of record 0, ms; default 1700000000000
+//! time_step = "1ms"         # event time advance per record; default "1ms"
+//! event_time_skew = "0ms"   # at most this much earlier event time per record,
+//!                           # deterministic from the seed; default "0ms"
+//! # Record i: key "k<n>", value {"id":i,"key":"k<n>","value":<0..99>,"text":"<words>"}.
+//!
+//! [[sources]]
+//! type = "file"             # lines of a file, or of every file of a directory
+//! path = "input/"           # required; a directory's regular files are read in name
+//!                           # order (names starting with "." are skipped), file k by
+//!                           # subtask k % parallelism
+//! format = "lines"          # "lines" (default): value = the line, empty key, time 0
+//!                           # "jsonl": value = the line; key and time from fields:
+//! key_field = "user"        # jsonl only: top-level field giving the key (a string's
+//!                           # text or a number's JSON text; missing or null: empty key)
+//! timestamp_field = "ts"    # jsonl only: top-level integer field, event time in ms
+//!                           # (missing or not an integer: 0)
+//!
+//! [[sources]]
+//! type = "stdin"            # lines of standard input (at most one stdin source);
+//!                           # not replayable, so output is exactly-once only up to
+//!                           # a crash; format, key_field, timestamp_field as "file"
+//!
+//! [[sources]]
+//! type = "kafka"            # partitions of Kafka topics, read with read_committed;
+//!                           # key and event time are the Kafka record's
+//! topic = "clicks"          # required (or topics = ["a", "b"]); must exist
+//! bootstrap = "host:9092"   # default: $KAFKA_BOOTSTRAP
+//! group = "weir.<name>"     # consumer group the sink commits offsets to; default
+//!                           # "weir.<pipeline name>"
+//! start = "committed"       # "earliest", "latest" or "committed" (the group's offsets,
+//!                           # else earliest); only without a checkpoint to resume from
+//! bounded = false           # true: stop at the end offsets seen at start
+//! connect_timeout = "10s"   # bound on reaching the broker at start
+//!
+//!
+//! # Steps: zero or more, applied in order.
+//!
+//! [[steps]]
+//! type = "map"              # map, filter and flat-map in one guest function
+//! module = "guests/filter.wasm"   # required; the guest component, must exist
+//! name = "clicks-only"      # optional; [a-z0-9_-]{1,64}, unique among steps
+//! config = { field = "kind", equals = "click" }   # optional; string values only,
+//!                                                 # handed to the guest
+//!
+//! [[steps]]
+//! type = "aggregate"        # keyed aggregate, state in RocksDB
+//! module = "guests/count.wasm"    # required
+//! name = "count"            # optional
+//! key_field = "user"        # optional: key by this top-level JSON field of the value
+//!                           # (as key_field above) instead of the record's key
+//! window = { type = "tumbling", size = "10s" }    # optional; or
+//!          # { type = "hopping", size = "10s", slide = "5s" } (slide divides size);
+//!          # without a window, results are emitted on every update
+//! allowed_lateness = "0ms"  # default "0ms"; only with a window; later records go to
+//!                           # the dead-letter output
+//! cache_entries = 100000    # accumulators cached in memory per subtask;
+//!                           # default 100000, >= 1
+//! config = { }              # optional, as for map
+//!
+//! # Sinks: at least one; every sink receives every output record.
+//!
+//! [[sinks]]
+//! type = "file"             # exactly-once: files appear when their checkpoint commits
+//! path = "out/"             # required; a directory, created if missing; files are
+//!                           # named <pipeline>-<sink>-<task>-<checkpoint>.txt|.jsonl
+//! format = "value"          # "value" (default): the value bytes and "\n"
+//!                           # "json": {"key": <text or null>, "value": <text>,
+//!                           #          "timestamp": <ms>} per line
+//!
+//! [[sinks]]
+//! type = "stdout"           # at-least-once, for demos; format as "file"
+//!
+//! [[sinks]]
+//! type = "kafka"            # record key, value and event time to a Kafka topic
+//! topic = "counts"          # required; must exist
+//! bootstrap = "host:9092"   # default: $KAFKA_BOOTSTRAP
+//! delivery = "exactly-once" # or "at-least-once"; default "exactly-once": the output
+//!                           # of checkpoint n commits in one transaction with it
+//! transactional_prefix = "weir."  # transactional ids {prefix}{name}.0.{0|1}; not empty
+//! transaction_timeout = "5m"      # must exceed checkpoint interval + timeout +
+//!                           # restart_budget, and not exceed the broker's
+//!                           # transaction.max.timeout.ms
+//! restart_budget = "30s"    # default "30s"
+//! connect_timeout = "10s"   # bound on reaching the broker at start
+//! # Every Kafka sink of a pipeline must agree on bootstrap, delivery,
+//! # transactional_prefix, transaction_timeout and restart_budget: they share one
+//! # transaction per checkpoint, so output to all their topics commits atomically.
+//!
+//! [dead_letter]             # optional: records refused by a guest, or too late
+//! path = "dlq/"             # default "<state_dir>/dead-letter"; one JSON object per
+//!                           # line: operator, reason, key, value, timestamp
+//! ```
+pub mod checks;
+pub mod error;
+pub mod pipeline;
+pub mod sink;
+pub mod source;
+pub mod step;
+mod tagged;
+pub mod units;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{InvalidField, SpecError};
+pub use pipeline::{CheckpointSpec, DeadLetterSpec, GuestLimitsSpec, PipelineSpec};
+pub use sink::SinkSpec;
+pub use source::{SourceConfig, SourceSpec};
+pub use step::{AggregateStep, MapStep, StepSpec, WindowSpec};

@@ -1,0 +1,356 @@
+//! `PipelineSpec`: a whole pipeline spec, parsed, validated and resolved.
+//!
+//! Invariants of a `PipelineSpec` (whatever the text): every path is absolute; every
+//! number is in its documented range; `1 <= parallelism <= max_parallelism`; there is
+//! at least one source and one sink; at most one source reads stdin; every step's
+//! module exists. A spec that breaks any of these is refused by `load` / `parse` with
+//! a one-line `SpecError` naming the line.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use toml::Spanned;
+use toml::de::DeTable;
+
+use crate::spec::checks;
+use crate::spec::error::{Located, SpecError};
+use crate::spec::sink::{SinkSpec, parse_sink};
+use crate::spec::source::{SourceConfig, SourceSpec, parse_source};
+use crate::spec::step::{StepSpec, parse_step};
+use crate::spec::tagged::array_of_tables;
+use crate::spec::units;
+
+/// Default parallelism.
+pub const DEFAULT_PARALLELISM: usize = 1;
+/// Default number of key groups.
+pub const DEFAULT_MAX_PARALLELISM: usize = 128;
+/// Default records per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 1024;
+/// Default time between checkpoints.
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// Default time a checkpoint may take before it is abandoned.
+pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default complete checkpoints kept; at least two, so recovery can fall back one.
+pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
+/// Default guest memory limit: 64 MiB.
+pub const DEFAULT_GUEST_MEMORY: usize = 64 << 20;
+/// Default CPU deadline per guest call.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineSpec {
+    /// `[a-z0-9_-]{1,64}`.
+    pub name: String,
+    pub parallelism: usize,
+    /// Number of key groups (fixed once the pipeline has checkpoints).
+    pub max_parallelism: usize,
+    /// Records per batch.
+    pub batch_size: usize,
+    pub state_dir: PathBuf,
+    pub checkpoint: CheckpointSpec,
+    pub limits: GuestLimitsSpec,
+    pub sources: Vec<SourceSpec>,
+    pub steps: Vec<StepSpec>,
+    pub sinks: Vec<SinkSpec>,
+    pub dead_letter: DeadLetterSpec,
+    /// The directory relative paths were resolved against (the spec file's).
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointSpec {
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Complete checkpoints kept, at least 2.
+    pub retain: usize,
+    pub dir: PathBuf,
+}
+
+/// Limits applied to every guest instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestLimitsSpec {
+    /// Bytes of linear memory, at least 1 MiB.
+    pub memory: usize,
+    /// CPU deadline per guest call.
+    pub call_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSpec {
+    /// Directory of the dead-letter file sink.
+    pub path: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPipeline {
+    #[serde(deserialize_with = "checks::pipeline_name")]
+    name: String,
+    #[serde(default, deserialize_with = "checks::parallelism")]
+    parallelism: Option<Spanned<usize>>,
+    #[serde(default, deserialize_with = "checks::max_parallelism")]
+    max_parallelism: Option<Spanned<usize>>,
+    #[serde(
+        default = "default_batch_size",
+        deserialize_with = "checks::batch_size"
+    )]
+    batch_size: usize,
+    #[serde(default, deserialize_with = "checks::opt_path")]
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    checkpoint: RawCheckpoint,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    dead_letter: RawDeadLetter,
+    // Taken out of the document before this struct is deserialized (they need the
+    // spanned tree, see `tagged`); declared so an unknown key's message lists them.
+    #[serde(default)]
+    #[allow(dead_code, reason = "never present: only listed for messages")]
+    sources: Option<IgnoredAny>,
+    #[serde(default)]
+    #[allow(dead_code, reason = "never present: only listed for messages")]
+    steps: Option<IgnoredAny>,
+    #[serde(default)]
+    #[allow(dead_code, reason = "never present: only listed for messages")]
+    sinks: Option<IgnoredAny>,
+}
+
+fn default_batch_size() -> usize {
+    DEFAULT_BATCH_SIZE
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheckpoint {
+    #[serde(
+        default = "default_interval",
+        deserialize_with = "units::positive_duration"
+    )]
+    interval: Duration,
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "units::positive_duration"
+    )]
+    timeout: Duration,
+    #[serde(default = "default_retain", deserialize_with = "checks::retain")]
+    retain: usize,
+    #[serde(default, deserialize_with = "checks::opt_path")]
+    dir: Option<PathBuf>,
+}
+
+fn default_interval() -> Duration {
+    DEFAULT_CHECKPOINT_INTERVAL
+}
+fn default_timeout() -> Duration {
+    DEFAULT_CHECKPOINT_TIMEOUT
+}
+fn default_retain() -> usize {
+    DEFAULT_CHECKPOINT_RETAIN
+}
+
+impl Default for RawCheckpoint {
+    fn default() -> Self {
+        RawCheckpoint {
+            interval: default_interval(),
+            timeout: default_timeout(),
+            retain: default_retain(),
+            dir: None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    #[serde(default = "default_memory", deserialize_with = "checks::guest_memory")]
+    memory: usize,
+    #[serde(
+        default = "default_call_timeout",
+        deserialize_with = "units::positive_duration"
+    )]
+    call_timeout: Duration,
+}
+
+fn default_memory() -> usize {
+    DEFAULT_GUEST_MEMORY
+}
+fn default_call_timeout() -> Duration {
+    DEFAULT_CALL_TIMEOUT
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            memory: default_memory(),
+            call_timeout: default_call_timeout(),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDeadLetter {
+    #[serde(default, deserialize_with = "checks::opt_path")]
+    path: Option<PathBuf>,
+}
+
+impl PipelineSpec {
+    /// Reads, parses and validates the spec at `path`; relative paths in it are
+    /// resolved against its directory, and errors name it as given.
+    pub fn load(path: &Path) -> Result<PipelineSpec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|error| SpecError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
+        let base_dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Self::parse(&text, base_dir, &path.display().to_string())
+    }
+
+    /// Parses and validates spec `text`; relative paths resolve against `base_dir`
+    /// (made absolute with the current directory) and errors name the spec `file`.
+    pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<PipelineSpec, SpecError> {
+        let base_dir = if base_dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base_dir
+        };
+        let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_owned());
+        parse_located(text, &base_dir).map_err(|e| e.into_spec_error(text, file))
+    }
+
+    /// The source reading stdin, if any (there is at most one).
+    pub fn reads_stdin(&self) -> bool {
+        self.sources
+            .iter()
+            .any(|s| matches!(s.config, SourceConfig::Stdin(_)))
+    }
+}
+
+fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
+    let mut root = DeTable::parse(text).map_err(Located::from)?;
+    let sources = root.get_mut().remove("sources");
+    let steps = root.get_mut().remove("steps");
+    let sinks = root.get_mut().remove("sinks");
+    let raw =
+        RawPipeline::deserialize(toml::de::Deserializer::from(root)).map_err(Located::from)?;
+
+    let parallelism = raw
+        .parallelism
+        .as_ref()
+        .map_or(DEFAULT_PARALLELISM, |p| *p.get_ref());
+    let max_parallelism = raw
+        .max_parallelism
+        .as_ref()
+        .map_or(DEFAULT_MAX_PARALLELISM, |p| *p.get_ref());
+    if parallelism > max_parallelism {
+        let message = format!(
+            "parallelism {parallelism} exceeds max_parallelism {max_parallelism} (the number of key groups): \
+             raise max_parallelism or lower parallelism"
+        );
+        let span = match (&raw.max_parallelism, &raw.parallelism) {
+            (Some(m), _) => m.span(),
+            (None, Some(p)) => p.span(),
+            (None, None) => 0..0,
+        };
+        return Err(Located::at(span, message));
+    }
+
+    let sources_span = sources.as_ref().map(Spanned::span);
+    let mut parsed_sources = Vec::new();
+    let mut stdin_seen = false;
+    for item in array_of_tables("sources", sources)? {
+        let span = item.span();
+        let source = parse_source(item, base_dir)?;
+        if matches!(source.config, SourceConfig::Stdin(_)) {
+            if stdin_seen {
+                return Err(Located::at(span, "only one source may read stdin"));
+            }
+            stdin_seen = true;
+        }
+        parsed_sources.push(source);
+    }
+    if parsed_sources.is_empty() {
+        return Err(Located {
+            span: sources_span,
+            message: "a pipeline needs at least one source: add a [[sources]] table".into(),
+        });
+    }
+
+    let mut parsed_steps = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for item in array_of_tables("steps", steps)? {
+        let parsed = parse_step(item, base_dir)?;
+        if let Some(name) = &parsed.name {
+            if names.contains(name.get_ref()) {
+                return Err(Located::at(
+                    name.span(),
+                    format!("step name \"{}\" is used twice", name.get_ref()),
+                ));
+            }
+            names.push(name.get_ref().clone());
+        }
+        parsed_steps.push(parsed.step);
+    }
+
+    let sinks_span = sinks.as_ref().map(Spanned::span);
+    let parsed_sinks = array_of_tables("sinks", sinks)?
+        .into_iter()
+        .map(|item| parse_sink(item, base_dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    if parsed_sinks.is_empty() {
+        return Err(Located {
+            span: sinks_span,
+            message: "a pipeline needs at least one sink: add a [[sinks]] table".into(),
+        });
+    }
+
+    let state_dir = base_dir.join(
+        raw.state_dir
+            .unwrap_or_else(|| Path::new(".weir").join(&raw.name)),
+    );
+    let checkpoint_dir = match raw.checkpoint.dir {
+        Some(dir) => base_dir.join(dir),
+        None => state_dir.join("checkpoints"),
+    };
+    let dead_letter_path = match raw.dead_letter.path {
+        Some(path) => base_dir.join(path),
+        None => state_dir.join("dead-letter"),
+    };
+    // A Kafka source's consumer group defaults to one derived from the pipeline name.
+    for source in &mut parsed_sources {
+        if let SourceConfig::Kafka(c) = &mut source.config {
+            c.group
+                .get_or_insert_with(|| crate::connector::kafka::config::default_group(&raw.name));
+        }
+    }
+    Ok(PipelineSpec {
+        name: raw.name,
+        parallelism,
+        max_parallelism,
+        batch_size: raw.batch_size,
+        checkpoint: CheckpointSpec {
+            interval: raw.checkpoint.interval,
+            timeout: raw.checkpoint.timeout,
+            retain: raw.checkpoint.retain,
+            dir: checkpoint_dir,
+        },
+        limits: GuestLimitsSpec {
+            memory: raw.limits.memory,
+            call_timeout: raw.limits.call_timeout,
+        },
+        sources: parsed_sources,
+        steps: parsed_steps,
+        sinks: parsed_sinks,
+        dead_letter: DeadLetterSpec {
+            path: dead_letter_path,
+        },
+        state_dir,
+        base_dir: base_dir.to_owned(),
+    })
+}

@@ -1,0 +1,393 @@
+//! `KeyedState`: the RocksDB keyed-state backend of one stateful operator subtask.
+//!
+//! Model (Flink's): one RocksDB instance per stateful subtask, so each subtask snapshots
+//! its own DB at its own barrier. Keys are laid out by [`StateKey`](crate::state::StateKey);
+//! values are the guest's accumulator bytes, opaque here.
+//!
+//! Invariants:
+//! - The RocksDB WAL is disabled: the live DB is scratch space, state is made durable ONLY
+//!   by checkpoints. A subtask (re)starts from `open_fresh` (empty) or `restore`, never by
+//!   reopening a previous run's directory.
+//! - Reads and writes go through a write-back cache (see `cache`) of at most
+//!   `cache_capacity` entries (given at open). Dirty entries (values and tombstones) reach
+//!   RocksDB as ONE `WriteBatch` at each barrier (`flush`, `begin_snapshot`) and when the
+//!   cache is full (flush, then drop every entry), never one write per record.
+//! - What `get` and `scan` return is the cache merged over RocksDB, the cache winning.
+//! - A snapshot is: flush, RocksDB checkpoint into `<work_dir>/snapshot-<id>/` (hard links;
+//!   flushes the memtable), then upload of the SSTs the storage does not hold yet plus the
+//!   small non-SST files. SSTs are immutable, so they are shared between checkpoints under
+//!   names unique across DB lineages (see `shared_names`).
+//! - `restore` rebuilds `<work_dir>/db/` from storage (SSTs hard-linked where possible,
+//!   other files copied), starts with an empty cache, and remembers the restored files'
+//!   shared names, so the next checkpoint uploads only SSTs created since.
+//! - Everything under `<work_dir>/db/` and `<work_dir>/snapshot-*` belongs to this type and
+//!   is wiped on open; nothing else in `work_dir` is touched.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rocksdb::checkpoint::Checkpoint;
+use rocksdb::{DB, DBCompressionType, Options, WriteBatch, WriteOptions};
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::state::cache::StateCache;
+use crate::state::pending::{PendingSnapshot, TempDir};
+use crate::state::shared_names::SharedNames;
+use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError, StateScan};
+
+/// Default cache capacity, in entries (keys), not bytes: a few tens of MiB for small
+/// accumulators.
+pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
+
+/// RocksDB info-log files kept in the DB directory (`LOG`, `LOG.old.*`).
+const INFO_LOG_FILES_KEPT: usize = 2;
+
+/// Sub-directory of the work dir holding the live DB.
+const DB_DIR: &str = "db";
+/// Prefix of the temp directories holding a RocksDB checkpoint before upload.
+const SNAPSHOT_DIR_PREFIX: &str = "snapshot-";
+/// Extension of the files shared between checkpoints.
+const SST_EXTENSION: &str = ".sst";
+
+/// Keyed state of one stateful operator subtask. See the module doc.
+pub struct KeyedState {
+    db: DB,
+    work_dir: PathBuf,
+    db_dir: PathBuf,
+    cache: StateCache,
+    write_options: WriteOptions,
+    names: SharedNames,
+}
+
+impl std::fmt::Debug for KeyedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedState")
+            .field("db_dir", &self.db_dir)
+            .field("cached", &self.cache.len())
+            .field("dirty", &self.cache.dirty_len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyedState {
+    /// Wipes `<work_dir>/db` (and leftover snapshot dirs) and opens an empty DB there.
+    /// `cache_capacity`: most entries cached (values, tombstones, negative lookups).
+    pub fn open_fresh(
+        work_dir: impl AsRef<Path>,
+        cache_capacity: usize,
+    ) -> Result<Self, StateError> {
+        let work_dir = work_dir.as_ref().to_path_buf();
+        let db_dir = prepare_work_dir(&work_dir)?;
+        let db = open_db(&db_dir)?;
+        Ok(Self::new(
+            db,
+            work_dir,
+            db_dir,
+            cache_capacity,
+            SharedNames::new(),
+        ))
+    }
+
+    /// Rebuilds `<work_dir>/db` from `snapshot`'s files in `storage` and opens it. The cache
+    /// (of at most `cache_capacity` entries) starts empty.
+    pub fn restore(
+        work_dir: impl AsRef<Path>,
+        storage: &CheckpointStorage,
+        snapshot: &DbSnapshot,
+        cache_capacity: usize,
+    ) -> Result<Self, StateError> {
+        let work_dir = work_dir.as_ref().to_path_buf();
+        let restore = || -> Result<Self, StateError> {
+            let db_dir = prepare_work_dir(&work_dir)?;
+            for file in &snapshot.shared {
+                let dest = db_dir.join(checked_file_name(&db_dir, &file.local_name)?);
+                storage.fetch_shared_into(&snapshot.task, &file.shared_name, &dest)?;
+            }
+            for file in &snapshot.private {
+                let dest = db_dir.join(checked_file_name(&db_dir, &file.name)?);
+                storage.fetch_private_into(
+                    snapshot.checkpoint_id,
+                    &snapshot.task,
+                    &file.name,
+                    &dest,
+                )?;
+            }
+            let db = open_db(&db_dir)?;
+            let names = SharedNames::restored(snapshot);
+            Ok(Self::new(
+                db,
+                work_dir.clone(),
+                db_dir,
+                cache_capacity,
+                names,
+            ))
+        };
+        let state = restore()
+            .map_err(|e| e.in_checkpoint("restore", &snapshot.task, snapshot.checkpoint_id))?;
+        tracing::debug!(
+            task = %snapshot.task,
+            checkpoint = %snapshot.checkpoint_id,
+            sst_files = snapshot.shared.len(),
+            bytes = snapshot.total_bytes(),
+            "state restored"
+        );
+        Ok(state)
+    }
+
+    fn new(
+        db: DB,
+        work_dir: PathBuf,
+        db_dir: PathBuf,
+        cache_capacity: usize,
+        names: SharedNames,
+    ) -> Self {
+        let mut write_options = WriteOptions::default();
+        write_options.disable_wal(true);
+        Self {
+            db,
+            work_dir,
+            db_dir,
+            cache: StateCache::new(cache_capacity),
+            write_options,
+            names,
+        }
+    }
+
+    /// The current value of `key`, from the cache, else from RocksDB (then cached).
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
+        if self.cache.contains(key) {
+            return Ok(self.cache.lookup(key).flatten());
+        }
+        let value = self
+            .db
+            .get(key)
+            .map_err(|e| StateError::db("get", &self.db_dir, e))?;
+        if self.cache.is_full() {
+            self.evict()?;
+        }
+        Ok(self.cache.insert_clean(key.to_vec(), value))
+    }
+
+    /// Sets `key` to `value` in the cache (reaches RocksDB at the next flush or eviction).
+    pub fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), StateError> {
+        self.make_room_for(key)?;
+        self.cache.put(key, value);
+        Ok(())
+    }
+
+    /// Deletes `key` (a tombstone in the cache until the next flush or eviction).
+    pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
+        self.make_room_for(key)?;
+        self.cache.delete(key);
+        Ok(())
+    }
+
+    /// Writes every dirty cache entry to RocksDB in one `WriteBatch`; entries stay cached.
+    pub fn flush(&mut self) -> Result<(), StateError> {
+        if self.cache.dirty_len() == 0 {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        for (key, value) in self.cache.dirty() {
+            match value {
+                Some(value) => batch.put(key, value),
+                None => batch.delete(key),
+            }
+        }
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(|e| StateError::db("write batch", &self.db_dir, e))?;
+        self.cache.mark_clean();
+        Ok(())
+    }
+
+    /// Every live entry, cache merged over RocksDB, in key order.
+    pub fn scan(&self) -> StateScan<'_> {
+        self.scan_prefix(&[])
+    }
+
+    /// Every live entry whose key starts with `prefix` (e.g. a key group), in key order.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> StateScan<'_> {
+        StateScan::new(
+            &self.db,
+            &self.db_dir,
+            self.cache.sorted_with_prefix(prefix),
+            prefix,
+        )
+    }
+
+    /// Every live key, in key order (e.g. to rebuild a window index after a restore).
+    pub fn keys(&self) -> Result<Vec<Vec<u8>>, StateError> {
+        self.scan().map(|entry| entry.map(|(key, _)| key)).collect()
+    }
+
+    /// Entries in the cache (values, tombstones and negative lookups).
+    pub fn len_cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Cache entries not yet written to RocksDB.
+    pub fn len_dirty(&self) -> usize {
+        self.cache.dirty_len()
+    }
+
+    /// The working directory (`<work_dir>/db` is the live DB).
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Snapshots the state for checkpoint `checkpoint_id` and uploads it to `storage`
+    /// under `task`: [`begin_snapshot`](Self::begin_snapshot) then
+    /// [`PendingSnapshot::upload`].
+    pub fn snapshot(
+        &mut self,
+        storage: &CheckpointStorage,
+        checkpoint_id: CheckpointId,
+        task: &str,
+    ) -> Result<DbSnapshot, StateError> {
+        self.begin_snapshot(checkpoint_id, task)?.upload(storage)
+    }
+
+    /// The synchronous part of a snapshot, done at the barrier: flush the cache (one
+    /// `WriteBatch`) and take a RocksDB checkpoint into a temp directory. The returned
+    /// `PendingSnapshot` can be uploaded on another thread.
+    pub fn begin_snapshot(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+    ) -> Result<PendingSnapshot, StateError> {
+        self.checkpoint_locally(checkpoint_id, task)
+            .map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))
+    }
+
+    fn checkpoint_locally(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+    ) -> Result<PendingSnapshot, StateError> {
+        self.flush()?;
+        let path = self
+            .work_dir
+            .join(format!("{SNAPSHOT_DIR_PREFIX}{:010}", checkpoint_id.0));
+        remove_dir_if_exists(&path)?;
+        let checkpoint = Checkpoint::new(&self.db)
+            .map_err(|e| StateError::db("create checkpoint object", &self.db_dir, e))?;
+        checkpoint
+            .create_checkpoint(&path)
+            .map_err(|e| StateError::db("create checkpoint", &path, e))?;
+        let dir = TempDir::adopt(path);
+
+        let mut shared = Vec::new();
+        let mut private = Vec::new();
+        let entries =
+            fs::read_dir(dir.path()).map_err(|e| StateError::io("list", dir.path(), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StateError::io("list", dir.path(), e))?;
+            let path = entry.path();
+            let meta = entry
+                .metadata()
+                .map_err(|e| StateError::io("stat", &path, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                return Err(StateError::UnexpectedFile { path });
+            };
+            if !meta.is_file() {
+                return Err(StateError::UnexpectedFile { path });
+            }
+            if name.ends_with(SST_EXTENSION) {
+                let shared_name = self.names.shared_name(&name);
+                shared.push(SharedFile {
+                    local_name: name,
+                    shared_name,
+                    size: meta.len(),
+                });
+            } else {
+                private.push(PrivateFile {
+                    name,
+                    size: meta.len(),
+                });
+            }
+        }
+        shared.sort_by(|a, b| a.local_name.cmp(&b.local_name));
+        private.sort_by(|a, b| a.name.cmp(&b.name));
+        self.names.replace(
+            shared
+                .iter()
+                .map(|f| (f.local_name.clone(), f.shared_name.clone())),
+        );
+        Ok(PendingSnapshot {
+            task: task.to_owned(),
+            checkpoint_id,
+            dir,
+            shared,
+            private,
+        })
+    }
+
+    /// Makes room for `key` if it is new and the cache is full.
+    fn make_room_for(&mut self, key: &[u8]) -> Result<(), StateError> {
+        if !self.cache.contains(key) && self.cache.is_full() {
+            self.evict()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes dirty entries in one `WriteBatch`, then drops every (now clean) entry.
+    fn evict(&mut self) -> Result<(), StateError> {
+        self.flush()?;
+        self.cache.clear();
+        Ok(())
+    }
+}
+
+fn db_options() -> Options {
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.set_compression_type(DBCompressionType::Lz4);
+    options.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
+    options
+}
+
+fn open_db(db_dir: &Path) -> Result<DB, StateError> {
+    DB::open(&db_options(), db_dir).map_err(|e| StateError::db("open", db_dir, e))
+}
+
+/// Creates `work_dir`, removes the previous DB and snapshot temp dirs, creates an empty
+/// DB directory and returns it.
+fn prepare_work_dir(work_dir: &Path) -> Result<PathBuf, StateError> {
+    fs::create_dir_all(work_dir).map_err(|e| StateError::io("create directory", work_dir, e))?;
+    let entries = fs::read_dir(work_dir).map_err(|e| StateError::io("list", work_dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StateError::io("list", work_dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(SNAPSHOT_DIR_PREFIX) {
+            remove_dir_if_exists(&entry.path())?;
+        }
+    }
+    let db_dir = work_dir.join(DB_DIR);
+    remove_dir_if_exists(&db_dir)?;
+    fs::create_dir(&db_dir).map_err(|e| StateError::io("create directory", &db_dir, e))?;
+    Ok(db_dir)
+}
+
+fn remove_dir_if_exists(path: &Path) -> Result<(), StateError> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StateError::io("remove", path, e)),
+    }
+}
+
+/// A file name from a snapshot, refused if it could escape the DB directory.
+fn checked_file_name<'a>(db_dir: &Path, name: &'a str) -> Result<&'a str, StateError> {
+    let plain =
+        !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0']);
+    if plain {
+        Ok(name)
+    } else {
+        Err(StateError::UnexpectedFile {
+            path: db_dir.join(name),
+        })
+    }
+}

@@ -1,0 +1,115 @@
+//! `PendingSnapshot`: a RocksDB checkpoint taken at a barrier, not yet uploaded.
+//!
+//! Taking it (`KeyedState::begin_snapshot`) is the fast, synchronous part: flush the cache,
+//! let RocksDB hard-link a consistent checkpoint into a temp directory. Uploading it
+//! ([`PendingSnapshot::upload`]) is the slow part; it does not touch the live DB, so it may
+//! run on another thread while the operator goes on processing.
+//!
+//! Invariants:
+//! - The temp directory holds hard links to immutable SSTs plus RocksDB's fresh copies of
+//!   CURRENT / MANIFEST / OPTIONS: later writes or compactions of the live DB cannot
+//!   change it.
+//! - The temp directory is removed when the `PendingSnapshot` is dropped, uploaded or not.
+//! - Every SST goes through `put_shared`, which skips files the storage already holds;
+//!   only those not yet held count in `files_added`/`bytes_added`. So a failed upload is
+//!   healed by the next checkpoint, and a file removed by GC is uploaded again if needed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::state::{DbSnapshot, PrivateFile, SharedFile, SnapshotStats, StateError};
+
+/// A RocksDB checkpoint waiting in a temp directory to be uploaded.
+#[derive(Debug)]
+pub struct PendingSnapshot {
+    pub(crate) task: String,
+    pub(crate) checkpoint_id: CheckpointId,
+    pub(crate) dir: TempDir,
+    /// Sorted by local name.
+    pub(crate) shared: Vec<SharedFile>,
+    /// Sorted by name.
+    pub(crate) private: Vec<PrivateFile>,
+}
+
+impl PendingSnapshot {
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    pub fn checkpoint_id(&self) -> CheckpointId {
+        self.checkpoint_id
+    }
+
+    /// Hands the storage the SSTs it does not hold yet and every private file.
+    pub fn upload(self, storage: &CheckpointStorage) -> Result<DbSnapshot, StateError> {
+        let (task, checkpoint_id) = (self.task.clone(), self.checkpoint_id);
+        self.upload_files(storage)
+            .map_err(|e| e.in_checkpoint("upload", &task, checkpoint_id))
+    }
+
+    fn upload_files(self, storage: &CheckpointStorage) -> Result<DbSnapshot, StateError> {
+        let (mut files_added, mut bytes_added, mut private_bytes) = (0, 0, 0);
+        for file in &self.shared {
+            let src = self.dir.path().join(&file.local_name);
+            let added = storage.put_shared(&self.task, &file.shared_name, &src)?;
+            if added > 0 {
+                files_added += 1;
+                bytes_added += added;
+            }
+        }
+        for file in &self.private {
+            let src = self.dir.path().join(&file.name);
+            private_bytes +=
+                storage.put_private(self.checkpoint_id, &self.task, &file.name, &src)?;
+        }
+        tracing::debug!(
+            task = %self.task,
+            checkpoint = %self.checkpoint_id,
+            sst_files = self.shared.len(),
+            sst_files_added = files_added,
+            sst_bytes_added = bytes_added,
+            private_bytes,
+            "state snapshot uploaded"
+        );
+        Ok(DbSnapshot {
+            task: self.task.clone(),
+            checkpoint_id: self.checkpoint_id,
+            shared: self.shared.clone(),
+            private: self.private.clone(),
+            stats: SnapshotStats {
+                files_added,
+                bytes_added,
+                private_bytes,
+            },
+        })
+    }
+}
+
+/// A directory removed (best effort, logged) on drop.
+#[derive(Debug)]
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Takes ownership of an existing directory.
+    pub(crate) fn adopt(path: PathBuf) -> Self {
+        TempDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        match fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "cannot remove temp snapshot directory");
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Tests of `KeyedState` with its checkpoint storage: cache and eviction, merged scans,
+//! snapshot and restore, incremental uploads, lineage-unique shared names, GC.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::state::{DbSnapshot, KeyedState, StateKey};
+
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Cache capacity of the tests that do not test eviction, in entries.
+const CACHE: usize = 1_000;
+
+fn contents(state: &KeyedState) -> Contents {
+    state.scan().map(|entry| entry.expect("scan")).collect()
+}
+
+fn key(user: &str, window_end: Option<i64>) -> Vec<u8> {
+    StateKey::encode(1, user.as_bytes(), window_end)
+}
+
+fn put_all(state: &mut KeyedState, entries: &[(&str, &str)]) {
+    for (k, v) in entries {
+        state
+            .put(&key(k, None), v.as_bytes().to_vec())
+            .expect("put");
+    }
+}
+
+fn open(dir: &Path, name: &str) -> KeyedState {
+    KeyedState::open_fresh(dir.join(name), CACHE).expect("open")
+}
+
+fn storage(dir: &Path) -> CheckpointStorage {
+    CheckpointStorage::open(dir.join("checkpoints")).expect("storage")
+}
+
+#[test]
+fn state_is_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<KeyedState>();
+    assert_send::<crate::state::PendingSnapshot>();
+}
+
+#[test]
+fn state_cache_evicts_by_flushing_then_serves_from_rocksdb() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = KeyedState::open_fresh(dir.path().join("agg"), 2).expect("open");
+    let (a, b, c) = (key("a", Some(10)), key("b", Some(10)), key("c", Some(10)));
+
+    state.put(&a, b"1".to_vec()).expect("put");
+    state.put(&b, b"2".to_vec()).expect("put");
+    assert_eq!((state.len_cached(), state.len_dirty()), (2, 2));
+    // Full: adding c flushes a and b in one batch and empties the cache.
+    state.put(&c, b"3".to_vec()).expect("put");
+    assert_eq!((state.len_cached(), state.len_dirty()), (1, 1));
+
+    assert_eq!(
+        state.get(&a).expect("get"),
+        Some(&b"1"[..]),
+        "served from RocksDB"
+    );
+    assert_eq!(
+        state.get(&c).expect("get"),
+        Some(&b"3"[..]),
+        "served from the cache"
+    );
+    assert!(state.len_cached() <= 2);
+
+    // A deletion is remembered as a tombstone, also across an eviction.
+    state.delete(&a).expect("delete");
+    assert_eq!(state.get(&a).expect("get"), None);
+    state.get(&b).expect("get"); // evicts: writes the tombstone
+    assert_eq!(
+        state.get(&a).expect("get"),
+        None,
+        "tombstone reached RocksDB"
+    );
+    assert_eq!(state.get(&key("never", None)).expect("get"), None);
+
+    state.flush().expect("flush");
+    assert_eq!(state.len_dirty(), 0);
+    let expected: Contents = [(b.clone(), b"2".to_vec()), (c.clone(), b"3".to_vec())].into();
+    assert_eq!(contents(&state), expected);
+}
+
+#[test]
+fn state_scan_merges_cache_over_rocksdb_in_key_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = open(dir.path(), "agg");
+    put_all(&mut state, &[("a", "db-a"), ("b", "db-b"), ("d", "db-d")]);
+    state.flush().expect("flush");
+    // Cache over RocksDB: update b, delete d, add c and e (e deleted again: never existed).
+    state
+        .put(&key("b", None), b"cache-b".to_vec())
+        .expect("put");
+    state.delete(&key("d", None)).expect("delete");
+    state
+        .put(&key("c", None), b"cache-c".to_vec())
+        .expect("put");
+    state
+        .put(&key("e", None), b"cache-e".to_vec())
+        .expect("put");
+    state.delete(&key("e", None)).expect("delete");
+    state
+        .put(&StateKey::encode(2, b"z", None), b"other group".to_vec())
+        .expect("put");
+
+    let keys: Vec<Vec<u8>> = state.scan().map(|e| e.expect("scan").0).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "key order");
+    let group_1: Vec<(String, String)> = state
+        .scan_prefix(&StateKey::key_group_prefix(1))
+        .map(|e| {
+            let (k, v) = e.expect("scan");
+            let decoded = StateKey::decode(&k).expect("decode");
+            assert_eq!((decoded.key_group, decoded.window_end), (1, None));
+            let user = decoded.user_key;
+            (
+                String::from_utf8_lossy(user).into_owned(),
+                String::from_utf8_lossy(&v).into_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [("a", "db-a"), ("b", "cache-b"), ("c", "cache-c")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(group_1, expected);
+    assert_eq!(state.scan().count(), 4);
+    assert_eq!(state.keys().expect("keys"), keys);
+}
+
+#[test]
+fn state_snapshot_then_restore_gives_the_same_contents() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut state = open(dir.path(), "agg-0");
+    for i in 0..500_i64 {
+        state
+            .put(
+                &StateKey::encode(
+                    (i % 7) as u16,
+                    format!("user-{i}").as_bytes(),
+                    Some(i * 1000),
+                ),
+                vec![i as u8; 20],
+            )
+            .expect("put");
+    }
+    state
+        .delete(&StateKey::encode(3, b"user-3", Some(3000)))
+        .expect("delete");
+    let before = contents(&state);
+    assert_eq!(before.len(), 499);
+
+    let snapshot = state
+        .snapshot(&storage, CheckpointId(1), "agg-0")
+        .expect("snapshot");
+    assert!(!snapshot.shared.is_empty());
+    assert!(snapshot.private.iter().any(|f| f.name == "CURRENT"));
+    assert!(
+        snapshot
+            .private
+            .iter()
+            .any(|f| f.name.starts_with("MANIFEST-"))
+    );
+    assert!(
+        !dir.path().join("agg-0/snapshot-0000000001").exists(),
+        "temp dir removed"
+    );
+
+    // The snapshot survives the metadata round trip.
+    let json = serde_json::to_vec(&snapshot).expect("serialize");
+    let snapshot: DbSnapshot = serde_json::from_slice(&json).expect("deserialize");
+
+    // Writes after the snapshot are not in it.
+    state.put(&key("later", None), b"x".to_vec()).expect("put");
+    state.flush().expect("flush");
+    drop(state);
+
+    let mut restored = KeyedState::restore(
+        dir.path().join("agg-0-restored"),
+        &storage,
+        &snapshot,
+        CACHE,
+    )
+    .expect("restore");
+    assert_eq!(restored.len_cached(), 0);
+    assert_eq!(contents(&restored), before);
+    assert_eq!(
+        restored
+            .get(&StateKey::encode(1, b"user-1", Some(1000)))
+            .expect("get"),
+        Some(&[1_u8; 20][..])
+    );
+    assert_eq!(restored.get(&key("later", None)).expect("get"), None);
+
+    // Restoring over an existing work dir replaces it.
+    drop(restored);
+    let again = KeyedState::restore(
+        dir.path().join("agg-0-restored"),
+        &storage,
+        &snapshot,
+        CACHE,
+    )
+    .expect("restore again");
+    assert_eq!(contents(&again), before);
+}
+
+#[test]
+fn state_snapshots_are_incremental() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut state = open(dir.path(), "agg-0");
+    put_all(&mut state, &[("a", "1"), ("b", "2")]);
+
+    let first = state
+        .snapshot(&storage, CheckpointId(1), "agg-0")
+        .expect("snapshot 1");
+    assert_eq!(first.stats.files_added, 1);
+    assert!(first.stats.bytes_added > 0);
+    assert!(first.stats.private_bytes > 0);
+
+    // Nothing changed (reads do not count): no SST added.
+    state.get(&key("a", None)).expect("get");
+    let second = state
+        .snapshot(&storage, CheckpointId(2), "agg-0")
+        .expect("snapshot 2");
+    assert_eq!(second.stats.files_added, 0);
+    assert_eq!(second.stats.bytes_added, 0);
+    assert_eq!(second.shared, first.shared);
+
+    // A change: exactly one new SST, the old one reused under its shared name.
+    put_all(&mut state, &[("c", "3")]);
+    let third = state
+        .snapshot(&storage, CheckpointId(3), "agg-0")
+        .expect("snapshot 3");
+    assert_eq!(third.stats.files_added, 1);
+    assert_eq!(third.shared.len(), 2);
+    assert!(third.shared.contains(&first.shared[0]));
+    let new_file = third
+        .shared
+        .iter()
+        .find(|f| !first.shared.contains(f))
+        .expect("new sst");
+    assert_eq!(third.stats.bytes_added, new_file.size);
+
+    // After a restore, the next checkpoint uploads only what is new since.
+    drop(state);
+    let mut restored =
+        KeyedState::restore(dir.path().join("agg-0b"), &storage, &third, CACHE).expect("restore");
+    let fourth = restored
+        .snapshot(&storage, CheckpointId(4), "agg-0")
+        .expect("snapshot 4");
+    assert_eq!(fourth.stats.files_added, 0);
+    assert_eq!(fourth.shared, third.shared);
+    put_all(&mut restored, &[("d", "4")]);
+    let fifth = restored
+        .snapshot(&storage, CheckpointId(5), "agg-0")
+        .expect("snapshot 5");
+    assert_eq!(fifth.stats.files_added, 1);
+}
+
+#[test]
+fn state_restore_from_older_checkpoint_never_reuses_a_discarded_newer_ones_files() {
+    // Run 1 checkpoints 1..=DISCARDED; recovery goes back to 1 and discards the newer ones
+    // (say, their Kafka transactions aborted), whose SSTs stay in shared storage until GC.
+    // The restored DB numbers its SSTs from checkpoint 1's MANIFEST, so it creates local
+    // names run 1 already used for other bytes: their shared names must differ.
+    const DISCARDED: u64 = 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut state = open(dir.path(), "run-1");
+    put_all(&mut state, &[("x", "1")]);
+    let c1 = state
+        .snapshot(&storage, CheckpointId(1), "agg-0")
+        .expect("c1");
+    let mut discarded = HashMap::new();
+    for id in 2..=DISCARDED {
+        put_all(&mut state, &[("x", "discarded")]);
+        let snapshot = state
+            .snapshot(&storage, CheckpointId(id), "agg-0")
+            .expect("snapshot");
+        for file in snapshot.shared {
+            discarded.insert(file.local_name, file.shared_name);
+        }
+    }
+    drop(state);
+    for id in 2..=DISCARDED {
+        storage.discard(CheckpointId(id)).expect("discard");
+    }
+
+    let mut state =
+        KeyedState::restore(dir.path().join("run-2"), &storage, &c1, CACHE).expect("restore");
+    put_all(&mut state, &[("x", "after recovery")]);
+    let next = CheckpointId(DISCARDED + 1);
+    let after = state.snapshot(&storage, next, "agg-0").expect("snapshot");
+    drop(state);
+    assert_eq!(after.stats.files_added, 1);
+
+    let new_file = after
+        .shared
+        .iter()
+        .find(|f| !c1.shared.contains(f))
+        .expect("a new SST");
+    let reused = discarded
+        .get(&new_file.local_name)
+        .expect("RocksDB reused a local SST name of the discarded lineage (the case tested)");
+    assert_ne!(&new_file.shared_name, reused);
+
+    let restored =
+        KeyedState::restore(dir.path().join("run-3"), &storage, &after, CACHE).expect("restore");
+    let expected: Contents = [(key("x", None), b"after recovery".to_vec())].into();
+    assert_eq!(contents(&restored), expected);
+}
+
+#[test]
+fn state_gc_keeps_what_kept_checkpoints_reference() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut state = open(dir.path(), "agg-0");
+    let mut snapshots = Vec::new();
+    for (id, value) in [(1, "1"), (2, "2"), (3, "3")] {
+        put_all(&mut state, &[(value, value)]);
+        let snapshot = state
+            .snapshot(&storage, CheckpointId(id), "agg-0")
+            .expect("snapshot");
+        storage
+            .write_metadata(
+                CheckpointId(id),
+                &serde_json::to_vec(&snapshot).expect("json"),
+            )
+            .expect("metadata");
+        snapshots.push(snapshot);
+    }
+    // A 4th checkpoint in flight: files uploaded, no metadata yet.
+    put_all(&mut state, &[("4", "4")]);
+    state
+        .begin_snapshot(CheckpointId(4), "agg-0")
+        .expect("begin")
+        .upload(&storage)
+        .expect("upload");
+    drop(state);
+
+    let keep = [CheckpointId(2), CheckpointId(3)];
+    let mut referenced = HashSet::new();
+    for id in keep {
+        let bytes = storage.read_metadata(id).expect("read");
+        let snapshot: DbSnapshot = serde_json::from_slice(&bytes).expect("parse");
+        referenced.extend(snapshot.shared_refs());
+    }
+    let report = storage.gc(&keep, &referenced).expect("gc");
+    assert_eq!(report.checkpoints_removed, vec![CheckpointId(1)]);
+    assert_eq!(
+        storage.checkpoint_ids().expect("ids"),
+        vec![CheckpointId(2), CheckpointId(3), CheckpointId(4)]
+    );
+
+    for snapshot in &snapshots[1..] {
+        let work = dir
+            .path()
+            .join(format!("restore-{}", snapshot.checkpoint_id));
+        let restored = KeyedState::restore(&work, &storage, snapshot, CACHE).expect("restore kept");
+        assert_eq!(contents(&restored).len() as u64, snapshot.checkpoint_id.0);
+    }
+}

@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# A real, single-node Apache Kafka broker (KRaft, combined broker+controller) on
+# 127.0.0.1 for Weir's tests and demos, run from Kafka's own jars fetched with Maven.
+# Needs: Java 17+ (`java`, or $JAVA_HOME/bin/java) and Maven (`mvn`) with access to
+# Maven Central. No Docker, no Kafka tarball.
+#
+# Usage: bash scripts/kafka/kafka.sh COMMAND [ARGS...]
+#
+#   up        Fetch the jars if missing, wipe and recreate the data dir, write
+#             server.properties, format storage with a random cluster id, start the
+#             broker in the background, wait (bounded) until it serves, and print
+#             `KAFKA_BOOTSTRAP=127.0.0.1:<port>` on stdout (progress goes to stderr,
+#             so `eval "$(bash scripts/kafka/kafka.sh up)"` works). Refuses if a
+#             broker from the same data dir is already running.
+#   down      Stop exactly the process in the pidfile: SIGTERM, wait, SIGKILL after
+#             WEIR_KAFKA_STOP_TIMEOUT seconds. Idempotent. Keeps the data dir and log
+#             for a post-mortem; the next `up` wipes them.
+#   status    Say whether the broker is running. Exit 0 if so, 3 if not.
+#   fetch     Only fetch the jars into the cache (for setup / CI warm-up).
+#   env       Print `KAFKA_BOOTSTRAP=...` of the running broker (exit 3 if none).
+#   topics ARGS...        org.apache.kafka.tools.TopicCommand
+#   groups ARGS...        org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
+#   transactions ARGS...  org.apache.kafka.tools.TransactionsCommand
+#   produce ARGS...       org.apache.kafka.tools.ConsoleProducer
+#   consume ARGS...       org.apache.kafka.tools.consumer.ConsoleConsumer
+#   run CLASS ARGS...     any main class on the Kafka classpath, ARGS as given
+#             The other tool commands add `--bootstrap-server <running broker>` unless
+#             ARGS already name one. Examples:
+#               kafka.sh topics --create --topic t --partitions 3
+#               kafka.sh topics --describe --topic t
+#               kafka.sh groups --describe --group g --offsets
+#               kafka.sh transactions list
+#               kafka.sh consume --topic t --from-beginning --isolation-level read_committed
+#             Without this script, the same through plain java:
+#               java -cp "$HOME/.cache/weir/kafka/<version>/libs/*" \
+#                 -Dlog4j2.configurationFile=scripts/kafka/log4j2-tools.properties \
+#                 org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:19092 --list
+#
+# Environment (all optional):
+#   WEIR_KAFKA_VERSION          Kafka version; default: the one pinned in pom.xml here.
+#   WEIR_KAFKA_CACHE            cache root; default $HOME/.cache/weir/kafka. Jars go to
+#                               $WEIR_KAFKA_CACHE/<version>/libs (never in the repo).
+#   WEIR_KAFKA_LIBS             use this already-filled jar directory instead (never fetched
+#                               into or modified).
+#   WEIR_KAFKA_DIR              data/run dir; default $WEIR_KAFKA_CACHE/run. Holds
+#                               server.properties, data/, kafka.log, kafka.pid, kafka.env.
+#                               `up` WIPES it (only if it was made by this script).
+#                               `down`/`status`/tools must see the same value as `up`.
+#   WEIR_KAFKA_PORT             client (PLAINTEXT) port; default 19092.
+#   WEIR_KAFKA_CONTROLLER_PORT  KRaft controller port; default WEIR_KAFKA_PORT + 1.
+#   WEIR_KAFKA_START_TIMEOUT    seconds `up` waits for the broker; default 60.
+#   WEIR_KAFKA_STOP_TIMEOUT     seconds `down` waits after SIGTERM before SIGKILL; default 30.
+#   WEIR_KAFKA_HEAP_OPTS        broker heap; default "-Xmx512m -Xms256m".
+#   WEIR_KAFKA_JVM_OPTS         other broker JVM flags; default keeps the JVM light
+#                               (serial GC, C1 JIT only) since it runs beside cargo on 2 cores.
+#   WEIR_KAFKA_BROKER_PROPS     extra server.properties lines appended verbatim
+#                               (newline-separated), e.g. for a test needing a small
+#                               transaction.max.timeout.ms.
+#
+# Broker settings that tests rely on (see write_server_properties):
+#   auto.create.topics.enable=false: tests create their own topics.
+#   Replication factors / min ISR of the internal topics are 1 (single node).
+#   group.initial.rebalance.delay.ms=0: consumer groups form at once.
+#   transaction.max.timeout.ms is NOT set: Kafka's default, 900000 ms (15 min). Weir
+#   validates its transaction.timeout.ms against it; tests should read it from the
+#   broker (DescribeConfigs on broker 1) rather than assume it.
+set -euo pipefail
+
+die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
+say() { printf 'kafka.sh: %s\n' "$*" >&2; }
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+POM="$SCRIPT_DIR/pom.xml"
+[ -f "$POM" ] || die "missing $POM"
+PINNED_VERSION=$(sed -n 's|.*<kafka\.version>\([^<]*\)</kafka\.version>.*|\1|p' "$POM" | head -n 1)
+[ -n "$PINNED_VERSION" ] || die "could not read <kafka.version> from $POM"
+
+VERSION=${WEIR_KAFKA_VERSION:-$PINNED_VERSION}
+CACHE=${WEIR_KAFKA_CACHE:-${HOME:?HOME is not set; set WEIR_KAFKA_CACHE}/.cache/weir/kafka}
+LIBS=${WEIR_KAFKA_LIBS:-$CACHE/$VERSION/libs}
+DIR=${WEIR_KAFKA_DIR:-$CACHE/run}
+HOST=127.0.0.1
+PORT=${WEIR_KAFKA_PORT:-19092}
+CONTROLLER_PORT=${WEIR_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}
+START_TIMEOUT=${WEIR_KAFKA_START_TIMEOUT:-60}
+STOP_TIMEOUT=${WEIR_KAFKA_STOP_TIMEOUT:-30}
+HEAP_OPTS=${WEIR_KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
+JVM_OPTS=${WEIR_KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}
+# Short-lived tool JVMs (format, CLI tools): small heap, fast start.
+TOOL_JVM_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+
+PIDFILE="$DIR/kafka.pid"
+LOGFILE="$DIR/kafka.log"
+ENVFILE="$DIR/kafka.env"
+MARKER="$DIR/.weir-kafka"
+
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=java; fi
+
+case "$PORT$CONTROLLER_PORT$START_TIMEOUT$STOP_TIMEOUT" in
+  *[!0-9]*) die "WEIR_KAFKA_PORT, WEIR_KAFKA_CONTROLLER_PORT and the timeouts must be integers" ;;
+esac
+[ "$PORT" != "$CONTROLLER_PORT" ] || die "client and controller ports are both $PORT"
+
+check_java() {
+  command -v "$JAVA" >/dev/null 2>&1 || die "java not found: install Java 17+ (apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+  local v
+  v=$("$JAVA" -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n 1)
+  [ -n "$v" ] || die "could not tell the Java version of $JAVA"
+  [ "$v" -ge 17 ] || die "Kafka $VERSION needs Java 17+, $JAVA is Java $v (set JAVA_HOME)"
+}
+
+# Fetch the jars into $LIBS once; a half-done fetch never looks complete.
+fetch_libs() {
+  [ ! -f "$LIBS/.complete" ] || return 0
+  if [ -n "${WEIR_KAFKA_LIBS:-}" ]; then
+    # A directory the user chose: use it as it is, never fetch into (or wipe) it.
+    ls "$LIBS"/kafka_2.13-*.jar >/dev/null 2>&1 || die "WEIR_KAFKA_LIBS=$LIBS holds no kafka_2.13-*.jar; fill it or unset WEIR_KAFKA_LIBS"
+    return 0
+  fi
+  command -v mvn >/dev/null 2>&1 || die "mvn not found: install Maven (apt-get install maven) to fetch the Kafka jars"
+  local tmp="$LIBS.tmp.$$" start=$SECONDS
+  say "fetching Kafka $VERSION jars with Maven into $LIBS ..."
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  # Maven's output goes to a file (Debian's mvn -q still prints stray colour codes)
+  # and is shown only on failure.
+  if ! mvn -q -B -f "$POM" -Dkafka.version="$VERSION" \
+      dependency:copy-dependencies -DoutputDirectory="$tmp" >"$tmp.log" 2>&1; then
+    sed 's/\x1b\[[0-9;]*m//g; s/^/  | /' "$tmp.log" >&2
+    rm -rf "$tmp" "$tmp.log"
+    die "Maven could not fetch Kafka $VERSION (its output is above)"
+  fi
+  rm -f "$tmp.log"
+  [ -f "$tmp/kafka_2.13-$VERSION.jar" ] || { rm -rf "$tmp"; die "Maven finished but kafka_2.13-$VERSION.jar is missing from $tmp"; }
+  touch "$tmp/.complete"
+  rm -rf "$LIBS"
+  mv "$tmp" "$LIBS"
+  say "fetched $(find "$LIBS" -name '*.jar' | wc -l | tr -d ' ') jars in $((SECONDS - start)) s"
+}
+
+# True if something accepts TCP connections on $HOST:$1.
+port_open() {
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+pid_cmdline() {
+  if [ -r "/proc/$1/cmdline" ]; then tr '\0' ' ' <"/proc/$1/cmdline"; else ps -p "$1" -o args= 2>/dev/null || true; fi
+}
+
+# True if pid $1 exists and is not a zombie.
+pid_alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  if [ -r "/proc/$1/stat" ]; then
+    local state
+    state=$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat" 2>/dev/null || true)
+    [ "$state" != Z ] || return 1
+  fi
+  return 0
+}
+
+# Prints the pid from the pidfile if it is a live Kafka broker started from $DIR.
+running_pid() {
+  [ -f "$PIDFILE" ] || return 1
+  local pid
+  pid=$(tr -dc '0-9' <"$PIDFILE")
+  [ -n "$pid" ] || return 1
+  pid_alive "$pid" || return 1
+  case "$(pid_cmdline "$pid")" in
+    *kafka.Kafka*"$DIR/server.properties"*) printf '%s\n' "$pid" ;;
+    *) return 1 ;;
+  esac
+}
+
+bootstrap() {
+  if [ -f "$ENVFILE" ]; then sed -n 's/^KAFKA_BOOTSTRAP=//p' "$ENVFILE"; else printf '%s:%s\n' "$HOST" "$PORT"; fi
+}
+
+log_tail() {
+  if [ ! -s "$LOGFILE" ]; then
+    say "$LOGFILE is empty"
+  else
+    say "last lines of $LOGFILE:"
+    tail -n "${1:-40}" "$LOGFILE" | sed 's/^/  | /' >&2
+  fi
+}
+
+new_cluster_id() {
+  # Kafka cluster ids are a UUID's 16 bytes in unpadded URL-safe base64 (22 chars).
+  # Like Kafka's Uuid.randomUuid, avoid ids starting with '-'.
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    case "$id" in -*) ;; *) printf '%s\n' "$id"; return ;; esac
+  done
+}
+
+write_server_properties() {
+  cat >"$DIR/server.properties" <<EOF
+# Written by scripts/kafka/kafka.sh: single-node KRaft, broker + controller, loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$DIR/data
+
+# Tests create their own topics.
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+
+# One node: internal topics with one replica. Fewer partitions than the defaults
+# (50) so the first group join / InitProducerId does not wait on creating 50 logs.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+
+# Consumer groups form immediately.
+group.initial.rebalance.delay.ms=0
+
+# transaction.max.timeout.ms is deliberately left at Kafka's default (900000 ms);
+# Weir validates transaction.timeout.ms against it, and tests read it from the broker.
+EOF
+  if [ -n "${WEIR_KAFKA_BROKER_PROPS:-}" ]; then
+    printf '\n# From WEIR_KAFKA_BROKER_PROPS:\n%s\n' "$WEIR_KAFKA_BROKER_PROPS" >>"$DIR/server.properties"
+  fi
+}
+
+# Recreate $DIR from scratch, refusing to wipe a directory this script did not make.
+fresh_dir() {
+  if [ -e "$DIR" ]; then
+    [ -d "$DIR" ] || die "$DIR exists and is not a directory"
+    if [ ! -f "$MARKER" ] && [ -n "$(ls -A "$DIR")" ]; then
+      die "refusing to wipe $DIR: it is not empty and was not made by kafka.sh (no .weir-kafka); choose another WEIR_KAFKA_DIR"
+    fi
+    rm -rf "$DIR"
+  fi
+  mkdir -p "$DIR/data"
+  printf 'made by scripts/kafka/kafka.sh; wiped by its next "up"\n' >"$MARKER"
+}
+
+# SIGTERM the pid, wait, SIGKILL after STOP_TIMEOUT. Returns once it is gone.
+stop_pid() {
+  local pid=$1 waited=0
+  kill -TERM "$pid" 2>/dev/null || true
+  while pid_alive "$pid"; do
+    if [ "$waited" -ge $((STOP_TIMEOUT * 5)) ]; then
+      say "broker (pid $pid) still running after ${STOP_TIMEOUT}s: sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      waited=0
+      while pid_alive "$pid"; do
+        [ "$waited" -lt 50 ] || die "pid $pid survived SIGKILL for 10 s"
+        sleep 0.2
+        waited=$((waited + 1))
+      done
+      return 0
+    fi
+    sleep 0.2
+    waited=$((waited + 1))
+  done
+}
+
+cmd_up() {
+  local pid
+  if pid=$(running_pid); then
+    die "a broker is already running from $DIR (pid $pid, $(bootstrap)); run 'kafka.sh down' first"
+  fi
+  check_java
+  fetch_libs
+  local p
+  for p in "$PORT" "$CONTROLLER_PORT"; do
+    if port_open "$p"; then
+      die "port $HOST:$p is already in use; stop what holds it or set WEIR_KAFKA_PORT / WEIR_KAFKA_CONTROLLER_PORT"
+    fi
+  done
+
+  local start=$SECONDS
+  fresh_dir
+  write_server_properties
+  local cluster_id
+  cluster_id=$(new_cluster_id)
+  say "formatting storage in $DIR/data (cluster id $cluster_id) ..."
+  # shellcheck disable=SC2086
+  if ! "$JAVA" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
+      -cp "$LIBS/*" kafka.tools.StorageTool format \
+      --cluster-id "$cluster_id" --config "$DIR/server.properties" >"$DIR/format.log" 2>&1; then
+    sed 's/^/  | /' "$DIR/format.log" >&2
+    die "formatting the storage failed"
+  fi
+
+  say "starting Kafka $VERSION on $HOST:$PORT (controller $CONTROLLER_PORT), log: $LOGFILE"
+  # shellcheck disable=SC2086
+  nohup "$JAVA" $HEAP_OPTS $JVM_OPTS \
+    -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-server.properties" \
+    -Dlog4j2.shutdownHookEnabled=false \
+    -Dkafka.logs.dir="$DIR" \
+    -cp "$LIBS/*" kafka.Kafka "$DIR/server.properties" \
+    </dev/null >>"$LOGFILE" 2>&1 &
+  pid=$!
+  printf '%s\n' "$pid" >"$PIDFILE"
+
+  local deadline=$((SECONDS + START_TIMEOUT))
+  while :; do
+    if ! pid_alive "$pid"; then
+      log_tail 60
+      rm -f "$PIDFILE"
+      die "the broker exited during startup (see $LOGFILE)"
+    fi
+    if port_open "$PORT" && grep -q 'Kafka Server started' "$LOGFILE" 2>/dev/null; then
+      break
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log_tail 60
+      say "the broker did not come up within ${START_TIMEOUT}s: stopping it"
+      stop_pid "$pid"
+      rm -f "$PIDFILE"
+      die "the broker did not start within ${START_TIMEOUT}s (WEIR_KAFKA_START_TIMEOUT); see $LOGFILE"
+    fi
+    sleep 0.5
+  done
+
+  printf 'KAFKA_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" >"$ENVFILE"
+  say "broker up in $((SECONDS - start)) s (pid $pid)"
+  printf 'KAFKA_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT"
+}
+
+cmd_down() {
+  if [ ! -f "$PIDFILE" ]; then
+    say "no broker running (no pidfile in $DIR)"
+    return 0
+  fi
+  local pid
+  pid=$(tr -dc '0-9' <"$PIDFILE")
+  if [ -z "$pid" ] || ! pid_alive "$pid"; then
+    say "no broker running (stale pidfile removed)"
+    rm -f "$PIDFILE"
+    return 0
+  fi
+  if ! running_pid >/dev/null; then
+    say "pid $pid from $PIDFILE is not this Kafka broker (pid reused?): leaving it alone, removing the pidfile"
+    rm -f "$PIDFILE"
+    return 0
+  fi
+  say "stopping the broker (pid $pid) ..."
+  stop_pid "$pid"
+  rm -f "$PIDFILE"
+  say "stopped"
+}
+
+cmd_status() {
+  local pid
+  if pid=$(running_pid); then
+    printf 'running: pid %s, KAFKA_BOOTSTRAP=%s, Kafka %s, dir %s\n' "$pid" "$(bootstrap)" "$VERSION" "$DIR"
+    return 0
+  fi
+  printf 'not running (dir %s)\n' "$DIR"
+  return 3
+}
+
+cmd_env() {
+  running_pid >/dev/null || { say "no broker running from $DIR"; return 3; }
+  printf 'KAFKA_BOOTSTRAP=%s\n' "$(bootstrap)"
+}
+
+# Run a Kafka main class; with add_bootstrap=yes, add --bootstrap-server of the
+# running broker unless the args carry one.
+run_tool() {
+  local add_bootstrap=$1 class=$2
+  shift 2
+  check_java
+  fetch_libs
+  local a has_bootstrap=yes
+  [ "$add_bootstrap" = no ] || has_bootstrap=no
+  for a in "$@"; do
+    case "$a" in --bootstrap-server|--bootstrap-server=*|--bootstrap-controller|--bootstrap-controller=*) has_bootstrap=yes ;; esac
+  done
+  if [ "$has_bootstrap" = no ] && [ "${1:-}" != --help ] && running_pid >/dev/null; then
+    set -- --bootstrap-server "$(bootstrap)" "$@"
+  fi
+  # shellcheck disable=SC2086
+  exec "$JAVA" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
+    -cp "$LIBS/*" "$class" "$@"
+}
+
+usage() {
+  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
+}
+
+cmd=${1:-}
+[ $# -eq 0 ] || shift
+case "$cmd" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  fetch) check_java; fetch_libs; say "jars in $LIBS" ;;
+  env) cmd_env ;;
+  topics) run_tool yes org.apache.kafka.tools.TopicCommand "$@" ;;
+  groups) run_tool yes org.apache.kafka.tools.consumer.group.ConsumerGroupCommand "$@" ;;
+  transactions)
+    # TransactionsCommand takes --bootstrap-server before its subcommand.
+    run_tool yes org.apache.kafka.tools.TransactionsCommand "$@" ;;
+  produce) run_tool yes org.apache.kafka.tools.ConsoleProducer "$@" ;;
+  consume) run_tool yes org.apache.kafka.tools.consumer.ConsoleConsumer "$@" ;;
+  run)
+    [ $# -ge 1 ] || die "usage: kafka.sh run MAIN_CLASS [ARGS...]"
+    run_tool no "$@" ;;
+  -h|--help|help) usage ;;
+  '') usage; exit 2 ;;
+  *) usage; die "unknown command: $cmd" ;;
+esac

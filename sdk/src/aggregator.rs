@@ -1,0 +1,171 @@
+//! The `aggregate` exports: `update` folds each group's records into its accumulator,
+//! `emit` turns accumulators into output records. One call per batch each.
+//!
+//! Accumulators are the user's type serialised with postcard; an EMPTY byte string is
+//! the contract's "no accumulator yet" and decodes as `A::default()`. A group whose
+//! records were all refused (or that had none) gets its input accumulator back byte for
+//! byte, so "none yet" stays empty and a refused record never changes state.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::framing::{self, Batch};
+use crate::mapper::Rejection;
+use crate::output::{IntoRecords, UpdateResult};
+use crate::{Record, Window};
+
+/// The contract's `group-batch`, owned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GroupBatch {
+    pub accumulator_ends: Vec<u32>,
+    pub accumulators: Vec<u8>,
+    pub record_ends: Vec<u32>,
+    pub records: Batch,
+}
+
+/// The contract's `update-output`, owned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct UpdateOutput {
+    pub accumulator_ends: Vec<u32>,
+    pub accumulators: Vec<u8>,
+    pub rejections: Vec<Rejection>,
+}
+
+/// The contract's `emit-batch`, owned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct EmitBatch {
+    pub key_ends: Vec<u32>,
+    pub keys: Vec<u8>,
+    pub windows: Vec<Option<Window>>,
+    pub accumulator_ends: Vec<u32>,
+    pub accumulators: Vec<u8>,
+}
+
+/// Folds each group's records, in order, into the group's accumulator with `f`.
+///
+/// A record for which `f` returns `Err` is a rejection (index into `groups.records`).
+/// `f` must leave the accumulator untouched when it refuses a record: the SDK does not
+/// snapshot it (that would cost a clone per record).
+pub fn run_update<A, F, R>(groups: &GroupBatch, mut f: F) -> UpdateOutput
+where
+    A: Default + Serialize + DeserializeOwned,
+    F: FnMut(&mut A, &Record) -> R,
+    R: UpdateResult,
+{
+    let group_count = groups.record_ends.len();
+    assert!(
+        groups.accumulator_ends.len() == group_count,
+        "weir-guest: malformed group-batch from the host: {} accumulators for {group_count} \
+         groups",
+        groups.accumulator_ends.len(),
+    );
+    let record_count = groups.records.len();
+    assert!(
+        groups.record_ends.last().map_or(0, |&end| end as usize) == record_count,
+        "weir-guest: malformed group-batch from the host: the groups do not cover all \
+         {record_count} records",
+    );
+    // Groups are contiguous and in order (checked by `ranges`), so one pass suffices.
+    let mut records = groups.records.iter();
+    let mut output = UpdateOutput {
+        accumulator_ends: Vec::with_capacity(group_count),
+        // Accumulators usually keep about their size.
+        accumulators: Vec::with_capacity(groups.accumulators.len() + 8 * group_count),
+        rejections: Vec::new(),
+    };
+    // One scratch record, refilled for each input: no allocation per record once its
+    // buffers have grown to the largest key and value.
+    let mut scratch = Record::default();
+    let accumulators = framing::frames(
+        &groups.accumulator_ends,
+        &groups.accumulators,
+        "accumulators",
+    );
+    let ranges = framing::ranges(&groups.record_ends, record_count, "record-ends");
+    for (bytes, range) in accumulators.zip(ranges) {
+        let mut acc: A = decode(bytes, || "a group of this batch".to_owned());
+        let mut changed = false;
+        for (index, (key, value, timestamp)) in range.zip(records.by_ref()) {
+            scratch.key.clear();
+            scratch.key.extend_from_slice(key);
+            scratch.value.clear();
+            scratch.value.extend_from_slice(value);
+            scratch.timestamp = timestamp;
+            match f(&mut acc, &scratch).into_result() {
+                Ok(()) => changed = true,
+                Err(error) => output.rejections.push(Rejection::new(index, error)),
+            }
+        }
+        if changed {
+            output.accumulators =
+                postcard::to_extend(&acc, core::mem::take(&mut output.accumulators))
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "weir-guest: accumulator {} does not serialise with postcard: {e}",
+                            core::any::type_name::<A>()
+                        )
+                    });
+            framing::end_frame(&mut output.accumulator_ends, &output.accumulators);
+        } else {
+            framing::push_frame(
+                &mut output.accumulator_ends,
+                &mut output.accumulators,
+                bytes,
+            );
+        }
+    }
+    output
+}
+
+/// Turns each entry's accumulator into output records with `f(key, window, acc)`.
+pub fn run_emit<A, F, O>(entries: &EmitBatch, mut f: F) -> Batch
+where
+    A: Default + DeserializeOwned,
+    F: FnMut(&[u8], Option<Window>, &A) -> O,
+    O: IntoRecords,
+{
+    let n = entries.windows.len();
+    assert!(
+        entries.key_ends.len() == n && entries.accumulator_ends.len() == n,
+        "weir-guest: malformed emit-batch from the host: {} keys, {n} windows, {} \
+         accumulators",
+        entries.key_ends.len(),
+        entries.accumulator_ends.len(),
+    );
+    // Typically one small record per entry.
+    let mut output = Batch::with_capacity(n, entries.keys.len(), 0);
+    let keys = framing::frames(&entries.key_ends, &entries.keys, "keys");
+    let accumulators = framing::frames(
+        &entries.accumulator_ends,
+        &entries.accumulators,
+        "accumulators",
+    );
+    for ((key, window), bytes) in keys.zip(entries.windows.iter().copied()).zip(accumulators) {
+        let acc: A = decode(bytes, || format!("key {:?}", String::from_utf8_lossy(key)));
+        f(key, window, &acc).push_into(&mut output);
+    }
+    output
+}
+
+/// Decodes an accumulator; empty bytes are "none yet", i.e. `A::default()`.
+///
+/// # Panics
+/// If the bytes do not decode as `A`: the state was written by a guest with another
+/// accumulator type. Trapping (the pipeline fails and restarts from its checkpoint) is
+/// the only answer that neither loses nor silently rewrites that state.
+fn decode<A: Default + DeserializeOwned>(bytes: &[u8], whose: impl FnOnce() -> String) -> A {
+    if bytes.is_empty() {
+        return A::default();
+    }
+    postcard::from_bytes(bytes).unwrap_or_else(|e| {
+        panic!(
+            "weir-guest: the accumulator of {} does not decode as {}: {e} (was this state \
+             written by another version of the guest?)",
+            whose(),
+            core::any::type_name::<A>()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+//! Write a [Weir](https://github.com/) stream-processing step as one Rust function.
+//!
+//! A guest is a `cdylib` crate built for `wasm32-wasip2`: the build output is a
+//! WebAssembly component that exports one of the two worlds of `weir:transform`
+//! (`wit/weir.wit`). This crate hides that contract: the bindings, the columnar batches
+//! and the accumulator bytes. A guest author writes one attributed function.
+//!
+//! # Map, filter, flat-map
+//!
+//! ```ignore
+//! use weir_guest::{Record, Result};
+//!
+//! #[weir_guest::map]
+//! fn uppercase(mut record: Record) -> Result<Record> {
+//!     record.value = record.value_str()?.to_uppercase().into_bytes();
+//!     Ok(record)
+//! }
+//! ```
+//!
+//! The function takes each input [`Record`] by value and returns `Result<O>` where `O`
+//! is a [`Record`] (map), an `Option<Record>` (filter) or a `Vec<Record>` (flat-map,
+//! zero or more, in order). `Err(e)` refuses that one record: the runtime routes it to
+//! the pipeline's dead-letter output with `e`'s message, and the rest of the batch
+//! carries on. A panic, by contrast, traps: the whole pipeline fails and restarts from
+//! its last checkpoint.
+//!
+//! # Aggregate
+//!
+//! ```ignore
+//! use serde::{Deserialize, Serialize};
+//! use weir_guest::{Record, Window};
+//!
+//! #[derive(Default, Serialize, Deserialize)]
+//! struct Count(u64);
+//!
+//! #[weir_guest::aggregate(emit = emit_count)]
+//! fn count(acc: &mut Count, _record: &Record) {
+//!     acc.0 += 1;
+//! }
+//!
+//! fn emit_count(key: &[u8], _window: Option<Window>, acc: &Count) -> Record {
+//!     Record::new(key, acc.0.to_string())
+//! }
+//! ```
+//!
+//! The update function folds one record into the accumulator of its key (and window):
+//! `fn(&mut A, &Record)` returning `()` or `Result<()>`, where
+//! `A: Default + Serialize + DeserializeOwned` is kept by the runtime between calls
+//! (serialised with postcard; a new key starts from `A::default()`). On `Err` the record
+//! goes to the dead-letter output and must not have changed the accumulator: check
+//! first, then mutate. The `emit` function, `fn(&[u8], Option<Window>, &A) -> O` with
+//! `O` as for map, turns an accumulator into output records when the runtime emits: when
+//! a window closes (the runtime then stamps the records with `window.end - 1`), or after
+//! each update for an unwindowed aggregate (`window` is `None`).
+//!
+//! # Host functions
+//!
+//! [`log`] writes to the pipeline's log, [`config`] reads the step's configuration.
+//! A guest has no files, network, environment or clock worth using: event time comes in
+//! [`Record::timestamp`].
+//!
+//! The runtime refuses, at load, a component that imports anything beyond weir's own
+//! interfaces and the WASI that std's startup, stdio, panics, clocks and random need
+//! (`wasi:io`, `wasi:cli`, `wasi:clocks`, `wasi:random`). A guest built with this crate
+//! imports only those, unless its code reaches for more: `std::fs` pulls in
+//! `wasi:filesystem` and `std::net` `wasi:sockets`, and such a component is refused.
+//!
+//! # Building
+//!
+//! ```toml
+//! [lib]
+//! crate-type = ["cdylib"]
+//! [dependencies]
+//! weir-guest = { path = "../sdk" } # see guest-examples/ for a whole workspace
+//! ```
+//!
+//! `cargo build --release --target wasm32-wasip2` writes the component to
+//! `target/wasm32-wasip2/release/<crate>.wasm`. Depend on `weir-guest` under that
+//! name: the attributes expand to paths starting with `::weir_guest`.
+
+// Lets the generated code name this crate `::weir_guest` from inside it too.
+extern crate self as weir_guest;
+
+// The generated ABI glue is the only `unsafe` code of this crate (see bindings.rs); the
+// workspace forbids it everywhere else, and this crate's Cargo.toml denies it.
+#[allow(unsafe_code)]
+mod bindings;
+
+mod aggregator;
+mod config;
+mod error;
+mod framing;
+pub mod log;
+mod mapper;
+mod output;
+mod record;
+
+pub use config::{config, config_or};
+pub use error::{Error, Result};
+pub use output::{IntoRecords, UpdateResult};
+pub use record::{Record, Window};
+
+/// Makes a function the `map` step of this component.
+///
+/// See the [crate documentation](crate) for the accepted signatures.
+pub use weir_guest_macros::map;
+
+/// Makes a function the update of this component's `aggregate` step:
+/// `#[aggregate(emit = path::to::emit_fn)]`.
+///
+/// See the [crate documentation](crate) for the accepted signatures.
+pub use weir_guest_macros::aggregate;
+
+/// What the attribute macros expand to. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::bindings::{
+        AggregateGuest, MapGuest, WitEmitBatch, WitGroupBatch, WitMapOutput, WitRecordBatch,
+        WitUpdateOutput, aggregator, emit, map, mapper, update,
+    };
+    pub use crate::framing::Batch;
+    pub use wit_bindgen;
+}

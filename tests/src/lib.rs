@@ -1,0 +1,318 @@
+//! Shared helpers for Weir's end-to-end tests (`tests/tests/*.rs`) and benchmarks.
+//!
+//! Tests drive the real `weir` binary (built by `make test` before the tests run) and
+//! the real guests (`make guests` puts them in `build/guests/`), so they exercise
+//! exactly what a user runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Where `make guests` put the guest components.
+pub fn guests_dir() -> PathBuf {
+    std::env::var_os("WEIR_GUESTS_DIR")
+        .map_or_else(|| repo_root().join("build/guests"), PathBuf::from)
+}
+
+/// The path of guest `name` (e.g. `word_count`); panics with what to do if missing.
+pub fn guest(name: &str) -> PathBuf {
+    let path = guests_dir().join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make guests` first (make test does)",
+        path.display()
+    );
+    path
+}
+
+/// The `weir` binary next to the test executable (cargo puts both in target/debug).
+pub fn weir_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("WEIR_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let debug = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/debug/deps/<test>");
+    let bin = debug.join("weir");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --bins` first (make test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A `weir` command with logs kept quiet unless the test asks for them.
+pub fn weir() -> Command {
+    let mut cmd = Command::new(weir_bin());
+    cmd.env_remove("WEIR_FAULT");
+    cmd
+}
+
+/// Runs `weir` with `args`, returning its output.
+pub fn run_weir(args: &[&str]) -> Output {
+    weir().args(args).output().expect("spawn weir")
+}
+
+/// Writes `text` as `name` in `dir`, returning the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path
+}
+
+/// Every line of every committed file directly in `dir` (staging is ignored).
+pub fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return lines;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read committed file");
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    lines
+}
+
+/// Counts of each distinct line.
+pub fn multiset<I: IntoIterator<Item = String>>(lines: I) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in lines {
+        *counts.entry(line).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Lines that differ between two multisets, for assertion messages: (line, left, right).
+pub fn multiset_diff(
+    a: &BTreeMap<String, usize>,
+    b: &BTreeMap<String, usize>,
+    limit: usize,
+) -> Vec<(String, usize, usize)> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (
+                a.get(k).copied().unwrap_or(0),
+                b.get(k).copied().unwrap_or(0),
+            );
+            (x != y).then(|| (k.clone(), x, y))
+        })
+        .take(limit)
+        .collect()
+}
+
+/// stderr as text, for assertions.
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A TOML string literal for a path.
+pub fn toml_path(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+// ---------------------------------------------------------------------------------
+// Kafka: the broker the harness started (`KAFKA_BOOTSTRAP`), unique topics per test.
+// ---------------------------------------------------------------------------------
+
+/// Kafka helpers for tests: topics, input, and reading output back.
+pub mod kafka {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::error::KafkaError;
+    use rdkafka::message::Message;
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The broker's bootstrap servers; panics with what to do if unset.
+    pub fn bootstrap() -> String {
+        std::env::var("KAFKA_BOOTSTRAP").expect(
+            "KAFKA_BOOTSTRAP is not set: run the Kafka tests with `make test`, or start a broker \
+             with `eval \"$(bash scripts/kafka/kafka.sh up)\"` and export KAFKA_BOOTSTRAP",
+        )
+    }
+
+    /// A name no other test (or earlier run) uses: `<prefix>-<pid>-<time>-<n>`.
+    pub fn unique_name(prefix: &str) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        format!(
+            "{prefix}-{}-{now}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn config() -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", bootstrap()).set("log_level", "3");
+        c
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication 1: one broker).
+    pub fn create_topic(topic: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        let results = weir::connector::kafka::client::block_on(admin.create_topics([&new], &opts), TIMEOUT)
+            .expect("CreateTopics answered")
+            .expect("CreateTopics");
+        for r in results {
+            r.unwrap_or_else(|(t, e)| panic!("cannot create topic {t}: {e}"));
+        }
+    }
+
+    /// One input record: partition, key, value, timestamp (ms).
+    #[derive(Debug, Clone)]
+    pub struct Input {
+        pub partition: i32,
+        pub key: String,
+        pub value: String,
+        pub timestamp: i64,
+    }
+
+    /// Produces `records` to `topic` (idempotent producer, acks=all) and waits for all.
+    pub fn produce(topic: &str, records: &[Input]) {
+        let producer: ThreadedProducer<DefaultProducerContext> = config()
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "20")
+            .create()
+            .expect("producer");
+        for r in records {
+            let mut record = BaseRecord::to(topic)
+                .partition(r.partition)
+                .key(r.key.as_str())
+                .payload(r.value.as_str())
+                .timestamp(r.timestamp);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                        record = back;
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err((e, _)) => panic!("produce to {topic}: {e}"),
+                }
+            }
+        }
+        producer.flush(TIMEOUT).expect("flush input");
+    }
+
+    /// Every record of `topic` as (key, value) text, read from the beginning of every
+    /// partition to its end with `isolation` ("read_committed" or "read_uncommitted").
+    pub fn read_all(topic: &str, isolation: &str) -> Vec<(String, String)> {
+        let consumer: BaseConsumer = config()
+            .set("group.id", unique_name("reader"))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", isolation)
+            .set("enable.partition.eof", "true")
+            .create()
+            .expect("consumer");
+        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
+        let partitions: Vec<i32> = metadata.topics()[0].partitions().iter().map(|p| p.id()).collect();
+        assert!(!partitions.is_empty(), "topic {topic} has no partitions");
+        let mut tpl = TopicPartitionList::new();
+        for p in &partitions {
+            tpl.add_partition_offset(topic, *p, Offset::Beginning).expect("tpl");
+        }
+        consumer.assign(&tpl).expect("assign");
+        let mut at_end: BTreeMap<i32, bool> = partitions.iter().map(|p| (*p, false)).collect();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while at_end.values().any(|e| !e) {
+            assert!(Instant::now() < deadline, "reading {topic} did not reach its end");
+            match consumer.poll(Duration::from_millis(200)) {
+                None => {}
+                Some(Ok(m)) => {
+                    at_end.insert(m.partition(), false);
+                    out.push((
+                        String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(),
+                        String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(),
+                    ));
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    at_end.insert(p, true);
+                }
+                Some(Err(e)) => panic!("reading {topic}: {e}"),
+            }
+        }
+        out
+    }
+
+    /// The values of `topic` read with read_committed.
+    pub fn committed_values(topic: &str) -> Vec<String> {
+        read_all(topic, "read_committed").into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The high watermark of every partition of `topic`, summed (records and markers).
+    pub fn end_offsets_sum(topic: &str) -> i64 {
+        let consumer: BaseConsumer = config().create().expect("consumer");
+        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
+        metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| consumer.fetch_watermarks(topic, p.id(), TIMEOUT).expect("watermarks").1)
+            .sum()
+    }
+
+    /// The offsets (and their metadata) group `group` has committed for `topic`.
+    pub fn committed_offsets(group: &str, topic: &str) -> BTreeMap<i32, (i64, String)> {
+        let consumer: BaseConsumer = config().set("group.id", group).create().expect("consumer");
+        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
+        let mut tpl = TopicPartitionList::new();
+        for p in metadata.topics()[0].partitions() {
+            tpl.add_partition(topic, p.id());
+        }
+        let committed = consumer.committed_offsets(tpl, TIMEOUT).expect("committed offsets");
+        committed
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some((e.partition(), (o, e.metadata().to_owned()))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Runs `kafka.sh ARGS...` (Kafka's own tools) against the test broker; its stdout.
+    pub fn kafka_tool(args: &[&str]) -> String {
+        let script = crate::repo_root().join("scripts/kafka/kafka.sh");
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .args(args)
+            .output()
+            .expect("run kafka.sh");
+        assert!(
+            out.status.success(),
+            "kafka.sh {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
