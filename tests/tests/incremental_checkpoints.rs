@@ -92,6 +92,6 @@ path = {out}
     assert!(before.iter().any(|(_, files, bytes)| *files > 0 && *bytes > 0), "state was never uploaded: {all:?}");
     assert!(after.len() >= 3, "expected several idle checkpoints after {settled}: {all:?}");
     for (id, files, bytes) in after {
-        assert_eq!((files, bytes), (&0, &0), "checkpoint {id} of unchanged state copied SST files: {all:?}");
+        assert_eq!((files, bytes), (0, 0), "checkpoint {id} of unchanged state copied SST files: {all:?}");
     }
 }

@@ -3,8 +3,6 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use crate::pipeline::{self, RunOptions};
 use crate::spec::PipelineSpec;
 
@@ -23,14 +21,9 @@ pub struct RunArgs {
 pub fn execute(args: RunArgs) -> anyhow::Result<()> {
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    let summary = pipeline::run(
-        &spec,
-        &RunOptions {
-            from_scratch: args.from_scratch,
-            show_progress,
-        },
-    )
-    .with_context(|| format!("pipeline {} failed", spec.name))?;
+    // Pipeline errors already name the pipeline, task and operator.
+    let options = RunOptions { from_scratch: args.from_scratch, show_progress };
+    let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
     eprintln!(
         "weir: pipeline {} finished: {} records in, {} out, {} dead letters ({} late); last checkpoint {}{}",

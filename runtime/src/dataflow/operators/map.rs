@@ -15,7 +15,7 @@ use crate::engine::{EngineError, GuestLimits, GuestModule, MapperInstance};
 
 /// A guest call failed; says which records were being processed.
 #[derive(Debug, thiserror::Error)]
-#[error("guest {module} failed on input records {first}..{end} of this subtask: {source}")]
+#[error("on input records {first}..{end} of this subtask: {source}")]
 pub struct GuestCallError {
     pub module: String,
     pub first: u64,
