@@ -14,6 +14,8 @@ use weir_tests::{committed_lines, guest, multiset, multiset_diff, toml_path, wei
 
 const RECORDS: u64 = 1_000_000;
 const RANDOM_KILLS: usize = 5;
+/// Records per second: paces the run over ~10 s so the kills land mid-stream.
+const RATE: u64 = 100_000;
 
 fn spec(dir: &Path, sink: &str) -> PathBuf {
     let text = format!(
@@ -28,6 +30,7 @@ interval = "500ms"
 [[sources]]
 type = "generator"
 count = {RECORDS}
+rate = {RATE}
 keys = 1000
 seed = 7
 value_size = 40
