@@ -289,7 +289,18 @@ pub mod kafka {
         for p in metadata.topics()[0].partitions() {
             tpl.add_partition(topic, p.id());
         }
-        let committed = consumer.committed_offsets(tpl, TIMEOUT).expect("committed offsets");
+        // A fresh broker answers NOT_COORDINATOR while its group coordinator loads.
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        let committed = loop {
+            match consumer.committed_offsets(tpl.clone(), TIMEOUT) {
+                Ok(committed) => break committed,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    eprintln!("committed offsets of {group}: {e}; retrying");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => panic!("committed offsets of {group}: {e}"),
+            }
+        };
         committed
             .elements()
             .iter()

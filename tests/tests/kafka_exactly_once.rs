@@ -94,7 +94,8 @@ fn topics(name: &str) -> Topics {
 
 /// The pipeline spec; `state` is this instance's own directory, `checkpoints` the
 /// (possibly shared) checkpoint storage; `bounded`: stop at the input's end.
-fn spec(dir: &Path, name: &str, t: &Topics, state: &Path, checkpoints: &Path, bounded: bool) -> PathBuf {
+/// `rate`: records/s the source reads (0 = as fast as it can).
+fn spec(dir: &Path, name: &str, t: &Topics, state: &Path, checkpoints: &Path, bounded: bool, rate: u64) -> PathBuf {
     let text = format!(
         r#"
 name = "{name}"
@@ -110,6 +111,7 @@ type = "kafka"
 topic = "{input}"
 start = "earliest"
 bounded = {bounded}
+rate = {rate}
 
 [[steps]]
 type = "map"
@@ -178,13 +180,16 @@ fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
     }
 }
 
+/// Paces the crash test's 200,000 records over ~8 s, so kills land mid-stream.
+const CRASH_TEST_RATE: u64 = 25_000;
+
 #[test]
 fn exactly_once_across_fault_points_and_sigkills() {
     const RECORDS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let t = topics("eos-crash");
     kafka::produce(&t.input, &input(RECORDS));
-    let spec = spec(dir.path(), "eos-crash", &t, &dir.path().join("state"), &dir.path().join("checkpoints"), true);
+    let spec = spec(dir.path(), "eos-crash", &t, &dir.path().join("state"), &dir.path().join("checkpoints"), true, CRASH_TEST_RATE);
 
     // Alternate: a SIGKILL from outside at a random moment, then a self-kill at the
     // next fault point, until every fault point and RANDOM_KILLS external kills landed.
@@ -249,8 +254,8 @@ fn a_second_instance_fences_the_first() {
     let checkpoints = dir.path().join("checkpoints");
     // The first runs unbounded (a long-running job); the second is a bounded run of the
     // same pipeline (same name, same transactional ids), started while the first runs.
-    let spec_a = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-a"), &checkpoints, false);
-    let spec_b = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-b"), &checkpoints, true);
+    let spec_a = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-a"), &checkpoints, false, 0);
+    let spec_b = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-b"), &checkpoints, true, 0);
 
     let mut first = start(&spec_a, None);
     // Let the first instance commit at least one checkpoint.
@@ -286,7 +291,7 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     let t = topics("eos-lag");
     kafka::produce(&t.input, &input(RECORDS));
     let checkpoints = dir.path().join("checkpoints");
-    let spec = spec(dir.path(), "eos-lag", &t, &dir.path().join("state"), &checkpoints, true);
+    let spec = spec(dir.path(), "eos-lag", &t, &dir.path().join("state"), &checkpoints, true, 0);
     let mut child = start(&spec, None);
     let status = child.wait().expect("wait");
     let err = stderr_text(&mut child);

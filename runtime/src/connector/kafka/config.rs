@@ -80,6 +80,10 @@ pub struct KafkaSourceConfig {
     /// Stop at the end offsets seen at start (tests, batch-style runs).
     #[serde(default)]
     pub bounded: bool,
+    /// Most records per second over all subtasks (0 = unthrottled): paces a replay of a
+    /// large backlog, e.g. for demos and crash tests.
+    #[serde(default)]
+    pub rate: u64,
     #[serde(
         default = "default_connect_timeout",
         deserialize_with = "units::positive_duration"
@@ -97,6 +101,7 @@ impl KafkaSourceConfig {
             group: None,
             start: StartOffset::Earliest,
             bounded: true,
+            rate: 0,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
     }

@@ -90,6 +90,10 @@ pub struct KafkaSource {
     bounded: bool,
     /// Round-robin start, so one busy partition does not starve the others.
     next_queue: usize,
+    /// Records per second for this subtask (`rate / parallelism`); 0 = unthrottled.
+    rate: f64,
+    opened: std::time::Instant,
+    returned: u64,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -214,6 +218,9 @@ impl KafkaSource {
             partitions,
             bounded: config.bounded,
             next_queue: 0,
+            rate: config.rate as f64 / parallelism.max(1) as f64,
+            opened: std::time::Instant::now(),
+            returned: 0,
         })
     }
 
@@ -253,6 +260,16 @@ impl Source for KafkaSource {
                 RdKafkaError::PartitionEOF(_) => {}
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
+        }
+        let mut max = max;
+        if self.rate > 0.0 {
+            // One record is due at open, then one every 1/rate seconds.
+            let due = (self.opened.elapsed().as_secs_f64() * self.rate) as u64 + 1;
+            let allowed = due.saturating_sub(self.returned);
+            if allowed == 0 {
+                return Ok(SourcePoll::Idle);
+            }
+            max = max.min(usize::try_from(allowed).unwrap_or(usize::MAX));
         }
         let n = self.partitions.len();
         let mut read = 0usize;
@@ -297,6 +314,7 @@ impl Source for KafkaSource {
             }
         }
         self.next_queue = (self.next_queue + 1) % n.max(1);
+        self.returned += read as u64;
         if self.bounded && self.partitions.iter().all(|p| p.done) {
             return Ok(if read > 0 { SourcePoll::Ready } else { SourcePoll::Drained });
         }
