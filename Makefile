@@ -16,10 +16,11 @@ KAFKA := bash scripts/kafka/kafka.sh
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev pkg-config build-essential
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests test demo bench kafka-up kafka-down clean
+.PHONY: help setup build guests test demo demo-kafka bench kafka-up kafka-down clean
 
 help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
+	@echo "make demo-kafka the same words through Kafka: topic -> WASM -> exactly-once topic (own broker)"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
 	@echo "make bench      run the benchmarks, write build/bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
@@ -59,6 +60,19 @@ demo: build guests
 	$(WEIR) checkpoints guest-examples/pipelines/demo.toml | tail -n 4
 	@echo "--- committed output (first lines of build/demo-output):"
 	@cat build/demo-output/*.txt | head -n 10
+
+# Kafka in, WASM in the middle, Kafka out, exactly once; starts and stops its broker.
+demo-kafka: build guests
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; set -eu; \
+	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-lines --partitions 3 >/dev/null; \
+	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-word-counts --partitions 3 >/dev/null; \
+	  for i in $$(seq 1 20000); do echo 'the quick brown fox jumps over the lazy weir'; done \
+	    | $(KAFKA) produce --topic weir-demo-lines; \
+	  rm -rf build/word-count-kafka-state build/word-count-kafka-dead-letter; \
+	  $(WEIR) run guest-examples/pipelines/word-count-kafka.toml; \
+	  echo '--- committed output (read_committed):'; \
+	  $(KAFKA) consume --topic weir-demo-word-counts --from-beginning --isolation-level read_committed --timeout-ms 5000 2>/dev/null | head -n 10 || true; \
+	  $(KAFKA) groups --describe --group weir.word-count-kafka
 
 bench: build guests
 	cargo run --quiet --bin weir-bench -- --out build/bench.json

@@ -257,7 +257,24 @@ pub mod kafka {
                     ));
                 }
                 Some(Err(KafkaError::PartitionEOF(p))) => {
-                    at_end.insert(p, true);
+                    // With read_committed, EOF comes at the last stable offset: a
+                    // transaction whose commit or abort markers are still being written
+                    // hides what follows it. At the end only once the consumer's
+                    // position reached the high watermark (markers included).
+                    let (_, high) = consumer.fetch_watermarks(topic, p, TIMEOUT).expect("watermarks");
+                    let position = consumer
+                        .position()
+                        .expect("position")
+                        .find_partition(topic, p)
+                        .and_then(|e| match e.offset() {
+                            Offset::Offset(o) => Some(o),
+                            _ => None,
+                        })
+                        .unwrap_or(0);
+                    at_end.insert(p, isolation == "read_uncommitted" || position >= high);
+                    if position < high {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
                 Some(Err(e)) => panic!("reading {topic}: {e}"),
             }

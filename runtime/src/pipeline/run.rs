@@ -165,6 +165,27 @@ fn committed_checkpoint(
     latest_checkpoint(spec, storage)
 }
 
+/// The id the coordinator continues from: `restored`, moved past every checkpoint
+/// directory already in storage. Such a directory belongs to a run that crashed in the
+/// middle of a checkpoint, or to a fenced instance still finishing the one it had in
+/// flight (at most one more id): its id is never reused. The step is even, so the sinks,
+/// which count from `restored + 1`, keep checkpoint n's output in Kafka producer n mod 2.
+fn first_checkpoint_after(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    restored: CheckpointId,
+) -> Result<CheckpointId, PipelineError> {
+    let ids = storage
+        .checkpoint_ids()
+        .map_err(|source| PipelineError::Storage { pipeline: spec.name.clone(), source })?;
+    let newest = ids.into_iter().max().unwrap_or(CheckpointId::NONE);
+    let mut last = restored;
+    while last <= newest && newest > restored {
+        last = CheckpointId(last.0 + 2);
+    }
+    Ok(last)
+}
+
 /// Runs `spec` until its sources are drained and the final checkpoint is committed.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
     let engine = WasmEngine::new(compile_cache_dir().as_deref())
@@ -225,6 +246,7 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         kafka,
     })?;
     let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
+    let first_id = first_checkpoint_after(spec, &storage, restored_id)?;
     let coordinator = Coordinator {
         config: CoordinatorConfig {
             pipeline: spec.name.clone(),
@@ -241,7 +263,7 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         committers: built.committers,
         cancel,
         metrics: metrics.clone(),
-        last: restored_id,
+        last: first_id,
     };
 
     let mut threads = Vec::new();

@@ -74,6 +74,7 @@
 //! start = "committed"       # "earliest", "latest" or "committed" (the group's offsets,
 //!                           # else earliest); only without a checkpoint to resume from
 //! bounded = false           # true: stop at the end offsets seen at start
+//! rate = 0                  # records/s over all subtasks; default 0 = unthrottled
 //! connect_timeout = "10s"   # bound on reaching the broker at start
 //!
 //!

@@ -191,6 +191,7 @@ impl KafkaSource {
                 },
             };
             let end = config.bounded.then_some(high);
+            tracing::debug!(%topic, partition, low, high, next, restored = restored.is_some(), "kafka source partition opened");
             let queue = consumer.split_partition_queue(&topic, partition).ok_or_else(|| {
                 KafkaError::Client {
                     what: format!("cannot open a queue for {topic}-{partition}"),
@@ -272,6 +273,7 @@ impl Source for KafkaSource {
             max = max.min(usize::try_from(allowed).unwrap_or(usize::MAX));
         }
         let n = self.partitions.len();
+        let consumer = self.consumer.clone();
         let mut read = 0usize;
         for i in 0..n {
             let idx = (self.next_queue + i) % n;
@@ -297,12 +299,23 @@ impl Source for KafkaSource {
                         }
                     }
                     Err(RdKafkaError::PartitionEOF(_)) => {
-                        // Everything below the current last stable offset (>= end) has
-                        // been delivered: what remains below the end is markers.
-                        if let Some(end) = p.end {
-                            p.next = p.next.max(end);
+                        // The consumer reached the partition's current end. Its position
+                        // has moved past transaction markers, which carry no record, so
+                        // it is the true next offset; never jump to `end` on the event
+                        // alone: an EOF seen before the end would skip input.
+                        let position = consumer.position().ok().and_then(|list| {
+                            list.find_partition(&p.topic, p.partition).and_then(|e| match e.offset() {
+                                Offset::Offset(o) => Some(o),
+                                _ => None,
+                            })
+                        });
+                        if let Some(position) = position {
+                            p.next = p.next.max(position);
+                        }
+                        if p.end.is_some_and(|end| p.next >= end) {
                             p.done = true;
                         }
+                        break;
                     }
                     Err(e) => {
                         return Err(Self::fail(
