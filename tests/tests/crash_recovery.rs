@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use weir_tests::{committed_lines, guest, multiset, multiset_diff, toml_path, weir, write_file};
+use weir_tests::{take_stderr, committed_lines, guest, multiset, multiset_diff, toml_path, weir, write_file};
 
 const RECORDS: u64 = 1_000_000;
 const RANDOM_KILLS: usize = 5;
@@ -79,14 +79,6 @@ fn start(spec: &Path, fault: Option<&str>, stdout: Stdio) -> Child {
     cmd.spawn().expect("spawn weir")
 }
 
-fn stderr_text(child: &mut Child) -> String {
-    use std::io::Read;
-    let mut text = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut text);
-    }
-    text
-}
 
 /// Runs `spec` to completion through `RANDOM_KILLS` external SIGKILLs at random moments
 /// and one self-inflicted SIGKILL while checkpoint 3 is in flight. Returns the stdout of
@@ -114,7 +106,7 @@ fn run_with_kills(spec: &Path, seed: u64) -> (String, usize) {
             }
         }
         let status = child.wait().expect("wait");
-        let err = stderr_text(&mut child);
+        let err = take_stderr(&mut child);
         stdout.push_str(&reader.join().expect("stdout reader"));
         if killed {
             continue;

@@ -55,6 +55,7 @@ connect_timeout = "3s"
 
 #[test]
 fn bad_configurations_are_refused_and_write_nothing() {
+    let _one_at_a_time = kafka::exclusive();
     let dir = tempfile::tempdir().expect("tempdir");
     let b = kafka::bootstrap();
     let input = kafka::unique_name("cfg-in");
