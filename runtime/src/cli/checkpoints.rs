@@ -26,15 +26,15 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:>8}  {:<24}  {:>10}  {:>11}  {:>12}  {}",
-        "id", "completed (UTC)", "size", "files added", "bytes added", "duration"
+        "{:>8}  {:<24}  {:>12}  {:>11}  {:>12}  {}",
+        "id", "completed (UTC)", "state bytes", "files added", "bytes added", "duration"
     );
     for id in ids {
         let metadata = CheckpointMetadata::read(&storage, id)?;
         let time = UNIX_EPOCH + Duration::from_millis(metadata.completed_at_ms);
         println!(
             "{:>8}  {:<24}  {:>12}  {:>11}  {:>12}  {} ms{}",
-            id,
+            id.0,
             humantime::format_rfc3339_millis(time).to_string(),
             metadata.state_bytes,
             metadata.files_added,
