@@ -67,7 +67,11 @@ fn armed() -> Option<&'static Armed> {
             if point.is_none() {
                 tracing::warn!("WEIR_FAULT={name}: unknown fault point, ignored");
             }
-            Some(Armed { point: point?, nth, hits: AtomicU64::new(0) })
+            Some(Armed {
+                point: point?,
+                nth,
+                hits: AtomicU64::new(0),
+            })
         })
         .as_ref()
 }

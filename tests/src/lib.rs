@@ -145,8 +145,8 @@ pub fn toml_path(path: &Path) -> String {
 /// Kafka helpers for tests: topics, input, and reading output back.
 pub mod kafka {
     use std::collections::BTreeMap;
-    use std::sync::{Mutex, MutexGuard};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, MutexGuard};
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -191,7 +191,8 @@ pub mod kafka {
 
     fn config() -> ClientConfig {
         let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", bootstrap()).set("log_level", "3");
+        c.set("bootstrap.servers", bootstrap())
+            .set("log_level", "3");
         c
     }
 
@@ -200,9 +201,10 @@ pub mod kafka {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
         let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
-        let results = weir::connector::kafka::client::block_on(admin.create_topics([&new], &opts), TIMEOUT)
-            .expect("CreateTopics answered")
-            .expect("CreateTopics");
+        let results =
+            weir::connector::kafka::client::block_on(admin.create_topics([&new], &opts), TIMEOUT)
+                .expect("CreateTopics answered")
+                .expect("CreateTopics");
         for r in results {
             r.unwrap_or_else(|(t, e)| panic!("cannot create topic {t}: {e}"));
         }
@@ -233,7 +235,10 @@ pub mod kafka {
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
-                    Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                    Err((
+                        KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                        back,
+                    )) => {
                         record = back;
                         std::thread::sleep(Duration::from_millis(5));
                     }
@@ -252,12 +257,26 @@ pub mod kafka {
         // reaches it. (With read_committed, a partition EOF only means "at the last
         // stable offset", which lags while transaction markers are being written.)
         let probe: BaseConsumer = config().create().expect("consumer");
-        let metadata = probe.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
-        let partitions: Vec<i32> = metadata.topics()[0].partitions().iter().map(|p| p.id()).collect();
+        let metadata = probe
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .expect("metadata");
+        let partitions: Vec<i32> = metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| p.id())
+            .collect();
         assert!(!partitions.is_empty(), "topic {topic} has no partitions");
         let ends: BTreeMap<i32, i64> = partitions
             .iter()
-            .map(|p| (*p, probe.fetch_watermarks(topic, *p, TIMEOUT).expect("watermarks").1))
+            .map(|p| {
+                (
+                    *p,
+                    probe
+                        .fetch_watermarks(topic, *p, TIMEOUT)
+                        .expect("watermarks")
+                        .1,
+                )
+            })
             .collect();
 
         let consumer: BaseConsumer = config()
@@ -269,7 +288,8 @@ pub mod kafka {
             .expect("consumer");
         let mut tpl = TopicPartitionList::new();
         for p in &partitions {
-            tpl.add_partition_offset(topic, *p, Offset::Beginning).expect("tpl");
+            tpl.add_partition_offset(topic, *p, Offset::Beginning)
+                .expect("tpl");
         }
         consumer.assign(&tpl).expect("assign");
         let position = |p: i32| -> i64 {
@@ -295,7 +315,9 @@ pub mod kafka {
             let unfinished: Vec<i32> = partitions
                 .iter()
                 .copied()
-                .filter(|p| position(*p) < ends[p] && eof_since.get(p).is_none_or(|t| t.elapsed() < QUIET))
+                .filter(|p| {
+                    position(*p) < ends[p] && eof_since.get(p).is_none_or(|t| t.elapsed() < QUIET)
+                })
                 .collect();
             if unfinished.is_empty() {
                 return out;
@@ -323,24 +345,36 @@ pub mod kafka {
 
     /// The values of `topic` read with read_committed.
     pub fn committed_values(topic: &str) -> Vec<String> {
-        read_all(topic, "read_committed").into_iter().map(|(_, v)| v).collect()
+        read_all(topic, "read_committed")
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
     }
 
     /// The high watermark of every partition of `topic`, summed (records and markers).
     pub fn end_offsets_sum(topic: &str) -> i64 {
         let consumer: BaseConsumer = config().create().expect("consumer");
-        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
+        let metadata = consumer
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .expect("metadata");
         metadata.topics()[0]
             .partitions()
             .iter()
-            .map(|p| consumer.fetch_watermarks(topic, p.id(), TIMEOUT).expect("watermarks").1)
+            .map(|p| {
+                consumer
+                    .fetch_watermarks(topic, p.id(), TIMEOUT)
+                    .expect("watermarks")
+                    .1
+            })
             .sum()
     }
 
     /// The offsets (and their metadata) group `group` has committed for `topic`.
     pub fn committed_offsets(group: &str, topic: &str) -> BTreeMap<i32, (i64, String)> {
         let consumer: BaseConsumer = config().set("group.id", group).create().expect("consumer");
-        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).expect("metadata");
+        let metadata = consumer
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .expect("metadata");
         let mut tpl = TopicPartitionList::new();
         for p in metadata.topics()[0].partitions() {
             tpl.add_partition(topic, p.id());

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use weir_tests::{take_stderr, committed_lines, guest, multiset, multiset_diff, toml_path, weir, write_file};
+use weir_tests::{
+    committed_lines, guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file,
+};
 
 const RECORDS: u64 = 1_000_000;
 const RANDOM_KILLS: usize = 5;
@@ -78,7 +80,6 @@ fn start(spec: &Path, fault: Option<&str>, stdout: Stdio) -> Child {
     }
     cmd.spawn().expect("spawn weir")
 }
-
 
 /// Runs `spec` to completion through `RANDOM_KILLS` external SIGKILLs at random moments
 /// and one self-inflicted SIGKILL while checkpoint 3 is in flight. Returns the stdout of

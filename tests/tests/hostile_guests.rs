@@ -63,7 +63,11 @@ fn start(spec: &Path) -> Child {
 fn wait_for_output(dir: &Path, lines: &[&str]) {
     let started = Instant::now();
     while committed_lines(&dir.join("out")) != lines {
-        assert!(started.elapsed() < LIVENESS_BOUND, "output never committed: {:?}", committed_lines(&dir.join("out")));
+        assert!(
+            started.elapsed() < LIVENESS_BOUND,
+            "output never committed: {:?}",
+            committed_lines(&dir.join("out"))
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -84,18 +88,28 @@ fn run_until_guest_fails(dir: &Path, module: &Path, trigger: &str) -> String {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        assert!(started.elapsed() < LIVENESS_BOUND, "the pipeline did not stop its hostile guest");
+        assert!(
+            started.elapsed() < LIVENESS_BOUND,
+            "the pipeline did not stop its hostile guest"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     drop(stdin);
     let err = std::io::read_to_string(child.stderr.take().expect("stderr")).expect("stderr");
-    assert_eq!(status.code(), Some(1), "expected a clean failure (exit 1), got {status:?}: {err}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "expected a clean failure (exit 1), got {status:?}: {err}"
+    );
     // The committed output is intact: nothing lost, nothing of the failed epoch.
     assert_eq!(committed_lines(&dir.join("out")), ["first", "second"]);
     // So is the last checkpoint: it is listed and readable.
     let listed = run_weir(&["checkpoints", spec.to_str().expect("utf-8 path")]);
     assert!(listed.status.success(), "{}", stderr_of(&listed));
-    assert!(String::from_utf8_lossy(&listed.stdout).lines().count() >= 2, "no checkpoint listed");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).lines().count() >= 2,
+        "no checkpoint listed"
+    );
     err
 }
 
@@ -120,21 +134,39 @@ fn panic_is_reported_with_the_guest_message_and_the_pipeline_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = run_until_guest_fails(dir.path(), &guest("panicker"), "boom");
     assert!(err.contains("panicker"), "{err}");
-    assert!(err.contains("weir-test: guest panicked on purpose"), "{err}");
+    assert!(
+        err.contains("weir-test: guest panicked on purpose"),
+        "{err}"
+    );
 
     // Resume from the last checkpoint with a fixed guest: earlier output stays once.
     let spec = spec(dir.path(), &guest("uppercase"));
     let mut child = start(&spec);
-    child.stdin.take().expect("stdin").write_all(b"third\n").expect("write");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"third\n")
+        .expect("write");
     let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed from checkpoint"));
-    assert_eq!(committed_lines(&dir.path().join("out")), ["first", "second", "THIRD"]);
+    assert_eq!(
+        committed_lines(&dir.path().join("out")),
+        ["first", "second", "THIRD"]
+    );
 }
 
 #[test]
 fn filesystem_importer_is_refused_at_load() {
-    let out = run_weir(&["validate", guest("fs_importer").to_str().expect("utf-8 path")]);
+    let out = run_weir(&[
+        "validate",
+        guest("fs_importer").to_str().expect("utf-8 path"),
+    ]);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("wasi:filesystem"), "{err}");

@@ -11,7 +11,14 @@ use weir_tests::{guest, stderr_of, toml_path, weir, write_file};
 
 /// Runs a Kafka -> uppercase -> Kafka pipeline with extra sink settings `sink_extra`
 /// (and the given topics / bootstrap), expecting a refusal; returns its one line.
-fn refused(dir: &Path, name: &str, input: &str, output: &str, bootstrap: &str, sink_extra: &str) -> String {
+fn refused(
+    dir: &Path,
+    name: &str,
+    input: &str,
+    output: &str,
+    bootstrap: &str,
+    sink_extra: &str,
+) -> String {
     let text = format!(
         r#"
 name = "{name}"
@@ -44,11 +51,23 @@ connect_timeout = "3s"
     );
     let spec = write_file(dir, &format!("{name}.toml"), &text);
     let started = Instant::now();
-    let out = weir().args(["run", "--quiet"]).arg(&spec).output().expect("run weir");
-    assert!(started.elapsed() < Duration::from_secs(60), "refusal took {:?}", started.elapsed());
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .output()
+        .expect("run weir");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "refusal took {:?}",
+        started.elapsed()
+    );
     assert!(!out.status.success(), "{name}: the run must be refused");
     let err = stderr_of(&out);
-    assert_eq!(err.trim().lines().count(), 1, "{name}: one line, got: {err}");
+    assert_eq!(
+        err.trim().lines().count(),
+        1,
+        "{name}: one line, got: {err}"
+    );
     eprintln!("{name} refused in {:?}: {}", started.elapsed(), err.trim());
     err
 }
@@ -64,16 +83,35 @@ fn bad_configurations_are_refused_and_write_nothing() {
     kafka::create_topic(&output, 1);
     kafka::produce(
         &input,
-        &[kafka::Input { partition: 0, key: "k".into(), value: "hello".into(), timestamp: 1 }],
+        &[kafka::Input {
+            partition: 0,
+            key: "k".into(),
+            value: "hello".into(),
+            timestamp: 1,
+        }],
     );
 
-    let e = refused(dir.path(), "cfg-small", &input, &output, &b, r#"transaction_timeout = "10s""#);
+    let e = refused(
+        dir.path(),
+        "cfg-small",
+        &input,
+        &output,
+        &b,
+        r#"transaction_timeout = "10s""#,
+    );
     assert!(
         e.contains("transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + checkpoint timeout 1m + restart_budget 30s = 90500ms"),
         "{e}"
     );
 
-    let e = refused(dir.path(), "cfg-large", &input, &output, &b, r#"transaction_timeout = "20m""#);
+    let e = refused(
+        dir.path(),
+        "cfg-large",
+        &input,
+        &output,
+        &b,
+        r#"transaction_timeout = "20m""#,
+    );
     assert!(
         e.contains("transaction_timeout 20m exceeds the broker's transaction.max.timeout.ms = 900000: lower transaction_timeout to at most 900000ms"),
         "{e}"
@@ -81,21 +119,61 @@ fn bad_configurations_are_refused_and_write_nothing() {
 
     let missing = kafka::unique_name("cfg-missing");
     let e = refused(dir.path(), "cfg-no-out", &input, &missing, &b, "");
-    assert!(e.contains(&format!("topic {missing} does not exist on {b}: create it")), "{e}");
+    assert!(
+        e.contains(&format!("topic {missing} does not exist on {b}: create it")),
+        "{e}"
+    );
 
     let e = refused(dir.path(), "cfg-no-in", &missing, &output, &b, "");
-    assert!(e.contains(&format!("topic {missing} does not exist on {b}: create it")), "{e}");
+    assert!(
+        e.contains(&format!("topic {missing} does not exist on {b}: create it")),
+        "{e}"
+    );
 
-    let e = refused(dir.path(), "cfg-unreachable", &input, &output, "127.0.0.1:1", "");
-    assert!(e.contains("cannot reach Kafka at 127.0.0.1:1 within 3s"), "{e}");
-    assert!(e.contains("check `bootstrap` (or KAFKA_BOOTSTRAP) and that the broker is running"), "{e}");
+    let e = refused(
+        dir.path(),
+        "cfg-unreachable",
+        &input,
+        &output,
+        "127.0.0.1:1",
+        "",
+    );
+    assert!(
+        e.contains("cannot reach Kafka at 127.0.0.1:1 within 3s"),
+        "{e}"
+    );
+    assert!(
+        e.contains("check `bootstrap` (or KAFKA_BOOTSTRAP) and that the broker is running"),
+        "{e}"
+    );
 
-    let e = refused(dir.path(), "cfg-prefix", &input, &output, &b, r#"transactional_prefix = """#);
+    let e = refused(
+        dir.path(),
+        "cfg-prefix",
+        &input,
+        &output,
+        &b,
+        r#"transactional_prefix = """#,
+    );
     assert!(e.contains("transactional_prefix must not be empty"), "{e}");
 
     // Nothing was written: the output topic is empty, no group committed offsets.
-    assert_eq!(kafka::end_offsets_sum(&output), 0, "the output topic must stay empty");
-    for name in ["cfg-small", "cfg-large", "cfg-no-out", "cfg-no-in", "cfg-unreachable", "cfg-prefix"] {
-        assert!(kafka::committed_offsets(&format!("weir.{name}"), &input).is_empty(), "{name} committed offsets");
+    assert_eq!(
+        kafka::end_offsets_sum(&output),
+        0,
+        "the output topic must stay empty"
+    );
+    for name in [
+        "cfg-small",
+        "cfg-large",
+        "cfg-no-out",
+        "cfg-no-in",
+        "cfg-unreachable",
+        "cfg-prefix",
+    ] {
+        assert!(
+            kafka::committed_offsets(&format!("weir.{name}"), &input).is_empty(),
+            "{name} committed offsets"
+        );
     }
 }

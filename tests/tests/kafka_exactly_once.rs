@@ -17,7 +17,9 @@ use rand::{Rng, SeedableRng};
 use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::checkpoint::storage::CheckpointStorage;
 use weir_tests::kafka::{self, Input};
-use weir_tests::{take_stderr, committed_lines, guest, multiset, multiset_diff, toml_path, weir, write_file};
+use weir_tests::{
+    committed_lines, guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file,
+};
 
 const PARTITIONS: i32 = 3;
 /// Event time of record 0; record i is at `BASE_TIME + i` ms.
@@ -95,7 +97,15 @@ fn topics(name: &str) -> Topics {
 /// The pipeline spec; `state` is this instance's own directory, `checkpoints` the
 /// (possibly shared) checkpoint storage; `bounded`: stop at the input's end.
 /// `rate`: records/s the source reads (0 = as fast as it can).
-fn spec(dir: &Path, name: &str, t: &Topics, state: &Path, checkpoints: &Path, bounded: bool, rate: u64) -> PathBuf {
+fn spec(
+    dir: &Path,
+    name: &str,
+    t: &Topics,
+    state: &Path,
+    checkpoints: &Path,
+    bounded: bool,
+    rate: u64,
+) -> PathBuf {
     let text = format!(
         r#"
 name = "{name}"
@@ -142,7 +152,17 @@ path = {dead}
         count = toml_path(&guest("word_count")),
         dead = toml_path(&dir.join("dead")),
     );
-    write_file(dir, &format!("{}.toml", state.file_name().and_then(|n| n.to_str()).unwrap_or("pipeline")), &text)
+    write_file(
+        dir,
+        &format!(
+            "{}.toml",
+            state
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("pipeline")
+        ),
+        &text,
+    )
 }
 
 fn start(spec: &Path, fault: Option<&str>) -> Child {
@@ -158,7 +178,6 @@ fn start(spec: &Path, fault: Option<&str>) -> Child {
     cmd.spawn().expect("spawn weir")
 }
 
-
 /// Asserts that each output topic holds, read_committed, exactly the expected records.
 fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
     for topic in [&t.out_a, &t.out_b] {
@@ -168,8 +187,15 @@ fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
             let all = multiset_diff(expected, &actual, usize::MAX);
             let missing: usize = all.iter().map(|(_, e, a)| e.saturating_sub(*a)).sum();
             let extra: usize = all.iter().map(|(_, e, a)| a.saturating_sub(*e)).sum();
-            let uncommitted = multiset(kafka::read_all(topic, "read_uncommitted").into_iter().map(|(_, v)| v));
-            let missing_but_written = all.iter().filter(|(l, e, a)| e > a && uncommitted.contains_key(l)).count();
+            let uncommitted = multiset(
+                kafka::read_all(topic, "read_uncommitted")
+                    .into_iter()
+                    .map(|(_, v)| v),
+            );
+            let missing_but_written = all
+                .iter()
+                .filter(|(l, e, a)| e > a && uncommitted.contains_key(l))
+                .count();
             eprintln!(
                 "{topic}: expected {} records, read_committed {}: {missing} missing ({missing_but_written} of those lines were written in aborted transactions), {extra} extra",
                 expected.values().sum::<usize>(),
@@ -180,7 +206,10 @@ fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
             diff.is_empty(),
             "{topic}: read_committed output differs from the expected multiset (record, expected, actual): {diff:?}"
         );
-        assert_eq!(actual.values().sum::<usize>(), expected.values().sum::<usize>());
+        assert_eq!(
+            actual.values().sum::<usize>(),
+            expected.values().sum::<usize>()
+        );
     }
 }
 
@@ -202,7 +231,15 @@ fn exactly_once_across_fault_points_and_sigkills() {
     let dir = tempfile::tempdir().expect("tempdir");
     let t = topics("eos-crash");
     kafka::produce(&t.input, &input(RECORDS));
-    let spec = spec(dir.path(), "eos-crash", &t, &dir.path().join("state"), &dir.path().join("checkpoints"), true, CRASH_TEST_RATE);
+    let spec = spec(
+        dir.path(),
+        "eos-crash",
+        &t,
+        &dir.path().join("state"),
+        &dir.path().join("checkpoints"),
+        true,
+        CRASH_TEST_RATE,
+    );
 
     // Alternate: a SIGKILL from outside at a random moment, then a self-kill at the
     // next fault point, until every fault point and RANDOM_KILLS external kills landed.
@@ -210,12 +247,22 @@ fn exactly_once_across_fault_points_and_sigkills() {
     let (mut faults_done, mut random_kills) = (0usize, 0usize);
     let mut attempts = 0;
     // Input records covered by the last committed transaction's offsets (progress log).
-    let progress = || -> i64 { kafka::committed_offsets("weir.eos-crash", &t.input).values().map(|(o, _)| o).sum() };
+    let progress = || -> i64 {
+        kafka::committed_offsets("weir.eos-crash", &t.input)
+            .values()
+            .map(|(o, _)| o)
+            .sum()
+    };
     loop {
         attempts += 1;
-        assert!(attempts < 60, "pipeline did not finish after {attempts} attempts");
-        let want_random = random_kills < RANDOM_KILLS && (random_kills <= faults_done || faults_done == FAULT_POINTS.len());
-        let fault = (!want_random && faults_done < FAULT_POINTS.len()).then(|| FAULT_POINTS[faults_done]);
+        assert!(
+            attempts < 60,
+            "pipeline did not finish after {attempts} attempts"
+        );
+        let want_random = random_kills < RANDOM_KILLS
+            && (random_kills <= faults_done || faults_done == FAULT_POINTS.len());
+        let fault =
+            (!want_random && faults_done < FAULT_POINTS.len()).then(|| FAULT_POINTS[faults_done]);
         let mut child = start(&spec, fault);
         if want_random {
             let after = rng.random_range(300..2000);
@@ -224,15 +271,25 @@ fn exactly_once_across_fault_points_and_sigkills() {
                 child.kill().expect("SIGKILL");
                 let _ = child.wait();
                 random_kills += 1;
-                eprintln!("attempt {attempts}: SIGKILL from outside after {after}ms; input committed: {}/{RECORDS}", progress());
+                eprintln!(
+                    "attempt {attempts}: SIGKILL from outside after {after}ms; input committed: {}/{RECORDS}",
+                    progress()
+                );
                 continue;
             }
         }
         let status = child.wait().expect("wait");
         let err = take_stderr(&mut child);
         if let Some(fault) = fault {
-            assert_eq!(status.signal(), Some(9), "fault {fault} must SIGKILL the run: {err}");
-            eprintln!("attempt {attempts}: killed itself at {fault}; input committed: {}/{RECORDS}", progress());
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "fault {fault} must SIGKILL the run: {err}"
+            );
+            eprintln!(
+                "attempt {attempts}: killed itself at {fault}; input committed: {}/{RECORDS}",
+                progress()
+            );
             faults_done += 1;
             continue;
         }
@@ -248,7 +305,10 @@ fn exactly_once_across_fault_points_and_sigkills() {
     // The crashes hit open transactions: read_uncommitted sees their aborted records.
     let uncommitted = kafka::read_all(&t.out_a, "read_uncommitted").len();
     let committed = expected.values().sum::<usize>();
-    eprintln!("{}: {committed} records read_committed, {uncommitted} read_uncommitted", t.out_a);
+    eprintln!(
+        "{}: {committed} records read_committed, {uncommitted} read_uncommitted",
+        t.out_a
+    );
     assert!(
         uncommitted > committed,
         "read_uncommitted saw {uncommitted} records, read_committed {committed}: no crash hit an open transaction"
@@ -269,16 +329,38 @@ fn a_second_instance_fences_the_first() {
     let checkpoints = dir.path().join("checkpoints");
     // The first runs unbounded (a long-running job); the second is a bounded run of the
     // same pipeline (same name, same transactional ids), started while the first runs.
-    let spec_a = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-a"), &checkpoints, false, 0);
-    let spec_b = spec(dir.path(), "eos-zombie", &t, &dir.path().join("state-b"), &checkpoints, true, 0);
+    let spec_a = spec(
+        dir.path(),
+        "eos-zombie",
+        &t,
+        &dir.path().join("state-a"),
+        &checkpoints,
+        false,
+        0,
+    );
+    let spec_b = spec(
+        dir.path(),
+        "eos-zombie",
+        &t,
+        &dir.path().join("state-b"),
+        &checkpoints,
+        true,
+        0,
+    );
 
     let mut first = start(&spec_a, None);
     // Let the first instance commit at least one checkpoint.
     let group = "weir.eos-zombie";
     let deadline = Instant::now() + Duration::from_secs(60);
     while kafka::committed_offsets(group, &t.input).is_empty() {
-        assert!(Instant::now() < deadline, "the first instance committed nothing");
-        assert!(first.try_wait().expect("try_wait").is_none(), "the first instance ended too early");
+        assert!(
+            Instant::now() < deadline,
+            "the first instance committed nothing"
+        );
+        assert!(
+            first.try_wait().expect("try_wait").is_none(),
+            "the first instance ended too early"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut second = start(&spec_b, None);
@@ -308,7 +390,15 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     let t = topics("eos-lag");
     kafka::produce(&t.input, &input(RECORDS));
     let checkpoints = dir.path().join("checkpoints");
-    let spec = spec(dir.path(), "eos-lag", &t, &dir.path().join("state"), &checkpoints, true, 0);
+    let spec = spec(
+        dir.path(),
+        "eos-lag",
+        &t,
+        &dir.path().join("state"),
+        &checkpoints,
+        true,
+        0,
+    );
     let mut child = start(&spec, None);
     let status = child.wait().expect("wait");
     let err = take_stderr(&mut child);
@@ -317,7 +407,10 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
 
     // The positions of the last committed (here: final) checkpoint's sources.
     let storage = CheckpointStorage::open(&checkpoints).expect("storage");
-    let last = storage.latest_complete().expect("list").expect("a checkpoint");
+    let last = storage
+        .latest_complete()
+        .expect("list")
+        .expect("a checkpoint");
     let metadata = CheckpointMetadata::read(&storage, last).expect("read metadata");
     let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
     for snapshot in metadata.snapshots_of("source-0") {
@@ -339,7 +432,14 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
         assert_eq!(meta, &format!("weir:eos-lag:0:checkpoint={}", last.0));
     }
     // ... and as Kafka's own lag tool (the admin API) sees them: lag 0 after a bounded run.
-    let text = kafka::kafka_tool(&["groups", "--bootstrap-server", &kafka::bootstrap(), "--describe", "--group", group]);
+    let text = kafka::kafka_tool(&[
+        "groups",
+        "--bootstrap-server",
+        &kafka::bootstrap(),
+        "--describe",
+        "--group",
+        group,
+    ]);
     let mut seen = BTreeMap::new();
     for line in text.lines() {
         let cols: Vec<&str> = line.split_whitespace().collect();
@@ -349,7 +449,10 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
             seen.insert(partition, current);
         }
     }
-    assert_eq!(seen, positions, "kafka-consumer-groups --describe output:\n{text}");
+    assert_eq!(
+        seen, positions,
+        "kafka-consumer-groups --describe output:\n{text}"
+    );
 }
 
 /// `source` -> WASM `uppercase` -> Kafka `output`, with extra sink settings; the spec path.
@@ -401,17 +504,30 @@ fn without_kafka_sources_the_marker_is_an_offset_on_the_progress_topic() {
     run_to_end(&spec);
     let values = kafka::committed_values(&output);
     assert_eq!(values.len() as u64, RECORDS);
-    assert_eq!(multiset(values.iter().cloned()).len() as u64, RECORDS, "every record once");
-    assert!(values.iter().all(|v| !v.chars().any(char::is_lowercase)), "uppercased");
+    assert_eq!(
+        multiset(values.iter().cloned()).len() as u64,
+        RECORDS,
+        "every record once"
+    );
+    assert!(
+        values.iter().all(|v| !v.chars().any(char::is_lowercase)),
+        "uppercased"
+    );
 
     // The marker: offset = checkpoint id on partition 0 of weir.weir-progress, in the
     // pipeline's group, with the id in the metadata.
     let storage = CheckpointStorage::open(dir.path().join("state/checkpoints")).expect("storage");
-    let last = storage.latest_complete().expect("list").expect("a checkpoint");
+    let last = storage
+        .latest_complete()
+        .expect("list")
+        .expect("a checkpoint");
     let committed = kafka::committed_offsets(&format!("weir.{name}"), "weir.weir-progress");
     assert_eq!(
         committed.get(&0),
-        Some(&(last.0 as i64, format!("weir:{name}:0:checkpoint={}", last.0)))
+        Some(&(
+            last.0 as i64,
+            format!("weir:{name}:0:checkpoint={}", last.0)
+        ))
     );
     // A second run resumes from that checkpoint and writes nothing more.
     run_to_end(&spec);
@@ -429,12 +545,24 @@ fn at_least_once_delivery_writes_every_record() {
     kafka::create_topic(&output, PARTITIONS);
     let records = input(RECORDS);
     kafka::produce(&in_topic, &records);
-    let source = format!("[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\n");
-    let spec = uppercase_spec(dir.path(), &kafka::unique_name("alo"), &source, &output, "delivery = \"at-least-once\"");
+    let source = format!(
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\n"
+    );
+    let spec = uppercase_spec(
+        dir.path(),
+        &kafka::unique_name("alo"),
+        &source,
+        &output,
+        "delivery = \"at-least-once\"",
+    );
     run_to_end(&spec);
     let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
     // No transactions: read_uncommitted and read_committed see the same records.
-    let actual = multiset(kafka::read_all(&output, "read_uncommitted").into_iter().map(|(_, v)| v));
+    let actual = multiset(
+        kafka::read_all(&output, "read_uncommitted")
+            .into_iter()
+            .map(|(_, v)| v),
+    );
     assert_eq!(multiset_diff(&expected, &actual, 10), vec![]);
     assert_eq!(kafka::committed_values(&output).len() as u64, RECORDS);
 }

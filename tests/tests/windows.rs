@@ -54,8 +54,14 @@ path = {dead}
 }
 
 fn golden(name: &str) -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows").join(name);
-    let mut lines: Vec<String> = std::fs::read_to_string(path).expect("golden file").lines().map(str::to_owned).collect();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/windows")
+        .join(name);
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .expect("golden file")
+        .lines()
+        .map(str::to_owned)
+        .collect();
     lines.sort();
     lines
 }
@@ -66,23 +72,44 @@ fn sorted(mut lines: Vec<String>) -> Vec<String> {
 }
 
 fn dead_letters(dir: &Path) -> Vec<serde_json::Value> {
-    committed_lines(&dir.join("dead")).iter().map(|l| serde_json::from_str(l).expect("dead letter is JSON")).collect()
+    committed_lines(&dir.join("dead"))
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("dead letter is JSON"))
+        .collect()
 }
 
 #[test]
 fn windowed_sum_matches_golden_and_routes_late_records() {
     let dir = tempfile::tempdir().expect("tempdir");
     let summary = run_windowed_sum(dir.path(), "0ms");
-    assert_eq!(sorted(committed_lines(&dir.path().join("out"))), golden("expected.txt"));
+    assert_eq!(
+        sorted(committed_lines(&dir.path().join("out"))),
+        golden("expected.txt")
+    );
 
     let dead = dead_letters(dir.path());
     assert_eq!(dead.len(), 3, "{dead:?}");
-    let late: Vec<&serde_json::Value> = dead.iter().filter(|d| d["reason"].as_str().unwrap_or("").contains("late")).collect();
+    let late: Vec<&serde_json::Value> = dead
+        .iter()
+        .filter(|d| d["reason"].as_str().unwrap_or("").contains("late"))
+        .collect();
     assert_eq!(late.len(), 2, "{dead:?}");
-    let late_values: Vec<&str> = late.iter().map(|d| d["value"].as_str().expect("value")).collect();
-    assert!(late_values.contains(&r#"{"user":"a","value":100,"ts":5000}"#), "{late_values:?}");
-    assert!(late_values.contains(&r#"{"user":"c","value":8,"ts":9000}"#), "{late_values:?}");
-    let refused: Vec<&serde_json::Value> = dead.iter().filter(|d| d["value"].as_str().unwrap_or("").contains("oops")).collect();
+    let late_values: Vec<&str> = late
+        .iter()
+        .map(|d| d["value"].as_str().expect("value"))
+        .collect();
+    assert!(
+        late_values.contains(&r#"{"user":"a","value":100,"ts":5000}"#),
+        "{late_values:?}"
+    );
+    assert!(
+        late_values.contains(&r#"{"user":"c","value":8,"ts":9000}"#),
+        "{late_values:?}"
+    );
+    let refused: Vec<&serde_json::Value> = dead
+        .iter()
+        .filter(|d| d["value"].as_str().unwrap_or("").contains("oops"))
+        .collect();
     assert_eq!(refused.len(), 1, "{dead:?}");
     assert_eq!(refused[0]["operator"], "step-0");
     assert!(summary.contains("3 dead letters (2 late)"), "{summary}");
@@ -92,7 +119,10 @@ fn windowed_sum_matches_golden_and_routes_late_records() {
 fn allowed_lateness_refires_the_window() {
     let dir = tempfile::tempdir().expect("tempdir");
     let summary = run_windowed_sum(dir.path(), "5s");
-    assert_eq!(sorted(committed_lines(&dir.path().join("out"))), golden("expected-with-lateness.txt"));
+    assert_eq!(
+        sorted(committed_lines(&dir.path().join("out"))),
+        golden("expected-with-lateness.txt")
+    );
     let dead = dead_letters(dir.path());
     assert_eq!(dead.len(), 2, "{dead:?}");
     assert!(summary.contains("2 dead letters (1 late)"), "{summary}");

@@ -232,7 +232,9 @@ impl Coordinator {
         let (files_added, bytes_added, state_bytes) = acks
             .values()
             .flat_map(|ops| ops.values())
-            .fold((0, 0, 0), |(f, b, t), s| (f + s.files_added, b + s.bytes_added, t + s.state_bytes));
+            .fold((0, 0, 0), |(f, b, t), s| {
+                (f + s.files_added, b + s.bytes_added, t + s.state_bytes)
+            });
         let metadata = CheckpointMetadata {
             format: METADATA_FORMAT,
             pipeline: self.config.pipeline.clone(),
@@ -249,11 +251,13 @@ impl Coordinator {
             state_bytes,
             tasks: acks,
         };
-        metadata.write(&self.storage).map_err(|source| CoordinatorError::Storage {
-            pipeline: self.config.pipeline.clone(),
-            checkpoint: id,
-            source,
-        })?;
+        metadata
+            .write(&self.storage)
+            .map_err(|source| CoordinatorError::Storage {
+                pipeline: self.config.pipeline.clone(),
+                checkpoint: id,
+                source,
+            })?;
         PipelineMetrics::add(&self.metrics.checkpoints_completed, 1);
         self.metrics
             .last_checkpoint_id

@@ -67,13 +67,19 @@ impl CheckpointMetadata {
 
     /// Writes the metadata, completing the checkpoint (atomically, see `storage`).
     pub fn write(&self, storage: &CheckpointStorage) -> Result<(), MetadataError> {
-        let json = serde_json::to_vec_pretty(self).map_err(|source| MetadataError::Corrupt { checkpoint: self.id, source })?;
+        let json = serde_json::to_vec_pretty(self).map_err(|source| MetadataError::Corrupt {
+            checkpoint: self.id,
+            source,
+        })?;
         Ok(storage.write_metadata(self.id, &json)?)
     }
 
     /// Reads complete checkpoint `id`'s metadata.
     pub fn read(storage: &CheckpointStorage, id: CheckpointId) -> Result<Self, MetadataError> {
         let bytes = storage.read_metadata(id)?;
-        serde_json::from_slice(&bytes).map_err(|source| MetadataError::Corrupt { checkpoint: id, source })
+        serde_json::from_slice(&bytes).map_err(|source| MetadataError::Corrupt {
+            checkpoint: id,
+            source,
+        })
     }
 }

@@ -16,7 +16,12 @@ pub const MIN_RETAINED: usize = 2;
 
 pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), MetadataError> {
     let complete = storage.complete_checkpoints()?;
-    let keep: Vec<CheckpointId> = complete.iter().rev().take(retain.max(MIN_RETAINED)).copied().collect();
+    let keep: Vec<CheckpointId> = complete
+        .iter()
+        .rev()
+        .take(retain.max(MIN_RETAINED))
+        .copied()
+        .collect();
     let mut referenced = HashSet::new();
     for &id in &keep {
         let metadata = CheckpointMetadata::read(storage, id)?;

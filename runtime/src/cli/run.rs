@@ -22,7 +22,10 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     // Pipeline errors already name the pipeline, task and operator.
-    let options = RunOptions { from_scratch: args.from_scratch, show_progress };
+    let options = RunOptions {
+        from_scratch: args.from_scratch,
+        show_progress,
+    };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
     eprintln!(

@@ -45,8 +45,17 @@ pub fn open_source(
         SourceConfig::Stdin(c) => Box::new(StdinSource::open(c, subtask, restored)?),
         SourceConfig::Kafka(c) => {
             // The spec fills in the default group (it knows the pipeline's name).
-            let group = c.group.clone().unwrap_or_else(|| kafka::config::default_group("pipeline"));
-            Box::new(kafka::KafkaSource::open(c, &group, subtask, parallelism, restored)?)
+            let group = c
+                .group
+                .clone()
+                .unwrap_or_else(|| kafka::config::default_group("pipeline"));
+            Box::new(kafka::KafkaSource::open(
+                c,
+                &group,
+                subtask,
+                parallelism,
+                restored,
+            )?)
         }
     })
 }

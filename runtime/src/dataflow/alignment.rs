@@ -260,12 +260,24 @@ mod tests {
         tx0.send(batch("x")).unwrap();
         let mut gate = InputGate::new(vec![rx0, rx1]);
         for _ in 0..3 {
-            assert!(matches!(gate.next(Duration::from_millis(20)).unwrap(), GateEvent::Timeout));
-            assert_eq!(tx0.len(), 1, "the record behind the barrier was read before alignment");
+            assert!(matches!(
+                gate.next(Duration::from_millis(20)).unwrap(),
+                GateEvent::Timeout
+            ));
+            assert_eq!(
+                tx0.len(),
+                1,
+                "the record behind the barrier was read before alignment"
+            );
         }
         tx1.send(barrier(7)).unwrap();
-        assert!(matches!(gate.next(Duration::from_millis(20)).unwrap(), GateEvent::Aligned(b) if b.id == CheckpointId(7)));
-        assert!(matches!(gate.next(Duration::from_millis(20)).unwrap(), GateEvent::Batch(_)));
+        assert!(
+            matches!(gate.next(Duration::from_millis(20)).unwrap(), GateEvent::Aligned(b) if b.id == CheckpointId(7))
+        );
+        assert!(matches!(
+            gate.next(Duration::from_millis(20)).unwrap(),
+            GateEvent::Batch(_)
+        ));
         assert_eq!(tx0.len(), 0);
     }
 

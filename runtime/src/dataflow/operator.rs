@@ -80,7 +80,13 @@ pub struct OperatorSnapshot {
 impl OperatorSnapshot {
     /// A snapshot that uploaded no files.
     pub fn new(state: serde_json::Value) -> Self {
-        Self { state, files_added: 0, bytes_added: 0, state_bytes: 0, shared_files: Vec::new() }
+        Self {
+            state,
+            files_added: 0,
+            bytes_added: 0,
+            state_bytes: 0,
+            shared_files: Vec::new(),
+        }
     }
 }
 

@@ -197,7 +197,13 @@ impl GuestModule {
         config: BTreeMap<String, String>,
     ) -> Result<MapperInstance, EngineError> {
         match &self.pre {
-            Pre::Mapper(pre) => MapperInstance::instantiate(self.name.clone(), self.ticker.clone(), pre, limits, config),
+            Pre::Mapper(pre) => MapperInstance::instantiate(
+                self.name.clone(),
+                self.ticker.clone(),
+                pre,
+                limits,
+                config,
+            ),
             Pre::Aggregator(_) => Err(self.wrong_world(World::Mapper)),
         }
     }
@@ -209,9 +215,13 @@ impl GuestModule {
         config: BTreeMap<String, String>,
     ) -> Result<AggregatorInstance, EngineError> {
         match &self.pre {
-            Pre::Aggregator(pre) => {
-                AggregatorInstance::instantiate(self.name.clone(), self.ticker.clone(), pre, limits, config)
-            }
+            Pre::Aggregator(pre) => AggregatorInstance::instantiate(
+                self.name.clone(),
+                self.ticker.clone(),
+                pre,
+                limits,
+                config,
+            ),
             Pre::Mapper(_) => Err(self.wrong_world(World::Aggregator)),
         }
     }

@@ -85,7 +85,9 @@ impl GuestStore {
             let err = self.classify(&e);
             tracing::debug!(module = &*self.module, error = ?e, "guest call failed");
             let text = err.to_string();
-            let cause = text.strip_prefix(&format!("{}: ", self.module)).unwrap_or(&text);
+            let cause = text
+                .strip_prefix(&format!("{}: ", self.module))
+                .unwrap_or(&text);
             self.poisoned = Some(cause.to_owned());
             err
         })

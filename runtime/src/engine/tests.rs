@@ -245,7 +245,8 @@ fn forbidden_imports_are_all_listed() {
         (import "wasi:filesystem/types@0.2.3" (instance))
         (import "wasi:filesystem/preopens@0.2.3" (instance))
         (import "wasi:sockets/tcp@0.2.3" (instance))"#;
-    let err = load_wat(&engine, "sneaky.wasm", &mapper_wat(imports, LOOP_BODY)).expect_err("must fail");
+    let err =
+        load_wat(&engine, "sneaky.wasm", &mapper_wat(imports, LOOP_BODY)).expect_err("must fail");
     let msg = err.to_string();
     assert!(
         msg.starts_with(
@@ -510,18 +511,28 @@ fn guest_infinite_loop_is_stopped_at_the_deadline() {
     let mut mapper = module
         .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
         .expect("inst");
-    let out = mapper.map(batch(&["a", "b"])).expect("records pass through until the trigger");
+    let out = mapper
+        .map(batch(&["a", "b"]))
+        .expect("records pass through until the trigger");
     assert_eq!(values(&out.records), ["a", "b"]);
     let start = Instant::now();
     let err = mapper.map(batch(&["a", "loop"])).expect_err("must fail");
     let elapsed = start.elapsed();
     assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
-    assert!(elapsed >= DEFAULT_CALL_TIMEOUT && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    assert!(
+        elapsed >= DEFAULT_CALL_TIMEOUT && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
     let again = mapper.map(batch(&["a"])).expect_err("must fail");
     assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
     // A fresh instance from the same module works.
-    let mut fresh = module.instantiate_mapper(&GuestLimits::default(), BTreeMap::new()).expect("inst");
-    assert_eq!(values(&fresh.map(batch(&["a"])).expect("map").records), ["a"]);
+    let mut fresh = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    assert_eq!(
+        values(&fresh.map(batch(&["a"])).expect("map").records),
+        ["a"]
+    );
 }
 
 #[test]
@@ -531,7 +542,10 @@ fn guest_memory_hog_hits_the_memory_limit() {
     let mut mapper = module
         .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
         .expect("inst");
-    assert_eq!(values(&mapper.map(batch(&["a"])).expect("map").records), ["a"]);
+    assert_eq!(
+        values(&mapper.map(batch(&["a"])).expect("map").records),
+        ["a"]
+    );
     let err = mapper.map(batch(&["hog"])).expect_err("must fail");
     assert!(
         matches!(
@@ -552,19 +566,27 @@ fn guest_panic_is_reported_with_its_message() {
     let mut mapper = module
         .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
         .expect("inst");
-    assert_eq!(values(&mapper.map(batch(&["a"])).expect("map").records), ["a"]);
+    assert_eq!(
+        values(&mapper.map(batch(&["a"])).expect("map").records),
+        ["a"]
+    );
     let err = mapper.map(batch(&["a", "boom"])).expect_err("must fail");
     let EngineError::GuestPanic { message, .. } = &err else {
         panic!("{err:?}")
     };
     assert!(message.starts_with("panicked at "), "{message}");
-    assert!(message.ends_with("weir-test: guest panicked on purpose"), "{message}");
+    assert!(
+        message.ends_with("weir-test: guest panicked on purpose"),
+        "{message}"
+    );
 }
 
 #[test]
 fn guest_fs_importer_is_refused_at_load() {
     let engine = engine();
-    let err = engine.load(&guest_path("fs_importer")).expect_err("must fail");
+    let err = engine
+        .load(&guest_path("fs_importer"))
+        .expect_err("must fail");
     let msg = err.to_string();
     assert!(matches!(err, EngineError::Invalid { .. }), "{err:?}");
     assert!(msg.contains("wasi:filesystem/"), "{msg}");
@@ -586,10 +608,11 @@ fn instances_keep_their_deadline_after_the_engine_is_dropped() {
     let engine = engine();
     let module = load_wat(&engine, "spin.wasm", &mapper_wat("", LOOP_BODY)).expect("load");
     let limits = limits(DEFAULT_GUEST_MEMORY, Duration::from_millis(50));
-    let mut mapper = module.instantiate_mapper(&limits, BTreeMap::new()).expect("inst");
+    let mut mapper = module
+        .instantiate_mapper(&limits, BTreeMap::new())
+        .expect("inst");
     drop(module);
     drop(engine);
     let err = mapper.map(batch(&["x"])).expect_err("must fail");
     assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
 }
-

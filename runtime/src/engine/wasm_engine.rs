@@ -14,8 +14,8 @@
 //!   always has a working deadline whatever the drop order.
 
 use std::fmt;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Cache, CacheConfig, Config, Engine};

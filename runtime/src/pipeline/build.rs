@@ -62,7 +62,11 @@ pub struct BuiltPipeline {
 
 impl BuiltPipeline {
     pub fn task_names(&self) -> Vec<String> {
-        self.source_tasks.iter().map(|t| t.ctx.task.clone()).chain(self.stage_tasks.iter().map(|t| t.ctx.task.clone())).collect()
+        self.source_tasks
+            .iter()
+            .map(|t| t.ctx.task.clone())
+            .chain(self.stage_tasks.iter().map(|t| t.ctx.task.clone()))
+            .collect()
     }
 }
 
@@ -78,19 +82,37 @@ pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
 /// The committers of the pipeline's transactional sinks: the Kafka sinks' (one for
 /// all, first: its transaction is the commit point, DESIGN.md), then file sinks, then
 /// dead letters.
-pub fn committers(spec: &PipelineSpec, kafka: Option<&Arc<KafkaCommitUnit>>) -> Vec<Box<dyn Committer>> {
+pub fn committers(
+    spec: &PipelineSpec,
+    kafka: Option<&Arc<KafkaCommitUnit>>,
+) -> Vec<Box<dyn Committer>> {
     let mut out: Vec<Box<dyn Committer>> = Vec::new();
     if let Some(unit) = kafka {
-        if let Some(first) = spec.sinks.iter().position(|s| matches!(s, SinkSpec::Kafka(_))) {
-            out.push(Box::new(KafkaCommitter::new(plan::sink_id(first), unit.clone())));
+        if let Some(first) = spec
+            .sinks
+            .iter()
+            .position(|s| matches!(s, SinkSpec::Kafka(_)))
+        {
+            out.push(Box::new(KafkaCommitter::new(
+                plan::sink_id(first),
+                unit.clone(),
+            )));
         }
     }
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
-            out.push(Box::new(FileSinkCommitter::new(plan::sink_id(i), sink_file_name(spec, i), &file.path)));
+            out.push(Box::new(FileSinkCommitter::new(
+                plan::sink_id(i),
+                sink_file_name(spec, i),
+                &file.path,
+            )));
         }
     }
-    out.push(Box::new(FileSinkCommitter::new(plan::DEAD_LETTER_ID, dead_letter_file_name(spec), &spec.dead_letter.path)));
+    out.push(Box::new(FileSinkCommitter::new(
+        plan::DEAD_LETTER_ID,
+        dead_letter_file_name(spec),
+        &spec.dead_letter.path,
+    )));
     out
 }
 
@@ -105,9 +127,17 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
     let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
     for k in 1..stages.len() {
-        let upstream = if k == 1 { source_tasks_count } else { parallelism };
-        inputs[k] = (0..parallelism).map(|_| Vec::with_capacity(upstream)).collect();
-        outputs[k] = (0..upstream).map(|_| Vec::with_capacity(parallelism)).collect();
+        let upstream = if k == 1 {
+            source_tasks_count
+        } else {
+            parallelism
+        };
+        inputs[k] = (0..parallelism)
+            .map(|_| Vec::with_capacity(upstream))
+            .collect();
+        outputs[k] = (0..upstream)
+            .map(|_| Vec::with_capacity(parallelism))
+            .collect();
         for u in 0..upstream {
             for j in 0..parallelism {
                 let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
@@ -123,21 +153,34 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         barriers: BTreeMap::new(),
         committers: committers(spec, cx.kafka.as_ref()),
     };
-    let next_stage_outputs = |outputs: &mut Vec<Vec<Vec<Sender<Message>>>>, stage: &StagePlan, u: usize| {
-        if stage.shuffles {
-            TaskOutput::Shuffle(ShuffleWriter::new(std::mem::take(&mut outputs[stage.index + 1][u]), spec.max_parallelism as u16))
-        } else {
-            TaskOutput::Sinks
-        }
-    };
+    let next_stage_outputs =
+        |outputs: &mut Vec<Vec<Vec<Sender<Message>>>>, stage: &StagePlan, u: usize| {
+            if stage.shuffles {
+                TaskOutput::Shuffle(ShuffleWriter::new(
+                    std::mem::take(&mut outputs[stage.index + 1][u]),
+                    spec.max_parallelism as u16,
+                ))
+            } else {
+                TaskOutput::Sinks
+            }
+        };
 
     for (s, source) in spec.sources.iter().enumerate() {
         for i in 0..parallelism {
             let task = plan::source_task(s, i);
             let source_op = plan::source_id(s);
-            let position = cx.restored.and_then(|m| m.snapshot(&task, &source_op)).map(|snap| &snap.state);
-            let reader = connector::open_source(source, i, parallelism, position)
-                .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.clone(), source })?;
+            let position = cx
+                .restored
+                .and_then(|m| m.snapshot(&task, &source_op))
+                .map(|snap| &snap.state);
+            let reader =
+                connector::open_source(source, i, parallelism, position).map_err(|source| {
+                    PipelineError::Connector {
+                        pipeline: spec.name.clone(),
+                        task: task.clone(),
+                        source,
+                    }
+                })?;
             let (tx, rx) = crossbeam_channel::unbounded();
             built.barriers.insert(task.clone(), tx);
             let stage = &stages[0];
@@ -164,14 +207,23 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
             let chain = chain(cx, stage, &stages, &task)?;
             let dead = dead_letter_sink(cx, &task)?;
             let output = next_stage_outputs(&mut outputs, stage, j);
-            built.stage_tasks.push(StageTask::new(context(cx, &task), gate, chain, dead, output));
+            built.stage_tasks.push(StageTask::new(
+                context(cx, &task),
+                gate,
+                chain,
+                dead,
+                output,
+            ));
         }
     }
     Ok(built)
 }
 
 fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
-    TaskContext { task: task.to_owned(), ..cx.context.clone() }
+    TaskContext {
+        task: task.to_owned(),
+        ..cx.context.clone()
+    }
 }
 
 fn restored_id(cx: &BuildContext<'_>) -> CheckpointId {
@@ -179,19 +231,36 @@ fn restored_id(cx: &BuildContext<'_>) -> CheckpointId {
 }
 
 fn limits(spec: &PipelineSpec) -> GuestLimits {
-    GuestLimits { memory_bytes: spec.limits.memory, call_timeout: spec.limits.call_timeout }
+    GuestLimits {
+        memory_bytes: spec.limits.memory,
+        call_timeout: spec.limits.call_timeout,
+    }
 }
 
 /// The operators of `stage` for `task`, plus the sinks if it is the last stage.
-fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &str) -> Result<Chain, PipelineError> {
+fn chain(
+    cx: &BuildContext<'_>,
+    stage: &StagePlan,
+    stages: &[StagePlan],
+    task: &str,
+) -> Result<Chain, PipelineError> {
     let spec = cx.spec;
     let mut operators: Vec<Box<dyn Operator>> = Vec::new();
     for &n in &stage.steps {
         let id = plan::step_id(n);
-        let module = cx.modules.get(&n).expect("every step's module is loaded").clone();
+        let module = cx
+            .modules
+            .get(&n)
+            .expect("every step's module is loaded")
+            .clone();
         match &spec.steps[n] {
             StepSpec::Map(map) => {
-                operators.push(Box::new(MapOperator::new(id, module, limits(spec), map.config.clone())));
+                operators.push(Box::new(MapOperator::new(
+                    id,
+                    module,
+                    limits(spec),
+                    map.config.clone(),
+                )));
             }
             StepSpec::Aggregate(agg) => {
                 let config = AggregateConfig {
@@ -201,10 +270,13 @@ fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &
                     guest_config: agg.config.clone(),
                     windows: match agg.window {
                         None => WindowAssigner::Global,
-                        Some(WindowSpec::Tumbling { size }) => WindowAssigner::Tumbling { size_ms: millis(size) },
-                        Some(WindowSpec::Hopping { size, slide }) => {
-                            WindowAssigner::Hopping { size_ms: millis(size), slide_ms: millis(slide) }
-                        }
+                        Some(WindowSpec::Tumbling { size }) => WindowAssigner::Tumbling {
+                            size_ms: millis(size),
+                        },
+                        Some(WindowSpec::Hopping { size, slide }) => WindowAssigner::Hopping {
+                            size_ms: millis(size),
+                            slide_ms: millis(slide),
+                        },
                     },
                     allowed_lateness_ms: millis(agg.allowed_lateness),
                     max_parallelism: spec.max_parallelism as u16,
@@ -217,11 +289,13 @@ fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &
                     storage_task: format!("{task}.{id}"),
                 };
                 let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
-                let op = AggregateOperator::open(config, location, restored).map_err(|source| PipelineError::Operator {
-                    pipeline: spec.name.clone(),
-                    task: task.to_owned(),
-                    operator: id.clone(),
-                    source,
+                let op = AggregateOperator::open(config, location, restored).map_err(|source| {
+                    PipelineError::Operator {
+                        pipeline: spec.name.clone(),
+                        task: task.to_owned(),
+                        operator: id.clone(),
+                        source,
+                    }
                 })?;
                 operators.push(Box::new(op));
             }
@@ -232,7 +306,10 @@ fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &
         let next = stages[stage.index + 1].steps[0];
         if let StepSpec::Aggregate(agg) = &spec.steps[next] {
             if let Some(field) = &agg.key_field {
-                operators.push(Box::new(KeyByField::new(plan::key_by_id(next), field.clone())));
+                operators.push(Box::new(KeyByField::new(
+                    plan::key_by_id(next),
+                    field.clone(),
+                )));
             }
         }
         return Ok(Chain::new(operators, Vec::new()));
@@ -241,11 +318,24 @@ fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &
     for (i, sink) in spec.sinks.iter().enumerate() {
         match sink {
             SinkSpec::File(file) => {
-                let sink = FileSink::new(plan::sink_id(i), sink_file_name(spec, i), task, &file.path, file.format, restored_id(cx))
-                    .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.to_owned(), source })?;
+                let sink = FileSink::new(
+                    plan::sink_id(i),
+                    sink_file_name(spec, i),
+                    task,
+                    &file.path,
+                    file.format,
+                    restored_id(cx),
+                )
+                .map_err(|source| PipelineError::Connector {
+                    pipeline: spec.name.clone(),
+                    task: task.to_owned(),
+                    source,
+                })?;
                 sinks.push(Box::new(sink));
             }
-            SinkSpec::Stdout(stdout) => sinks.push(Box::new(StdoutSink::new(plan::sink_id(i), stdout.format))),
+            SinkSpec::Stdout(stdout) => {
+                sinks.push(Box::new(StdoutSink::new(plan::sink_id(i), stdout.format)))
+            }
             SinkSpec::Kafka(kafka) => {
                 // `run` opens the commit unit whenever the spec has a Kafka sink.
                 let unit = cx.kafka.clone().ok_or_else(|| PipelineError::Connector {
@@ -253,7 +343,12 @@ fn chain(cx: &BuildContext<'_>, stage: &StagePlan, stages: &[StagePlan], task: &
                     task: task.to_owned(),
                     source: connector::ConnectorError::Unavailable("kafka"),
                 })?;
-                sinks.push(Box::new(KafkaSink::new(plan::sink_id(i), kafka.topic.clone(), unit, restored_id(cx))));
+                sinks.push(Box::new(KafkaSink::new(
+                    plan::sink_id(i),
+                    kafka.topic.clone(),
+                    unit,
+                    restored_id(cx),
+                )));
             }
         }
     }
@@ -270,7 +365,11 @@ fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operato
         OutputFormat::Value,
         restored_id(cx),
     )
-    .map_err(|source| PipelineError::Connector { pipeline: spec.name.clone(), task: task.to_owned(), source })?;
+    .map_err(|source| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: task.to_owned(),
+        source,
+    })?;
     Ok(Box::new(sink))
 }
 

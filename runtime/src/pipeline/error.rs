@@ -18,8 +18,17 @@ pub enum PipelineError {
         #[source]
         source: EngineError,
     },
-    #[error("pipeline {pipeline}, step {step}: {module} is a {actual} guest, but a {kind} step needs a {expected} guest")]
-    WrongWorld { pipeline: String, step: String, module: String, kind: &'static str, actual: &'static str, expected: &'static str },
+    #[error(
+        "pipeline {pipeline}, step {step}: {module} is a {actual} guest, but a {kind} step needs a {expected} guest"
+    )]
+    WrongWorld {
+        pipeline: String,
+        step: String,
+        module: String,
+        kind: &'static str,
+        actual: &'static str,
+        expected: &'static str,
+    },
     #[error("pipeline {pipeline}: {source}")]
     Engine {
         pipeline: String,
@@ -40,7 +49,11 @@ pub enum PipelineError {
         source: StorageError,
     },
     #[error("pipeline {pipeline}: cannot restore checkpoint {checkpoint}: {reason}")]
-    Incompatible { pipeline: String, checkpoint: CheckpointId, reason: String },
+    Incompatible {
+        pipeline: String,
+        checkpoint: CheckpointId,
+        reason: String,
+    },
     #[error("pipeline {pipeline}, task {task}, operator {operator}: {source}")]
     Operator {
         pipeline: String,

@@ -22,13 +22,21 @@ pub struct StagePlan {
 
 /// Splits the steps into stages at every aggregate.
 pub fn stages(spec: &PipelineSpec) -> Vec<StagePlan> {
-    let mut stages = vec![StagePlan { index: 0, steps: Vec::new(), shuffles: false }];
+    let mut stages = vec![StagePlan {
+        index: 0,
+        steps: Vec::new(),
+        shuffles: false,
+    }];
     for (n, step) in spec.steps.iter().enumerate() {
         if matches!(step, StepSpec::Aggregate(_)) {
             let last = stages.last_mut().expect("stage 0 exists");
             last.shuffles = true;
             let index = last.index + 1;
-            stages.push(StagePlan { index, steps: Vec::new(), shuffles: false });
+            stages.push(StagePlan {
+                index,
+                steps: Vec::new(),
+                shuffles: false,
+            });
         }
         stages.last_mut().expect("a stage exists").steps.push(n);
     }

@@ -56,7 +56,10 @@ fn compile_cache_dir() -> Option<PathBuf> {
 }
 
 /// Loads every step's guest and checks it exports the world its step needs.
-pub fn load_modules(spec: &PipelineSpec, engine: &WasmEngine) -> Result<BTreeMap<usize, Arc<GuestModule>>, PipelineError> {
+pub fn load_modules(
+    spec: &PipelineSpec,
+    engine: &WasmEngine,
+) -> Result<BTreeMap<usize, Arc<GuestModule>>, PipelineError> {
     let mut modules = BTreeMap::new();
     for (n, step) in spec.steps.iter().enumerate() {
         let (path, kind, expected) = match step {
@@ -64,9 +67,11 @@ pub fn load_modules(spec: &PipelineSpec, engine: &WasmEngine) -> Result<BTreeMap
             StepSpec::Aggregate(a) => (&a.module, "aggregate", World::Aggregator),
         };
         let step_name = crate::pipeline::plan::step_id(n);
-        let module = engine
-            .load(path)
-            .map_err(|source| PipelineError::Module { pipeline: spec.name.clone(), step: step_name.clone(), source })?;
+        let module = engine.load(path).map_err(|source| PipelineError::Module {
+            pipeline: spec.name.clone(),
+            step: step_name.clone(),
+            source,
+        })?;
         if module.world() != expected {
             return Err(PipelineError::WrongWorld {
                 pipeline: spec.name.clone(),
@@ -91,30 +96,52 @@ fn world_name(world: World) -> &'static str {
 
 /// Deletes the pipeline's checkpoints and the committed output of its file sinks.
 fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
-    let io = |path: &std::path::Path, source| PipelineError::Io { pipeline: spec.name.clone(), path: path.to_owned(), source };
+    let io = |path: &std::path::Path, source| PipelineError::Io {
+        pipeline: spec.name.clone(),
+        path: path.to_owned(),
+        source,
+    };
     if spec.checkpoint.dir.exists() {
         std::fs::remove_dir_all(&spec.checkpoint.dir).map_err(|e| io(&spec.checkpoint.dir, e))?;
     }
-    let connector = |source| PipelineError::Connector { pipeline: spec.name.clone(), task: "start-over".into(), source };
+    let connector = |source| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: "start-over".into(),
+        source,
+    };
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
             remove_committed(&file.path, &build::sink_file_name(spec, i)).map_err(connector)?;
         }
     }
-    remove_committed(&spec.dead_letter.path, &build::dead_letter_file_name(spec)).map_err(connector)?;
+    remove_committed(&spec.dead_letter.path, &build::dead_letter_file_name(spec))
+        .map_err(connector)?;
     Ok(())
 }
 
 /// The latest complete checkpoint, checked against the spec.
-fn latest_checkpoint(spec: &PipelineSpec, storage: &CheckpointStorage) -> Result<Option<CheckpointMetadata>, PipelineError> {
-    let storage_error = |source| PipelineError::Storage { pipeline: spec.name.clone(), source };
-    let Some(id) = storage.latest_complete().map_err(storage_error)? else { return Ok(None) };
-    let metadata = CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+fn latest_checkpoint(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
+    let Some(id) = storage.latest_complete().map_err(storage_error)? else {
+        return Ok(None);
+    };
+    let metadata =
+        CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+            pipeline: spec.name.clone(),
+            checkpoint: id,
+            reason: e.to_string(),
+        })?;
+    let incompatible = |reason: String| PipelineError::Incompatible {
         pipeline: spec.name.clone(),
         checkpoint: id,
-        reason: e.to_string(),
-    })?;
-    let incompatible = |reason: String| PipelineError::Incompatible { pipeline: spec.name.clone(), checkpoint: id, reason };
+        reason,
+    };
     if metadata.parallelism != spec.parallelism {
         return Err(incompatible(format!(
             "it was taken with parallelism {}, the spec says {}; rescaling is not supported yet: \
@@ -141,7 +168,10 @@ fn committed_checkpoint(
     storage: &CheckpointStorage,
     unit: &KafkaCommitUnit,
 ) -> Result<Option<CheckpointMetadata>, PipelineError> {
-    let storage_error = |source| PipelineError::Storage { pipeline: spec.name.clone(), source };
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
     let committed = unit.last_committed();
     for id in storage.checkpoint_ids().map_err(storage_error)? {
         if id > committed {
@@ -177,7 +207,10 @@ fn first_checkpoint_after(
 ) -> Result<CheckpointId, PipelineError> {
     let ids = storage
         .checkpoint_ids()
-        .map_err(|source| PipelineError::Storage { pipeline: spec.name.clone(), source })?;
+        .map_err(|source| PipelineError::Storage {
+            pipeline: spec.name.clone(),
+            source,
+        })?;
     let newest = ids.into_iter().max().unwrap_or(CheckpointId::NONE);
     let mut last = restored;
     while last <= newest && newest > restored {
@@ -188,23 +221,31 @@ fn first_checkpoint_after(
 
 /// Runs `spec` until its sources are drained and the final checkpoint is committed.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
-    let engine = WasmEngine::new(compile_cache_dir().as_deref())
-        .map_err(|source| PipelineError::Engine { pipeline: spec.name.clone(), source })?;
+    let engine = WasmEngine::new(compile_cache_dir().as_deref()).map_err(|source| {
+        PipelineError::Engine {
+            pipeline: spec.name.clone(),
+            source,
+        }
+    })?;
     let modules = load_modules(spec, &engine)?;
     // Kafka sinks: check their configuration against the spec and the broker, before
     // anything is deleted or written; for exactly-once, fence earlier instances of this
     // pipeline and read the last committed checkpoint.
-    let kafka = KafkaCommitUnit::open(spec, options.from_scratch).map_err(|source| PipelineError::Connector {
-        pipeline: spec.name.clone(),
-        task: "kafka-sink".into(),
-        source,
+    let kafka = KafkaCommitUnit::open(spec, options.from_scratch).map_err(|source| {
+        PipelineError::Connector {
+            pipeline: spec.name.clone(),
+            task: "kafka-sink".into(),
+            source,
+        }
     })?;
     if options.from_scratch {
         start_over(spec)?;
     }
     let storage = Arc::new(
-        CheckpointStorage::open(&spec.checkpoint.dir)
-            .map_err(|source| PipelineError::Storage { pipeline: spec.name.clone(), source })?,
+        CheckpointStorage::open(&spec.checkpoint.dir).map_err(|source| PipelineError::Storage {
+            pipeline: spec.name.clone(),
+            source,
+        })?,
     );
     let restored = match kafka.as_deref().filter(|unit| unit.is_exactly_once()) {
         Some(unit) => committed_checkpoint(spec, &storage, unit)?,
@@ -218,13 +259,15 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         coordinator::commit_all(&spec.name, &mut committers, metadata)?;
     }
     for committer in &mut committers {
-        committer.discard_uncommitted(restored_id).map_err(|source| coordinator::CoordinatorError::Commit {
-            pipeline: spec.name.clone(),
-            checkpoint: restored_id,
-            phase: "discard",
-            operator: committer.operator_id().to_owned(),
-            source,
-        })?;
+        committer
+            .discard_uncommitted(restored_id)
+            .map_err(|source| coordinator::CoordinatorError::Commit {
+                pipeline: spec.name.clone(),
+                checkpoint: restored_id,
+                phase: "discard",
+                operator: committer.operator_id().to_owned(),
+                source,
+            })?;
     }
 
     let metrics = Arc::new(PipelineMetrics::default());
@@ -275,7 +318,9 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         let name = task.ctx.task.clone();
         threads.push(spawn(name, move || task.run(), spec)?);
     }
-    let progress = options.show_progress.then(|| Progress::start(metrics.clone()));
+    let progress = options
+        .show_progress
+        .then(|| Progress::start(metrics.clone()));
     let outcome = coordinator.run();
     for t in threads {
         // A task that panicked is a bug; its failure is already in `outcome` or the
@@ -296,9 +341,12 @@ fn spawn(
     f: impl FnOnce() + Send + 'static,
     spec: &PipelineSpec,
 ) -> Result<std::thread::JoinHandle<()>, PipelineError> {
-    std::thread::Builder::new().name(name).spawn(f).map_err(|source| PipelineError::Io {
-        pipeline: spec.name.clone(),
-        path: PathBuf::from("<thread>"),
-        source,
-    })
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|source| PipelineError::Io {
+            pipeline: spec.name.clone(),
+            path: PathBuf::from("<thread>"),
+            source,
+        })
 }

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use crate::connector::record_format::OutputFormat;
 use crate::connector::kafka::KafkaSinkConfig;
+use crate::connector::record_format::OutputFormat;
 use crate::connector::{FileSinkConfig, StdoutSinkConfig};
 use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, locate, split_type};

@@ -52,7 +52,12 @@ impl SourceConfig {
 }
 
 pub(crate) fn parse_source(item: Item<'_>, base_dir: &Path) -> Result<SourceSpec, Located> {
-    let mut tagged = split_type(item, "source", &["generator", "file", "stdin", "kafka"], &[])?;
+    let mut tagged = split_type(
+        item,
+        "source",
+        &["generator", "file", "stdin", "kafka"],
+        &[],
+    )?;
     let out_of_orderness = match take(&mut tagged.table, "out_of_orderness") {
         Some(v) => {
             from_item::<HumanDuration>(v)

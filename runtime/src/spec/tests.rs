@@ -423,7 +423,10 @@ fn missing_sources_or_sinks() {
 fn connector_types() {
     // Kafka: typed configs; the source's group defaults to one named for the pipeline.
     let kafka = MINIMAL
-        .replace("type = \"generator\"\ncount = 10", "type = \"kafka\"\ntopic = \"in\"\nbounded = true")
+        .replace(
+            "type = \"generator\"\ncount = 10",
+            "type = \"kafka\"\ntopic = \"in\"\nbounded = true",
+        )
         .replace("type = \"stdout\"", "type = \"kafka\"\ntopic = \"out\"");
     let spec = parse(&kafka).expect("kafka spec parses");
     match &spec.sources[0].config {
@@ -438,15 +441,27 @@ fn connector_types() {
         SinkSpec::Kafka(c) => {
             assert_eq!(c.topic, "out");
             assert_eq!(c.transactional_prefix, "weir.");
-            assert_eq!(c.delivery, crate::connector::kafka::DeliveryGuarantee::ExactlyOnce);
+            assert_eq!(
+                c.delivery,
+                crate::connector::kafka::DeliveryGuarantee::ExactlyOnce
+            );
         }
         other => panic!("not a kafka sink: {other:?}"),
     }
     let e = error(&MINIMAL.replace("type = \"generator\"", "type = \"kafka\""));
-    assert!(e.starts_with("spec.toml line 5: unknown field `count`"), "{e}");
+    assert!(
+        e.starts_with("spec.toml line 5: unknown field `count`"),
+        "{e}"
+    );
     let e = error(&kafka.replace("topic = \"in\"\n", ""));
-    assert!(e.starts_with("spec.toml line 3: a kafka source needs `topic"), "{e}");
-    let e = error(&kafka.replace("topic = \"out\"", "topic = \"out\"\ntransactional_prefix = \"\""));
+    assert!(
+        e.starts_with("spec.toml line 3: a kafka source needs `topic"),
+        "{e}"
+    );
+    let e = error(&kafka.replace(
+        "topic = \"out\"",
+        "topic = \"out\"\ntransactional_prefix = \"\"",
+    ));
     assert!(
         e.starts_with("spec.toml line 10: transactional_prefix must not be empty"),
         "{e}"

@@ -104,9 +104,15 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         }
     }
     let elapsed = started.elapsed();
-    barrier_tx.send(Barrier { id: CheckpointId(1), is_final: true })?;
+    barrier_tx.send(Barrier {
+        id: CheckpointId(1),
+        is_final: true,
+    })?;
     let _ = thread.join();
-    anyhow::ensure!(counted.load(Ordering::Relaxed) == records, "not every record reached the sink");
+    anyhow::ensure!(
+        counted.load(Ordering::Relaxed) == records,
+        "not every record reached the sink"
+    );
     Ok(records as f64 / elapsed.as_secs_f64())
 }
 
@@ -133,7 +139,11 @@ struct AggregateFigures {
     second_checkpoint: (Duration, u64, u64),
 }
 
-fn aggregate_figures(engine: &WasmEngine, guests: &std::path::Path, keys: u64) -> anyhow::Result<AggregateFigures> {
+fn aggregate_figures(
+    engine: &WasmEngine,
+    guests: &std::path::Path,
+    keys: u64,
+) -> anyhow::Result<AggregateFigures> {
     let batches = distinct_key_batches(keys);
     let module = Arc::new(engine.load(&guests.join("word_count.wasm"))?);
     let dir = tempfile::tempdir()?;
@@ -150,7 +160,11 @@ fn aggregate_figures(engine: &WasmEngine, guests: &std::path::Path, keys: u64) -
             batch_size: BATCH,
             cache_entries: 2_000_000,
         },
-        StateLocation { work_dir: dir.path().join("work"), storage, storage_task: "bench.step-0".into() },
+        StateLocation {
+            work_dir: dir.path().join("work"),
+            storage,
+            storage_task: "bench.step-0".into(),
+        },
         None,
     )
     .map_err(|e| anyhow::anyhow!(e))?;
@@ -158,11 +172,15 @@ fn aggregate_figures(engine: &WasmEngine, guests: &std::path::Path, keys: u64) -
     let mut emitted = 0usize;
     for batch in batches.iter().cloned() {
         let mut out = Output::default();
-        op.handle_batch(batch, &mut out).map_err(|e| anyhow::anyhow!(e))?;
+        op.handle_batch(batch, &mut out)
+            .map_err(|e| anyhow::anyhow!(e))?;
         emitted += out.batches.iter().map(RecordBatch::len).sum::<usize>();
     }
     let wasm_rps = keys as f64 / started.elapsed().as_secs_f64();
-    anyhow::ensure!(emitted as u64 == keys, "word-count emitted {emitted} updates for {keys} keys");
+    anyhow::ensure!(
+        emitted as u64 == keys,
+        "word-count emitted {emitted} updates for {keys} keys"
+    );
 
     let started = Instant::now();
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
@@ -173,7 +191,11 @@ fn aggregate_figures(engine: &WasmEngine, guests: &std::path::Path, keys: u64) -
             let c = counts.entry(r.key.to_vec()).or_insert(0);
             *c += 1;
             let word = String::from_utf8_lossy(r.key);
-            out.push(r.key, format!(r#"{{"word":"{word}","count":{c}}}"#).as_bytes(), r.timestamp);
+            out.push(
+                r.key,
+                format!(r#"{{"word":"{word}","count":{c}}}"#).as_bytes(),
+                r.timestamp,
+            );
         }
         native_emitted += out.len();
     }
@@ -183,14 +205,29 @@ fn aggregate_figures(engine: &WasmEngine, guests: &std::path::Path, keys: u64) -
     let mut checkpoint = |id: u64| -> anyhow::Result<(Duration, u64, u64)> {
         let started = Instant::now();
         let snapshot = op
-            .handle_barrier(Barrier { id: CheckpointId(id), is_final: false }, &mut Output::default())
+            .handle_barrier(
+                Barrier {
+                    id: CheckpointId(id),
+                    is_final: false,
+                },
+                &mut Output::default(),
+            )
             .map_err(|e| anyhow::anyhow!(e))?
             .context("aggregate snapshot")?;
-        Ok((started.elapsed(), snapshot.files_added, snapshot.bytes_added))
+        Ok((
+            started.elapsed(),
+            snapshot.files_added,
+            snapshot.bytes_added,
+        ))
     };
     let first_checkpoint = checkpoint(1)?;
     let second_checkpoint = checkpoint(2)?;
-    Ok(AggregateFigures { wasm_rps, native_rps, first_checkpoint, second_checkpoint })
+    Ok(AggregateFigures {
+        wasm_rps,
+        native_rps,
+        first_checkpoint,
+        second_checkpoint,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -203,7 +240,9 @@ fn main() -> anyhow::Result<()> {
             "--out" => out = PathBuf::from(args.next().context("--out PATH")?),
             "--records" => records = args.next().context("--records N")?.parse()?,
             "--keys" => keys = args.next().context("--keys N")?.parse()?,
-            other => anyhow::bail!("unknown argument {other}; usage: weir-bench [--out PATH] [--records N] [--keys N]"),
+            other => anyhow::bail!(
+                "unknown argument {other}; usage: weir-bench [--out PATH] [--records N] [--keys N]"
+            ),
         }
     }
     let guests = weir_tests::guests_dir();
@@ -216,7 +255,12 @@ fn main() -> anyhow::Result<()> {
     let native_map = map_throughput(records, Box::new(NativeUppercase))?;
     let wasm_map = map_throughput(
         records,
-        Box::new(MapOperator::new("step-0".into(), uppercase, GuestLimits::default(), BTreeMap::new())),
+        Box::new(MapOperator::new(
+            "step-0".into(),
+            uppercase,
+            GuestLimits::default(),
+            BTreeMap::new(),
+        )),
     )?;
 
     eprintln!("aggregate: word-count over {keys} distinct keys, RocksDB vs HashMap ...");
@@ -224,13 +268,26 @@ fn main() -> anyhow::Result<()> {
 
     let mb = |b: u64| b as f64 / (1 << 20) as f64;
     let rows = [
-        ("map: WASM uppercase (records/s)", wasm_map, native_map, "native Rust uppercase"),
-        ("aggregate: WASM word-count + RocksDB (records/s)", agg.wasm_rps, agg.native_rps, "native HashMap count"),
+        (
+            "map: WASM uppercase (records/s)",
+            wasm_map,
+            native_map,
+            "native Rust uppercase",
+        ),
+        (
+            "aggregate: WASM word-count + RocksDB (records/s)",
+            agg.wasm_rps,
+            agg.native_rps,
+            "native HashMap count",
+        ),
     ];
     println!("| benchmark | Weir | baseline | ratio | baseline is |");
     println!("|---|---:|---:|---:|---|");
     for (name, weir, base, what) in rows {
-        println!("| {name} | {weir:.0} | {base:.0} | {:.2} | {what} |", weir / base);
+        println!(
+            "| {name} | {weir:.0} | {base:.0} | {:.2} | {what} |",
+            weir / base
+        );
     }
     let (d1, f1, b1) = agg.first_checkpoint;
     let (d2, f2, b2) = agg.second_checkpoint;
@@ -238,7 +295,11 @@ fn main() -> anyhow::Result<()> {
     println!("| checkpoint of {keys} keys | duration | SST files added | MiB added |");
     println!("|---|---:|---:|---:|");
     println!("| first | {} ms | {f1} | {:.1} |", d1.as_millis(), mb(b1));
-    println!("| second, state unchanged | {} ms | {f2} | {:.1} |", d2.as_millis(), mb(b2));
+    println!(
+        "| second, state unchanged | {} ms | {f2} | {:.1} |",
+        d2.as_millis(),
+        mb(b2)
+    );
 
     let json = serde_json::json!({
         "machine": { "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) },

@@ -147,9 +147,7 @@ pub fn topic_partitions<C: ClientContext>(
     if let Some(err) = t.error() {
         let code = RDKafkaErrorCode::from(err);
         return Err(match code {
-            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => {
-                missing()
-            }
+            RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => missing(),
             other => KafkaError::Client {
                 what: format!("cannot read the metadata of topic {topic} on {bootstrap}"),
                 reason: other.to_string(),
@@ -165,13 +163,15 @@ pub fn topic_partitions<C: ClientContext>(
 }
 
 /// An admin client for `bootstrap`.
-pub fn admin(
-    bootstrap: &str,
-    timeout: Duration,
-) -> Result<AdminClient<QuietContext>, KafkaError> {
+pub fn admin(bootstrap: &str, timeout: Duration) -> Result<AdminClient<QuietContext>, KafkaError> {
     client_config(bootstrap, timeout)
         .create_with_context(QuietContext)
-        .map_err(|e| KafkaError::client(format!("cannot create a Kafka admin client for {bootstrap}"), &e))
+        .map_err(|e| {
+            KafkaError::client(
+                format!("cannot create a Kafka admin client for {bootstrap}"),
+                &e,
+            )
+        })
 }
 
 fn admin_options(timeout: Duration) -> AdminOptions {
@@ -199,19 +199,36 @@ pub fn broker_transaction_max_timeout_ms(
         return Err(unreachable("the cluster reported no broker".into()));
     };
     let spec = [ResourceSpecifier::Broker(broker.id())];
-    let what = || format!("cannot read {TRANSACTION_MAX_TIMEOUT} of broker {} at {bootstrap}", broker.id());
-    let results = block_on(admin.describe_configs(&spec, &admin_options(timeout)), timeout + Duration::from_secs(1))
-        .ok_or_else(|| unreachable(format!("DescribeConfigs did not answer ({})", what())))?
-        .map_err(|e| KafkaError::client(what(), &e))?;
+    let what = || {
+        format!(
+            "cannot read {TRANSACTION_MAX_TIMEOUT} of broker {} at {bootstrap}",
+            broker.id()
+        )
+    };
+    let results = block_on(
+        admin.describe_configs(&spec, &admin_options(timeout)),
+        timeout + Duration::from_secs(1),
+    )
+    .ok_or_else(|| unreachable(format!("DescribeConfigs did not answer ({})", what())))?
+    .map_err(|e| KafkaError::client(what(), &e))?;
     let resource = results
         .into_iter()
         .next()
-        .ok_or_else(|| KafkaError::Client { what: what(), reason: "empty answer".into() })?
-        .map_err(|code| KafkaError::Client { what: what(), reason: code.to_string() })?;
+        .ok_or_else(|| KafkaError::Client {
+            what: what(),
+            reason: "empty answer".into(),
+        })?
+        .map_err(|code| KafkaError::Client {
+            what: what(),
+            reason: code.to_string(),
+        })?;
     let value = resource
         .get(TRANSACTION_MAX_TIMEOUT)
         .and_then(|e| e.value.clone())
-        .ok_or_else(|| KafkaError::Client { what: what(), reason: "the broker did not report it".into() })?;
+        .ok_or_else(|| KafkaError::Client {
+            what: what(),
+            reason: "the broker did not report it".into(),
+        })?;
     value.parse().map_err(|_| KafkaError::Client {
         what: what(),
         reason: format!("not a number: {value:?}"),
@@ -231,19 +248,25 @@ pub fn ensure_topic(
     let what = || format!("cannot create the progress topic {topic} on {bootstrap}");
     // -1: the broker's default.replication.factor (KIP-464).
     let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
-    let results = block_on(admin.create_topics([&new], &admin_options(timeout)), timeout + Duration::from_secs(1))
-        .ok_or_else(|| KafkaError::Unreachable {
-            bootstrap: bootstrap.to_owned(),
-            timeout,
-            reason: format!("CreateTopics did not answer ({})", what()),
-        })?
-        .map_err(|e| KafkaError::client(what(), &e))?;
+    let results = block_on(
+        admin.create_topics([&new], &admin_options(timeout)),
+        timeout + Duration::from_secs(1),
+    )
+    .ok_or_else(|| KafkaError::Unreachable {
+        bootstrap: bootstrap.to_owned(),
+        timeout,
+        reason: format!("CreateTopics did not answer ({})", what()),
+    })?
+    .map_err(|e| KafkaError::client(what(), &e))?;
     for result in results {
         match result {
             Ok(_) => {}
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((_, code)) => {
-                return Err(KafkaError::Client { what: what(), reason: code.to_string() });
+                return Err(KafkaError::Client {
+                    what: what(),
+                    reason: code.to_string(),
+                });
             }
         }
     }

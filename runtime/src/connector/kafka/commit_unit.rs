@@ -22,7 +22,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
-use crate::connector::kafka::client::{self, QuietContext, client_config, log_quietly, topic_partitions};
+use crate::connector::kafka::client::{
+    self, QuietContext, client_config, log_quietly, topic_partitions,
+};
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
 use crate::connector::kafka::error::{KafkaError, is_fenced, reason};
 use crate::connector::kafka::marker::{MarkerTarget, progress_topic};
@@ -142,12 +144,19 @@ impl KafkaCommitUnit {
     /// initialised (fencing any other instance and aborting what it left open) and the
     /// last committed marker is read. `None` when the pipeline has no Kafka sink.
     /// `from_scratch`: ignore the marker (the checkpoints were deleted).
-    pub fn open(spec: &PipelineSpec, from_scratch: bool) -> Result<Option<Arc<Self>>, ConnectorError> {
+    pub fn open(
+        spec: &PipelineSpec,
+        from_scratch: bool,
+    ) -> Result<Option<Arc<Self>>, ConnectorError> {
         let sinks = preflight::kafka_sinks(spec);
         let Some(sink) = preflight::shared_settings(&sinks)? else {
             return Ok(None);
         };
-        preflight::check_transaction_timeout(sink, spec.checkpoint.interval, spec.checkpoint.timeout)?;
+        preflight::check_transaction_timeout(
+            sink,
+            spec.checkpoint.interval,
+            spec.checkpoint.timeout,
+        )?;
         let bootstrap = sink.bootstrap()?;
         let timeout = sink.connect_timeout;
         let admin = client::admin(&bootstrap, timeout)?;
@@ -162,7 +171,10 @@ impl KafkaCommitUnit {
             DeliveryGuarantee::AtLeastOnce => {
                 let mut config = producer_config(sink, &bootstrap);
                 config.set("enable.idempotence", "true");
-                let slot = new_slot(format!("the at-least-once producer of {}", spec.name), &config)?;
+                let slot = new_slot(
+                    format!("the at-least-once producer of {}", spec.name),
+                    &config,
+                )?;
                 Mode::AtLeastOnce { slot }
             }
             DeliveryGuarantee::ExactlyOnce => {
@@ -183,7 +195,10 @@ impl KafkaCommitUnit {
                     }
                 };
                 let slots = [0, 1].map(|i| {
-                    let id = format!("{}{}.{LOCAL_UNIT}.{i}", sink.transactional_prefix, spec.name);
+                    let id = format!(
+                        "{}{}.{LOCAL_UNIT}.{i}",
+                        sink.transactional_prefix, spec.name
+                    );
                     let mut config = producer_config(sink, &bootstrap);
                     config.set("transactional.id", &id).set(
                         "transaction.timeout.ms",
@@ -198,7 +213,9 @@ impl KafkaCommitUnit {
                 for slot in &slots {
                     slot.producer
                         .init_transactions(TRANSACTION_CALL_TIMEOUT)
-                        .map_err(|e| transactional_error(&spec.name, slot, "initialising transactions", &e))?;
+                        .map_err(|e| {
+                            transactional_error(&spec.name, slot, "initialising transactions", &e)
+                        })?;
                 }
                 let group_consumer: BaseConsumer<QuietContext> = client_config(&bootstrap, timeout)
                     .set("group.id", &marker.group)
@@ -236,7 +253,9 @@ impl KafkaCommitUnit {
     /// at-least-once delivery).
     pub fn last_committed(&self) -> CheckpointId {
         match &self.mode {
-            Mode::ExactlyOnce { committed, .. } => *committed.lock().unwrap_or_else(|e| e.into_inner()),
+            Mode::ExactlyOnce { committed, .. } => {
+                *committed.lock().unwrap_or_else(|e| e.into_inner())
+            }
             Mode::AtLeastOnce { .. } => CheckpointId::NONE,
         }
     }
@@ -286,12 +305,18 @@ impl KafkaCommitUnit {
             Some(c) if c == checkpoint => Ok(()),
             Some(c) => Err(KafkaError::Protocol {
                 transactional_id: slot.id.clone(),
-                reason: format!("transaction of checkpoint {c} still open when checkpoint {checkpoint} needs it"),
+                reason: format!(
+                    "transaction of checkpoint {c} still open when checkpoint {checkpoint} needs it"
+                ),
             }),
             None => {
-                slot.producer
-                    .begin_transaction()
-                    .map_err(|e| self.error(slot, &format!("beginning the transaction of checkpoint {checkpoint}"), &e))?;
+                slot.producer.begin_transaction().map_err(|e| {
+                    self.error(
+                        slot,
+                        &format!("beginning the transaction of checkpoint {checkpoint}"),
+                        &e,
+                    )
+                })?;
                 *open = Some(checkpoint);
                 Ok(())
             }
@@ -300,7 +325,12 @@ impl KafkaCommitUnit {
 
     /// Sends `batch` to `topic` as part of checkpoint `checkpoint`'s output (inside
     /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full.
-    pub fn send_batch(&self, checkpoint: CheckpointId, topic: &str, batch: &RecordBatch) -> Result<(), KafkaError> {
+    pub fn send_batch(
+        &self,
+        checkpoint: CheckpointId,
+        topic: &str,
+        batch: &RecordBatch,
+    ) -> Result<(), KafkaError> {
         let slot = self.slot(checkpoint);
         self.check_deliveries(slot, checkpoint)?;
         self.ensure_open(slot, checkpoint)?;
@@ -353,7 +383,13 @@ impl KafkaCommitUnit {
     /// committed (the redo on recovery): nothing to do. Never retries: a failure fails
     /// the pipeline, whose recovery aborts T(n) and restores the last committed checkpoint.
     pub fn commit(&self, metadata: &CheckpointMetadata) -> Result<(), KafkaError> {
-        let Mode::ExactlyOnce { marker, group_consumer, committed, .. } = &self.mode else {
+        let Mode::ExactlyOnce {
+            marker,
+            group_consumer,
+            committed,
+            ..
+        } = &self.mode
+        else {
             return Ok(());
         };
         let id = metadata.id;
@@ -365,16 +401,30 @@ impl KafkaCommitUnit {
         // A checkpoint without output still commits its marker (and source offsets).
         self.ensure_open(slot, id)?;
         let offsets = marker.offsets(metadata)?;
-        let group = group_consumer.group_metadata().ok_or_else(|| KafkaError::Client {
-            what: format!("cannot commit checkpoint {id}"),
-            reason: format!("no consumer group metadata for group {}", marker.group),
-        })?;
+        let group = group_consumer
+            .group_metadata()
+            .ok_or_else(|| KafkaError::Client {
+                what: format!("cannot commit checkpoint {id}"),
+                reason: format!("no consumer group metadata for group {}", marker.group),
+            })?;
         slot.producer
             .send_offsets_to_transaction(&offsets, &group, TRANSACTION_CALL_TIMEOUT)
-            .map_err(|e| self.error(slot, &format!("adding the offsets of checkpoint {id} to its transaction"), &e))?;
+            .map_err(|e| {
+                self.error(
+                    slot,
+                    &format!("adding the offsets of checkpoint {id} to its transaction"),
+                    &e,
+                )
+            })?;
         slot.producer
             .commit_transaction(TRANSACTION_CALL_TIMEOUT)
-            .map_err(|e| self.error(slot, &format!("committing the transaction of checkpoint {id}"), &e))?;
+            .map_err(|e| {
+                self.error(
+                    slot,
+                    &format!("committing the transaction of checkpoint {id}"),
+                    &e,
+                )
+            })?;
         *slot.open() = None;
         *committed.lock().unwrap_or_else(|e| e.into_inner()) = id;
         Ok(())
@@ -386,7 +436,10 @@ fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
     config
         .set("linger.ms", LINGER_MS)
         // A record not delivered within the transaction's lifetime fails the checkpoint.
-        .set("message.timeout.ms", sink.transaction_timeout.as_millis().to_string());
+        .set(
+            "message.timeout.ms",
+            sink.transaction_timeout.as_millis().to_string(),
+        );
     config
 }
 
@@ -402,12 +455,17 @@ fn new_slot(id: String, config: &ClientConfig) -> Result<Slot, KafkaError> {
 }
 
 fn fatal_fenced(slot: &Slot) -> bool {
-    slot.producer.client().fatal_error().is_some_and(|(code, _)| {
-        matches!(
-            code,
-            RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
-        )
-    })
+    slot.producer
+        .client()
+        .fatal_error()
+        .is_some_and(|(code, _)| {
+            matches!(
+                code,
+                RDKafkaErrorCode::Fenced
+                    | RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
+            )
+        })
 }
 
 fn transactional_error(pipeline: &str, slot: &Slot, what: &str, e: &RdKafkaError) -> KafkaError {
@@ -430,7 +488,9 @@ fn marker_target(
 ) -> Result<Option<MarkerTarget>, KafkaError> {
     let mut target: Option<MarkerTarget> = None;
     for (s, source) in spec.sources.iter().enumerate() {
-        let SourceConfig::Kafka(c) = &source.config else { continue };
+        let SourceConfig::Kafka(c) = &source.config else {
+            continue;
+        };
         if c.bootstrap()? != bootstrap {
             continue;
         }

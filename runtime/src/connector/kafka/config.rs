@@ -149,7 +149,9 @@ impl KafkaSourceConfig {
     /// The consumer group (the spec fills in the default; this is the fallback for a
     /// config built in code).
     pub fn group_or_default(&self, pipeline: &str) -> String {
-        self.group.clone().unwrap_or_else(|| default_group(pipeline))
+        self.group
+            .clone()
+            .unwrap_or_else(|| default_group(pipeline))
     }
 
     pub fn bootstrap(&self) -> Result<String, KafkaError> {
@@ -168,10 +170,7 @@ pub struct KafkaSinkConfig {
     #[serde(default)]
     pub delivery: DeliveryGuarantee,
     /// Transactional ids are `{prefix}{pipeline}.{unit}.{0|1}`; must not be empty.
-    #[serde(
-        default = "default_prefix",
-        deserialize_with = "transactional_prefix"
-    )]
+    #[serde(default = "default_prefix", deserialize_with = "transactional_prefix")]
     pub transactional_prefix: String,
     /// The producers' `transaction.timeout.ms`. Must exceed checkpoint interval +
     /// checkpoint timeout + `restart_budget`, and not exceed the broker's

@@ -69,7 +69,8 @@ impl MarkerTarget {
         };
         match &self.progress_topic {
             Some(topic) => {
-                let offset = i64::try_from(id.0).map_err(|_| bad("checkpoint id too large".into()))?;
+                let offset =
+                    i64::try_from(id.0).map_err(|_| bad("checkpoint id too large".into()))?;
                 tpl.add_partition_offset(topic, 0, Offset::Offset(offset))
                     .map_err(|e| bad(e.to_string()))?;
                 set_metadata(&mut tpl, topic, 0, &text);
@@ -117,7 +118,10 @@ impl MarkerTarget {
         for (t, p) in self.partitions() {
             tpl.add_partition(&t, p);
         }
-        let committed = retry_read(timeout, || consumer.committed_offsets(tpl.clone(), Duration::from_secs(5))).map_err(|e| {
+        let committed = retry_read(timeout, || {
+            consumer.committed_offsets(tpl.clone(), Duration::from_secs(5))
+        })
+        .map_err(|e| {
             KafkaError::client(
                 format!("cannot read the committed offsets of group {}", self.group),
                 &e,
@@ -154,7 +158,10 @@ mod tests {
             progress_topic: Some(progress_topic("weir.")),
         };
         assert_eq!(target.text(CheckpointId(17)), "weir:wc:0:checkpoint=17");
-        assert_eq!(target.parse("weir:wc:0:checkpoint=17"), Some(CheckpointId(17)));
+        assert_eq!(
+            target.parse("weir:wc:0:checkpoint=17"),
+            Some(CheckpointId(17))
+        );
         assert_eq!(target.parse("weir:wc2:0:checkpoint=17"), None);
         assert_eq!(target.parse("weir:wc:1:checkpoint=17"), None);
         assert_eq!(target.parse(""), None);

@@ -103,15 +103,19 @@ mod tests {
     fn transaction_timeout_bounds_say_what_to_change() {
         let mut sink = KafkaSinkConfig::new("out");
         sink.transaction_timeout = Duration::from_secs(10);
-        let e = check_transaction_timeout(&sink, Duration::from_millis(500), Duration::from_secs(60))
-            .expect_err("too small");
+        let e =
+            check_transaction_timeout(&sink, Duration::from_millis(500), Duration::from_secs(60))
+                .expect_err("too small");
         assert_eq!(
             e.to_string(),
             "transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + checkpoint timeout 1m + \
              restart_budget 30s = 90500ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget"
         );
         sink.transaction_timeout = Duration::from_secs(20 * 60);
-        assert!(check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60)).is_ok());
+        assert!(
+            check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60))
+                .is_ok()
+        );
         let e = check_broker_max(&sink, 900_000).expect_err("too large");
         assert_eq!(
             e.to_string(),
@@ -120,6 +124,9 @@ mod tests {
         );
         sink.delivery = DeliveryGuarantee::AtLeastOnce;
         sink.transaction_timeout = Duration::from_secs(1);
-        assert!(check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60)).is_ok());
+        assert!(
+            check_transaction_timeout(&sink, Duration::from_secs(1), Duration::from_secs(60))
+                .is_ok()
+        );
     }
 }

@@ -79,10 +79,10 @@
 use std::sync::Arc;
 
 use crate::checkpoint::CheckpointId;
+use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::dataflow::batch::RecordBatch;
 use crate::dataflow::message::Barrier;
 use crate::dataflow::operator::{Operator, OperatorError, OperatorSnapshot, Output};
-use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 
 /// One subtask of a Kafka sink, as a terminal operator of its chain.
 #[derive(Debug)]
@@ -132,6 +132,8 @@ impl Operator for KafkaSink {
     ) -> Result<Option<OperatorSnapshot>, OperatorError> {
         // Everything sent so far belongs to T(barrier.id); what follows to the next one.
         self.checkpoint = barrier.id.next();
-        Ok(Some(OperatorSnapshot::new(serde_json::json!({ "topic": self.topic }))))
+        Ok(Some(OperatorSnapshot::new(
+            serde_json::json!({ "topic": self.topic }),
+        )))
     }
 }

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use rdkafka::Offset;
 use rdkafka::TopicPartitionList;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
@@ -103,7 +103,9 @@ impl std::fmt::Debug for KafkaSource {
             .iter()
             .map(|p| format!("{}-{}@{}", p.topic, p.partition, p.next))
             .collect();
-        f.debug_struct("KafkaSource").field("partitions", &parts).finish()
+        f.debug_struct("KafkaSource")
+            .field("partitions", &parts)
+            .finish()
     }
 }
 
@@ -126,12 +128,19 @@ impl KafkaSource {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("isolation.level", "read_committed")
-            .set("enable.partition.eof", if config.bounded { "true" } else { "false" })
+            .set(
+                "enable.partition.eof",
+                if config.bounded { "true" } else { "false" },
+            )
             // A restored offset already deleted by retention: continue at the earliest.
             .set("auto.offset.reset", "earliest");
-        let consumer: BaseConsumer<QuietContext> = client
-            .create_with_context(QuietContext)
-            .map_err(|e| KafkaError::client(format!("cannot create a Kafka consumer for {bootstrap}"), &e))?;
+        let consumer: BaseConsumer<QuietContext> =
+            client.create_with_context(QuietContext).map_err(|e| {
+                KafkaError::client(
+                    format!("cannot create a Kafka consumer for {bootstrap}"),
+                    &e,
+                )
+            })?;
         let consumer = Arc::new(consumer);
 
         // Every partition of every topic, in a fixed order; ours are k % P == subtask.
@@ -159,11 +168,12 @@ impl KafkaSource {
                     .collect(),
             ),
         };
-        let committed = if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
-            committed_offsets(&consumer, &mine, &bootstrap, timeout)?
-        } else {
-            BTreeMap::new()
-        };
+        let committed =
+            if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
+                committed_offsets(&consumer, &mine, &bootstrap, timeout)?
+            } else {
+                BTreeMap::new()
+            };
 
         let mut partitions = Vec::with_capacity(mine.len());
         let mut assignment = TopicPartitionList::new();
@@ -174,7 +184,10 @@ impl KafkaSource {
                     .map_err(|e| KafkaError::Unreachable {
                         bootstrap: bootstrap.clone(),
                         timeout,
-                        reason: format!("cannot read the offsets of {topic}-{partition}: {}", reason(&e)),
+                        reason: format!(
+                            "cannot read the offsets of {topic}-{partition}: {}",
+                            reason(&e)
+                        ),
                     })
             };
             let (low, high) = watermarks()?;
@@ -192,15 +205,17 @@ impl KafkaSource {
             };
             let end = config.bounded.then_some(high);
             tracing::debug!(%topic, partition, low, high, next, restored = restored.is_some(), "kafka source partition opened");
-            let queue = consumer.split_partition_queue(&topic, partition).ok_or_else(|| {
-                KafkaError::Client {
+            let queue = consumer
+                .split_partition_queue(&topic, partition)
+                .ok_or_else(|| KafkaError::Client {
                     what: format!("cannot open a queue for {topic}-{partition}"),
                     reason: "librdkafka refused".into(),
-                }
-            })?;
+                })?;
             assignment
                 .add_partition_offset(&topic, partition, Offset::Offset(next))
-                .map_err(|e| KafkaError::client(format!("cannot assign {topic}-{partition}"), &e))?;
+                .map_err(|e| {
+                    KafkaError::client(format!("cannot assign {topic}-{partition}"), &e)
+                })?;
             partitions.push(PartitionState {
                 done: end.is_some_and(|end| next >= end),
                 topic,
@@ -242,7 +257,12 @@ fn committed_offsets(
         tpl.add_partition(t, *p);
     }
     let committed = retry_read(timeout, || consumer.committed_offsets(tpl.clone(), timeout))
-        .map_err(|e| KafkaError::client(format!("cannot read the committed offsets from {bootstrap}"), &e))?;
+        .map_err(|e| {
+            KafkaError::client(
+                format!("cannot read the committed offsets from {bootstrap}"),
+                &e,
+            )
+        })?;
     Ok(committed
         .elements()
         .iter()
@@ -279,7 +299,9 @@ impl Source for KafkaSource {
             let idx = (self.next_queue + i) % n;
             let p = &mut self.partitions[idx];
             while read < max && !p.done {
-                let Some(result) = p.queue.poll(Duration::ZERO) else { break };
+                let Some(result) = p.queue.poll(Duration::ZERO) else {
+                    break;
+                };
                 match result {
                     Ok(m) => {
                         let offset = m.offset();
@@ -304,9 +326,11 @@ impl Source for KafkaSource {
                         // it is the true next offset; never jump to `end` on the event
                         // alone: an EOF seen before the end would skip input.
                         let position = consumer.position().ok().and_then(|list| {
-                            list.find_partition(&p.topic, p.partition).and_then(|e| match e.offset() {
-                                Offset::Offset(o) => Some(o),
-                                _ => None,
+                            list.find_partition(&p.topic, p.partition).and_then(|e| {
+                                match e.offset() {
+                                    Offset::Offset(o) => Some(o),
+                                    _ => None,
+                                }
                             })
                         });
                         if let Some(position) = position {
@@ -329,9 +353,17 @@ impl Source for KafkaSource {
         self.next_queue = (self.next_queue + 1) % n.max(1);
         self.returned += read as u64;
         if self.bounded && self.partitions.iter().all(|p| p.done) {
-            return Ok(if read > 0 { SourcePoll::Ready } else { SourcePoll::Drained });
+            return Ok(if read > 0 {
+                SourcePoll::Ready
+            } else {
+                SourcePoll::Drained
+            });
         }
-        Ok(if read > 0 { SourcePoll::Ready } else { SourcePoll::Idle })
+        Ok(if read > 0 {
+            SourcePoll::Ready
+        } else {
+            SourcePoll::Idle
+        })
     }
 
     fn position(&self) -> SourcePosition {

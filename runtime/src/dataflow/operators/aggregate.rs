@@ -423,11 +423,24 @@ impl Operator for AggregateOperator {
         barrier: Barrier,
         _out: &mut Output,
     ) -> Result<Option<OperatorSnapshot>, OperatorError> {
-        let db = self.state.snapshot(&self.location.storage, barrier.id, &self.location.storage_task)?;
+        let db = self.state.snapshot(
+            &self.location.storage,
+            barrier.id,
+            &self.location.storage_task,
+        )?;
         let (files_added, bytes_added) = (db.stats.files_added, db.stats.bytes_added);
         let state_bytes = db.total_bytes();
         let shared_files = db.shared_refs().collect();
-        let state = serde_json::to_value(AggregateSnapshot { watermark: self.watermark.0, db })?;
-        Ok(Some(OperatorSnapshot { state, files_added, bytes_added, state_bytes, shared_files }))
+        let state = serde_json::to_value(AggregateSnapshot {
+            watermark: self.watermark.0,
+            db,
+        })?;
+        Ok(Some(OperatorSnapshot {
+            state,
+            files_added,
+            bytes_added,
+            state_bytes,
+            shared_files,
+        }))
     }
 }
