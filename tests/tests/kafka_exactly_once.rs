@@ -215,16 +215,12 @@ fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
 
 /// Paces the crash test's 200,000 records over ~8 s, so kills land mid-stream.
 ///
-/// Open bug: this test and the other exactly-once tests below have seen committed
-/// output miss records that are in no transaction at all (not even aborted ones),
-/// intermittently, more often with a fresh broker and with other pipelines running.
-/// They pass on most runs; until the cause is found they are `#[ignore]`d so that CI
-/// stays meaningful, and are run by hand with `cargo test --test kafka_exactly_once --
-/// --ignored`.
+/// Records carry event times from 2023 as their Kafka timestamps: the broker must keep
+/// them regardless of age (`log.retention.ms=-1` in scripts/kafka/kafka.sh), or its
+/// first retention pass deletes input and output mid-test.
 const CRASH_TEST_RATE: u64 = 25_000;
 
 #[test]
-#[ignore = "open bug (issue 3): committed output of exactly-once Kafka sinks can miss records; run with --ignored"]
 fn exactly_once_across_fault_points_and_sigkills() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 200_000;
@@ -318,7 +314,6 @@ fn exactly_once_across_fault_points_and_sigkills() {
 }
 
 #[test]
-#[ignore = "open bug (issue 3): committed output of exactly-once Kafka sinks can miss records; run with --ignored"]
 fn a_second_instance_fences_the_first() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 200_000;
@@ -382,7 +377,6 @@ fn a_second_instance_fences_the_first() {
 }
 
 #[test]
-#[ignore = "open bug (issue 3): committed output of exactly-once Kafka sinks can miss records; run with --ignored"]
 fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 30_000;
@@ -491,7 +485,6 @@ fn run_to_end(spec: &Path) {
 }
 
 #[test]
-#[ignore = "open bug (issue 3): committed output of exactly-once Kafka sinks can miss records; run with --ignored"]
 fn without_kafka_sources_the_marker_is_an_offset_on_the_progress_topic() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 20_000;
