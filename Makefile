@@ -22,7 +22,7 @@ help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
 	@echo "make demo-kafka the same words through Kafka: topic -> WASM -> exactly-once topic (own broker)"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
-	@echo "make bench      run the benchmarks, write build/bench.json"
+	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
 	@echo "make kafka-up / kafka-down   a local single-node Kafka (KRaft) on 127.0.0.1"
 
@@ -75,7 +75,10 @@ demo-kafka: build guests
 	  $(KAFKA) groups --describe --group weir.word-count-kafka
 
 bench: build guests
-	cargo run --quiet --bin weir-bench -- --out build/bench.json
+	cargo build --quiet -p weir-tests --bins
+	$(CARGO_TARGET_DIR)/debug/weir-bench --out build/bench.json
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
+	  $(CARGO_TARGET_DIR)/debug/weir-kafka-bench --out build/kafka-bench.json
 
 kafka-up:
 	@$(KAFKA) up
