@@ -3,7 +3,8 @@
 //!
 //! (a) ceiling: a plain librdkafka copy, no Weir: a `BaseConsumer` reads the input
 //!     topic from the beginning up to the end offsets taken at start, and a
-//!     `ThreadedProducer` writes every record to a fresh output topic, then flushes.
+//!     `ThreadedProducer` writes every record to a fresh output topic, then flushes;
+//!     two threads, partitions split between them like Weir's two subtasks.
 //! (b) Weir: Kafka -> WASM `uppercase` -> Kafka, `delivery = "at-least-once"`.
 //! (c) the same with `delivery = "exactly-once"` and checkpoints every second.
 //!
@@ -52,33 +53,61 @@ fn client_config() -> ClientConfig {
     c
 }
 
-/// (a): copies `input` to `output` with plain librdkafka; returns (records, seconds).
+/// Threads of the plain copy: the same parallelism as the Weir pipelines (2).
+const COPY_THREADS: i32 = 2;
+
+/// (a): copies `input` to `output` with plain librdkafka, one consumer and one producer
+/// per thread and partition k going to thread k % COPY_THREADS, like Weir's subtasks;
+/// returns (records, seconds).
 fn plain_copy(input: &str, output: &str) -> anyhow::Result<(u64, f64)> {
+    let probe: BaseConsumer = client_config().create().context("consumer")?;
+    // The end offsets at start bound the read.
+    let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let (_, high) = probe
+            .fetch_watermarks(input, p, TIMEOUT)
+            .context("watermarks")?;
+        ends.insert(p, high);
+    }
+    let started = Instant::now();
+    let threads: Vec<_> = (0..COPY_THREADS)
+        .map(|t| {
+            let (input, output) = (input.to_owned(), output.to_owned());
+            let ends: BTreeMap<i32, i64> = ends
+                .iter()
+                .filter(|(p, _)| **p % COPY_THREADS == t)
+                .map(|(p, e)| (*p, *e))
+                .collect();
+            std::thread::spawn(move || copy_partitions(&input, &output, ends))
+        })
+        .collect();
+    let mut copied = 0;
+    for t in threads {
+        copied += t
+            .join()
+            .map_err(|_| anyhow::anyhow!("copy thread panicked"))??;
+    }
+    Ok((copied, started.elapsed().as_secs_f64()))
+}
+
+/// One thread of the plain copy: partitions `ends.keys()` up to their end offsets.
+fn copy_partitions(input: &str, output: &str, ends: BTreeMap<i32, i64>) -> anyhow::Result<u64> {
     let consumer: BaseConsumer = client_config()
         .set("group.id", kafka::unique_name("bench-ceiling"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .create()
         .context("consumer")?;
-    let producer: ThreadedProducer<DefaultProducerContext> =
-        client_config().create().context("producer")?;
-
-    let started = Instant::now();
-    // The end offsets at start bound the read.
-    let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
-    for p in 0..PARTITIONS {
-        let (_, high) = consumer
-            .fetch_watermarks(input, p, TIMEOUT)
-            .context("watermarks")?;
-        ends.insert(p, high);
-    }
+    let producer: ThreadedProducer<DefaultProducerContext> = client_config()
+        .set("linger.ms", "5")
+        .create()
+        .context("producer")?;
     let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(input, p, Offset::Beginning)?;
+    for p in ends.keys() {
+        tpl.add_partition_offset(input, *p, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
-
-    let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut next: BTreeMap<i32, i64> = ends.keys().map(|p| (*p, 0)).collect();
     let done = |next: &BTreeMap<i32, i64>| ends.iter().all(|(p, end)| next[p] >= *end);
     let mut copied = 0u64;
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -112,7 +141,7 @@ fn plain_copy(input: &str, output: &str) -> anyhow::Result<(u64, f64)> {
         copied += 1;
     }
     producer.flush(Duration::from_secs(120)).context("flush")?;
-    Ok((copied, started.elapsed().as_secs_f64()))
+    Ok(copied)
 }
 
 /// The `weir` binary: `WEIR_BIN`, else next to this one (both in target/debug).
