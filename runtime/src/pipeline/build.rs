@@ -317,22 +317,14 @@ fn chain(
     let mut sinks: Vec<Box<dyn Operator>> = Vec::new();
     for (i, sink) in spec.sinks.iter().enumerate() {
         match sink {
-            SinkSpec::File(file) => {
-                let sink = FileSink::new(
-                    plan::sink_id(i),
-                    sink_file_name(spec, i),
-                    task,
-                    &file.path,
-                    file.format,
-                    restored_id(cx),
-                )
-                .map_err(|source| PipelineError::Connector {
-                    pipeline: spec.name.clone(),
-                    task: task.to_owned(),
-                    source,
-                })?;
-                sinks.push(Box::new(sink));
-            }
+            SinkSpec::File(file) => sinks.push(file_sink(
+                cx,
+                task,
+                plan::sink_id(i),
+                sink_file_name(spec, i),
+                &file.path,
+                file.format,
+            )?),
             SinkSpec::Stdout(stdout) => {
                 sinks.push(Box::new(StdoutSink::new(plan::sink_id(i), stdout.format)))
             }
@@ -357,18 +349,31 @@ fn chain(
 
 fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operator>, PipelineError> {
     let spec = cx.spec;
-    let sink = FileSink::new(
-        plan::DEAD_LETTER_ID,
-        dead_letter_file_name(spec),
+    file_sink(
+        cx,
         task,
+        plan::DEAD_LETTER_ID.to_owned(),
+        dead_letter_file_name(spec),
         &spec.dead_letter.path,
         OutputFormat::Value,
-        restored_id(cx),
     )
-    .map_err(|source| PipelineError::Connector {
-        pipeline: spec.name.clone(),
-        task: task.to_owned(),
-        source,
+}
+
+/// A `FileSink` for `task`, staging from the checkpoint after the restored one.
+fn file_sink(
+    cx: &BuildContext<'_>,
+    task: &str,
+    id: String,
+    name: String,
+    path: &Path,
+    format: OutputFormat,
+) -> Result<Box<dyn Operator>, PipelineError> {
+    let sink = FileSink::new(id, name, task, path, format, restored_id(cx)).map_err(|source| {
+        PipelineError::Connector {
+            pipeline: cx.spec.name.clone(),
+            task: task.to_owned(),
+            source,
+        }
     })?;
     Ok(Box::new(sink))
 }

@@ -194,18 +194,23 @@ delivery = "{delivery}"
     write_file(dir, &format!("{name}.toml"), &text)
 }
 
+/// Starts `weir run --quiet spec` against the benchmark's broker.
+fn spawn_weir(spec: &Path, stderr: Stdio) -> anyhow::Result<std::process::Child> {
+    std::process::Command::new(weir_bin()?)
+        .env_remove("WEIR_FAULT")
+        .args(["run", "--quiet"])
+        .arg(spec)
+        .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .context("spawn weir")
+}
+
 fn weir_run(dir: &Path, input: &str, output: &str, delivery: &str) -> anyhow::Result<f64> {
     let spec = weir_spec(dir, input, output, delivery, true);
     let started = Instant::now();
-    let mut child = std::process::Command::new(weir_bin()?)
-        .env_remove("WEIR_FAULT")
-        .args(["run", "--quiet"])
-        .arg(&spec)
-        .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawn weir")?;
+    let mut child = spawn_weir(&spec, Stdio::piped())?;
     // stderr is drained after exit; --quiet keeps it small.
     let status = child.wait().context("wait for weir")?;
     let seconds = started.elapsed().as_secs_f64();
@@ -257,15 +262,7 @@ fn exactly_once_latency(dir: &Path, count: u64, rate: u64) -> anyhow::Result<(f6
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
     let spec = weir_spec(dir, &input, &output, "exactly-once", false);
-    let mut child = std::process::Command::new(weir_bin()?)
-        .env_remove("WEIR_FAULT")
-        .args(["run", "--quiet"])
-        .arg(&spec)
-        .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("spawn weir")?;
+    let mut child = spawn_weir(&spec, Stdio::null())?;
     // Let the pipeline start before the clock matters.
     std::thread::sleep(Duration::from_secs(3));
 
