@@ -160,6 +160,44 @@ pub mod kafka {
     const TIMEOUT: Duration = Duration::from_secs(30);
 
     /// The broker's bootstrap servers; panics with what to do if unset.
+    /// Writes `<name>.toml` in `dir`: `source` (a `[[sources]]` table) -> WASM
+    /// `uppercase` -> the Kafka topic `output`, parallelism 2, state in `state`,
+    /// checkpoints every `interval`; `sink_extra` adds keys to the Kafka sink.
+    pub fn uppercase_spec(
+        dir: &std::path::Path,
+        name: &str,
+        state: &std::path::Path,
+        interval: &str,
+        source: &str,
+        output: &str,
+        sink_extra: &str,
+    ) -> std::path::PathBuf {
+        let text = format!(
+            r#"
+name = "{name}"
+parallelism = 2
+state_dir = {state}
+
+[checkpoint]
+interval = "{interval}"
+
+{source}
+
+[[steps]]
+type = "map"
+module = {upper}
+
+[[sinks]]
+type = "kafka"
+topic = "{output}"
+{sink_extra}
+"#,
+            state = crate::toml_path(state),
+            upper = crate::toml_path(&crate::guest("uppercase")),
+        );
+        crate::write_file(dir, &format!("{name}.toml"), &text)
+    }
+
     /// Serialises the Kafka tests of one test binary: one pipeline at a time against
     /// the shared broker, so their kill timings and throughput do not depend on each
     /// other on a 2-core machine.

@@ -449,34 +449,6 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     );
 }
 
-/// `source` -> WASM `uppercase` -> Kafka `output`, with extra sink settings; the spec path.
-fn uppercase_spec(dir: &Path, name: &str, source: &str, output: &str, sink_extra: &str) -> PathBuf {
-    let text = format!(
-        r#"
-name = "{name}"
-parallelism = 2
-state_dir = {state}
-
-[checkpoint]
-interval = "200ms"
-
-{source}
-
-[[steps]]
-type = "map"
-module = {upper}
-
-[[sinks]]
-type = "kafka"
-topic = "{output}"
-{sink_extra}
-"#,
-        state = toml_path(&dir.join("state")),
-        upper = toml_path(&guest("uppercase")),
-    );
-    write_file(dir, &format!("{name}.toml"), &text)
-}
-
 fn run_to_end(spec: &Path) {
     let mut child = start(spec, None);
     let status = child.wait().expect("wait");
@@ -493,7 +465,15 @@ fn without_kafka_sources_the_marker_is_an_offset_on_the_progress_topic() {
     let output = kafka::unique_name("eos-gen-out");
     kafka::create_topic(&output, PARTITIONS);
     let source = format!("[[sources]]\ntype = \"generator\"\ncount = {RECORDS}\nseed = 3\n");
-    let spec = uppercase_spec(dir.path(), &name, &source, &output, "");
+    let spec = kafka::uppercase_spec(
+        dir.path(),
+        &name,
+        &dir.path().join("state"),
+        "200ms",
+        &source,
+        &output,
+        "",
+    );
     run_to_end(&spec);
     let values = kafka::committed_values(&output);
     assert_eq!(values.len() as u64, RECORDS);
@@ -541,9 +521,11 @@ fn at_least_once_delivery_writes_every_record() {
     let source = format!(
         "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\n"
     );
-    let spec = uppercase_spec(
+    let spec = kafka::uppercase_spec(
         dir.path(),
         &kafka::unique_name("alo"),
+        &dir.path().join("state"),
+        "200ms",
         &source,
         &output,
         "delivery = \"at-least-once\"",

@@ -20,12 +20,13 @@
 //!   `rate = 0` is unthrottled.
 
 use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::connector::error::ConnectorError;
+use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
 use crate::dataflow::batch::RecordBatch;
 use crate::spec::InvalidField;
@@ -184,10 +185,7 @@ pub struct GeneratorSource {
     parallelism: u64,
     /// Global index of the next record.
     next: u64,
-    /// Records per second for this subtask; 0 = unthrottled.
-    rate: f64,
-    opened: Instant,
-    emitted_since_open: u64,
+    pacer: Pacer,
     scratch: Scratch,
 }
 
@@ -228,12 +226,10 @@ impl GeneratorSource {
             }
         };
         Ok(GeneratorSource {
-            rate: config.rate as f64 / parallelism as f64,
+            pacer: Pacer::new(config.rate, parallelism as usize),
             config,
             parallelism,
             next,
-            opened: Instant::now(),
-            emitted_since_open: 0,
             scratch: Scratch::default(),
         })
     }
@@ -252,21 +248,18 @@ impl Source for GeneratorSource {
         if remaining == 0 {
             return Ok(SourcePoll::Drained);
         }
-        let mut n = remaining.min(max as u64);
-        if self.rate > 0.0 {
-            // One record is due at open, then one every 1/rate seconds.
-            let due = (self.opened.elapsed().as_secs_f64() * self.rate) as u64 + 1;
-            let allowed = due.saturating_sub(self.emitted_since_open);
-            if allowed == 0 {
-                return Ok(SourcePoll::Idle);
-            }
-            n = n.min(allowed);
+        let n = self
+            .pacer
+            .allowance(max)
+            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        if n == 0 {
+            return Ok(SourcePoll::Idle);
         }
         for _ in 0..n {
             self.config.push_record(self.next, out, &mut self.scratch);
             self.next += self.parallelism;
         }
-        self.emitted_since_open += n;
+        self.pacer.released(n);
         Ok(SourcePoll::Ready)
     }
 

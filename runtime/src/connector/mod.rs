@@ -10,6 +10,7 @@ pub mod error;
 pub mod file;
 pub mod generator;
 pub mod kafka;
+pub mod pacer;
 pub mod record_format;
 pub mod source;
 pub mod stdin;

@@ -46,6 +46,9 @@ pub struct MapOutput {
     /// Records to emit, in order: zero or more per input record.
     pub records: RecordBatch,
     pub rejections: Vec<Rejection>,
+    /// The batch that was mapped, handed back (moved, not copied) so the caller can
+    /// name the records `rejections` point at.
+    pub input: RecordBatch,
 }
 
 /// A live mapper guest. Not `Sync`: one thread calls it at a time.
@@ -89,6 +92,7 @@ impl MapperInstance {
         let output = MapOutput {
             records: out.records.into(),
             rejections: out.rejections.into_iter().map(Rejection::from).collect(),
+            input: input.into(),
         };
         let bad = |reason: String| EngineError::BadOutput {
             module: self.guest.module().to_owned(),

@@ -28,7 +28,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use weir_tests::kafka::{self, Input};
-use weir_tests::{guest, repo_root, take_stderr, toml_path, write_file};
+use weir_tests::{guest, repo_root, take_stderr};
 
 const PARTITIONS: i32 = 3;
 const VALUE_BYTES: usize = 100;
@@ -164,34 +164,19 @@ fn weir_bin() -> anyhow::Result<PathBuf> {
 /// Writes the spec of a Weir Kafka -> `uppercase` -> Kafka pipeline with `delivery`.
 fn weir_spec(dir: &Path, input: &str, output: &str, delivery: &str, bounded: bool) -> PathBuf {
     let name = kafka::unique_name(&format!("bench-{delivery}"));
-    let text = format!(
-        r#"
-name = "{name}"
-parallelism = 2
-state_dir = {state}
-
-[checkpoint]
-interval = "1s"
-
-[[sources]]
-type = "kafka"
-topic = "{input}"
-start = "earliest"
-bounded = {bounded}
-
-[[steps]]
-type = "map"
-module = {upper}
-
-[[sinks]]
-type = "kafka"
-topic = "{output}"
-delivery = "{delivery}"
-"#,
-        state = toml_path(&dir.join(format!("state-{name}"))),
-        upper = toml_path(&guest("uppercase")),
+    let source = format!(
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"{input}\"\nstart = \"earliest\"\nbounded = {bounded}\n"
     );
-    write_file(dir, &format!("{name}.toml"), &text)
+    let state = dir.join(format!("state-{name}"));
+    kafka::uppercase_spec(
+        dir,
+        &name,
+        &state,
+        "1s",
+        &source,
+        output,
+        &format!("delivery = \"{delivery}\""),
+    )
 }
 
 /// Starts `weir run --quiet spec` against the benchmark's broker.

@@ -42,6 +42,7 @@ use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
 use crate::dataflow::batch::RecordBatch;
 
@@ -90,10 +91,7 @@ pub struct KafkaSource {
     bounded: bool,
     /// Round-robin start, so one busy partition does not starve the others.
     next_queue: usize,
-    /// Records per second for this subtask (`rate / parallelism`); 0 = unthrottled.
-    rate: f64,
-    opened: std::time::Instant,
-    returned: u64,
+    pacer: Pacer,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -234,9 +232,7 @@ impl KafkaSource {
             partitions,
             bounded: config.bounded,
             next_queue: 0,
-            rate: config.rate as f64 / parallelism.max(1) as f64,
-            opened: std::time::Instant::now(),
-            returned: 0,
+            pacer: Pacer::new(config.rate, parallelism),
         })
     }
 
@@ -282,15 +278,9 @@ impl Source for KafkaSource {
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
         }
-        let mut max = max;
-        if self.rate > 0.0 {
-            // One record is due at open, then one every 1/rate seconds.
-            let due = (self.opened.elapsed().as_secs_f64() * self.rate) as u64 + 1;
-            let allowed = due.saturating_sub(self.returned);
-            if allowed == 0 {
-                return Ok(SourcePoll::Idle);
-            }
-            max = max.min(usize::try_from(allowed).unwrap_or(usize::MAX));
+        let max = self.pacer.allowance(max);
+        if max == 0 {
+            return Ok(SourcePoll::Idle);
         }
         let n = self.partitions.len();
         let consumer = self.consumer.clone();
@@ -351,7 +341,7 @@ impl Source for KafkaSource {
             }
         }
         self.next_queue = (self.next_queue + 1) % n.max(1);
-        self.returned += read as u64;
+        self.pacer.released(read);
         if self.bounded && self.partitions.iter().all(|p| p.done) {
             return Ok(if read > 0 {
                 SourcePoll::Ready

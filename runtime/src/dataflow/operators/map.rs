@@ -69,27 +69,24 @@ impl Operator for MapOperator {
 
     fn handle_batch(&mut self, batch: RecordBatch, out: &mut Output) -> Result<(), OperatorError> {
         let first = self.records_seen;
-        self.records_seen += batch.len() as u64;
-        let call_error = |module: &GuestModule, source| GuestCallError {
-            module: module.name().to_owned(),
-            first,
-            end: first + batch.len() as u64,
-            source,
-        };
+        let end = first + batch.len() as u64;
+        self.records_seen = end;
         let result = match self.instance() {
-            Ok(instance) => instance.map(batch.clone()),
+            Ok(instance) => instance.map(batch),
             Err(e) => Err(e),
         };
-        let output = match result {
-            Ok(output) => output,
-            Err(source) => {
-                // A trapped instance is unusable; a restarted pipeline instantiates anew.
-                self.instance = None;
-                return Err(Box::new(call_error(&self.module, source)));
+        let output = result.map_err(|source| {
+            // A trapped instance is unusable; a restarted pipeline instantiates anew.
+            self.instance = None;
+            GuestCallError {
+                module: self.module.name().to_owned(),
+                first,
+                end,
+                source,
             }
-        };
+        })?;
         for rejection in &output.rejections {
-            let r = batch.get(rejection.index as usize);
+            let r = output.input.get(rejection.index as usize);
             out.reject(
                 &self.id,
                 rejection.reason.clone(),
