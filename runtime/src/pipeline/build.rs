@@ -45,6 +45,10 @@ pub struct BuildContext<'a> {
     pub modules: &'a BTreeMap<usize, Arc<GuestModule>>,
     pub storage: Arc<CheckpointStorage>,
     pub restored: Option<&'a CheckpointMetadata>,
+    /// The run's checkpoints are numbered after this id: the first barrier is
+    /// `checkpoint_base.next()`. It is the restored checkpoint's id, or later (see
+    /// `run::checkpoint_base`); sinks stage their first output for the id after it.
+    pub checkpoint_base: CheckpointId,
     /// Template for every task's context (the task name is filled in per task).
     pub context: TaskContext,
     /// The producers every Kafka sink shares (opened by `run`), if the spec has one.
@@ -226,10 +230,6 @@ fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
     }
 }
 
-fn restored_id(cx: &BuildContext<'_>) -> CheckpointId {
-    cx.restored.map_or(CheckpointId::NONE, |m| m.id)
-}
-
 fn limits(spec: &PipelineSpec) -> GuestLimits {
     GuestLimits {
         memory_bytes: spec.limits.memory,
@@ -339,7 +339,7 @@ fn chain(
                     plan::sink_id(i),
                     kafka.topic.clone(),
                     unit,
-                    restored_id(cx),
+                    cx.checkpoint_base,
                 )));
             }
         }
@@ -368,13 +368,14 @@ fn file_sink(
     path: &Path,
     format: OutputFormat,
 ) -> Result<Box<dyn Operator>, PipelineError> {
-    let sink = FileSink::new(id, name, task, path, format, restored_id(cx)).map_err(|source| {
-        PipelineError::Connector {
-            pipeline: cx.spec.name.clone(),
-            task: task.to_owned(),
-            source,
-        }
-    })?;
+    let sink =
+        FileSink::new(id, name, task, path, format, cx.checkpoint_base).map_err(|source| {
+            PipelineError::Connector {
+                pipeline: cx.spec.name.clone(),
+                task: task.to_owned(),
+                source,
+            }
+        })?;
     Ok(Box::new(sink))
 }
 

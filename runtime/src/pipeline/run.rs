@@ -195,28 +195,16 @@ fn committed_checkpoint(
     latest_checkpoint(spec, storage)
 }
 
-/// The id the coordinator continues from: `restored`, moved past every checkpoint
-/// directory already in storage. Such a directory belongs to a run that crashed in the
-/// middle of a checkpoint, or to a fenced instance still finishing the one it had in
-/// flight (at most one more id): its id is never reused. The step is even, so the sinks,
-/// which count from `restored + 1`, keep checkpoint n's output in Kafka producer n mod 2.
-fn first_checkpoint_after(
-    spec: &PipelineSpec,
-    storage: &CheckpointStorage,
-    restored: CheckpointId,
-) -> Result<CheckpointId, PipelineError> {
-    let ids = storage
-        .checkpoint_ids()
-        .map_err(|source| PipelineError::Storage {
-            pipeline: spec.name.clone(),
-            source,
-        })?;
-    let newest = ids.into_iter().max().unwrap_or(CheckpointId::NONE);
-    let mut last = restored;
-    while last <= newest && newest > restored {
-        last = CheckpointId(last.0 + 2);
+/// The id this run's checkpoints are numbered after: one past every checkpoint id found
+/// in storage at start (`newest`, read before recovery discards anything) and past the
+/// restored one. A restarted run never reuses an id, and leaves one unused: a fenced
+/// instance of the same pipeline may still be finishing the checkpoint after its last
+/// (its transaction will fail to commit, but its files land in storage under that id).
+fn checkpoint_base(newest: Option<CheckpointId>, restored: CheckpointId) -> CheckpointId {
+    match newest {
+        None => restored,
+        Some(newest) => newest.max(restored).next(),
     }
-    Ok(last)
 }
 
 /// Runs `spec` until its sources are drained and the final checkpoint is committed.
@@ -247,6 +235,14 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
             source,
         })?,
     );
+    let newest = storage
+        .checkpoint_ids()
+        .map_err(|source| PipelineError::Storage {
+            pipeline: spec.name.clone(),
+            source,
+        })?
+        .into_iter()
+        .max();
     let restored = match kafka.as_deref().filter(|unit| unit.is_exactly_once()) {
         Some(unit) => committed_checkpoint(spec, &storage, unit)?,
         None => latest_checkpoint(spec, &storage)?,
@@ -280,16 +276,17 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         cancel: cancel.clone(),
         metrics: metrics.clone(),
     };
+    let checkpoint_base = checkpoint_base(newest, restored_id);
     let built = build::build(&BuildContext {
         spec,
         modules: &modules,
         storage: storage.clone(),
         restored: restored.as_ref(),
+        checkpoint_base,
         context,
         kafka,
     })?;
     let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
-    let first_id = first_checkpoint_after(spec, &storage, restored_id)?;
     let coordinator = Coordinator {
         config: CoordinatorConfig {
             pipeline: spec.name.clone(),
@@ -306,7 +303,7 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         committers: built.committers,
         cancel,
         metrics: metrics.clone(),
-        last: first_id,
+        last: checkpoint_base,
     };
 
     let mut threads = Vec::new();

@@ -98,8 +98,8 @@ pub struct FileSink {
 impl FileSink {
     /// `id`: the operator id (`sink-0`, `dead-letter`); `name`: the file-name prefix,
     /// unique among the sinks writing into `dir`; `task`: the subtask's id (`1-0`);
-    /// `restored`: the checkpoint the pipeline restarts from (`CheckpointId::NONE` from
-    /// scratch), so the first records belong to `restored.next()`.
+    /// `base`: the id this run's checkpoints are numbered after (`CheckpointId::NONE` from
+    /// scratch), so the first records belong to `base.next()`.
     ///
     /// Creates `dir` and its staging directory if missing.
     pub fn new(
@@ -108,7 +108,7 @@ impl FileSink {
         task: impl Into<String>,
         dir: impl Into<PathBuf>,
         format: OutputFormat,
-        restored: CheckpointId,
+        base: CheckpointId,
     ) -> Result<Self, ConnectorError> {
         let dir = dir.into();
         let staging = dir.join(STAGING_DIR);
@@ -120,7 +120,7 @@ impl FileSink {
             dir,
             staging,
             format,
-            checkpoint: restored.next(),
+            checkpoint: base.next(),
             file: None,
             line: Vec::with_capacity(256),
         })

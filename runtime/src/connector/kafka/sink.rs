@@ -95,19 +95,19 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    /// `id`: the operator id (`sink-<n>`); `restored`: the checkpoint the run resumed
-    /// from (`NONE` from scratch), so the first records belong to `restored.next()`.
+    /// `id`: the operator id (`sink-<n>`); `base`: the id this run's checkpoints are
+    /// numbered after (`NONE` from scratch), so the first records belong to `base.next()`.
     pub fn new(
         id: impl Into<String>,
         topic: impl Into<String>,
         unit: Arc<KafkaCommitUnit>,
-        restored: CheckpointId,
+        base: CheckpointId,
     ) -> Self {
         KafkaSink {
             id: id.into(),
             topic: topic.into(),
             unit,
-            checkpoint: restored.next(),
+            checkpoint: base.next(),
         }
     }
 }
