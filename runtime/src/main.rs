@@ -12,9 +12,12 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // A task thread's panic fails its pipeline with one `weir: error:` line naming the
+    // task and the panic; the hook keeps the default multi-line report for other threads.
+    weir::dataflow::task_panic::install_hook();
     let cli = weir::cli::Cli::parse();
     match cli.command.execute() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // One line: the error and its causes, outermost first.
             let causes: Vec<String> = e.chain().map(|c| c.to_string()).collect();

@@ -1,6 +1,9 @@
 //! Bad input never panics and never commits partial output: a malformed spec, a
-//! missing module, a non-component module and an unreadable input file each end the run
-//! with one clear line on stderr and a non-zero exit, with nothing in the output dir.
+//! missing module, a non-component module, an unreadable input file, a value past what
+//! the runtime represents (event time, window fan-out, guest limits) and a file sink
+//! path that is a file each end the run with one clear line on stderr and a non-zero
+//! exit, with nothing in the output dir. Event times at the ends of `i64` in the input
+//! are windowed, not a panic.
 
 use std::path::Path;
 
@@ -133,4 +136,212 @@ fn a_good_run_of_the_same_spec_commits_its_output() {
     let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert_eq!(committed_lines(&dir.path().join("out")), ["HELLO", "WEIR"]);
+}
+
+/// Asserts a refused run whose one stderr line is exactly `weir: error: <line>`.
+fn assert_refused_with(dir: &Path, spec: &Path, line: &str) {
+    let err = assert_refused(dir, spec, line);
+    assert_eq!(err.trim_end(), format!("weir: error: {line}"));
+}
+
+/// A generator -> windowed aggregate -> file sink spec, with `source_extra` appended to
+/// the generator and `window` as the aggregate's window.
+fn windowed_spec(dir: &Path, source_extra: &str, window: &str) -> String {
+    format!(
+        r#"
+name = "bad-input"
+state_dir = {state}
+
+[[sources]]
+type = "generator"
+count = 100
+{source_extra}
+
+[[steps]]
+type = "aggregate"
+module = {module}
+window = {window}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+        state = toml_path(&dir.join("state")),
+        module = toml_path(&guest("windowed_sum")),
+        out = toml_path(&dir.join("out")),
+    )
+}
+
+const TUMBLING: &str = r#"{ type = "tumbling", size = "10s" }"#;
+
+#[test]
+fn an_event_time_skew_past_what_event_time_holds_is_refused() {
+    // Issue 7 §3: this skew made the generator's thread panic ("attempt to add with
+    // overflow") and the run end on a checkpoint timeout.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = windowed_spec(
+        dir.path(),
+        r#"event_time_skew = "18446744073709551615ms""#,
+        TUMBLING,
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    assert_refused_with(
+        dir.path(),
+        &spec,
+        &format!(
+            "{} line 8: event_time_skew: duration \"18446744073709551615ms\" is too large: at most \"876000h\" (100 years)",
+            spec.display()
+        ),
+    );
+}
+
+#[test]
+fn a_start_time_outside_event_time_is_refused() {
+    // Issue 7 §3: with a tumbling window, this start made the aggregate's thread panic
+    // ("attempt to subtract with overflow").
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = windowed_spec(dir.path(), "start_time = -9223372036854775808", TUMBLING);
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    assert_refused_with(
+        dir.path(),
+        &spec,
+        &format!(
+            "{} line 8: start_time -9223372036854775808 is outside the event-time range \
+             -8640000000000000..=8640000000000000 (ms since the Unix epoch)",
+            spec.display()
+        ),
+    );
+}
+
+#[test]
+fn a_hopping_window_fan_out_past_the_bound_is_refused() {
+    // Issue 7 §2: 3.6 million windows per record took 3.7 GB and produced nothing.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = windowed_spec(
+        dir.path(),
+        "",
+        r#"{ type = "hopping", size = "1h", slide = "1ms" }"#,
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    assert_refused_with(
+        dir.path(),
+        &spec,
+        &format!(
+            "{} line 13: hopping window size 1h and slide 1ms put every record in 3600000 \
+             windows; at most 1000 are allowed: make slide at least 3600ms",
+            spec.display()
+        ),
+    );
+}
+
+#[test]
+fn guest_limits_past_their_maxima_are_refused() {
+    // Issue 7 §5: a huge call_timeout disabled the deadline; memory had no upper bound.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a\n");
+    let base = spec_text(dir.path(), &input, &guest("uppercase"));
+    for (limit, message) in [
+        (
+            r#"call_timeout = "2m""#,
+            "call_timeout must be at most 60s: a guest call holds up its task's checkpoints for as long as it runs",
+        ),
+        (
+            r#"memory = "8GiB""#,
+            "memory must be at most 4GiB: a wasm32 guest cannot address more",
+        ),
+    ] {
+        let spec = write_file(
+            dir.path(),
+            "spec.toml",
+            &format!("{base}\n[limits]\n{limit}\n"),
+        );
+        assert_refused_with(
+            dir.path(),
+            &spec,
+            &format!("{} line 18: {message}", spec.display()),
+        );
+    }
+}
+
+#[test]
+fn a_file_sink_path_that_is_a_file_is_refused() {
+    // Issue 7 §5: this was reported as "cannot list input directory".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a\n");
+    let out = write_file(dir.path(), "out", "not a directory\n");
+    let spec = write_file(
+        dir.path(),
+        "spec.toml",
+        &spec_text(dir.path(), &input, &guest("uppercase")),
+    );
+    assert_refused_with(
+        dir.path(),
+        &spec,
+        &format!(
+            "{} line 15: path {} is not a directory: a file sink writes its files into a directory",
+            spec.display(),
+            out.display()
+        ),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("read"),
+        "not a directory\n",
+        "the file is left alone"
+    );
+}
+
+#[test]
+fn event_times_at_the_ends_of_i64_are_windowed_not_a_panic() {
+    // Issue 7 §3: input (not the spec) may carry any i64 event time. The windows at
+    // i64's ends are cut short (at i64::MIN, and at i64::MAX - 1: state keys reserve the
+    // end i64::MAX for unwindowed state) instead of overflowing.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "in.jsonl",
+        &[
+            r#"{"user":"a","value":1,"ts":-9223372036854775808}"#,
+            r#"{"user":"a","value":2,"ts":0}"#,
+            r#"{"user":"a","value":3,"ts":9223372036854775807}"#,
+            "",
+        ]
+        .join("\n"),
+    );
+    let text = format!(
+        r#"
+name = "extreme-times"
+state_dir = {state}
+
+[[sources]]
+type = "file"
+path = {input}
+format = "jsonl"
+key_field = "user"
+timestamp_field = "ts"
+
+[[steps]]
+type = "aggregate"
+module = {module}
+window = {TUMBLING}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+        state = toml_path(&dir.path().join("state")),
+        input = toml_path(&input),
+        module = toml_path(&guest("windowed_sum")),
+        out = toml_path(&dir.path().join("out")),
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        committed_lines(&dir.path().join("out")),
+        [
+            r#"{"key":"a","window_start":-9223372036854775808,"window_end":-9223372036854770000,"sum":1}"#,
+            r#"{"key":"a","window_start":0,"window_end":10000,"sum":2}"#,
+            r#"{"key":"a","window_start":9223372036854770000,"window_end":9223372036854775806,"sum":3}"#,
+        ]
+    );
 }

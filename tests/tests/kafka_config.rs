@@ -100,7 +100,7 @@ fn bad_configurations_are_refused_and_write_nothing() {
         r#"transaction_timeout = "10s""#,
     );
     assert!(
-        e.contains("transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + checkpoint timeout 1m + restart_budget 30s = 90500ms"),
+        e.contains("transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + 2 x checkpoint timeout 1m + restart_budget 30s = 150500ms"),
         "{e}"
     );
 

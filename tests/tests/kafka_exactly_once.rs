@@ -457,7 +457,7 @@ fn run_to_end(spec: &Path) {
 }
 
 #[test]
-fn without_kafka_sources_the_marker_is_an_offset_on_the_progress_topic() {
+fn without_kafka_sources_the_marker_is_an_offset_and_a_record_on_the_progress_topic() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 20_000;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -487,20 +487,23 @@ fn without_kafka_sources_the_marker_is_an_offset_on_the_progress_topic() {
         "uppercased"
     );
 
-    // The marker: offset = checkpoint id on partition 0 of weir.weir-progress, in the
-    // pipeline's group, with the id in the metadata.
+    // The marker: offset = checkpoint id on partition 0 of the pipeline's progress
+    // topic weir.<name>.progress, in the pipeline's group, with the id in the metadata;
+    // and the same marker as the newest record of that topic, read_committed.
     let storage = CheckpointStorage::open(dir.path().join("state/checkpoints")).expect("storage");
     let last = storage
         .latest_complete()
         .expect("list")
         .expect("a checkpoint");
-    let committed = kafka::committed_offsets(&format!("weir.{name}"), "weir.weir-progress");
+    let progress_topic = format!("weir.{name}.progress");
+    let marker = format!("weir:{name}:0:checkpoint={}", last.0);
+    let committed = kafka::committed_offsets(&format!("weir.{name}"), &progress_topic);
+    assert_eq!(committed.get(&0), Some(&(last.0 as i64, marker.clone())));
+    let records = kafka::read_all(&progress_topic, "read_committed");
     assert_eq!(
-        committed.get(&0),
-        Some(&(
-            last.0 as i64,
-            format!("weir:{name}:0:checkpoint={}", last.0)
-        ))
+        records.last(),
+        Some(&(format!("weir:{name}:0"), marker)),
+        "the progress topic's newest marker"
     );
     // A second run resumes from that checkpoint and writes nothing more.
     run_to_end(&spec);

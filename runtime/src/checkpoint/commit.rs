@@ -5,6 +5,12 @@
 //! It must be idempotent: on recovery the coordinator calls it again with the restored
 //! checkpoint's snapshots, because a crash may have come between "complete" and
 //! "committed". A commit that fails fails the pipeline into recovery.
+//!
+//! Both phases get the checkpoint's deadline (trigger + checkpoint timeout): the
+//! checkpoint timeout bounds the whole round, so a Kafka transaction's lifetime has a
+//! known bound (see `connector::kafka::preflight`).
+
+use std::time::Instant;
 
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
@@ -18,14 +24,18 @@ pub trait Committer: Send {
     /// Phase one, after every task acknowledged `id` and before its metadata is written:
     /// make `id`'s output durable but invisible (a Kafka producer flushes; staged files
     /// were already fsynced by their tasks).
-    fn pre_commit(&mut self, _id: CheckpointId) -> Result<(), CommitError> {
+    fn pre_commit(&mut self, _id: CheckpointId, _deadline: Instant) -> Result<(), CommitError> {
         Ok(())
     }
 
     /// Makes checkpoint `metadata.id`'s staged output visible. The metadata holds every
     /// task's snapshots (`snapshots_of(self.operator_id())` for this sink's own, and the
     /// source positions a Kafka sink commits as its progress marker).
-    fn commit(&mut self, metadata: &CheckpointMetadata) -> Result<(), CommitError>;
+    fn commit(
+        &mut self,
+        metadata: &CheckpointMetadata,
+        deadline: Instant,
+    ) -> Result<(), CommitError>;
 
     /// Called once at start, after restoring `restored` (NONE when starting from
     /// scratch) and redoing its commit: drop whatever was staged for later checkpoints.

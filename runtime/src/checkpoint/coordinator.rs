@@ -14,12 +14,19 @@
 //!    redone on recovery, because a crash can fall between 4 and 5.
 //! 6. Retain the last `retain` complete checkpoints; garbage-collect the rest.
 //!
+//! The checkpoint timeout bounds steps 1-5 together: pre-commit and commit get the
+//! deadline that the acknowledgements had.
+//!
 //! A bounded run ends with a final checkpoint, triggered as soon as every source has
-//! read all its input; after it, the tasks exit.
+//! read all its input; after it, the tasks exit. A stop request (`stop` non-zero: the
+//! signal number of a SIGINT or SIGTERM) ends any run with one more ordinary
+//! checkpoint, committed like every other, after which the tasks are cancelled: what
+//! they produced past its barrier belongs to a checkpoint that never completes, and
+//! the next run resumes from the stop checkpoint.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -76,6 +83,27 @@ pub enum CoordinatorError {
     TasksGone { pipeline: String },
 }
 
+/// How often the coordinator looks at the stop flag while it waits for the next trigger.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// How a run that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every source drained; this was the final checkpoint.
+    Finished(CheckpointId),
+    /// Stopped on request (the signal number) after this checkpoint committed.
+    Stopped { checkpoint: CheckpointId, signal: usize },
+}
+
+impl RunEnd {
+    /// The last checkpoint of the run.
+    pub fn checkpoint(self) -> CheckpointId {
+        match self {
+            RunEnd::Finished(id) | RunEnd::Stopped { checkpoint: id, .. } => id,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
     pub pipeline: String,
@@ -97,40 +125,50 @@ pub struct Coordinator {
     pub tasks: BTreeSet<String>,
     pub committers: Vec<Box<dyn Committer>>,
     pub cancel: Arc<AtomicBool>,
+    /// Non-zero: stop after one more checkpoint (the value is the signal's number).
+    pub stop: Arc<AtomicUsize>,
     pub metrics: Arc<PipelineMetrics>,
-    /// The checkpoint the run was restored from (`NONE` from scratch).
+    /// The id this run's checkpoints are numbered after (see `pipeline::run`).
     pub last: CheckpointId,
+    /// The last committed checkpoint: the restored one (`NONE` from scratch), then each
+    /// one this run commits. Recorded in every checkpoint's metadata.
+    pub committed: CheckpointId,
 }
 
 impl Coordinator {
-    /// Runs checkpoints until the final one (bounded sources) or a failure. On failure,
-    /// every task is cancelled before returning.
-    pub fn run(mut self) -> Result<CheckpointId, CoordinatorError> {
+    /// Runs checkpoints until the final one (bounded sources), a stop request or a
+    /// failure. Unless the run finished, every task is cancelled before returning.
+    pub fn run(mut self) -> Result<RunEnd, CoordinatorError> {
         let result = self.run_inner();
-        if result.is_err() {
+        if !matches!(result, Ok(RunEnd::Finished(_))) {
             self.cancel.store(true, Ordering::SeqCst);
         }
         result
     }
 
-    fn run_inner(&mut self) -> Result<CheckpointId, CoordinatorError> {
+    fn run_inner(&mut self) -> Result<RunEnd, CoordinatorError> {
         let mut drained = BTreeSet::new();
         let mut next = Instant::now() + self.config.interval;
         loop {
             let all_drained = drained.len() == self.sources.len();
-            if all_drained || Instant::now() >= next {
+            let signal = self.stop.load(Ordering::SeqCst);
+            if all_drained || signal != 0 || Instant::now() >= next {
                 let id = self.last.next();
                 self.checkpoint(id, all_drained, &mut drained)?;
                 if all_drained {
-                    return Ok(id);
+                    return Ok(RunEnd::Finished(id));
+                }
+                if signal != 0 {
+                    return Ok(RunEnd::Stopped {
+                        checkpoint: id,
+                        signal,
+                    });
                 }
                 next = Instant::now() + self.config.interval;
                 continue;
             }
-            match self
-                .events
-                .recv_timeout(next.saturating_duration_since(Instant::now()))
-            {
+            let wait = next.saturating_duration_since(Instant::now()).min(STOP_POLL);
+            match self.events.recv_timeout(wait) {
                 Ok(event) => self.on_idle_event(event, &mut drained)?,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
@@ -218,7 +256,7 @@ impl Coordinator {
         fault::hit(FaultPoint::BeforePreCommit);
         for committer in &mut self.committers {
             committer
-                .pre_commit(id)
+                .pre_commit(id, deadline)
                 .map_err(|source| CoordinatorError::Commit {
                     pipeline: self.config.pipeline.clone(),
                     checkpoint: id,
@@ -249,6 +287,7 @@ impl Coordinator {
             files_added,
             bytes_added,
             state_bytes,
+            committed_before: self.committed,
             tasks: acks,
         };
         metadata
@@ -268,9 +307,15 @@ impl Coordinator {
         tracing::debug!(pipeline = %self.config.pipeline, checkpoint = %id, ?duration, files_added, bytes_added, "checkpoint complete");
 
         fault::hit(FaultPoint::BeforeCommit);
-        commit_all(&self.config.pipeline, &mut self.committers, &metadata)?;
+        commit_all(
+            &self.config.pipeline,
+            &mut self.committers,
+            &metadata,
+            deadline,
+        )?;
         fault::hit(FaultPoint::AfterCommit);
         self.last = id;
+        self.committed = id;
 
         crate::checkpoint::retention::retain(&self.storage, self.config.retain).map_err(
             |source| CoordinatorError::Storage {
@@ -283,16 +328,17 @@ impl Coordinator {
     }
 }
 
-/// Commits checkpoint `metadata.id` in every committer; also used to redo the commit
-/// of the restored checkpoint on recovery.
+/// Commits checkpoint `metadata.id` in every committer by `deadline`; also used to
+/// redo the commit of the restored checkpoint on recovery.
 pub fn commit_all(
     pipeline: &str,
     committers: &mut [Box<dyn Committer>],
     metadata: &CheckpointMetadata,
+    deadline: Instant,
 ) -> Result<(), CoordinatorError> {
     for (i, committer) in committers.iter_mut().enumerate() {
         committer
-            .commit(metadata)
+            .commit(metadata, deadline)
             .map_err(|source| CoordinatorError::Commit {
                 pipeline: pipeline.to_owned(),
                 checkpoint: metadata.id,

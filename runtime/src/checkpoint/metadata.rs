@@ -47,6 +47,11 @@ pub struct CheckpointMetadata {
     /// Bytes of all the state this checkpoint references.
     #[serde(default)]
     pub state_bytes: u64,
+    /// The last checkpoint whose output was committed when this one was taken (`NONE`:
+    /// none yet). Recovery reads it when the Kafka progress markers are missing: a
+    /// checkpoint taken after a commit proves that a marker existed and was lost.
+    #[serde(default)]
+    pub committed_before: CheckpointId,
     /// task -> operator id -> snapshot.
     pub tasks: BTreeMap<String, BTreeMap<String, OperatorSnapshot>>,
 }

@@ -6,6 +6,7 @@
 //! shared/<task>/<shared-name>.sst     SST files, shared between checkpoints
 //! chk-<id:010>/<task>/<file>          files private to one checkpoint (CURRENT, MANIFEST-*, ...)
 //! chk-<id:010>/_metadata              written LAST: a checkpoint is complete iff it exists
+//! .weir-checkpoints                   says the directory is Weir's (see below)
 //! ```
 //!
 //! Invariants:
@@ -28,9 +29,19 @@
 //!   Names (tasks, shared names, private files) are single path components; task names
 //!   may not start with `_` or `.` (reserved for `_metadata` and temp files).
 //!
+//! - Weir deletes only what it made. [`open`] takes an empty or new directory (and
+//!   writes `.weir-checkpoints` into it), a directory holding that file, or one
+//!   holding nothing but Weir's own names (an older Weir's storage, which it then
+//!   marks); any other non-empty directory is refused. [`remove_all`] (`--from-scratch`)
+//!   removes only Weir's own entries, and only from a directory that passes the same test.
+//! - A fenced storage (its [`Fence`] raised: this instance no longer owns the pipeline)
+//!   refuses every write, discard and gc with [`StorageError::Fenced`]; reads still work.
+//!
 //! The API is narrow on purpose (put/has/fetch of named files, metadata bytes, listing,
 //! discard, gc) so an object store can implement the same operations later.
 //!
+//! [`open`]: CheckpointStorage::open
+//! [`remove_all`]: CheckpointStorage::remove_all
 //! [`write_metadata`]: CheckpointStorage::write_metadata
 //! [`discard`]: CheckpointStorage::discard
 //! [`put_shared`]: CheckpointStorage::put_shared
@@ -45,7 +56,7 @@ use std::time::SystemTime;
 
 use thiserror::Error;
 
-use crate::checkpoint::CheckpointId;
+use crate::checkpoint::{CheckpointId, Fence};
 
 /// Directory (under the root) holding the files shared between checkpoints.
 const SHARED_DIR: &str = "shared";
@@ -53,6 +64,8 @@ const SHARED_DIR: &str = "shared";
 const CHECKPOINT_DIR_PREFIX: &str = "chk-";
 /// Name of the file whose presence makes a checkpoint complete.
 const METADATA_FILE: &str = "_metadata";
+/// The file that marks a directory as Weir's checkpoint storage.
+const OWNER_FILE: &str = ".weir-checkpoints";
 /// Extension of shared files (RocksDB SSTs).
 const SHARED_EXTENSION: &str = "sst";
 
@@ -82,6 +95,18 @@ pub enum StorageError {
         checkpoint_id: CheckpointId,
         path: PathBuf,
     },
+    /// The directory holds things Weir did not put there.
+    #[error(
+        "{}: not a weir checkpoint directory (it holds {entry:?} and no {OWNER_FILE} file); weir neither writes nor deletes there: point [checkpoint] dir at an empty or new directory",
+        root.display()
+    )]
+    NotOurs { root: PathBuf, entry: String },
+    /// This instance was fenced: another one owns the pipeline and its storage now.
+    #[error(
+        "{}: not written, this instance was fenced (another instance owns the pipeline now)",
+        root.display()
+    )]
+    Fenced { root: PathBuf },
     /// The checkpoint has no `_metadata` (it is incomplete or does not exist).
     #[error("checkpoint {checkpoint_id} is not complete: no {}", path.display())]
     NotComplete {
@@ -118,15 +143,65 @@ pub struct GcReport {
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
     root: PathBuf,
+    fence: Fence,
 }
 
 impl CheckpointStorage {
-    /// Opens (creating if needed) the storage rooted at `root`.
+    /// Opens (creating if needed) the storage rooted at `root`; refuses a non-empty
+    /// directory that is not Weir's (see the module docs).
     pub fn open(root: impl AsRef<Path>) -> Result<Self, StorageError> {
         let root = root.as_ref().to_path_buf();
         ensure_dir(&root)?;
+        check_ours(&root)?;
+        let owner = root.join(OWNER_FILE);
+        if !exists(&owner)? {
+            fs::write(&owner, b"weir checkpoint storage\n")
+                .map_err(|e| io_err("create", &owner, e))?;
+        }
         ensure_dir(&root.join(SHARED_DIR))?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            fence: Fence::default(),
+        })
+    }
+
+    /// Deletes every checkpoint and shared file under `root`, and nothing else: refused
+    /// (with nothing deleted) if `root` is not Weir's. A missing `root` is fine.
+    pub fn remove_all(root: &Path) -> Result<(), StorageError> {
+        if !root.exists() {
+            return Ok(());
+        }
+        check_ours(root)?;
+        for entry in read_dir(root)? {
+            let entry = entry.map_err(|e| io_err("list", root, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if is_weir_entry(&name) && name != OWNER_FILE {
+                let path = entry.path();
+                let removed = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                removed.map_err(|e| io_err("remove", &path, e))?;
+            }
+        }
+        sync_dir(root)
+    }
+
+    /// The same storage, refusing writes once `fence` is raised.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    fn check_fence(&self) -> Result<(), StorageError> {
+        if self.fence.is_raised() {
+            return Err(StorageError::Fenced {
+                root: self.root.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The root directory.
@@ -142,6 +217,7 @@ impl CheckpointStorage {
         shared_name: &str,
         src: &Path,
     ) -> Result<u64, StorageError> {
+        self.check_fence()?;
         let dest = self.shared_path(task, shared_name)?;
         if exists(&dest)? {
             return Ok(0);
@@ -178,6 +254,7 @@ impl CheckpointStorage {
         name: &str,
         src: &Path,
     ) -> Result<u64, StorageError> {
+        self.check_fence()?;
         let dest = self.private_path(checkpoint_id, task, name)?;
         if self.is_complete(checkpoint_id)? {
             return Err(StorageError::AlreadyComplete {
@@ -230,6 +307,7 @@ impl CheckpointStorage {
         checkpoint_id: CheckpointId,
         bytes: &[u8],
     ) -> Result<(), StorageError> {
+        self.check_fence()?;
         let dir = self.checkpoint_dir(checkpoint_id);
         let path = self.metadata_path(checkpoint_id);
         ensure_dir(&dir)?;
@@ -306,6 +384,7 @@ impl CheckpointStorage {
     /// complete half-deleted). Shared files are left to [`gc`](Self::gc). Returns whether
     /// it existed.
     pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        self.check_fence()?;
         let dir = self.checkpoint_dir(checkpoint_id);
         if !exists(&dir)? {
             return Ok(false);
@@ -333,6 +412,7 @@ impl CheckpointStorage {
         keep: &[CheckpointId],
         referenced: &HashSet<(String, String)>,
     ) -> Result<GcReport, StorageError> {
+        self.check_fence()?;
         let mut report = GcReport::default();
         let newest_complete = self.latest_complete()?;
         for id in self.checkpoint_ids()? {
@@ -449,6 +529,32 @@ impl CheckpointStorage {
 }
 
 /// `chk-0000000042` -> 42; anything else (including non-canonical padding) -> None.
+/// Whether `name` is one Weir creates directly under a storage root.
+fn is_weir_entry(name: &str) -> bool {
+    name == OWNER_FILE
+        || name == SHARED_DIR
+        || parse_checkpoint_dir(name).is_some()
+        || (name.starts_with('.') && name.contains(".tmp-"))
+}
+
+/// Refuses a directory that is neither marked as Weir's nor holds only Weir's names.
+fn check_ours(root: &Path) -> Result<(), StorageError> {
+    if exists(&root.join(OWNER_FILE))? {
+        return Ok(());
+    }
+    for entry in read_dir(root)? {
+        let entry = entry.map_err(|e| io_err("list", root, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_weir_entry(&name) {
+            return Err(StorageError::NotOurs {
+                root: root.to_owned(),
+                entry: name,
+            });
+        }
+    }
+    Ok(())
+}
+
 fn parse_checkpoint_dir(name: &str) -> Option<u64> {
     let digits = name.strip_prefix(CHECKPOINT_DIR_PREFIX)?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -760,6 +866,79 @@ mod tests {
         assert!(storage.discard(CheckpointId(3)).expect("discard"));
         assert!(!storage.discard(CheckpointId(3)).expect("discard twice"));
         assert_eq!(storage.complete_checkpoints().expect("complete"), ids(&[1]));
+    }
+
+    #[test]
+    fn a_fenced_storage_refuses_every_write_but_still_reads() {
+        let (dir, storage) = storage();
+        let src = dir.path().join("f");
+        write(&src, b"x");
+        storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
+        let fence = Fence::default();
+        let storage = storage.with_fence(fence.clone());
+        storage.put_shared("agg-0", "a", &src).expect("not fenced yet");
+        fence.raise();
+        let fenced = |r: Result<(), StorageError>| matches!(r, Err(StorageError::Fenced { .. }));
+        assert!(fenced(storage.put_shared("agg-0", "b", &src).map(|_| ())));
+        assert!(fenced(
+            storage
+                .put_private(CheckpointId(2), "agg-0", "CURRENT", &src)
+                .map(|_| ())
+        ));
+        assert!(fenced(storage.write_metadata(CheckpointId(2), b"m2")));
+        assert!(fenced(storage.discard(CheckpointId(1)).map(|_| ())));
+        assert!(fenced(
+            storage
+                .gc(&[], &HashSet::new())
+                .map(|_| ())
+        ));
+        assert_eq!(storage.read_metadata(CheckpointId(1)).expect("read"), b"m1");
+        assert_eq!(storage.complete_checkpoints().expect("list"), ids(&[1]));
+    }
+
+    #[test]
+    fn only_weirs_own_directories_are_opened_and_emptied() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Someone else's directory: refused, and nothing in it is touched.
+        let theirs = dir.path().join("theirs");
+        fs::create_dir(&theirs).expect("mkdir");
+        write(&theirs.join("thesis.tex"), b"years of work");
+        for refused in [
+            CheckpointStorage::open(&theirs).map(|_| ()),
+            CheckpointStorage::remove_all(&theirs),
+        ] {
+            match refused {
+                Err(StorageError::NotOurs { entry, .. }) => assert_eq!(entry, "thesis.tex"),
+                other => panic!("must be refused: {other:?}"),
+            }
+        }
+        assert!(theirs.join("thesis.tex").exists());
+        assert!(!theirs.join(OWNER_FILE).exists());
+
+        // Ours: marked on creation; emptied of checkpoints, shared files only.
+        let ours = dir.path().join("ours");
+        let storage = CheckpointStorage::open(&ours).expect("open");
+        assert!(ours.join(OWNER_FILE).exists());
+        let src = dir.path().join("f");
+        write(&src, b"x");
+        storage.put_shared("agg-0", "a", &src).expect("shared");
+        storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
+        write(&ours.join("notes.txt"), b"left by a user later");
+        CheckpointStorage::remove_all(&ours).expect("remove");
+        let mut left: Vec<String> = fs::read_dir(&ours)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec![OWNER_FILE.to_owned(), "notes.txt".to_owned()]);
+
+        // An older Weir's storage (no mark, only Weir's names) is adopted.
+        let old = dir.path().join("old");
+        fs::create_dir_all(old.join("shared")).expect("mkdir");
+        fs::create_dir_all(old.join("chk-0000000003")).expect("mkdir");
+        CheckpointStorage::open(&old).expect("adopted");
+        assert!(old.join(OWNER_FILE).exists());
+        CheckpointStorage::remove_all(dir.path().join("missing").as_path()).expect("missing is fine");
     }
 
     #[test]

@@ -4,6 +4,8 @@ pub mod checkpoints;
 pub mod run;
 pub mod validate;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 /// Weir: stream processing with WebAssembly transforms and exactly-once output.
@@ -25,11 +27,15 @@ pub enum Command {
 }
 
 impl Command {
-    pub fn execute(self) -> anyhow::Result<()> {
+    /// Runs the subcommand; the exit code it asks for (`run` stopped by a signal
+    /// exits 128 + its number).
+    pub fn execute(self) -> anyhow::Result<ExitCode> {
         match self {
             Command::Run(args) => run::execute(args),
-            Command::Validate(args) => validate::execute(args),
-            Command::Checkpoints(args) => checkpoints::execute(args),
+            Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Checkpoints(args) => {
+                checkpoints::execute(args).map(|()| ExitCode::SUCCESS)
+            }
         }
     }
 }

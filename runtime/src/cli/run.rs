@@ -1,8 +1,24 @@
-//! `weir run SPEC.toml`: runs a pipeline locally until its sources are drained.
+//! `weir run SPEC.toml`: runs a pipeline locally until its sources are drained, or until
+//! SIGINT or SIGTERM.
+//!
+//! A first SIGINT/SIGTERM asks the run to stop after one more committed checkpoint;
+//! the run then says where it will resume and exits 130 (SIGINT) or 143 (SIGTERM), as a
+//! shell expects of a command ended by a signal. A second one ends the process at once
+//! with the same code (a guest call is bounded by its deadline, but an operator must
+//! never have to reach for SIGKILL): exactly-once does not need the stop checkpoint,
+//! recovery replays from the last committed one.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
+use anyhow::Context;
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::coordinator::RunEnd;
 use crate::pipeline::{self, RunOptions};
 use crate::spec::PipelineSpec;
 
@@ -11,35 +27,86 @@ pub struct RunArgs {
     /// The pipeline spec (TOML).
     pub spec: PathBuf,
     /// Discard the pipeline's checkpoints and committed file output and start over.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_checkpoint")]
     pub from_scratch: bool,
+    /// Resume from complete checkpoint N, whatever the Kafka progress markers say, and
+    /// discard newer checkpoints (for when the markers were lost: `weir checkpoints`
+    /// lists the candidates).
+    #[arg(long, value_name = "N")]
+    pub from_checkpoint: Option<u64>,
     /// Do not show progress, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
 }
 
-pub fn execute(args: RunArgs) -> anyhow::Result<()> {
+pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let stop = stop_on_signals()?;
     // Pipeline errors already name the pipeline, task and operator.
     let options = RunOptions {
         from_scratch: args.from_scratch,
+        from_checkpoint: args.from_checkpoint.map(CheckpointId),
         show_progress,
+        stop,
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
-    eprintln!(
-        "weir: pipeline {} finished: {} records in, {} out, {} dead letters ({} late); last checkpoint {}{}",
-        spec.name,
-        m.records_in,
-        m.records_out,
-        m.dead_letters,
-        m.late_records,
-        summary.last_checkpoint,
-        match summary.restored_from {
-            Some(id) => format!(" (resumed from checkpoint {id})"),
-            None => String::new(),
-        }
+    let counts = format!(
+        "{} records in, {} out, {} dead letters ({} late)",
+        m.records_in, m.records_out, m.dead_letters, m.late_records
     );
-    Ok(())
+    let resumed = match summary.restored_from {
+        Some(id) => format!(" (resumed from checkpoint {id})"),
+        None => String::new(),
+    };
+    match summary.end {
+        RunEnd::Finished(last) => {
+            eprintln!(
+                "weir: pipeline {} finished: {counts}; last checkpoint {last}{resumed}",
+                spec.name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        RunEnd::Stopped { checkpoint, signal } => {
+            eprintln!(
+                "weir: pipeline {} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
+                spec.name,
+                signal_name(signal)
+            );
+            Ok(ExitCode::from(exit_code(signal)))
+        }
+    }
+}
+
+/// A flag set to the signal's number by the first SIGINT or SIGTERM; the second one
+/// exits the process at once.
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicUsize>> {
+    let stop = Arc::new(AtomicUsize::new(0));
+    let requested = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        // Registered first, so it sees `requested` as it was before this signal.
+        signal_hook::flag::register_conditional_shutdown(
+            signal,
+            i32::from(exit_code(signal as usize)),
+            requested.clone(),
+        )
+        .and_then(|_| signal_hook::flag::register(signal, requested.clone()))
+        .and_then(|_| signal_hook::flag::register_usize(signal, stop.clone(), signal as usize))
+        .context("cannot install the SIGINT/SIGTERM handlers")?;
+    }
+    Ok(stop)
+}
+
+/// 128 + the signal number, as shells report a command ended by a signal.
+fn exit_code(signal: usize) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(1)
+}
+
+fn signal_name(signal: usize) -> &'static str {
+    match signal as i32 {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
 }

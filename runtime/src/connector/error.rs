@@ -19,6 +19,10 @@ pub enum ConnectorError {
     #[error("cannot list input directory {}: {}", .path.display(), io_reason(.error))]
     ListInput { path: PathBuf, error: io::Error },
 
+    /// A file sink's (or the dead-letter output's) directory, or its staging directory.
+    #[error("cannot list output directory {}: {}", .path.display(), io_reason(.error))]
+    ListOutput { path: PathBuf, error: io::Error },
+
     #[error("cannot write {}: {}", .path.display(), io_reason(.error))]
     Write { path: PathBuf, error: io::Error },
 

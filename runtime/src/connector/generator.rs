@@ -10,7 +10,8 @@
 //!     splitmix64 sequence seeded with `h ^ g`, appended until the text is at least
 //!     `value_size` bytes long (so empty when `value_size` is 0);
 //!   - timestamp = `start_time + i * time_step - g % (event_time_skew + 1)` (in ms,
-//!     saturating).
+//!     saturating). `validate` refuses a config whose timestamps could leave
+//!     `±MAX_EVENT_TIME_MS`, so saturation only guards what the spec already refuses.
 //! - Subtask `j` of `P` produces exactly the indices `i ≡ j (mod P)` in increasing order,
 //!   so the union over subtasks is the same for every `P`.
 //! - The position `{"next": i}` is the index of the next record this subtask would
@@ -30,6 +31,7 @@ use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
 use crate::dataflow::batch::RecordBatch;
 use crate::spec::InvalidField;
+use crate::spec::checks::MAX_EVENT_TIME_MS;
 use crate::spec::units;
 
 /// Default key cardinality.
@@ -117,6 +119,45 @@ impl GeneratorConfig {
                 format!("value_size must be at most {MAX_VALUE_SIZE}"),
             ));
         }
+        self.check_event_times()
+    }
+
+    /// Every timestamp lies within `±MAX_EVENT_TIME_MS`: the earliest possible one is
+    /// `start_time - event_time_skew`, the latest `start_time + (count - 1) * time_step`
+    /// (computed in i128: no spec value overflows it).
+    fn check_event_times(&self) -> Result<(), InvalidField> {
+        let (min, max) = (-MAX_EVENT_TIME_MS, MAX_EVENT_TIME_MS);
+        if !(min..=max).contains(&self.start_time) {
+            return Err(InvalidField::new(
+                "start_time",
+                format!(
+                    "start_time {} is outside the event-time range {min}..={max} (ms since the Unix epoch)",
+                    self.start_time
+                ),
+            ));
+        }
+        let start = i128::from(self.start_time);
+        let earliest =
+            start - i128::try_from(self.event_time_skew.as_millis()).unwrap_or(i128::MAX);
+        if earliest < i128::from(min) {
+            return Err(InvalidField::new(
+                "event_time_skew",
+                format!(
+                    "start_time - event_time_skew = {earliest} is before the earliest event time {min}: lower event_time_skew"
+                ),
+            ));
+        }
+        let last = i128::from(self.count.saturating_sub(1));
+        let step = i128::try_from(self.time_step.as_millis()).unwrap_or(i128::MAX);
+        let latest = start.saturating_add(last.saturating_mul(step));
+        if latest > i128::from(max) {
+            return Err(InvalidField::new(
+                "time_step",
+                format!(
+                    "start_time + (count - 1) x time_step = {latest} is past the latest event time {max}: lower count or time_step"
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -150,8 +191,9 @@ impl GeneratorConfig {
         scratch.value.extend_from_slice(b"\"}");
 
         let step = i64::try_from(self.time_step.as_millis()).unwrap_or(i64::MAX);
-        let skew_range =
-            u64::try_from(self.event_time_skew.as_millis()).unwrap_or(u64::MAX - 1) + 1;
+        let skew_range = u64::try_from(self.event_time_skew.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
         let skew = i64::try_from(g % skew_range).unwrap_or(i64::MAX);
         let index = i64::try_from(i).unwrap_or(i64::MAX);
         let timestamp = self
@@ -257,7 +299,7 @@ impl Source for GeneratorSource {
         }
         for _ in 0..n {
             self.config.push_record(self.next, out, &mut self.scratch);
-            self.next += self.parallelism;
+            self.next = self.next.saturating_add(self.parallelism);
         }
         self.pacer.released(n);
         Ok(SourcePoll::Ready)

@@ -21,29 +21,30 @@ pub use error::ConnectorError;
 pub use file::{FileSink, FileSinkCommitter, FileSinkConfig, FileSource, FileSourceConfig};
 pub use generator::{GeneratorConfig, GeneratorSource};
 pub use record_format::{InputFormat, OutputFormat};
-pub use source::{Source, SourcePoll, SourcePosition};
+pub use source::{RestoredSource, Source, SourcePoll, SourcePosition};
 pub use stdin::{StdinSource, StdinSourceConfig};
 pub use stdout::{StdoutSink, StdoutSinkConfig};
 
 use crate::spec::{SourceConfig, SourceSpec};
 
-/// Opens subtask `subtask` of `parallelism` of the source `spec`, resuming at
-/// `restored` (that subtask's position in the restored checkpoint) if given.
+/// Opens subtask `subtask` of `parallelism` of the source `spec`, resuming from the
+/// restored checkpoint's positions if there is one.
 pub fn open_source(
     spec: &SourceSpec,
     subtask: usize,
     parallelism: usize,
-    restored: Option<&SourcePosition>,
+    restored: Option<RestoredSource<'_>>,
 ) -> Result<Box<dyn Source>, ConnectorError> {
+    let own = restored.and_then(|r| r.own);
     Ok(match &spec.config {
         SourceConfig::Generator(c) => Box::new(GeneratorSource::open(
             c.clone(),
             subtask,
             parallelism,
-            restored,
+            own,
         )?),
-        SourceConfig::File(c) => Box::new(FileSource::open(c, subtask, parallelism, restored)?),
-        SourceConfig::Stdin(c) => Box::new(StdinSource::open(c, subtask, restored)?),
+        SourceConfig::File(c) => Box::new(FileSource::open(c, subtask, parallelism, own)?),
+        SourceConfig::Stdin(c) => Box::new(StdinSource::open(c, subtask, own)?),
         SourceConfig::Kafka(c) => {
             // The spec fills in the default group (it knows the pipeline's name).
             let group = c
@@ -55,7 +56,7 @@ pub fn open_source(
                 &group,
                 subtask,
                 parallelism,
-                restored,
+                restored.map(|r| r.all),
             )?)
         }
     })

@@ -5,8 +5,9 @@
 //! since it was opened (one record is due at open, then one every 1/rate seconds), and
 //! never more; a rate of 0 is unthrottled. Ahead of schedule, the source answers
 //! `SourcePoll::Idle` rather than sleeping, so barriers are never held up by pacing.
+//! The count saturates: any rate the spec accepts (up to `u64::MAX`) is safe.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct Pacer {
@@ -31,14 +32,20 @@ impl Pacer {
         if self.rate <= 0.0 {
             return max;
         }
-        let due = (self.opened.elapsed().as_secs_f64() * self.rate) as u64 + 1;
-        let allowed = due.saturating_sub(self.released);
+        let allowed = self
+            .due(self.opened.elapsed())
+            .saturating_sub(self.released);
         max.min(usize::try_from(allowed).unwrap_or(usize::MAX))
+    }
+
+    /// Records due `elapsed` after opening (`as` saturates a float past `u64::MAX`).
+    fn due(&self, elapsed: Duration) -> u64 {
+        ((elapsed.as_secs_f64() * self.rate) as u64).saturating_add(1)
     }
 
     /// Counts `n` records as released.
     pub fn released(&mut self, n: usize) {
-        self.released += n as u64;
+        self.released = self.released.saturating_add(n as u64);
     }
 }
 
@@ -49,6 +56,15 @@ mod tests {
     #[test]
     fn unthrottled_allows_everything() {
         assert_eq!(Pacer::new(0, 2).allowance(1024), 1024);
+    }
+
+    #[test]
+    fn the_largest_rate_saturates_instead_of_overflowing() {
+        let mut pacer = Pacer::new(u64::MAX, 1);
+        assert_eq!(pacer.due(Duration::from_secs(2)), u64::MAX);
+        pacer.released(usize::MAX);
+        pacer.released(usize::MAX);
+        assert_eq!(pacer.allowance(8), 0);
     }
 
     #[test]

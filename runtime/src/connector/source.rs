@@ -22,6 +22,16 @@ pub enum SourcePoll {
 /// A source's position, stored in checkpoint metadata.
 pub type SourcePosition = serde_json::Value;
 
+/// What a source subtask resumes from when the run restores a checkpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct RestoredSource<'a> {
+    /// This subtask's own position in the checkpoint.
+    pub own: Option<&'a SourcePosition>,
+    /// The positions of every subtask of the same source: a source whose splits can
+    /// move between subtasks (Kafka partitions) restores from all of them.
+    pub all: &'a [&'a SourcePosition],
+}
+
 pub trait Source: Send {
     /// Appends at most `max` records to `out`.
     fn poll(
@@ -32,6 +42,12 @@ pub trait Source: Send {
 
     /// The position just after the last record returned.
     fn position(&self) -> SourcePosition;
+
+    /// Input records that can no longer be read and were skipped when the source
+    /// opened (a Kafka offset already deleted by retention); counted in metrics.
+    fn skipped_at_open(&self) -> u64 {
+        0
+    }
 
     /// Whether reopening at `position()` replays exactly what followed it.
     fn is_replayable(&self) -> bool {

@@ -4,6 +4,13 @@
 //! `record-batch` field for field, so handing a batch to a guest moves vectors and
 //! copies nothing per record. `key_ends` and `value_ends` are non-decreasing exclusive
 //! end offsets into `keys` and `values`; all three per-record vectors have length N.
+//!
+//! Offsets are `u32`, as in the WIT (a guest's memory is 32-bit), so a batch addresses
+//! at most [`MAX_BATCH_BYTES`] of keys and of values. `try_push` refuses a record past
+//! that; `push` never panics on it either: its offsets saturate, and `check_size` (part
+//! of `validate`) refuses the batch. Whoever fills a batch with `push` (a source, in
+//! its `poll`) has it checked before it travels: the source task does so after every
+//! poll.
 
 /// One record, borrowed from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +32,39 @@ pub struct RecordBatch {
     pub values: Vec<u8>,
 }
 
+/// Most bytes of keys, and of values, one batch can address: 4 GiB - 1, the largest
+/// `u32` end offset.
+pub const MAX_BATCH_BYTES: usize = u32::MAX as usize;
+
 /// Why a batch received from a guest is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed record batch: {0}")]
 pub struct MalformedBatch(pub String);
+
+/// A batch would hold more keys or values than its `u32` offsets can address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a batch of {} needs {bytes} bytes of {what}, more than the {MAX_BATCH_BYTES} (4 GiB) a batch can address",
+    count_records(.records)
+)]
+pub struct BatchTooLarge {
+    /// Records in the batch, counting the one that did not fit.
+    pub records: usize,
+    /// `"keys"` or `"values"`.
+    pub what: &'static str,
+    pub bytes: usize,
+}
+
+/// `1 record`, `2 records`.
+fn count_records(n: &usize) -> String {
+    format!("{n} record{}", if *n == 1 { "" } else { "s" })
+}
+
+impl From<BatchTooLarge> for MalformedBatch {
+    fn from(e: BatchTooLarge) -> Self {
+        MalformedBatch(e.to_string())
+    }
+}
 
 impl RecordBatch {
     /// An empty batch with room for `records` records of about `bytes` value bytes.
@@ -55,6 +91,9 @@ impl RecordBatch {
         self.keys.len() + self.values.len()
     }
 
+    /// Appends a record. Past [`MAX_BATCH_BYTES`] the offsets saturate and the batch
+    /// is no longer well formed: `check_size` refuses it (use `try_push` to refuse the
+    /// record instead).
     pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
         self.keys.extend_from_slice(key);
         self.values.extend_from_slice(value);
@@ -65,6 +104,42 @@ impl RecordBatch {
 
     pub fn push_ref(&mut self, r: RecordRef<'_>) {
         self.push(r.key, r.value, r.timestamp);
+    }
+
+    /// Appends a record, or leaves the batch as it was if the record would take its
+    /// keys or values past [`MAX_BATCH_BYTES`].
+    pub fn try_push(&mut self, r: RecordRef<'_>) -> Result<(), BatchTooLarge> {
+        let records = self.len() + 1;
+        for (what, held, adding) in [
+            ("keys", self.keys.len(), r.key.len()),
+            ("values", self.values.len(), r.value.len()),
+        ] {
+            let bytes = held.saturating_add(adding);
+            if bytes > MAX_BATCH_BYTES {
+                return Err(BatchTooLarge {
+                    records,
+                    what,
+                    bytes,
+                });
+            }
+        }
+        self.push_ref(r);
+        Ok(())
+    }
+
+    /// Refuses a batch whose keys or values are past what its offsets address (filled
+    /// by `push` beyond [`MAX_BATCH_BYTES`]).
+    pub fn check_size(&self) -> Result<(), BatchTooLarge> {
+        for (what, bytes) in [("keys", self.keys.len()), ("values", self.values.len())] {
+            if bytes > MAX_BATCH_BYTES {
+                return Err(BatchTooLarge {
+                    records: self.len(),
+                    what,
+                    bytes,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Record `i`. Panics if `i >= len()`, like slice indexing.
@@ -92,6 +167,7 @@ impl RecordBatch {
 
     /// Checks the framing invariants; batches coming back from a guest are untrusted.
     pub fn validate(&self) -> Result<(), MalformedBatch> {
+        self.check_size()?;
         let n = self.timestamps.len();
         if self.key_ends.len() != n || self.value_ends.len() != n {
             return Err(MalformedBatch(
@@ -134,9 +210,9 @@ pub fn check_ends(ends: &[u32], total: usize, what: &str) -> Result<(), Malforme
     Ok(())
 }
 
+/// The end offset for `len` bytes, saturating at `u32::MAX` (see `check_size`).
 fn offset(len: usize) -> u32 {
-    // A batch is bounded far below 4 GiB by the channel batch size and guest memory limit.
-    u32::try_from(len).expect("record batch exceeds 4 GiB")
+    u32::try_from(len).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -170,6 +246,45 @@ mod tests {
         assert!(b.validate().is_ok());
         let copy: RecordBatch = b.iter().collect();
         assert_eq!(copy, b);
+    }
+
+    /// One record whose value is `bytes` zero bytes. `vec!` of zeros maps untouched
+    /// zero pages, so this costs address space, not memory.
+    fn one_value_of(bytes: usize) -> RecordBatch {
+        RecordBatch {
+            timestamps: vec![0],
+            key_ends: vec![0],
+            keys: Vec::new(),
+            value_ends: vec![offset(bytes)],
+            values: vec![0; bytes],
+        }
+    }
+
+    #[test]
+    fn a_batch_past_4_gib_is_an_error_not_a_panic() {
+        let mut full = one_value_of(MAX_BATCH_BYTES);
+        assert_eq!(full.check_size(), Ok(()));
+        let e = full
+            .try_push(RecordRef {
+                key: b"k",
+                value: b"v",
+                timestamp: 1,
+            })
+            .expect_err("past 4 GiB");
+        assert_eq!(
+            e.to_string(),
+            "a batch of 2 records needs 4294967296 bytes of values, more than the 4294967295 (4 GiB) a batch can address"
+        );
+        assert_eq!(full.len(), 1, "a refused record is not added");
+
+        // `push` past the limit saturates its offsets (no panic); the batch is refused.
+        assert_eq!(offset(MAX_BATCH_BYTES + 1), u32::MAX);
+        let over = one_value_of(MAX_BATCH_BYTES + 1);
+        assert_eq!(
+            over.check_size().map_err(|e| e.to_string()),
+            Err("a batch of 1 record needs 4294967296 bytes of values, more than the 4294967295 (4 GiB) a batch can address".into())
+        );
+        assert!(over.validate().is_err());
     }
 
     #[test]

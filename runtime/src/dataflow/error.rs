@@ -1,6 +1,7 @@
 //! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns.
 
 use crate::connector::ConnectorError;
+use crate::dataflow::batch::BatchTooLarge;
 use crate::dataflow::chain::ChainError;
 use crate::dataflow::operator::OperatorError;
 use crate::dataflow::task::TaskContext;
@@ -22,6 +23,22 @@ pub enum TaskError {
         #[source]
         source: ConnectorError,
     },
+    /// A source's poll filled a batch past what its offsets address.
+    #[error("pipeline {pipeline}, task {task}: source: {source}: lower batch_size")]
+    SourceBatch {
+        pipeline: String,
+        task: String,
+        #[source]
+        source: BatchTooLarge,
+    },
+    /// The task's thread panicked: a bug, reported like any failure (see `task_panic`).
+    #[error("pipeline {pipeline}, task {task}: panicked: {message}")]
+    Panicked {
+        pipeline: String,
+        task: String,
+        /// One line: the panic's message and, where known, its location.
+        message: String,
+    },
     #[error("pipeline {pipeline}, task {task}: {message}")]
     Protocol {
         pipeline: String,
@@ -36,6 +53,14 @@ pub enum TaskError {
 impl TaskError {
     pub(crate) fn chain(ctx: &TaskContext, e: ChainError) -> Self {
         Self::operator(ctx, &e.operator, e.source)
+    }
+
+    pub(crate) fn panicked(ctx: &TaskContext, message: String) -> Self {
+        TaskError::Panicked {
+            pipeline: ctx.pipeline.clone(),
+            task: ctx.task.clone(),
+            message,
+        }
     }
 
     pub(crate) fn operator(ctx: &TaskContext, operator: &str, source: OperatorError) -> Self {

@@ -8,4 +8,5 @@ pub mod operator;
 pub mod operators;
 pub mod partition;
 pub mod task;
+pub mod task_panic;
 pub mod window;

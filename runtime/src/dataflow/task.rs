@@ -11,7 +11,10 @@
 //!   coordinator declares n complete only when every task acknowledged it.
 //! - A task that fails reports `TaskEvent::Failed` and stops; the coordinator cancels
 //!   the others through the shared cancel flag. Nothing staged by a failed checkpoint
-//!   is ever committed.
+//!   is ever committed. A panic on a task thread is such a failure: `run` catches it
+//!   (see `task_panic`) and reports it with the task's name and the panic's message.
+//! - A batch a source filled is checked before it goes anywhere: one past what its
+//!   offsets address (4 GiB of keys or values) fails the task with a clear error.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,12 +26,13 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crate::checkpoint::CheckpointId;
 use crate::connector::{Source, SourcePoll};
 use crate::dataflow::alignment::{GateEvent, InputGate};
-use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::batch::{RecordBatch, RecordRef};
 use crate::dataflow::chain::{Chain, ChainOutput};
 use crate::dataflow::error::TaskError;
 use crate::dataflow::message::{Barrier, Watermark};
 use crate::dataflow::operator::{Operator, OperatorSnapshot};
 use crate::dataflow::partition::ShuffleWriter;
+use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
 
 /// How often an idle task checks for cancellation and barrier requests.
@@ -103,18 +107,24 @@ impl Pipe {
         PipelineMetrics::add(&metrics.late_records, out.late_records);
         if !out.dead_letters.is_empty() {
             PipelineMetrics::add(&metrics.dead_letters, out.dead_letters.len() as u64);
+            // Dead letters are the refused records and more (JSON escaping): written in
+            // as many batches as it takes to stay within what one batch addresses.
             let mut batch = RecordBatch::with_capacity(out.dead_letters.len(), 0);
             for d in &out.dead_letters {
-                batch.push(
-                    &d.key,
-                    &crate::connector::dead_letter::dead_letter_record(d),
-                    d.timestamp,
-                );
+                let line = crate::connector::dead_letter::dead_letter_record(d);
+                let record = RecordRef {
+                    key: &d.key,
+                    value: &line,
+                    timestamp: d.timestamp,
+                };
+                if batch.try_push(record).is_err() {
+                    self.write_dead_letters(ctx, std::mem::take(&mut batch))?;
+                    batch.try_push(record).map_err(|e| {
+                        TaskError::operator(ctx, self.dead_letters.id(), Box::new(e))
+                    })?;
+                }
             }
-            let mut ignored = crate::dataflow::operator::Output::default();
-            self.dead_letters
-                .handle_batch(batch, &mut ignored)
-                .map_err(|source| TaskError::operator(ctx, self.dead_letters.id(), source))?;
+            self.write_dead_letters(ctx, batch)?;
         }
         if let TaskOutput::Shuffle(writer) = &mut self.output {
             for batch in out.batches {
@@ -122,6 +132,20 @@ impl Pipe {
             }
         }
         Ok(())
+    }
+
+    fn write_dead_letters(
+        &mut self,
+        ctx: &TaskContext,
+        batch: RecordBatch,
+    ) -> Result<(), TaskError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut ignored = crate::dataflow::operator::Output::default();
+        self.dead_letters
+            .handle_batch(batch, &mut ignored)
+            .map_err(|source| TaskError::operator(ctx, self.dead_letters.id(), source))
     }
 
     fn batch(&mut self, ctx: &TaskContext, batch: RecordBatch) -> Result<(), TaskError> {
@@ -230,9 +254,11 @@ impl SourceTask {
         }
     }
 
-    /// Runs until the final barrier has passed, the task fails, or it is cancelled.
+    /// Runs until the final barrier has passed, the task fails (or panics), or it is
+    /// cancelled.
     pub fn run(mut self) {
-        let result = self.run_inner();
+        let result = task_panic::catch(|| self.run_inner())
+            .unwrap_or_else(|message| Err(TaskError::panicked(&self.ctx, message)));
         self.ctx.report(result);
     }
 
@@ -267,6 +293,13 @@ impl SourceTask {
                 .source
                 .poll(&mut batch, self.batch_size)
                 .map_err(|source| TaskError::Source {
+                    pipeline: self.ctx.pipeline.clone(),
+                    task: self.ctx.task.clone(),
+                    source,
+                })?;
+            batch
+                .check_size()
+                .map_err(|source| TaskError::SourceBatch {
                     pipeline: self.ctx.pipeline.clone(),
                     task: self.ctx.task.clone(),
                     source,
@@ -350,8 +383,10 @@ impl StageTask {
         }
     }
 
+    /// Runs until its inputs end, the task fails (or panics), or it is cancelled.
     pub fn run(mut self) {
-        let result = self.run_inner();
+        let result = task_panic::catch(|| self.run_inner())
+            .unwrap_or_else(|message| Err(TaskError::panicked(&self.ctx, message)));
         self.ctx.report(result);
     }
 
@@ -382,5 +417,127 @@ impl StageTask {
                 GateEvent::Timeout => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connector::ConnectorError;
+    use crate::dataflow::batch::MAX_BATCH_BYTES;
+    use crate::dataflow::operator::{OperatorError, Output};
+
+    /// A source that misbehaves the way a host bug would.
+    enum Hostile {
+        Panics,
+        /// Fills a batch past what its offsets address (a `push` past 4 GiB).
+        OverfillsBatch,
+    }
+
+    impl Source for Hostile {
+        fn poll(
+            &mut self,
+            out: &mut RecordBatch,
+            _max: usize,
+        ) -> Result<SourcePoll, ConnectorError> {
+            match self {
+                Hostile::Panics => {
+                    let step: i64 = std::hint::black_box(i64::MAX);
+                    out.push(b"", b"", step.checked_add(1).expect("event time overflows"));
+                    Ok(SourcePoll::Ready)
+                }
+                Hostile::OverfillsBatch => {
+                    // Zero pages, never touched: address space, not memory.
+                    out.values = vec![0; MAX_BATCH_BYTES + 1];
+                    out.value_ends.push(u32::MAX);
+                    out.key_ends.push(0);
+                    out.timestamps.push(0);
+                    Ok(SourcePoll::Ready)
+                }
+            }
+        }
+
+        fn position(&self) -> crate::connector::SourcePosition {
+            serde_json::Value::Null
+        }
+    }
+
+    struct Discard;
+
+    impl Operator for Discard {
+        fn id(&self) -> &str {
+            "dead-letter"
+        }
+
+        fn handle_batch(
+            &mut self,
+            _batch: RecordBatch,
+            _out: &mut Output,
+        ) -> Result<(), OperatorError> {
+            Ok(())
+        }
+    }
+
+    /// Runs a source task over `source` on its own thread; returns the first event.
+    fn first_event(source: Hostile) -> TaskEvent {
+        task_panic::install_hook();
+        let (events, received) = crossbeam_channel::unbounded();
+        let (_barrier_tx, barriers) = crossbeam_channel::unbounded();
+        let ctx = TaskContext {
+            pipeline: "p".into(),
+            task: "source-0-0".into(),
+            events,
+            cancel: Arc::new(AtomicBool::new(false)),
+            metrics: Arc::new(PipelineMetrics::default()),
+        };
+        let task = SourceTask::new(
+            ctx.clone(),
+            "source-0".into(),
+            Box::new(source),
+            barriers,
+            16,
+            Duration::ZERO,
+            Chain::new(Vec::new(), Vec::new()),
+            Box::new(Discard),
+            TaskOutput::Sinks,
+        );
+        let thread = std::thread::spawn(move || task.run());
+        let event = received
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the task reports at once, not by a timeout");
+        ctx.cancel.store(true, Ordering::Relaxed);
+        thread.join().expect("the panic stays inside the task");
+        event
+    }
+
+    fn failure(event: TaskEvent) -> String {
+        match event {
+            TaskEvent::Failed { task, error } => {
+                assert_eq!(task, "source-0-0");
+                error.to_string()
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_fails_at_once_naming_itself_and_the_panic() {
+        let e = failure(first_event(Hostile::Panics));
+        assert!(
+            e.starts_with(
+                "pipeline p, task source-0-0: panicked: event time overflows (at runtime/src/dataflow/task.rs:"
+            ),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_source_batch_past_4_gib_fails_the_task() {
+        assert_eq!(
+            failure(first_event(Hostile::OverfillsBatch)),
+            "pipeline p, task source-0-0: source: a batch of 1 record needs 4294967296 bytes of values, \
+             more than the 4294967295 (4 GiB) a batch can address: lower batch_size"
+        );
     }
 }

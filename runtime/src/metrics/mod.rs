@@ -18,6 +18,9 @@ pub struct PipelineMetrics {
     pub dead_letters: AtomicU64,
     /// Of those, records that arrived after their window's allowed lateness.
     pub late_records: AtomicU64,
+    /// Input records that could no longer be read when a source reopened (a restored
+    /// Kafka offset already deleted by retention): lost to the pipeline, not replayed.
+    pub records_skipped: AtomicU64,
     pub checkpoints_completed: AtomicU64,
     pub last_checkpoint_id: AtomicU64,
     pub last_checkpoint_duration_ms: AtomicU64,
@@ -30,6 +33,7 @@ pub struct MetricsSnapshot {
     pub records_out: u64,
     pub dead_letters: u64,
     pub late_records: u64,
+    pub records_skipped: u64,
     pub checkpoints_completed: u64,
     pub last_checkpoint_id: u64,
     pub last_checkpoint_duration_ms: u64,
@@ -47,6 +51,7 @@ impl PipelineMetrics {
             records_out: get(&self.records_out),
             dead_letters: get(&self.dead_letters),
             late_records: get(&self.late_records),
+            records_skipped: get(&self.records_skipped),
             checkpoints_completed: get(&self.checkpoints_completed),
             last_checkpoint_id: get(&self.last_checkpoint_id),
             last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),

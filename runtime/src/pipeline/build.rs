@@ -18,7 +18,7 @@ use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::connector::file::{FileSink, FileSinkCommitter};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
-use crate::connector::{self, OutputFormat, StdoutSink};
+use crate::connector::{self, OutputFormat, RestoredSource, SourcePosition, StdoutSink};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
 use crate::dataflow::message::{Barrier, Message};
@@ -30,6 +30,7 @@ use crate::dataflow::partition::ShuffleWriter;
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestModule};
+use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, StagePlan};
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
@@ -170,21 +171,28 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         };
 
     for (s, source) in spec.sources.iter().enumerate() {
+        let source_op = plan::source_id(s);
+        let all_positions: Vec<&SourcePosition> = cx.restored.map_or_else(Vec::new, |m| {
+            m.snapshots_of(&source_op)
+                .into_iter()
+                .map(|snap| &snap.state)
+                .collect()
+        });
         for i in 0..parallelism {
             let task = plan::source_task(s, i);
-            let source_op = plan::source_id(s);
-            let position = cx
-                .restored
-                .and_then(|m| m.snapshot(&task, &source_op))
-                .map(|snap| &snap.state);
+            let restored = cx.restored.map(|m| RestoredSource {
+                own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
+                all: &all_positions,
+            });
             let reader =
-                connector::open_source(source, i, parallelism, position).map_err(|source| {
+                connector::open_source(source, i, parallelism, restored).map_err(|source| {
                     PipelineError::Connector {
                         pipeline: spec.name.clone(),
                         task: task.clone(),
                         source,
                     }
                 })?;
+            PipelineMetrics::add(&cx.context.metrics.records_skipped, reader.skipped_at_open());
             let (tx, rx) = crossbeam_channel::unbounded();
             built.barriers.insert(task.clone(), tx);
             let stage = &stages[0];
@@ -193,7 +201,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
             let output = next_stage_outputs(&mut outputs, stage, s * parallelism + i);
             built.source_tasks.push(SourceTask::new(
                 context(cx, &task),
-                source_op,
+                source_op.clone(),
                 reader,
                 rx,
                 spec.batch_size,

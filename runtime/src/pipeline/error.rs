@@ -69,6 +69,22 @@ pub enum PipelineError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "pipeline {pipeline}: --from-checkpoint {wanted}: checkpoint storage {} holds no complete checkpoint {wanted} (complete: {complete})",
+        storage.display()
+    )]
+    NoSuchCheckpoint {
+        pipeline: String,
+        wanted: CheckpointId,
+        storage: PathBuf,
+        complete: String,
+    },
+    #[error("pipeline {pipeline}: {source}")]
+    Locked {
+        pipeline: String,
+        #[source]
+        source: crate::pipeline::state_dir_lock::LockError,
+    },
     #[error(transparent)]
     Run(#[from] CoordinatorError),
 }

@@ -3,6 +3,7 @@ pub mod build;
 pub mod error;
 pub mod plan;
 pub mod run;
+pub mod state_dir_lock;
 
 pub use error::PipelineError;
 pub use run::{RunOptions, RunSummary, run};

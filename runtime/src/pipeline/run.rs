@@ -10,39 +10,52 @@
 //! With an exactly-once Kafka sink, the checkpoint restored is not the latest complete
 //! one but the last one whose Kafka transaction committed (its marker, read after
 //! fencing every earlier instance); newer checkpoints are discarded, since their
-//! transactions were aborted. See `connector::kafka::sink` for why.
+//! transactions were aborted. See `connector::kafka::sink` for why. No marker while
+//! storage holds complete checkpoints is refused, never read as "nothing committed";
+//! `--from-checkpoint N` is the operator's way to say which one.
+//!
+//! Before any of this, the run locks its state dir (`state_dir_lock`): a second
+//! instance on the same state dir is refused before it can fence the first or touch
+//! its files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::coordinator::{self, Coordinator, CoordinatorConfig};
+use crate::checkpoint::coordinator::{self, Coordinator, CoordinatorConfig, RunEnd};
+use crate::checkpoint::{CheckpointId, Fence};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::connector::file::remove_committed;
+use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
 use crate::engine::{GuestModule, WasmEngine, World};
 use crate::metrics::progress::Progress;
 use crate::metrics::{MetricsSnapshot, PipelineMetrics};
 use crate::pipeline::build::{self, BuildContext};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec};
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Delete earlier checkpoints and committed file output first.
     pub from_scratch: bool,
+    /// Resume from this complete checkpoint, whatever the progress markers say, and
+    /// discard newer ones.
+    pub from_checkpoint: Option<CheckpointId>,
     /// Redraw records/s and the last checkpoint on stderr once a second.
     pub show_progress: bool,
+    /// Set non-zero (to the signal's number) to stop the run after one more checkpoint.
+    pub stop: Arc<AtomicUsize>,
 }
 
 #[derive(Debug, Clone)]
 pub struct RunSummary {
     pub metrics: MetricsSnapshot,
-    /// The final checkpoint of the run.
-    pub last_checkpoint: CheckpointId,
+    /// How the run ended, and its last checkpoint: the one the next run resumes from.
+    pub end: RunEnd,
     /// The checkpoint the run resumed from, if any.
     pub restored_from: Option<CheckpointId>,
 }
@@ -96,14 +109,12 @@ fn world_name(world: World) -> &'static str {
 
 /// Deletes the pipeline's checkpoints and the committed output of its file sinks.
 fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
-    let io = |path: &std::path::Path, source| PipelineError::Io {
-        pipeline: spec.name.clone(),
-        path: path.to_owned(),
-        source,
-    };
-    if spec.checkpoint.dir.exists() {
-        std::fs::remove_dir_all(&spec.checkpoint.dir).map_err(|e| io(&spec.checkpoint.dir, e))?;
-    }
+    CheckpointStorage::remove_all(&spec.checkpoint.dir).map_err(|source| {
+        PipelineError::Storage {
+            pipeline: spec.name.clone(),
+            source,
+        }
+    })?;
     let connector = |source| PipelineError::Connector {
         pipeline: spec.name.clone(),
         task: "start-over".into(),
@@ -159,40 +170,146 @@ fn latest_checkpoint(
     Ok(Some(metadata))
 }
 
-/// Exactly-once Kafka recovery: the checkpoint whose transaction committed last
-/// (`unit`'s marker), after discarding every newer checkpoint (their transactions were
-/// aborted when the unit initialised its producers), so that it is the latest complete
-/// one. `None` when nothing committed yet.
+/// Exactly-once Kafka recovery: the checkpoint whose transaction committed last (the
+/// unit's markers), or the operator's `--from-checkpoint`; every newer checkpoint is
+/// discarded (their transactions were aborted when the unit initialised its
+/// producers), so that it is the latest complete one. `None` when nothing committed
+/// yet and storage is empty.
 fn committed_checkpoint(
     spec: &PipelineSpec,
     storage: &CheckpointStorage,
     unit: &KafkaCommitUnit,
+    from_checkpoint: Option<CheckpointId>,
 ) -> Result<Option<CheckpointMetadata>, PipelineError> {
     let storage_error = |source| PipelineError::Storage {
         pipeline: spec.name.clone(),
         source,
     };
-    let committed = unit.last_committed();
+    let kafka_error = |e: KafkaError| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: "recovery".into(),
+        source: e.into(),
+    };
+    let complete = storage.complete_checkpoints().map_err(storage_error)?;
+    let found = unit.found_markers().cloned().unwrap_or_default();
+    let target = unit.marker_target();
+    // Only needed (and read) when neither a marker nor the operator decides.
+    let ever_committed = found.last_committed().is_some()
+        || from_checkpoint.is_some()
+        || ever_committed(spec, storage, &complete)?;
+    let resume = match marker::resume_point(&found, &complete, ever_committed, from_checkpoint) {
+        Ok(resume) => resume,
+        Err(ResumeRefusal::NotComplete { wanted }) => {
+            return Err(no_such_checkpoint(spec, wanted, &complete));
+        }
+        Err(ResumeRefusal::MarkerMissing) => {
+            return Err(kafka_error(KafkaError::MarkerMissing {
+                pipeline: spec.name.clone(),
+                group: target.map(|t| t.group.clone()).unwrap_or_default(),
+                topic: target.map(|t| t.progress_topic.clone()).unwrap_or_default(),
+                storage: spec.checkpoint.dir.display().to_string(),
+                checkpoints: list(&complete),
+            }));
+        }
+    };
+    let committed = resume.unwrap_or(CheckpointId::NONE);
+    if committed != CheckpointId::NONE && !complete.contains(&committed) {
+        return Err(kafka_error(KafkaError::MarkerWithoutCheckpoint {
+            pipeline: spec.name.clone(),
+            group: target.map(|t| t.group.clone()).unwrap_or_default(),
+            marker: committed,
+            storage: spec.checkpoint.dir.display().to_string(),
+        }));
+    }
+    discard_after(spec, storage, committed, "its Kafka transaction did not commit")?;
+    latest_checkpoint(spec, storage)
+}
+
+/// Whether any complete checkpoint was taken after a commit (see
+/// `CheckpointMetadata::committed_before`).
+fn ever_committed(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    complete: &[CheckpointId],
+) -> Result<bool, PipelineError> {
+    for &id in complete {
+        let metadata =
+            CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+                pipeline: spec.name.clone(),
+                checkpoint: id,
+                reason: e.to_string(),
+            })?;
+        if metadata.committed_before != CheckpointId::NONE {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Without an exactly-once Kafka sink: the operator's `--from-checkpoint`, with every
+/// newer checkpoint discarded, or else the latest complete checkpoint.
+fn chosen_checkpoint(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    from_checkpoint: Option<CheckpointId>,
+) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    if let Some(wanted) = from_checkpoint {
+        let complete = storage
+            .complete_checkpoints()
+            .map_err(|source| PipelineError::Storage {
+                pipeline: spec.name.clone(),
+                source,
+            })?;
+        if !complete.contains(&wanted) {
+            return Err(no_such_checkpoint(spec, wanted, &complete));
+        }
+        discard_after(spec, storage, wanted, "--from-checkpoint names an older one")?;
+    }
+    latest_checkpoint(spec, storage)
+}
+
+/// Discards every checkpoint (complete or not) after `keep`.
+fn discard_after(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    keep: CheckpointId,
+    why: &str,
+) -> Result<(), PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
     for id in storage.checkpoint_ids().map_err(storage_error)? {
-        if id > committed {
-            tracing::info!(pipeline = %spec.name, checkpoint = %id, last_committed = %committed, "discarding a checkpoint whose Kafka transaction did not commit");
+        if id > keep {
+            tracing::info!(pipeline = %spec.name, checkpoint = %id, kept = %keep, "discarding a checkpoint: {why}");
             storage.discard(id).map_err(storage_error)?;
         }
     }
-    if committed != CheckpointId::NONE && !storage.is_complete(committed).map_err(storage_error)? {
-        return Err(PipelineError::Connector {
-            pipeline: spec.name.clone(),
-            task: "recovery".into(),
-            source: KafkaError::MarkerWithoutCheckpoint {
-                pipeline: spec.name.clone(),
-                group: unit.marker_group().unwrap_or_default().to_owned(),
-                marker: committed,
-                storage: spec.checkpoint.dir.display().to_string(),
-            }
-            .into(),
-        });
+    Ok(())
+}
+
+fn no_such_checkpoint(
+    spec: &PipelineSpec,
+    wanted: CheckpointId,
+    complete: &[CheckpointId],
+) -> PipelineError {
+    PipelineError::NoSuchCheckpoint {
+        pipeline: spec.name.clone(),
+        wanted,
+        storage: spec.checkpoint.dir.clone(),
+        complete: list(complete),
     }
-    latest_checkpoint(spec, storage)
+}
+
+/// `3, 4, 5`, or `none`.
+fn list(ids: &[CheckpointId]) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The id this run's checkpoints are numbered after: one past every checkpoint id found
@@ -207,8 +324,14 @@ fn checkpoint_base(newest: Option<CheckpointId>, restored: CheckpointId) -> Chec
     }
 }
 
-/// Runs `spec` until its sources are drained and the final checkpoint is committed.
+/// Runs `spec` until its sources are drained and the final checkpoint is committed, or
+/// until `options.stop` asks it to stop after one more committed checkpoint.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
+    // Held until this function returns, i.e. for the whole run.
+    let _lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
+        pipeline: spec.name.clone(),
+        source,
+    })?;
     let engine = WasmEngine::new(compile_cache_dir().as_deref()).map_err(|source| {
         PipelineError::Engine {
             pipeline: spec.name.clone(),
@@ -219,7 +342,8 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
     // Kafka sinks: check their configuration against the spec and the broker, before
     // anything is deleted or written; for exactly-once, fence earlier instances of this
     // pipeline and read the last committed checkpoint.
-    let kafka = KafkaCommitUnit::open(spec, options.from_scratch).map_err(|source| {
+    let fence = Fence::default();
+    let kafka = KafkaCommitUnit::open(spec, options.from_scratch, fence.clone()).map_err(|source| {
         PipelineError::Connector {
             pipeline: spec.name.clone(),
             task: "kafka-sink".into(),
@@ -230,10 +354,12 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         start_over(spec)?;
     }
     let storage = Arc::new(
-        CheckpointStorage::open(&spec.checkpoint.dir).map_err(|source| PipelineError::Storage {
-            pipeline: spec.name.clone(),
-            source,
-        })?,
+        CheckpointStorage::open(&spec.checkpoint.dir)
+            .map_err(|source| PipelineError::Storage {
+                pipeline: spec.name.clone(),
+                source,
+            })?
+            .with_fence(fence),
     );
     let newest = storage
         .checkpoint_ids()
@@ -244,15 +370,16 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         .into_iter()
         .max();
     let restored = match kafka.as_deref().filter(|unit| unit.is_exactly_once()) {
-        Some(unit) => committed_checkpoint(spec, &storage, unit)?,
-        None => latest_checkpoint(spec, &storage)?,
+        Some(unit) => committed_checkpoint(spec, &storage, unit, options.from_checkpoint)?,
+        None => chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
     };
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
 
     // Redo the restored checkpoint's commit, then drop what later checkpoints staged.
     let mut committers = build::committers(spec, kafka.as_ref());
     if let Some(metadata) = &restored {
-        coordinator::commit_all(&spec.name, &mut committers, metadata)?;
+        let deadline = std::time::Instant::now() + spec.checkpoint.timeout;
+        coordinator::commit_all(&spec.name, &mut committers, metadata, deadline)?;
     }
     for committer in &mut committers {
         committer
@@ -302,8 +429,10 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         tasks,
         committers: built.committers,
         cancel,
+        stop: options.stop.clone(),
         metrics: metrics.clone(),
         last: checkpoint_base,
+        committed: restored_id,
     };
 
     let mut threads = Vec::new();
@@ -325,10 +454,10 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         let _ = t.join();
     }
     drop(progress);
-    let last_checkpoint = outcome?;
+    let end = outcome?;
     Ok(RunSummary {
         metrics: metrics.snapshot(),
-        last_checkpoint,
+        end,
         restored_from: restored.map(|m| m.id),
     })
 }

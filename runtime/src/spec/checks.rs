@@ -14,8 +14,21 @@ pub const MAX_KEY_GROUPS: usize = 32_768;
 pub const MAX_BATCH_SIZE: usize = 65_536;
 /// Smallest guest memory limit: 1 MiB (a Rust guest's stack and heap start need more).
 pub const MIN_GUEST_MEMORY: usize = 1 << 20;
+/// Largest guest memory limit: 4 GiB, all a wasm32 guest can address (65,536 pages of
+/// 64 KiB); a larger limit would promise memory no guest can use.
+pub const MAX_GUEST_MEMORY: usize = 4 << 30;
+/// Longest CPU deadline per guest call: 60 s. A call holds its task, and so every
+/// checkpoint and a stop of the pipeline, for as long as it runs; 60 s is already the
+/// default checkpoint timeout, and a batch that needs more is a guest bug.
+pub const MAX_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Longest pipeline / step name: it ends up in file names and Kafka transactional ids.
 pub const MAX_NAME_LEN: usize = 64;
+/// Latest event time a spec may produce, in ms since the Unix epoch (and its negation
+/// the earliest): 8.64e15 ms, about ±273,790 years, the range of an ECMAScript `Date`.
+/// Such times survive a JSON reader that uses doubles (they are below 2^53), and leave
+/// event time + window + lateness far from `i64`'s ends, which watermarks use as
+/// "before everything" and "end of input".
+pub const MAX_EVENT_TIME_MS: i64 = 8_640_000_000_000_000;
 
 /// `field` must lie in `min..=max`.
 pub fn check_range(field: &str, v: u64, min: u64, max: u64) -> Result<(), String> {
@@ -102,7 +115,23 @@ pub fn guest_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> 
     if bytes < MIN_GUEST_MEMORY {
         return Err(D::Error::custom("memory must be at least 1MiB"));
     }
+    if bytes > MAX_GUEST_MEMORY {
+        return Err(D::Error::custom(
+            "memory must be at most 4GiB: a wasm32 guest cannot address more",
+        ));
+    }
     Ok(bytes)
+}
+
+/// A positive duration of at most [`MAX_CALL_TIMEOUT`].
+pub fn call_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+    let timeout = crate::spec::units::positive_duration(d)?;
+    if timeout > MAX_CALL_TIMEOUT {
+        return Err(D::Error::custom(
+            "call_timeout must be at most 60s: a guest call holds up its task's checkpoints for as long as it runs",
+        ));
+    }
+    Ok(timeout)
 }
 
 /// A path that is not empty (relative paths are resolved later, against the spec's

@@ -10,7 +10,9 @@
 //! # Reference
 //!
 //! Durations are strings: an integer and a unit, `ms`, `s`, `m` or `h` (`"500ms"`,
-//! `"10s"`). Sizes are strings: an integer and `B`, `KiB`, `MiB` or `GiB` (`"64MiB"`).
+//! `"10s"`), at most `"876000h"` (100 years). Sizes are strings: an integer and `B`,
+//! `KiB`, `MiB` or `GiB` (`"64MiB"`), at most `"1024GiB"`. Event times are milliseconds
+//! since the Unix epoch.
 //!
 //! ```toml
 //! name = "word-count"       # required; [a-z0-9_-]{1,64}: used in file names and
@@ -28,8 +30,10 @@
 //! dir = "..."               # default "<state_dir>/checkpoints"
 //!
 //! [limits]                  # per guest instance; optional
-//! memory = "64MiB"          # linear memory; default "64MiB", at least "1MiB"
-//! call_timeout = "1s"       # CPU deadline per guest call; default "1s", > 0
+//! memory = "64MiB"          # linear memory; default "64MiB", "1MiB" to "4GiB"
+//!                           # (all a wasm32 guest can address)
+//! call_timeout = "1s"       # CPU deadline per guest call; default "1s", > 0, at most
+//!                           # "60s" (a call holds up its task's checkpoints)
 //!
 //! # Sources: at least one. Every source also accepts
 //! #   out_of_orderness = "0ms"   # bounded out-of-orderness of its watermarks; default "0ms"
@@ -45,6 +49,9 @@
 //! time_step = "1ms"         # event time advance per record; default "1ms"
 //! event_time_skew = "0ms"   # at most this much earlier event time per record,
 //!                           # deterministic from the seed; default "0ms"
+//! # Every record's event time, from start_time - event_time_skew to
+//! # start_time + (count - 1) x time_step, must lie within +-8640000000000000 ms
+//! # (about 273,790 years either side of 1970, a JavaScript Date's range).
 //! # Record i: key "k<n>", value {"id":i,"key":"k<n>","value":<0..99>,"text":"<words>"}.
 //!
 //! [[sources]]
@@ -94,7 +101,8 @@
 //! key_field = "user"        # optional: key by this top-level JSON field of the value
 //!                           # (as key_field above) instead of the record's key
 //! window = { type = "tumbling", size = "10s" }    # optional; or
-//!          # { type = "hopping", size = "10s", slide = "5s" } (slide divides size);
+//!          # { type = "hopping", size = "10s", slide = "5s" } (slide divides size,
+//!          # and size / slide, the windows each record is in, is at most 1000);
 //!          # without a window, results are emitted on every update
 //! allowed_lateness = "0ms"  # default "0ms"; only with a window; later records go to
 //!                           # the dead-letter output

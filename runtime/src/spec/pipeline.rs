@@ -71,9 +71,9 @@ pub struct CheckpointSpec {
 /// Limits applied to every guest instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestLimitsSpec {
-    /// Bytes of linear memory, at least 1 MiB.
+    /// Bytes of linear memory, 1 MiB ..= 4 GiB.
     pub memory: usize,
-    /// CPU deadline per guest call.
+    /// CPU deadline per guest call, 1 ms ..= 60 s.
     pub call_timeout: Duration,
 }
 
@@ -169,7 +169,7 @@ struct RawLimits {
     memory: usize,
     #[serde(
         default = "default_call_timeout",
-        deserialize_with = "units::positive_duration"
+        deserialize_with = "checks::call_timeout"
     )]
     call_timeout: Duration,
 }

@@ -2,15 +2,16 @@
 //! config struct (in `connector/`); this file picks it by `type` and resolves paths.
 //!
 //! Invariants after parsing: file sink paths are absolute (relative ones resolved
-//! against the spec file's directory); a kafka sink names a topic and a non-empty
-//! transactional prefix (broker-dependent checks run when the pipeline starts).
+//! against the spec file's directory) and name a directory or nothing yet (never a
+//! file); a kafka sink names a topic and a non-empty transactional prefix
+//! (broker-dependent checks run when the pipeline starts).
 
 use std::path::Path;
 
 use crate::connector::kafka::KafkaSinkConfig;
 use crate::connector::record_format::OutputFormat;
 use crate::connector::{FileSinkConfig, StdoutSinkConfig};
-use crate::spec::error::Located;
+use crate::spec::error::{InvalidField, Located};
 use crate::spec::tagged::{Item, from_item, locate, split_type};
 
 /// One variant per `type`. Adding a connector: a variant, its config struct in
@@ -49,8 +50,17 @@ pub(crate) fn parse_sink(item: Item<'_>, base_dir: &Path) -> Result<SinkSpec, Lo
     let tagged = split_type(item, "sink", &["file", "stdout", "kafka"], &[])?;
     Ok(match tagged.kind.as_str() {
         "file" => {
-            let mut c: FileSinkConfig = from_item(tagged.table)?;
+            let table = tagged.table;
+            let mut c: FileSinkConfig = from_item(table.clone())?;
+            let given = c.path.clone();
             c.path = base_dir.join(&c.path);
+            if c.path.exists() && !c.path.is_dir() {
+                let message = format!(
+                    "path {} is not a directory: a file sink writes its files into a directory",
+                    given.display()
+                );
+                return Err(locate(&table, InvalidField::new("path", message)));
+            }
             SinkSpec::File(c)
         }
         "stdout" => SinkSpec::Stdout(from_item(tagged.table)?),

@@ -1,8 +1,9 @@
 //! `[[steps]]`: the guest steps between sources and sinks, in order.
 //!
 //! Invariants after parsing: `module` is an absolute path to an existing file; a window
-//! has positive sizes and a hopping window's slide divides its size; `allowed_lateness`
-//! is zero unless there is a window; step names, when given, are unique.
+//! has positive sizes, a hopping window's slide divides its size and puts a record in
+//! at most [`MAX_WINDOWS_PER_RECORD`] windows (size / slide); `allowed_lateness` is
+//! zero unless there is a window; step names, when given, are unique.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,12 @@ use crate::spec::units::{self, HumanDuration, format_duration};
 
 /// Default accumulators cached in memory per aggregate subtask.
 pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
+/// Most windows one record may belong to (a hopping window's size / slide). A record is
+/// grouped, copied into the guest's input and folded once per window it belongs to, so
+/// this factor multiplies the host memory and guest time of every batch: at 1,000 a
+/// default batch (1,024 records) makes about a million (record, window) pairs.
+/// (`size = "1h", slide = "1ms"` would make 3.6 million per record.)
+pub const MAX_WINDOWS_PER_RECORD: u128 = 1_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepSpec {
@@ -144,6 +151,19 @@ impl TryFrom<RawWindow> for WindowSpec {
                         "hopping window slide {} must divide its size {}",
                         format_duration(slide),
                         format_duration(size)
+                    ));
+                }
+                let windows = size.as_millis() / slide.as_millis();
+                if windows > MAX_WINDOWS_PER_RECORD {
+                    let min_slide = size.as_millis().div_ceil(MAX_WINDOWS_PER_RECORD);
+                    return Err(format!(
+                        "hopping window size {} and slide {} put every record in {windows} windows; \
+                         at most {MAX_WINDOWS_PER_RECORD} are allowed: make slide at least {}",
+                        format_duration(size),
+                        format_duration(slide),
+                        format_duration(Duration::from_millis(
+                            u64::try_from(min_slide).unwrap_or(u64::MAX)
+                        )),
                     ));
                 }
                 WindowSpec::Hopping { size, slide }

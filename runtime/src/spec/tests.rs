@@ -535,3 +535,363 @@ fn toml_syntax_errors_name_the_line() {
     assert!(e.starts_with("spec.toml line 2: "), "{e}");
     assert!(!e.contains('\n'));
 }
+
+/// Issue 7: values the runtime cannot compute with are refused by the spec, each with
+/// one line naming the line and the bound.
+#[test]
+fn values_past_what_the_runtime_represents() {
+    let generator = |field: &str| MINIMAL.replace("count = 10", &format!("count = 10\n{field}"));
+    assert_eq!(
+        error(&generator("event_time_skew = \"18446744073709551615ms\"")),
+        "spec.toml line 6: event_time_skew: duration \"18446744073709551615ms\" is too large: at most \"876000h\" (100 years)"
+    );
+    assert_eq!(
+        error(&generator("time_step = \"876001h\"")),
+        "spec.toml line 6: time_step: duration \"876001h\" is too large: at most \"876000h\" (100 years)"
+    );
+    assert_eq!(
+        error(&generator("start_time = -9223372036854775808")),
+        "spec.toml line 6: start_time -9223372036854775808 is outside the event-time range \
+         -8640000000000000..=8640000000000000 (ms since the Unix epoch)"
+    );
+    assert_eq!(
+        error(&generator(
+            "start_time = -8640000000000000\nevent_time_skew = \"1ms\""
+        )),
+        "spec.toml line 7: start_time - event_time_skew = -8640000000000001 is before the \
+         earliest event time -8640000000000000: lower event_time_skew"
+    );
+    assert_eq!(
+        error(&MINIMAL.replace(
+            "count = 10",
+            "count = 18446744073709551615\ntime_step = \"1ms\""
+        )),
+        "spec.toml line 6: start_time + (count - 1) x time_step = 18446745773709551614 is past \
+         the latest event time 8640000000000000: lower count or time_step"
+    );
+    let at_the_edges = generator(
+        "start_time = -8636000000000000\nevent_time_skew = \"876000h\"\ntime_step = \"876000h\"",
+    );
+    assert!(parse(&at_the_edges).is_ok());
+
+    let e = error(&format!(
+        "{MINIMAL}[checkpoint]\ninterval = \"99999999999999999999h\"\n"
+    ));
+    assert_eq!(
+        e,
+        "spec.toml line 9: checkpoint.interval: duration \"99999999999999999999h\" is too large: at most \"876000h\" (100 years)"
+    );
+    let e = error(&format!(
+        "{MINIMAL}[limits]\nmemory = \"18446744073709551615B\"\n"
+    ));
+    assert_eq!(
+        e,
+        "spec.toml line 9: limits.memory: size \"18446744073709551615B\" is too large: at most \"1024GiB\" (1 TiB)"
+    );
+}
+
+/// Issue 7 §5: guest limits have maxima.
+#[test]
+fn guest_limits_have_maxima() {
+    let limits = |line: &str| format!("{MINIMAL}[limits]\n{line}\n");
+    assert_eq!(
+        error(&limits("memory = \"4097MiB\"")),
+        "spec.toml line 9: memory must be at most 4GiB: a wasm32 guest cannot address more"
+    );
+    assert_eq!(
+        error(&limits("call_timeout = \"61s\"")),
+        "spec.toml line 9: call_timeout must be at most 60s: a guest call holds up its task's checkpoints for as long as it runs"
+    );
+    let spec = parse(&limits("memory = \"4GiB\"\ncall_timeout = \"1m\"")).expect("at the maxima");
+    assert_eq!(
+        spec.limits,
+        GuestLimitsSpec {
+            memory: 4 << 30,
+            call_timeout: Duration::from_secs(60)
+        }
+    );
+}
+
+/// Issue 7 §2: a hopping window puts a record in at most 1,000 windows.
+#[test]
+fn hopping_window_fan_out_is_bounded() {
+    let step = |window: &str| {
+        format!(
+            "{MINIMAL}[[steps]]\ntype = \"aggregate\"\nmodule = \"guests/count.wasm\"\nwindow = {window}\n"
+        )
+    };
+    assert_eq!(
+        error(&step(
+            "{ type = \"hopping\", size = \"1h\", slide = \"1ms\" }"
+        )),
+        "spec.toml line 11: hopping window size 1h and slide 1ms put every record in 3600000 \
+         windows; at most 1000 are allowed: make slide at least 3600ms"
+    );
+    assert_eq!(
+        error(&step(
+            "{ type = \"hopping\", size = \"1001s\", slide = \"1s\" }"
+        )),
+        "spec.toml line 11: hopping window size 1001s and slide 1s put every record in 1001 \
+         windows; at most 1000 are allowed: make slide at least 1001ms"
+    );
+    assert!(
+        parse(&step(
+            "{ type = \"hopping\", size = \"1000s\", slide = \"1s\" }"
+        ))
+        .is_ok()
+    );
+}
+
+/// Issue 7 §5: a file sink's path that is a file is refused by name, not reported as an
+/// input directory that cannot be listed.
+#[test]
+fn file_sink_path_that_is_a_file() {
+    let dir = base();
+    std::fs::write(dir.path().join("out.txt"), "x").expect("write");
+    let text = MINIMAL.replace("type = \"stdout\"", "type = \"file\"\npath = \"out.txt\"");
+    let e = PipelineSpec::parse(&text, dir.path(), "spec.toml").expect_err("a file");
+    assert_eq!(
+        e.to_string(),
+        "spec.toml line 8: path out.txt is not a directory: a file sink writes its files into a directory"
+    );
+    std::fs::create_dir(dir.path().join("out")).expect("mkdir");
+    let text = MINIMAL.replace("type = \"stdout\"", "type = \"file\"\npath = \"out\"");
+    assert!(PipelineSpec::parse(&text, dir.path(), "spec.toml").is_ok());
+}
+
+/// Issue 7 §3: whatever numbers a spec holds, parsing it does not panic; a spec it
+/// accepts keeps every documented bound, and its generator's event times and their
+/// windows compute without overflow; a spec it refuses gets one line.
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::connector::generator::Scratch;
+    use crate::dataflow::batch::RecordBatch;
+    use crate::dataflow::window::{self, WindowAssigner};
+    use crate::spec::checks::MAX_EVENT_TIME_MS;
+    use crate::spec::step::MAX_WINDOWS_PER_RECORD;
+    use crate::spec::units::MAX_DURATION;
+
+    const MAX_DURATION_MS: u64 = MAX_DURATION.as_millis() as u64;
+
+    /// A number as a spec might write it, mostly out of range or past a type's edge.
+    fn wild_number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            prop::sample::select(vec![
+                "0",
+                "-1",
+                "4294967296",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "18446744073709551615",
+                "99999999999999999999999",
+            ])
+            .prop_map(String::from),
+        ]
+    }
+
+    fn wild_duration() -> impl Strategy<Value = String> {
+        (
+            prop_oneof![
+                any::<u64>().prop_map(|n| n.to_string()),
+                Just("18446744073709551616".to_owned())
+            ],
+            prop::sample::select(vec!["ms", "s", "m", "h"]),
+        )
+            .prop_map(|(n, unit)| format!("\"{n}{unit}\""))
+    }
+
+    fn wild_size() -> impl Strategy<Value = String> {
+        (
+            any::<u64>(),
+            prop::sample::select(vec!["B", "KiB", "MiB", "GiB"]),
+        )
+            .prop_map(|(n, unit)| format!("\"{n}{unit}\""))
+    }
+
+    /// Mostly `valid`, sometimes `wild`: most specs are accepted, the rest are refused
+    /// for about one field.
+    fn field(
+        valid: impl Strategy<Value = String> + 'static,
+        wild: impl Strategy<Value = String> + 'static,
+    ) -> BoxedStrategy<String> {
+        prop_oneof![29 => valid, 1 => wild].boxed()
+    }
+
+    fn int(range: std::ops::RangeInclusive<u64>) -> BoxedStrategy<String> {
+        field(range.prop_map(|n| n.to_string()), wild_number())
+    }
+
+    fn millis(range: std::ops::RangeInclusive<u64>) -> BoxedStrategy<String> {
+        field(range.prop_map(|n| format!("\"{n}ms\"")), wild_duration())
+    }
+
+    fn window() -> BoxedStrategy<String> {
+        let valid = (
+            1..=MAX_DURATION_MS / MAX_WINDOWS_PER_RECORD as u64,
+            1..=1_000u64,
+        )
+            .prop_map(|(slide, n)| (slide * n, slide));
+        let wild = (1..=MAX_DURATION_MS, 1..=MAX_DURATION_MS);
+        prop_oneof![9 => valid, 1 => wild]
+            .prop_map(|(size, slide)| {
+                format!("{{ type = \"hopping\", size = \"{size}ms\", slide = \"{slide}ms\" }}")
+            })
+            .boxed()
+    }
+
+    fn spec_text() -> impl Strategy<Value = String> {
+        let pipeline = (
+            int(1..=256),
+            int(256..=32_768),
+            int(1..=65_536),
+            millis(1..=MAX_DURATION_MS),
+            millis(1..=MAX_DURATION_MS),
+            int(2..=u64::from(u32::MAX)),
+            field(
+                (1..=4_096u64).prop_map(|n| format!("\"{n}MiB\"")),
+                wild_size(),
+            ),
+            millis(1..=60_000),
+        );
+        let generator = (
+            field(
+                prop_oneof![9 => 0..=1_000_000_000u64, 1 => Just(u64::MAX)]
+                    .prop_map(|n| n.to_string()),
+                wild_number(),
+            ),
+            int(0..=u64::MAX),
+            int(1..=u64::MAX),
+            field(
+                prop_oneof![0..=4_096u64, Just(1u64 << 20)].prop_map(|n| n.to_string()),
+                wild_number(),
+            ),
+            int(0..=u64::MAX),
+            field(
+                (-MAX_EVENT_TIME_MS..=MAX_EVENT_TIME_MS).prop_map(|n| n.to_string()),
+                wild_number(),
+            ),
+            millis(0..=1_000_000),
+            millis(0..=MAX_DURATION_MS),
+            millis(0..=MAX_DURATION_MS),
+        );
+        let aggregate = (
+            window(),
+            millis(0..=MAX_DURATION_MS),
+            int(1..=u64::from(u32::MAX)),
+        );
+        (pipeline, generator, aggregate).prop_map(|(p, g, a)| {
+            format!(
+                "name = \"p\"\nparallelism = {}\nmax_parallelism = {}\nbatch_size = {}\n\
+                 [checkpoint]\ninterval = {}\ntimeout = {}\nretain = {}\n\
+                 [limits]\nmemory = {}\ncall_timeout = {}\n\
+                 [[sources]]\ntype = \"generator\"\ncount = {}\nrate = {}\nkeys = {}\n\
+                 value_size = {}\nseed = {}\nstart_time = {}\ntime_step = {}\n\
+                 event_time_skew = {}\nout_of_orderness = {}\n\
+                 [[steps]]\ntype = \"aggregate\"\nmodule = \"guests/count.wasm\"\n\
+                 window = {}\nallowed_lateness = {}\ncache_entries = {}\n\
+                 [[sinks]]\ntype = \"stdout\"\n",
+                p.0,
+                p.1,
+                p.2,
+                p.3,
+                p.4,
+                p.5,
+                p.6,
+                p.7,
+                g.0,
+                g.1,
+                g.2,
+                g.3,
+                g.4,
+                g.5,
+                g.6,
+                g.7,
+                g.8,
+                a.0,
+                a.1,
+                a.2
+            )
+        })
+    }
+
+    fn ms(d: Duration) -> i64 {
+        i64::try_from(d.as_millis()).expect("a spec duration fits i64 milliseconds")
+    }
+
+    /// What an accepted spec promises, and what its generator and window compute.
+    fn check_accepted(spec: &PipelineSpec) {
+        assert!((1..=256).contains(&spec.parallelism));
+        assert!((spec.parallelism..=32_768).contains(&spec.max_parallelism));
+        assert!((1..=65_536).contains(&spec.batch_size));
+        assert!((1 << 20..=4 << 30).contains(&spec.limits.memory));
+        let call = spec.limits.call_timeout;
+        assert!(call >= Duration::from_millis(1) && call <= Duration::from_secs(60));
+        for d in [spec.checkpoint.interval, spec.checkpoint.timeout] {
+            assert!(d <= MAX_DURATION);
+        }
+        let SourceConfig::Generator(generator) = &spec.sources[0].config else {
+            panic!("a generator source")
+        };
+        let ooo = ms(spec.sources[0].out_of_orderness);
+        let StepSpec::Aggregate(aggregate) = &spec.steps[0] else {
+            panic!("an aggregate step")
+        };
+        let Some(WindowSpec::Hopping { size, slide }) = aggregate.window else {
+            panic!("a hopping window")
+        };
+        let per_record = size.as_millis() / slide.as_millis();
+        assert!(per_record <= MAX_WINDOWS_PER_RECORD);
+        let assigner = WindowAssigner::Hopping {
+            size_ms: ms(size),
+            slide_ms: ms(slide),
+        };
+        let lateness = ms(aggregate.allowed_lateness);
+
+        let last = generator.count.saturating_sub(1);
+        let mut batch = RecordBatch::default();
+        let mut scratch = Scratch::default();
+        for i in [0, last / 2, last] {
+            generator.push_record(i, &mut batch, &mut scratch);
+        }
+        let mut windows = Vec::new();
+        for &ts in &batch.timestamps {
+            assert!(
+                (-MAX_EVENT_TIME_MS..=MAX_EVENT_TIME_MS).contains(&ts),
+                "{ts}"
+            );
+            let watermark = ts.saturating_sub(ooo).saturating_sub(1);
+            windows.clear();
+            assigner.assign(ts, &mut windows);
+            assert_eq!(windows.len() as u128, per_record);
+            for w in &windows {
+                assert!(w.start <= ts && ts < w.end);
+                assert_eq!(
+                    i128::from(w.end) - i128::from(w.start),
+                    size.as_millis() as i128
+                );
+                let _ = window::is_late(*w, lateness, watermark);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn numeric_fields_are_refused_or_safe(text in spec_text()) {
+            let dir = base();
+            match PipelineSpec::parse(&text, dir.path(), "spec.toml") {
+                Ok(spec) => check_accepted(&spec),
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(e.starts_with("spec.toml line "), "{}", e);
+                    prop_assert!(!e.contains('\n'), "{}", e);
+                }
+            }
+        }
+    }
+}

@@ -154,7 +154,11 @@ impl Committer for FileSinkCommitter {
         &self.operator_id
     }
 
-    fn commit(&mut self, metadata: &CheckpointMetadata) -> Result<(), CommitError> {
+    fn commit(
+        &mut self,
+        metadata: &CheckpointMetadata,
+        _deadline: std::time::Instant,
+    ) -> Result<(), CommitError> {
         let snapshots = metadata.snapshots_of(&self.operator_id);
         Ok(self.commit_files(metadata.id, &snapshots)?)
     }
@@ -226,7 +230,7 @@ fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => {
-            return Err(ConnectorError::ListInput {
+            return Err(ConnectorError::ListOutput {
                 path: dir.to_owned(),
                 error,
             });
@@ -234,7 +238,7 @@ fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
     };
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|error| ConnectorError::ListInput {
+        let entry = entry.map_err(|error| ConnectorError::ListOutput {
             path: dir.to_owned(),
             error,
         })?;

@@ -240,6 +240,7 @@ pub fn ensure_topic(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     topic: &str,
+    configs: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<(), KafkaError> {
     if topic_partitions(admin.inner(), bootstrap, topic, timeout).is_ok() {
@@ -247,7 +248,10 @@ pub fn ensure_topic(
     }
     let what = || format!("cannot create the progress topic {topic} on {bootstrap}");
     // -1: the broker's default.replication.factor (KIP-464).
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
     let results = block_on(
         admin.create_topics([&new], &admin_options(timeout)),
         timeout + Duration::from_secs(1),

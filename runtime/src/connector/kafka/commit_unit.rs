@@ -19,15 +19,18 @@ use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::{CheckpointId, Fence};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, QuietContext, client_config, log_quietly, topic_partitions,
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
 use crate::connector::kafka::error::{KafkaError, is_fenced, reason};
-use crate::connector::kafka::marker::{MarkerTarget, progress_topic};
+use crate::connector::kafka::in_flight::InFlight;
+use crate::connector::kafka::marker::{
+    FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
+};
 use crate::connector::kafka::preflight;
 use crate::dataflow::batch::RecordBatch;
 use crate::pipeline::plan;
@@ -36,24 +39,40 @@ use crate::spec::{PipelineSpec, SourceConfig};
 /// The commit unit of a pipeline run on one machine (`weir run`). Workers of a scaled-out
 /// pipeline will each be a unit of their own.
 pub const LOCAL_UNIT: &str = "0";
-/// Bound on one transactional call (init, send offsets, commit) and on a flush: the
-/// coordinator may have to wait out a previous instance's transaction being aborted.
+/// Bound on `init_transactions` and on reading the markers at start: the coordinator may
+/// have to wait out a previous instance's transaction being aborted. (A checkpoint's
+/// flush and commit are bounded by the checkpoint's own deadline instead.)
 const TRANSACTION_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Wait between two attempts to enqueue a record while librdkafka's queue is full.
 const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 /// Producer batching delay: small, so a checkpoint's flush is quick.
 const LINGER_MS: &str = "5";
 
-/// Records the first failed delivery of a producer, and whether it was fenced.
+/// Records the first failed delivery of a producer, and whether it was fenced; counts
+/// every delivery report against the sending subtask's `InFlight`.
 #[derive(Default)]
 pub struct DeliveryContext {
     failure: Mutex<Option<String>>,
     fenced: AtomicBool,
+    /// Raised with `fenced`: stops every checkpoint storage write of this instance.
+    fence: Fence,
 }
 
 impl DeliveryContext {
+    fn new(fence: Fence) -> Self {
+        DeliveryContext {
+            fence,
+            ..DeliveryContext::default()
+        }
+    }
+
     fn failure(&self) -> MutexGuard<'_, Option<String>> {
         self.failure.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_fenced(&self) {
+        self.fenced.store(true, Ordering::SeqCst);
+        self.fence.raise();
     }
 }
 
@@ -64,42 +83,53 @@ impl ClientContext for DeliveryContext {
 
     fn error(&self, error: RdKafkaError, reason: &str) {
         if is_fenced(&error) {
-            self.fenced.store(true, Ordering::SeqCst);
+            self.set_fenced();
         }
         tracing::debug!(%error, reason, "librdkafka producer error event");
     }
 }
 
 impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = ();
+    type DeliveryOpaque = Arc<InFlight>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+    fn delivery(&self, result: &DeliveryResult<'_>, in_flight: Arc<InFlight>) {
         if let Err((error, message)) = result {
             if is_fenced(error) {
-                self.fenced.store(true, Ordering::SeqCst);
+                self.set_fenced();
             }
             let mut failure = self.failure();
             if failure.is_none() {
                 *failure = Some(format!("topic {}: {}", message.topic(), reason(error)));
             }
         }
+        in_flight.done();
     }
 }
 
 type KafkaProducer = ThreadedProducer<DeliveryContext>;
+
+/// The transaction a producer has open.
+#[derive(Debug, Clone, Copy)]
+struct OpenTransaction {
+    checkpoint: CheckpointId,
+    since: Instant,
+}
 
 /// One producer and the transaction it has open.
 struct Slot {
     /// The transactional id (or a description for the at-least-once producer).
     id: String,
     producer: KafkaProducer,
-    /// The checkpoint whose transaction is open on this producer, if any.
-    open: Mutex<Option<CheckpointId>>,
+    open: Mutex<Option<OpenTransaction>>,
 }
 
 impl Slot {
-    fn open(&self) -> MutexGuard<'_, Option<CheckpointId>> {
+    fn open(&self) -> MutexGuard<'_, Option<OpenTransaction>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn open_checkpoint(&self) -> Option<CheckpointId> {
+        self.open().map(|t| t.checkpoint)
     }
 }
 
@@ -114,6 +144,10 @@ enum Mode {
         group_consumer: BaseConsumer<QuietContext>,
         /// The last checkpoint whose transaction committed.
         committed: Mutex<CheckpointId>,
+        /// What recovery found of the markers when the unit opened.
+        found: FoundMarkers,
+        /// Counts the marker records (never waited on).
+        marker_records: Arc<InFlight>,
     },
     AtLeastOnce {
         slot: Slot,
@@ -126,6 +160,7 @@ pub struct KafkaCommitUnit {
     bootstrap: String,
     transaction_timeout: Duration,
     mode: Mode,
+    fence: Fence,
 }
 
 impl std::fmt::Debug for KafkaCommitUnit {
@@ -142,11 +177,13 @@ impl KafkaCommitUnit {
     /// Checks the pipeline's Kafka sink configuration against the spec and the broker,
     /// then opens the unit: for exactly-once, both transactional producers are
     /// initialised (fencing any other instance and aborting what it left open) and the
-    /// last committed marker is read. `None` when the pipeline has no Kafka sink.
-    /// `from_scratch`: ignore the marker (the checkpoints were deleted).
+    /// markers are read. `None` when the pipeline has no Kafka sink. `from_scratch`:
+    /// ignore the markers (the checkpoints were deleted). `fence` is raised as soon as
+    /// the unit learns that another instance owns the pipeline.
     pub fn open(
         spec: &PipelineSpec,
         from_scratch: bool,
+        fence: Fence,
     ) -> Result<Option<Arc<Self>>, ConnectorError> {
         let sinks = preflight::kafka_sinks(spec);
         let Some(sink) = preflight::shared_settings(&sinks)? else {
@@ -174,67 +211,20 @@ impl KafkaCommitUnit {
                 let slot = new_slot(
                     format!("the at-least-once producer of {}", spec.name),
                     &config,
+                    &fence,
                 )?;
                 Mode::AtLeastOnce { slot }
             }
             DeliveryGuarantee::ExactlyOnce => {
                 let marker = marker_target(spec, sink, &bootstrap)?;
-                let marker = match marker {
-                    Some(m) => m,
-                    None => {
-                        let topic = progress_topic(&sink.transactional_prefix);
-                        client::ensure_topic(&admin, &bootstrap, &topic, timeout)?;
-                        MarkerTarget {
-                            pipeline: spec.name.clone(),
-                            unit: LOCAL_UNIT.into(),
-                            group: format!("{}{}", sink.transactional_prefix, spec.name),
-                            sources: Vec::new(),
-                            source_partitions: Vec::new(),
-                            progress_topic: Some(topic),
-                        }
-                    }
-                };
-                let slots = [0, 1].map(|i| {
-                    let id = format!(
-                        "{}{}.{LOCAL_UNIT}.{i}",
-                        sink.transactional_prefix, spec.name
-                    );
-                    let mut config = producer_config(sink, &bootstrap);
-                    config.set("transactional.id", &id).set(
-                        "transaction.timeout.ms",
-                        sink.transaction_timeout.as_millis().to_string(),
-                    );
-                    new_slot(id, &config)
-                });
-                let [a, b] = slots;
-                let slots = [a?, b?];
-                // Fence every earlier instance and abort what it left open. Both before
-                // reading the marker: afterwards no one else can commit.
-                for slot in &slots {
-                    slot.producer
-                        .init_transactions(TRANSACTION_CALL_TIMEOUT)
-                        .map_err(|e| {
-                            transactional_error(&spec.name, slot, "initialising transactions", &e)
-                        })?;
-                }
-                let group_consumer: BaseConsumer<QuietContext> = client_config(&bootstrap, timeout)
-                    .set("group.id", &marker.group)
-                    .set("enable.auto.commit", "false")
-                    .set("isolation.level", "read_committed")
-                    .create_with_context(QuietContext)
-                    .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))?;
-                let committed = if from_scratch {
-                    CheckpointId::NONE
-                } else {
-                    marker.read(&group_consumer, TRANSACTION_CALL_TIMEOUT)?
-                };
-                tracing::info!(pipeline = %spec.name, group = %marker.group, last_committed = %committed, "kafka sink: transactions initialised");
-                Mode::ExactlyOnce {
-                    slots,
-                    marker,
-                    group_consumer,
-                    committed: Mutex::new(committed),
-                }
+                client::ensure_topic(
+                    &admin,
+                    &bootstrap,
+                    &marker.progress_topic,
+                    &PROGRESS_TOPIC_CONFIG,
+                    timeout,
+                )?;
+                open_exactly_once(spec, sink, &bootstrap, marker, from_scratch, &fence)?
             }
         };
         Ok(Some(Arc::new(KafkaCommitUnit {
@@ -242,6 +232,7 @@ impl KafkaCommitUnit {
             bootstrap,
             transaction_timeout: sink.transaction_timeout,
             mode,
+            fence,
         })))
     }
 
@@ -249,23 +240,26 @@ impl KafkaCommitUnit {
         matches!(self.mode, Mode::ExactlyOnce { .. })
     }
 
-    /// The last checkpoint whose transaction committed (`NONE` if none, and always for
-    /// at-least-once delivery).
-    pub fn last_committed(&self) -> CheckpointId {
+    /// What recovery found of the markers (exactly-once only; `None` otherwise).
+    pub fn found_markers(&self) -> Option<&FoundMarkers> {
         match &self.mode {
-            Mode::ExactlyOnce { committed, .. } => {
-                *committed.lock().unwrap_or_else(|e| e.into_inner())
-            }
-            Mode::AtLeastOnce { .. } => CheckpointId::NONE,
+            Mode::ExactlyOnce { found, .. } => Some(found),
+            Mode::AtLeastOnce { .. } => None,
         }
     }
 
-    /// The consumer group carrying the marker (exactly-once only).
-    pub fn marker_group(&self) -> Option<&str> {
+    /// Where the markers live (exactly-once only).
+    pub fn marker_target(&self) -> Option<&MarkerTarget> {
         match &self.mode {
-            Mode::ExactlyOnce { marker, .. } => Some(&marker.group),
+            Mode::ExactlyOnce { marker, .. } => Some(marker),
             Mode::AtLeastOnce { .. } => None,
         }
+    }
+
+    /// How long a sink subtask may wait for its records of one checkpoint to be
+    /// acknowledged before it sends the next checkpoint's.
+    pub fn delivery_timeout(&self) -> Duration {
+        self.transaction_timeout
     }
 
     fn slot(&self, checkpoint: CheckpointId) -> &Slot {
@@ -276,23 +270,55 @@ impl KafkaCommitUnit {
     }
 
     fn error(&self, slot: &Slot, what: &str, e: &RdKafkaError) -> KafkaError {
-        transactional_error(&self.pipeline, slot, what, e)
+        transactional_error(
+            &self.pipeline,
+            slot,
+            what,
+            e,
+            self.transaction_timeout,
+            &self.fence,
+        )
     }
 
     /// Fails if the slot's producer already reported a failed delivery or was fenced.
     fn check_deliveries(&self, slot: &Slot, checkpoint: CheckpointId) -> Result<(), KafkaError> {
         let context = slot.producer.context();
         if context.fenced.load(Ordering::SeqCst) || fatal_fenced(slot) {
-            return Err(KafkaError::Fenced {
-                pipeline: self.pipeline.clone(),
-                transactional_id: slot.id.clone(),
-                what: format!("writing checkpoint {checkpoint}"),
-            });
+            return Err(fenced_error(
+                &self.pipeline,
+                slot,
+                &format!("writing checkpoint {checkpoint}"),
+                self.transaction_timeout,
+                &self.fence,
+            ));
         }
         if let Some(reason) = context.failure().clone() {
+            // Records time out locally after `transaction_timeout` (message.timeout.ms):
+            // a stopped process finds its transaction aborted this way first.
+            if let Some(timed_out) = self.timed_out(slot, &format!("delivering records ({reason})")) {
+                return Err(timed_out);
+            }
             return Err(KafkaError::Delivery { checkpoint, reason });
         }
         Ok(())
+    }
+
+    /// `TransactionTimedOut` if the slot's open transaction outlived the timeout (the
+    /// broker has aborted it); raises the fence, since this instance is done.
+    fn timed_out(&self, slot: &Slot, what: &str) -> Option<KafkaError> {
+        let open = (*slot.open())?;
+        let open_for = open.since.elapsed();
+        if open_for <= self.transaction_timeout {
+            return None;
+        }
+        self.fence.raise();
+        Some(KafkaError::TransactionTimedOut {
+            transactional_id: slot.id.clone(),
+            checkpoint: open.checkpoint,
+            what: what.to_owned(),
+            open_for,
+            timeout: self.transaction_timeout,
+        })
     }
 
     /// Begins T(`checkpoint`) on its producer unless it is already open.
@@ -302,91 +328,112 @@ impl KafkaCommitUnit {
         }
         let mut open = slot.open();
         match *open {
-            Some(c) if c == checkpoint => Ok(()),
-            Some(c) => Err(KafkaError::Protocol {
+            Some(t) if t.checkpoint == checkpoint => Ok(()),
+            Some(t) => Err(KafkaError::Protocol {
                 transactional_id: slot.id.clone(),
                 reason: format!(
-                    "transaction of checkpoint {c} still open when checkpoint {checkpoint} needs it"
+                    "transaction of checkpoint {} still open when checkpoint {checkpoint} needs it",
+                    t.checkpoint
                 ),
             }),
             None => {
-                slot.producer.begin_transaction().map_err(|e| {
-                    self.error(
+                let since = Instant::now();
+                if let Err(e) = slot.producer.begin_transaction() {
+                    // `error` looks at the open transaction: release the lock first.
+                    drop(open);
+                    return Err(self.error(
                         slot,
                         &format!("beginning the transaction of checkpoint {checkpoint}"),
                         &e,
-                    )
-                })?;
-                *open = Some(checkpoint);
+                    ));
+                }
+                *open = Some(OpenTransaction { checkpoint, since });
                 Ok(())
             }
         }
     }
 
     /// Sends `batch` to `topic` as part of checkpoint `checkpoint`'s output (inside
-    /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full.
+    /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full. Every
+    /// record is counted in `in_flight` until the broker acknowledges it.
     pub fn send_batch(
         &self,
         checkpoint: CheckpointId,
         topic: &str,
         batch: &RecordBatch,
+        in_flight: &Arc<InFlight>,
     ) -> Result<(), KafkaError> {
         let slot = self.slot(checkpoint);
         self.check_deliveries(slot, checkpoint)?;
         self.ensure_open(slot, checkpoint)?;
         for i in 0..batch.len() {
             let r = batch.get(i);
-            let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic).payload(r.value);
+            let mut record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
+                BaseRecord::with_opaque_to(topic, in_flight.clone()).payload(r.value);
             if !r.key.is_empty() {
                 record = record.key(r.key);
             }
             if r.timestamp >= 0 {
                 record = record.timestamp(r.timestamp);
             }
-            let deadline = Instant::now() + self.transaction_timeout;
-            loop {
-                match slot.producer.send(record) {
-                    Ok(()) => break,
-                    Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                        if Instant::now() < deadline =>
-                    {
-                        record = back;
-                        std::thread::sleep(QUEUE_FULL_BACKOFF);
-                    }
-                    Err((e, _)) => {
-                        return Err(self.error(slot, &format!("sending to topic {topic}"), &e));
-                    }
-                }
-            }
+            in_flight.add(1);
+            self.send_record(slot, record, topic)?;
         }
         Ok(())
     }
 
+    /// Hands one record to librdkafka, waiting while its queue is full.
+    fn send_record(
+        &self,
+        slot: &Slot,
+        mut record: BaseRecord<'_, [u8], [u8], Arc<InFlight>>,
+        topic: &str,
+    ) -> Result<(), KafkaError> {
+        let deadline = Instant::now() + self.transaction_timeout;
+        loop {
+            match slot.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    std::thread::sleep(QUEUE_FULL_BACKOFF);
+                }
+                Err((e, back)) => {
+                    // Never handed over: no delivery report will count it.
+                    back.delivery_opaque.done();
+                    return Err(self.error(slot, &format!("sending to topic {topic}"), &e));
+                }
+            }
+        }
+    }
+
     /// Phase one for checkpoint `id`: every sink subtask has passed barrier `id`, so all
-    /// of T(id)'s records are queued on producer `id mod 2`; flush them and check that
-    /// every one was acknowledged.
-    pub fn pre_commit(&self, id: CheckpointId) -> Result<(), KafkaError> {
+    /// of T(id)'s records are queued on producer `id mod 2`; flush them (by `deadline`)
+    /// and check that every one was acknowledged.
+    pub fn pre_commit(&self, id: CheckpointId, deadline: Instant) -> Result<(), KafkaError> {
         let slot = self.slot(id);
-        let open = *slot.open();
-        if self.is_exactly_once() && open != Some(id) {
+        if self.is_exactly_once() && slot.open_checkpoint() != Some(id) {
             // No output in this checkpoint: nothing to flush.
             return self.check_deliveries(slot, id);
         }
         slot.producer
-            .flush(TRANSACTION_CALL_TIMEOUT)
+            .flush(remaining(deadline))
             .map_err(|e| self.error(slot, &format!("flushing checkpoint {id}"), &e))?;
         self.check_deliveries(slot, id)
     }
 
-    /// Phase two for the complete checkpoint `metadata.id` = n: record the marker inside
-    /// T(n) and commit it. A checkpoint at or before the last committed one is already
-    /// committed (the redo on recovery): nothing to do. Never retries: a failure fails
-    /// the pipeline, whose recovery aborts T(n) and restores the last committed checkpoint.
-    pub fn commit(&self, metadata: &CheckpointMetadata) -> Result<(), KafkaError> {
+    /// Phase two for the complete checkpoint `metadata.id` = n: record both copies of
+    /// the marker inside T(n) and commit it, by `deadline`. A checkpoint at or before
+    /// the last committed one is already committed (the redo on recovery): nothing to
+    /// do. Never retries: a failure fails the pipeline, whose recovery aborts T(n) and
+    /// restores the last committed checkpoint.
+    pub fn commit(&self, metadata: &CheckpointMetadata, deadline: Instant) -> Result<(), KafkaError> {
         let Mode::ExactlyOnce {
             marker,
             group_consumer,
             committed,
+            marker_records,
             ..
         } = &self.mode
         else {
@@ -400,6 +447,17 @@ impl KafkaCommitUnit {
         self.check_deliveries(slot, id)?;
         // A checkpoint without output still commits its marker (and source offsets).
         self.ensure_open(slot, id)?;
+        let key = marker.record_key();
+        let text = marker.text(id);
+        marker_records.add(1);
+        self.send_record(
+            slot,
+            BaseRecord::with_opaque_to(&marker.progress_topic, marker_records.clone())
+                .partition(0)
+                .key(key.as_bytes())
+                .payload(text.as_bytes()),
+            &marker.progress_topic,
+        )?;
         let offsets = marker.offsets(metadata)?;
         let group = group_consumer
             .group_metadata()
@@ -408,7 +466,7 @@ impl KafkaCommitUnit {
                 reason: format!("no consumer group metadata for group {}", marker.group),
             })?;
         slot.producer
-            .send_offsets_to_transaction(&offsets, &group, TRANSACTION_CALL_TIMEOUT)
+            .send_offsets_to_transaction(&offsets, &group, remaining(deadline))
             .map_err(|e| {
                 self.error(
                     slot,
@@ -417,7 +475,7 @@ impl KafkaCommitUnit {
                 )
             })?;
         slot.producer
-            .commit_transaction(TRANSACTION_CALL_TIMEOUT)
+            .commit_transaction(remaining(deadline))
             .map_err(|e| {
                 self.error(
                     slot,
@@ -429,6 +487,91 @@ impl KafkaCommitUnit {
         *committed.lock().unwrap_or_else(|e| e.into_inner()) = id;
         Ok(())
     }
+}
+
+/// What is left until `deadline`, at least a millisecond (librdkafka reads zero as
+/// "do not wait at all", which would fail a call that could still succeed at once).
+fn remaining(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
+}
+
+/// Opens the two transactional producers of an exactly-once unit: refuses a group that
+/// holds another pipeline's marker (before fencing anything), fences earlier instances
+/// of this pipeline, then reads both copies of the marker.
+fn open_exactly_once(
+    spec: &PipelineSpec,
+    sink: &KafkaSinkConfig,
+    bootstrap: &str,
+    marker: MarkerTarget,
+    from_scratch: bool,
+    fence: &Fence,
+) -> Result<Mode, KafkaError> {
+    let group_consumer: BaseConsumer<QuietContext> = client_config(bootstrap, sink.connect_timeout)
+        .set("group.id", &marker.group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create_with_context(QuietContext)
+        .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))?;
+    if let (_, Some(owner)) = marker.read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)? {
+        return Err(KafkaError::GroupShared {
+            pipeline: spec.name.clone(),
+            group: marker.group.clone(),
+            owner,
+        });
+    }
+    let slots = [0, 1].map(|i| {
+        let id = format!("{}{}.{LOCAL_UNIT}.{i}", sink.transactional_prefix, spec.name);
+        let mut config = producer_config(sink, bootstrap);
+        config.set("transactional.id", &id).set(
+            "transaction.timeout.ms",
+            sink.transaction_timeout.as_millis().to_string(),
+        );
+        new_slot(id, &config, fence)
+    });
+    let [a, b] = slots;
+    let slots = [a?, b?];
+    // Fence every earlier instance and abort what it left open. Both before reading
+    // the marker: afterwards no one else can commit.
+    for slot in &slots {
+        slot.producer
+            .init_transactions(TRANSACTION_CALL_TIMEOUT)
+            .map_err(|e| {
+                transactional_error(
+                    &spec.name,
+                    slot,
+                    "initialising transactions",
+                    &e,
+                    sink.transaction_timeout,
+                    fence,
+                )
+            })?;
+    }
+    let found = if from_scratch {
+        FoundMarkers::default()
+    } else {
+        FoundMarkers {
+            group: marker.read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)?.0,
+            topic: marker.read_topic(bootstrap, TRANSACTION_CALL_TIMEOUT)?,
+            foreign: None,
+        }
+    };
+    if found.group.is_some() && found.group != found.topic {
+        tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree; the newer one counts");
+    } else if found.group.is_none() && found.topic.is_some() {
+        tracing::warn!(pipeline = %spec.name, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
+    }
+    let committed = found.last_committed().unwrap_or(CheckpointId::NONE);
+    tracing::info!(pipeline = %spec.name, group = %marker.group, last_committed = %committed, "kafka sink: transactions initialised");
+    Ok(Mode::ExactlyOnce {
+        slots,
+        marker,
+        group_consumer,
+        committed: Mutex::new(committed),
+        found,
+        marker_records: Arc::new(InFlight::default()),
+    })
 }
 
 fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
@@ -443,9 +586,9 @@ fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
     config
 }
 
-fn new_slot(id: String, config: &ClientConfig) -> Result<Slot, KafkaError> {
+fn new_slot(id: String, config: &ClientConfig, fence: &Fence) -> Result<Slot, KafkaError> {
     let producer: KafkaProducer = config
-        .create_with_context(DeliveryContext::default())
+        .create_with_context(DeliveryContext::new(fence.clone()))
         .map_err(|e| KafkaError::client(format!("cannot create producer {id}"), &e))?;
     Ok(Slot {
         id,
@@ -468,25 +611,68 @@ fn fatal_fenced(slot: &Slot) -> bool {
         })
 }
 
-fn transactional_error(pipeline: &str, slot: &Slot, what: &str, e: &RdKafkaError) -> KafkaError {
+fn transactional_error(
+    pipeline: &str,
+    slot: &Slot,
+    what: &str,
+    e: &RdKafkaError,
+    transaction_timeout: Duration,
+    fence: &Fence,
+) -> KafkaError {
     if is_fenced(e) || fatal_fenced(slot) {
-        return KafkaError::Fenced {
-            pipeline: pipeline.to_owned(),
-            transactional_id: slot.id.clone(),
-            what: what.to_owned(),
-        };
+        return fenced_error(pipeline, slot, what, transaction_timeout, fence);
     }
     KafkaError::client(format!("producer {}: {what}", slot.id), e)
 }
 
-/// The marker carried by the Kafka sources' offsets, if the pipeline has Kafka sources
-/// on the sink's cluster: those in the group of the first such source.
+/// The producer lost its transactional id's epoch. Either another instance initialised
+/// the same id, or the broker aborted our transaction because it outlived
+/// `transaction.timeout.ms` (this process was stopped or starved): the broker answers
+/// both the same way, so the age of the open transaction tells them apart. Either way
+/// this instance no longer owns the pipeline: raise the fence.
+fn fenced_error(
+    pipeline: &str,
+    slot: &Slot,
+    what: &str,
+    transaction_timeout: Duration,
+    fence: &Fence,
+) -> KafkaError {
+    fence.raise();
+    if let Some(t) = *slot.open() {
+        let open_for = t.since.elapsed();
+        if open_for > transaction_timeout {
+            return KafkaError::TransactionTimedOut {
+                transactional_id: slot.id.clone(),
+                checkpoint: t.checkpoint,
+                what: what.to_owned(),
+                open_for,
+                timeout: transaction_timeout,
+            };
+        }
+    }
+    KafkaError::Fenced {
+        pipeline: pipeline.to_owned(),
+        transactional_id: slot.id.clone(),
+        what: what.to_owned(),
+    }
+}
+
+/// Where the marker goes: the group's offsets of the Kafka sources on the sink's
+/// cluster (those in the group of the first such source), else an offset on the
+/// pipeline's progress topic; the marker record always goes to the progress topic.
 fn marker_target(
     spec: &PipelineSpec,
     sink: &KafkaSinkConfig,
     bootstrap: &str,
-) -> Result<Option<MarkerTarget>, KafkaError> {
-    let mut target: Option<MarkerTarget> = None;
+) -> Result<MarkerTarget, KafkaError> {
+    let mut target = MarkerTarget {
+        pipeline: spec.name.clone(),
+        unit: LOCAL_UNIT.into(),
+        group: format!("{}{}", sink.transactional_prefix, spec.name),
+        sources: Vec::new(),
+        source_partitions: Vec::new(),
+        progress_topic: progress_topic(&sink.transactional_prefix, &spec.name),
+    };
     for (s, source) in spec.sources.iter().enumerate() {
         let SourceConfig::Kafka(c) = &source.config else {
             continue;
@@ -495,27 +681,20 @@ fn marker_target(
             continue;
         }
         let group = c.group.clone().unwrap_or_else(|| default_group(&spec.name));
-        let t = target.get_or_insert_with(|| MarkerTarget {
-            pipeline: spec.name.clone(),
-            unit: LOCAL_UNIT.into(),
-            group: group.clone(),
-            sources: Vec::new(),
-            source_partitions: Vec::new(),
-            progress_topic: None,
-        });
-        if t.group != group {
+        if target.sources.is_empty() {
+            target.group = group.clone();
+        } else if target.group != group {
             continue;
         }
-        t.sources.push(plan::source_id(s));
+        target.sources.push(plan::source_id(s));
         let probe: BaseConsumer<QuietContext> = client_config(bootstrap, c.connect_timeout)
             .create_with_context(QuietContext)
             .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
         for topic in c.topic_names() {
             for p in topic_partitions(probe.client(), bootstrap, &topic, c.connect_timeout)? {
-                t.source_partitions.push((topic.clone(), p));
+                target.source_partitions.push((topic.clone(), p));
             }
         }
     }
-    let _ = sink;
     Ok(target)
 }

@@ -9,6 +9,7 @@
 //! nothing to do: `init_transactions` already aborted what later checkpoints wrote.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
@@ -37,13 +38,17 @@ impl Committer for KafkaCommitter {
         &self.operator_id
     }
 
-    fn pre_commit(&mut self, id: CheckpointId) -> Result<(), CommitError> {
-        self.unit.pre_commit(id).map_err(ConnectorError::from)?;
+    fn pre_commit(&mut self, id: CheckpointId, deadline: Instant) -> Result<(), CommitError> {
+        self.unit
+            .pre_commit(id, deadline)
+            .map_err(ConnectorError::from)?;
         Ok(())
     }
 
-    fn commit(&mut self, metadata: &CheckpointMetadata) -> Result<(), CommitError> {
-        self.unit.commit(metadata).map_err(ConnectorError::from)?;
+    fn commit(&mut self, metadata: &CheckpointMetadata, deadline: Instant) -> Result<(), CommitError> {
+        self.unit
+            .commit(metadata, deadline)
+            .map_err(ConnectorError::from)?;
         Ok(())
     }
 }

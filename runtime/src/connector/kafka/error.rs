@@ -33,7 +33,7 @@ pub enum KafkaError {
     MissingTopic { topic: String, bootstrap: String },
 
     #[error(
-        "transaction_timeout {} is too small: it must exceed checkpoint interval {} + checkpoint timeout {} + restart_budget {} = {}ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget",
+        "transaction_timeout {} is too small: it must exceed checkpoint interval {} + 2 x checkpoint timeout {} + restart_budget {} = {}ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget",
         ms(*.timeout), ms(*.interval), ms(*.checkpoint_timeout), ms(*.restart_budget), .needed_ms
     )]
     TransactionTimeoutTooSmall {
@@ -66,6 +66,38 @@ pub enum KafkaError {
         pipeline: String,
         transactional_id: String,
         what: String,
+    },
+
+    #[error(
+        "the transaction of checkpoint {checkpoint} on producer {transactional_id} was open for {}, longer than transaction_timeout {}, so the broker aborted it (was this process stopped or starved?); found while {what}. This instance stops; a restart resumes from the last committed checkpoint",
+        ms(*.open_for), ms(*.timeout)
+    )]
+    TransactionTimedOut {
+        transactional_id: String,
+        checkpoint: CheckpointId,
+        what: String,
+        open_for: Duration,
+        timeout: Duration,
+    },
+
+    #[error(
+        "consumer group {group} holds the progress of pipeline {owner}: pipeline {pipeline} cannot commit its own there (each would overwrite the other's progress marker); give one of them its own `group`"
+    )]
+    GroupShared {
+        pipeline: String,
+        group: String,
+        owner: String,
+    },
+
+    #[error(
+        "checkpoint storage {storage} holds complete checkpoints {checkpoints} of pipeline {pipeline}, but no progress marker says which one's output was committed (group {group} has none: its offsets expired, were reset or deleted; topic {topic} has none: it was deleted). Weir will not guess: run with --from-checkpoint N to resume after checkpoint N (the last one whose output is in the output topics), or with --from-scratch to start over"
+    )]
+    MarkerMissing {
+        pipeline: String,
+        group: String,
+        topic: String,
+        storage: String,
+        checkpoints: String,
     },
 
     #[error("{what}: {reason}")]

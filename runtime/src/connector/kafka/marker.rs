@@ -1,34 +1,96 @@
-//! The progress marker: which checkpoint's transaction was committed last.
+//! The progress marker: which checkpoint's transaction was committed last, and by whom.
 //!
 //! Invariants:
-//! - Transaction T(n) carries the marker of checkpoint n in its own offset commit
-//!   (`send_offsets_to_transaction`, TxnOffsetCommit), so the marker becomes visible
-//!   exactly when, and only if, T(n) commits: no separate write can disagree with it.
-//! - With Kafka sources (in the marker group) the committed offsets are the sources'
-//!   positions at barrier n, each with metadata `weir:<pipeline>:<unit>:checkpoint=<n>`;
-//!   standard lag tools (`kafka-consumer-groups --describe`) then show the pipeline's
-//!   real progress. Without Kafka sources the marker is offset n on partition 0 of the
-//!   progress topic `{prefix}weir-progress`, with the same metadata (nothing is ever
-//!   produced to that topic: it only gives the offset commit a partition to name).
-//! - Reading the marker is one OffsetFetch. Markers of other pipelines or units, or
-//!   offsets committed by other tools, are ignored: the last committed checkpoint is the
-//!   largest n found among ours, `CheckpointId::NONE` if none.
+//! - Transaction T(n) carries the marker of checkpoint n twice, both inside T(n), so both
+//!   become visible exactly when, and only if, T(n) commits:
+//!   1. a record on partition 0 of the pipeline's own progress topic
+//!      `{prefix}{pipeline}.progress` (compacted: the latest marker is never deleted,
+//!      however long the pipeline is stopped), key `weir:<pipeline>:<unit>`, value the
+//!      marker text `weir:<pipeline>:<unit>:checkpoint=<n>`;
+//!   2. the transaction's offset commit (`send_offsets_to_transaction`) in the marker
+//!      group: the Kafka sources' positions at barrier n (standard lag tools then show
+//!      the real progress), or, without Kafka sources, an offset on the progress topic;
+//!      each offset carries the marker text as its metadata.
+//! - How the two agree: they are written by the same transactions, so each always names
+//!   a committed checkpoint, and the larger of the two is the last one committed. The
+//!   group's copy can be lost (offsets expire after `offsets.retention.minutes` once the
+//!   pipeline stops, a tool resets or deletes them, another pipeline overwrites them);
+//!   the topic's copy survives all of those. Recovery takes the larger of what it finds.
+//! - A marker names its pipeline and unit. A weir marker of another pipeline in the
+//!   group means the group is shared: refused at start, since the other pipeline's
+//!   commits overwrite ours. Offsets without a weir marker (another tool's) are ignored.
+//! - "No marker found" is never read as "nothing committed" while checkpoint storage
+//!   holds complete checkpoints: recovery refuses to guess and says what it found
+//!   (`resume_point`). The only topic that holds the marker record is the pipeline's
+//!   own, so reading it with read_committed after fencing our producers never stalls
+//!   behind another pipeline's open transaction.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::kafka::client::{QuietContext, retry_read};
-use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::client::{QuietContext, client_config, retry_read};
+use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::source::KafkaPosition;
 
-/// Name of the progress topic under a transactional prefix.
-pub fn progress_topic(prefix: &str) -> String {
-    format!("{prefix}weir-progress")
+/// The progress topic of `pipeline` under a transactional prefix.
+pub fn progress_topic(prefix: &str, pipeline: &str) -> String {
+    format!("{prefix}{pipeline}.progress")
+}
+
+/// Topic configuration of a progress topic: compaction keeps the latest marker forever.
+pub const PROGRESS_TOPIC_CONFIG: [(&str, &str); 2] =
+    [("cleanup.policy", "compact"), ("segment.ms", "3600000")];
+
+/// Markers read back from the tail of the progress topic at a time, then twice as many.
+const TOPIC_TAIL: i64 = 64;
+
+/// A marker text, parsed: `weir:<pipeline>:<unit>:checkpoint=<n>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    pub pipeline: String,
+    pub unit: String,
+    pub checkpoint: CheckpointId,
+}
+
+impl Marker {
+    pub fn parse(text: &str) -> Option<Marker> {
+        let rest = text.strip_prefix("weir:")?;
+        let (owner, id) = rest.rsplit_once(":checkpoint=")?;
+        let (pipeline, unit) = owner.split_once(':')?;
+        if pipeline.is_empty() || unit.is_empty() {
+            return None;
+        }
+        Some(Marker {
+            pipeline: pipeline.to_owned(),
+            unit: unit.to_owned(),
+            checkpoint: CheckpointId(id.parse().ok()?),
+        })
+    }
+}
+
+/// What recovery found of a pipeline's markers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoundMarkers {
+    /// Our newest marker in the group's committed offsets.
+    pub group: Option<CheckpointId>,
+    /// Our newest marker record in the progress topic.
+    pub topic: Option<CheckpointId>,
+    /// The pipeline whose weir marker sits in the group instead of ours, if any.
+    pub foreign: Option<String>,
+}
+
+impl FoundMarkers {
+    /// The last committed checkpoint: the larger of the two copies (see the module docs).
+    pub fn last_committed(&self) -> Option<CheckpointId> {
+        self.group.max(self.topic)
+    }
 }
 
 /// Where a pipeline's marker lives.
@@ -39,23 +101,29 @@ pub struct MarkerTarget {
     /// The consumer group the offsets are committed to.
     pub group: String,
     /// Operator ids (`source-<s>`) of the Kafka sources reading in `group`, with their
-    /// topic partitions.
+    /// topic partitions; empty: the offset goes to the progress topic.
     pub sources: Vec<String>,
     pub source_partitions: Vec<(String, i32)>,
-    /// Set when there is no Kafka source in `group`.
-    pub progress_topic: Option<String>,
+    /// The pipeline's own progress topic (one partition).
+    pub progress_topic: String,
 }
 
 impl MarkerTarget {
-    /// The metadata string of checkpoint `id`.
+    /// The marker text of checkpoint `id`.
     pub fn text(&self, id: CheckpointId) -> String {
         format!("weir:{}:{}:checkpoint={}", self.pipeline, self.unit, id.0)
     }
 
+    /// The key of the marker records in the progress topic.
+    pub fn record_key(&self) -> String {
+        format!("weir:{}:{}", self.pipeline, self.unit)
+    }
+
     /// The checkpoint id in `text`, if it is one of this pipeline and unit's markers.
     pub fn parse(&self, text: &str) -> Option<CheckpointId> {
-        let prefix = format!("weir:{}:{}:checkpoint=", self.pipeline, self.unit);
-        text.strip_prefix(&prefix)?.parse().ok().map(CheckpointId)
+        Marker::parse(text)
+            .filter(|m| m.pipeline == self.pipeline && m.unit == self.unit)
+            .map(|m| m.checkpoint)
     }
 
     /// The offsets to commit inside T(`metadata.id`).
@@ -67,30 +135,26 @@ impl MarkerTarget {
             what: format!("cannot build the offsets of checkpoint {id}"),
             reason,
         };
-        match &self.progress_topic {
-            Some(topic) => {
-                let offset =
-                    i64::try_from(id.0).map_err(|_| bad("checkpoint id too large".into()))?;
-                tpl.add_partition_offset(topic, 0, Offset::Offset(offset))
-                    .map_err(|e| bad(e.to_string()))?;
-                set_metadata(&mut tpl, topic, 0, &text);
+        let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        if self.sources.is_empty() {
+            // Only a carrier for the metadata: the offset itself means nothing.
+            let offset = i64::try_from(id.0).map_err(|_| bad("checkpoint id too large".into()))?;
+            positions.insert((self.progress_topic.clone(), 0), offset);
+        }
+        for source in &self.sources {
+            for snapshot in metadata.snapshots_of(source) {
+                let position =
+                    KafkaPosition::from_value(&snapshot.state).map_err(|e| bad(e.to_string()))?;
+                for p in position.partitions {
+                    positions.insert((p.topic, p.partition), p.offset);
+                }
             }
-            None => {
-                let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
-                for source in &self.sources {
-                    for snapshot in metadata.snapshots_of(source) {
-                        let position = KafkaPosition::from_value(&snapshot.state)
-                            .map_err(|e| bad(e.to_string()))?;
-                        for p in position.partitions {
-                            positions.insert((p.topic, p.partition), p.offset);
-                        }
-                    }
-                }
-                for ((topic, partition), offset) in positions {
-                    tpl.add_partition_offset(&topic, partition, Offset::Offset(offset))
-                        .map_err(|e| bad(e.to_string()))?;
-                    set_metadata(&mut tpl, &topic, partition, &text);
-                }
+        }
+        for ((topic, partition), offset) in positions {
+            tpl.add_partition_offset(&topic, partition, Offset::Offset(offset))
+                .map_err(|e| bad(e.to_string()))?;
+            if let Some(mut e) = tpl.find_partition(&topic, partition) {
+                e.set_metadata(&text);
             }
         }
         if tpl.count() == 0 {
@@ -101,19 +165,20 @@ impl MarkerTarget {
 
     /// The partitions whose committed offsets carry the marker.
     fn partitions(&self) -> Vec<(String, i32)> {
-        match &self.progress_topic {
-            Some(topic) => vec![(topic.clone(), 0)],
-            None => self.source_partitions.clone(),
+        if self.sources.is_empty() {
+            vec![(self.progress_topic.clone(), 0)]
+        } else {
+            self.source_partitions.clone()
         }
     }
 
-    /// The last committed checkpoint, read with one OffsetFetch from `consumer` (whose
-    /// `group.id` is `self.group`).
-    pub fn read(
+    /// The group's copy of the marker, and any other pipeline's marker in the group:
+    /// one OffsetFetch from `consumer` (whose `group.id` is `self.group`).
+    pub fn read_group(
         &self,
         consumer: &BaseConsumer<QuietContext>,
         timeout: Duration,
-    ) -> Result<CheckpointId, KafkaError> {
+    ) -> Result<(Option<CheckpointId>, Option<String>), KafkaError> {
         let mut tpl = TopicPartitionList::new();
         for (t, p) in self.partitions() {
             tpl.add_partition(&t, p);
@@ -127,19 +192,142 @@ impl MarkerTarget {
                 &e,
             )
         })?;
-        Ok(committed
-            .elements()
-            .iter()
-            .filter(|e| matches!(e.offset(), Offset::Offset(_)))
-            .filter_map(|e| self.parse(e.metadata()))
-            .max()
-            .unwrap_or(CheckpointId::NONE))
+        let mut ours = None;
+        let mut foreign = None;
+        for e in committed.elements() {
+            if !matches!(e.offset(), Offset::Offset(_)) {
+                continue;
+            }
+            match Marker::parse(e.metadata()) {
+                Some(m) if m.pipeline == self.pipeline && m.unit == self.unit => {
+                    ours = ours.max(Some(m.checkpoint));
+                }
+                Some(m) if m.pipeline != self.pipeline => foreign = Some(m.pipeline),
+                _ => {}
+            }
+        }
+        Ok((ours, foreign))
+    }
+
+    /// The topic's copy of the marker: the last committed marker record on partition
+    /// 0 of the progress topic, read with read_committed from the tail backwards (a
+    /// window of `TOPIC_TAIL` offsets, doubled until a marker or the start is found).
+    /// Call after our producers were initialised: none of our transactions is open, so
+    /// the last stable offset is the log end.
+    pub fn read_topic(&self, bootstrap: &str, timeout: Duration) -> Result<Option<CheckpointId>, KafkaError> {
+        let topic = &self.progress_topic;
+        let what = || format!("cannot read the progress topic {topic}");
+        let consumer: BaseConsumer<QuietContext> = client_config(bootstrap, timeout)
+            .set("group.id", &self.group)
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .create_with_context(QuietContext)
+            .map_err(|e| KafkaError::client(what(), &e))?;
+        let (low, high) = consumer
+            .fetch_watermarks(topic, 0, timeout)
+            .map_err(|e| KafkaError::client(what(), &e))?;
+        let deadline = Instant::now() + timeout;
+        let mut window = TOPIC_TAIL;
+        let mut start = high;
+        while start > low {
+            start = (high - window).max(low);
+            if let Some(found) = self.read_from(&consumer, start, high, deadline)? {
+                return Ok(Some(found));
+            }
+            window = window.saturating_mul(2);
+        }
+        Ok(None)
+    }
+
+    /// The newest (last written) marker in `[start, end)` of the progress topic.
+    fn read_from(
+        &self,
+        consumer: &BaseConsumer<QuietContext>,
+        start: i64,
+        end: i64,
+        deadline: Instant,
+    ) -> Result<Option<CheckpointId>, KafkaError> {
+        let topic = &self.progress_topic;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(start))
+            .and_then(|()| consumer.assign(&tpl))
+            .map_err(|e| KafkaError::client(format!("cannot read the progress topic {topic}"), &e))?;
+        let mut newest = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(KafkaError::Client {
+                    what: format!("cannot read the progress topic {topic}"),
+                    reason: format!("offsets {start}..{end} not read in time"),
+                });
+            }
+            match consumer.poll(left.min(Duration::from_millis(100))) {
+                None => {}
+                Some(Ok(m)) => {
+                    let text = m.payload().and_then(|p| std::str::from_utf8(p).ok());
+                    // Newest by offset, not the largest id: after `--from-scratch` the
+                    // ids start again from 1 below the old incarnation's markers.
+                    if let Some(id) = text.and_then(|t| self.parse(t)) {
+                        newest = Some(id);
+                    }
+                    if m.offset() + 1 >= end {
+                        return Ok(newest);
+                    }
+                }
+                // At the last stable offset: aborted records and transaction markers
+                // below `end` carry no record.
+                Some(Err(RdKafkaError::PartitionEOF(_))) => return Ok(newest),
+                Some(Err(e)) => {
+                    return Err(KafkaError::Client {
+                        what: format!("cannot read the progress topic {topic}"),
+                        reason: reason(&e),
+                    });
+                }
+            }
+        }
     }
 }
 
-fn set_metadata(tpl: &mut TopicPartitionList, topic: &str, partition: i32, text: &str) {
-    if let Some(mut e) = tpl.find_partition(topic, partition) {
-        e.set_metadata(text);
+/// Why recovery cannot pick a checkpoint on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeRefusal {
+    /// `--from-checkpoint N` names a checkpoint storage does not hold complete.
+    NotComplete { wanted: CheckpointId },
+    /// Storage holds complete checkpoints but no marker says which one committed.
+    MarkerMissing,
+}
+
+/// The checkpoint an exactly-once run resumes from (`None`: nothing committed, start
+/// fresh), from the markers found, the complete checkpoints in storage (ascending),
+/// whether any of them was taken after a commit (`ever_committed`: their metadata's
+/// `committed_before`), and the operator's `--from-checkpoint`, which overrides the
+/// markers.
+///
+/// Complete checkpoints without a marker are what a crash before the pipeline's first
+/// commit leaves (a checkpoint is complete before its transaction commits): if none of
+/// them was taken after a commit, nothing was ever committed and they are discarded.
+/// Otherwise a marker existed and is gone, and guessing could lose or duplicate
+/// output: refuse. (The one case this cannot tell apart: the first commit succeeded,
+/// the process died before the next checkpoint completed, and then both copies of the
+/// marker were deleted by hand.)
+pub fn resume_point(
+    found: &FoundMarkers,
+    complete: &[CheckpointId],
+    ever_committed: bool,
+    from_checkpoint: Option<CheckpointId>,
+) -> Result<Option<CheckpointId>, ResumeRefusal> {
+    if let Some(wanted) = from_checkpoint {
+        return if complete.contains(&wanted) {
+            Ok(Some(wanted))
+        } else {
+            Err(ResumeRefusal::NotComplete { wanted })
+        };
+    }
+    match found.last_committed() {
+        Some(c) => Ok(Some(c)),
+        None if complete.is_empty() || !ever_committed => Ok(None),
+        None => Err(ResumeRefusal::MarkerMissing),
     }
 }
 
@@ -147,24 +335,89 @@ fn set_metadata(tpl: &mut TopicPartitionList, topic: &str, partition: i32, text:
 mod tests {
     use super::*;
 
-    #[test]
-    fn markers_round_trip_and_ignore_strangers() {
-        let target = MarkerTarget {
+    fn target() -> MarkerTarget {
+        MarkerTarget {
             pipeline: "wc".into(),
             unit: "0".into(),
             group: "weir.wc".into(),
             sources: vec![],
             source_partitions: vec![],
-            progress_topic: Some(progress_topic("weir.")),
-        };
+            progress_topic: progress_topic("weir.", "wc"),
+        }
+    }
+
+    #[test]
+    fn markers_round_trip_and_name_their_pipeline() {
+        let target = target();
         assert_eq!(target.text(CheckpointId(17)), "weir:wc:0:checkpoint=17");
-        assert_eq!(
-            target.parse("weir:wc:0:checkpoint=17"),
-            Some(CheckpointId(17))
-        );
+        assert_eq!(target.record_key(), "weir:wc:0");
+        assert_eq!(target.parse("weir:wc:0:checkpoint=17"), Some(CheckpointId(17)));
         assert_eq!(target.parse("weir:wc2:0:checkpoint=17"), None);
         assert_eq!(target.parse("weir:wc:1:checkpoint=17"), None);
         assert_eq!(target.parse(""), None);
-        assert_eq!(progress_topic("weir."), "weir.weir-progress");
+        assert_eq!(
+            Marker::parse("weir:other-job:0:checkpoint=9"),
+            Some(Marker {
+                pipeline: "other-job".into(),
+                unit: "0".into(),
+                checkpoint: CheckpointId(9)
+            })
+        );
+        for junk in ["weir::0:checkpoint=1", "weir:a:checkpoint=1", "weir:a:0:checkpoint=x", "x"] {
+            assert_eq!(Marker::parse(junk), None, "{junk}");
+        }
+        assert_eq!(target.progress_topic, "weir.wc.progress");
+    }
+
+    #[test]
+    fn the_larger_copy_of_the_marker_wins() {
+        let found = |group, topic| FoundMarkers {
+            group,
+            topic,
+            foreign: None,
+        };
+        let c = |n| Some(CheckpointId(n));
+        assert_eq!(found(None, None).last_committed(), None);
+        assert_eq!(found(c(4), None).last_committed(), c(4));
+        // Offsets expired or deleted: the topic still knows.
+        assert_eq!(found(None, c(7)).last_committed(), c(7));
+        // Offsets reset to an older marker by a tool: the topic is newer.
+        assert_eq!(found(c(3), c(7)).last_committed(), c(7));
+    }
+
+    #[test]
+    fn a_missing_marker_with_checkpoints_is_never_read_as_nothing_committed() {
+        let ids = |v: &[u64]| v.iter().copied().map(CheckpointId).collect::<Vec<_>>();
+        let none = FoundMarkers::default();
+        let at = |n| FoundMarkers {
+            group: Some(CheckpointId(n)),
+            topic: None,
+            foreign: None,
+        };
+        // A new pipeline: nothing anywhere.
+        assert_eq!(resume_point(&none, &[], false, None), Ok(None));
+        // Killed before its first commit: checkpoints, none taken after a commit.
+        assert_eq!(resume_point(&none, &ids(&[1, 2]), false, None), Ok(None));
+        // Checkpoints taken after a commit, but no marker: refuse to guess.
+        assert_eq!(
+            resume_point(&none, &ids(&[3, 4]), true, None),
+            Err(ResumeRefusal::MarkerMissing)
+        );
+        // The marker decides, even when a newer checkpoint is complete.
+        assert_eq!(
+            resume_point(&at(3), &ids(&[3, 4]), true, None),
+            Ok(Some(CheckpointId(3)))
+        );
+        // The operator's choice overrides, but only for a complete checkpoint.
+        assert_eq!(
+            resume_point(&none, &ids(&[3, 4]), true, Some(CheckpointId(4))),
+            Ok(Some(CheckpointId(4)))
+        );
+        assert_eq!(
+            resume_point(&at(3), &ids(&[3, 4]), true, Some(CheckpointId(9))),
+            Err(ResumeRefusal::NotComplete {
+                wanted: CheckpointId(9)
+            })
+        );
     }
 }

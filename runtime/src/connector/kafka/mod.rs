@@ -1,11 +1,13 @@
 //! Kafka: a `read_committed` source and an exactly-once (two-phase commit) sink whose
 //! transactions are the commit points of the pipeline's checkpoints. The protocol is
 //! stated at the top of `sink.rs`.
+pub mod assignment;
 pub mod client;
 pub mod commit_unit;
 pub mod committer;
 pub mod config;
 pub mod error;
+pub mod in_flight;
 pub mod marker;
 pub mod preflight;
 pub mod sink;

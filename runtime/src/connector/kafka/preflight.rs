@@ -57,11 +57,14 @@ pub fn shared_settings<'a>(
     Ok(Some(first))
 }
 
-/// `transaction_timeout` must outlive a checkpoint round and a restart: a transaction is
-/// open from the first record after barrier n - 1 until T(n) commits, which is at most
-/// one interval plus one checkpoint (bounded by its timeout); after a crash it stays
-/// open until the restarted pipeline fences it. A shorter timeout lets the broker abort
-/// T(n) under a live pipeline.
+/// `transaction_timeout` must outlive the worst case of a transaction's life, plus a
+/// restart. T(n) opens with the first record a sink receives after barrier n - 1, which
+/// can be as soon as checkpoint n - 1 is triggered; n - 1 then still has to align,
+/// pre-commit and commit (the checkpoint timeout bounds that whole round, flush and
+/// commit included), then the interval passes, then checkpoint n's own round (bounded
+/// by the timeout again) ends with T(n)'s commit: at most interval + 2 x timeout. After
+/// a crash it stays open until the restarted pipeline fences it (the restart budget). A
+/// shorter timeout lets the broker abort T(n) under a live pipeline.
 pub fn check_transaction_timeout(
     sink: &KafkaSinkConfig,
     interval: Duration,
@@ -70,7 +73,7 @@ pub fn check_transaction_timeout(
     if sink.delivery != DeliveryGuarantee::ExactlyOnce {
         return Ok(());
     }
-    let needed = interval + checkpoint_timeout + sink.restart_budget;
+    let needed = interval + checkpoint_timeout * 2 + sink.restart_budget;
     if sink.transaction_timeout <= needed {
         return Err(KafkaError::TransactionTimeoutTooSmall {
             timeout: sink.transaction_timeout,
@@ -108,8 +111,8 @@ mod tests {
                 .expect_err("too small");
         assert_eq!(
             e.to_string(),
-            "transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + checkpoint timeout 1m + \
-             restart_budget 30s = 90500ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget"
+            "transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + 2 x checkpoint timeout 1m + \
+             restart_budget 30s = 150500ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget"
         );
         sink.transaction_timeout = Duration::from_secs(20 * 60);
         assert!(

@@ -25,17 +25,23 @@
 //!   has passed barrier n already writes checkpoint n + 1 while others still write n;
 //!   two suffice because checkpoint n + 1 is triggered only after T(n) committed, so no
 //!   record of n + 2 exists before T(n) is finished and producer `n mod 2` is free.
+//! - Order: a sink subtask sends nothing of checkpoint n + 1 until the broker has
+//!   acknowledged every record it sent for n (`InFlight`). The two producers batch and
+//!   retry independently; without this wait a record of n + 1 could land in a
+//!   partition before an older record of n, and a key's updates would go backwards.
 //! - Pre-commit (coordinator, after every task acknowledged barrier n, before n's
 //!   metadata is written): flush producer `n mod 2` and check every record of T(n) was
 //!   acknowledged by the broker. The records are then durable in the log, and
 //!   invisible to `read_committed` consumers.
 //! - Commit (coordinator, after n's metadata is durable, i.e. checkpoint n is
-//!   complete): add the progress marker to T(n) with `send_offsets_to_transaction` (the
-//!   Kafka sources' positions at barrier n, or an offset on the progress topic, with
+//!   complete): add the progress marker to T(n), as a record on the pipeline's
+//!   compacted progress topic and with `send_offsets_to_transaction` (the Kafka
+//!   sources' positions at barrier n, or an offset on the progress topic, with
 //!   `weir:<pipeline>:<unit>:checkpoint=n` as metadata; see `marker`), then
 //!   `commit_transaction`. The records of n and the marker n become visible together,
 //!   atomically. Only then is checkpoint n + 1 triggered. Other sinks (files) commit
-//!   after the Kafka commit, idempotently.
+//!   after the Kafka commit, idempotently. The checkpoint timeout bounds the whole
+//!   round, flush and commit included.
 //! - A failed flush, delivery, offset commit or commit fails the pipeline: it is never
 //!   retried in place (a transaction in an unknown state cannot be reasoned about) and
 //!   never panics. Recovery sorts it out.
@@ -47,8 +53,13 @@
 //!    transactional call fails with a fencing error, and it stops with a message
 //!    saying so), and aborts whatever transactions they left open (or completes a
 //!    commit that was already decided).
-//! 2. Only then read the last committed marker c (one OffsetFetch). After step 1 no one
-//!    else can commit, so c is final: T(c) committed and no T(m) with m > c ever will.
+//! 2. Only then read the last committed marker c: the larger of the group's copy (one
+//!    OffsetFetch) and the progress topic's (the tail of a one-partition topic). After
+//!    step 1 no one else can commit, so c is final: T(c) committed and no T(m) with
+//!    m > c ever will. A group holding another pipeline's marker is refused before
+//!    step 1; no marker at all while storage holds complete checkpoints is refused
+//!    too (`marker::resume_point`): the operator chooses `--from-checkpoint N` or
+//!    `--from-scratch`.
 //! 3. Restore checkpoint c exactly (not the latest complete checkpoint, which may be
 //!    c + 1 if the crash fell between "complete" and "committed") and discard every
 //!    newer checkpoint: their transactions were aborted. Checkpoint c is always still
@@ -66,8 +77,9 @@
 //! each checkpoint exactly once, whatever the guests compute on replay: an aborted
 //! checkpoint's output is discarded whole.
 //!
-//! Timeouts: `transaction.timeout.ms` must exceed checkpoint interval + checkpoint
-//! timeout + restart budget (else the broker may abort T(n) under a live pipeline) and
+//! Timeouts: `transaction.timeout.ms` must exceed checkpoint interval + 2 x checkpoint
+//! timeout + restart budget (T(n) can open as soon as n - 1 is triggered; see
+//! `preflight`), else the broker may abort T(n) under a live pipeline, and
 //! not exceed the broker's `transaction.max.timeout.ms`; both are checked at start. While
 //! a crashed pipeline is down, its open transaction holds back the last stable offset
 //! of the partitions it wrote, so `read_committed` readers of those partitions stall
@@ -80,6 +92,8 @@ use std::sync::Arc;
 
 use crate::checkpoint::CheckpointId;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
+use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::in_flight::InFlight;
 use crate::dataflow::batch::RecordBatch;
 use crate::dataflow::message::Barrier;
 use crate::dataflow::operator::{Operator, OperatorError, OperatorSnapshot, Output};
@@ -92,6 +106,10 @@ pub struct KafkaSink {
     unit: Arc<KafkaCommitUnit>,
     /// The checkpoint the records arriving now belong to.
     checkpoint: CheckpointId,
+    /// This subtask's records not yet acknowledged by the broker.
+    in_flight: Arc<InFlight>,
+    /// A barrier passed since the last record: wait for `in_flight` before sending.
+    drain_before_next: bool,
 }
 
 impl KafkaSink {
@@ -108,6 +126,8 @@ impl KafkaSink {
             topic: topic.into(),
             unit,
             checkpoint: base.next(),
+            in_flight: Arc::new(InFlight::default()),
+            drain_before_next: false,
         }
     }
 }
@@ -121,7 +141,24 @@ impl Operator for KafkaSink {
         if batch.is_empty() {
             return Ok(());
         }
-        self.unit.send_batch(self.checkpoint, &self.topic, &batch)?;
+        if self.drain_before_next {
+            // The previous checkpoint's records go first (see "Order" above).
+            let timeout = self.unit.delivery_timeout();
+            if !self.in_flight.wait_drained(timeout) {
+                return Err(KafkaError::Delivery {
+                    checkpoint: self.checkpoint,
+                    reason: format!(
+                        "{} records sent to {} before this checkpoint were not acknowledged within {timeout:?}",
+                        self.in_flight.count(),
+                        self.topic
+                    ),
+                }
+                .into());
+            }
+            self.drain_before_next = false;
+        }
+        self.unit
+            .send_batch(self.checkpoint, &self.topic, &batch, &self.in_flight)?;
         Ok(())
     }
 
@@ -132,6 +169,7 @@ impl Operator for KafkaSink {
     ) -> Result<Option<OperatorSnapshot>, OperatorError> {
         // Everything sent so far belongs to T(barrier.id); what follows to the next one.
         self.checkpoint = barrier.id.next();
+        self.drain_before_next = true;
         Ok(Some(OperatorSnapshot::new(
             serde_json::json!({ "topic": self.topic }),
         )))

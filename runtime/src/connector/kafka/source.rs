@@ -1,10 +1,17 @@
 //! `KafkaSource`: one subtask's reader of the partitions of one or more Kafka topics.
 //!
 //! Invariants:
-//! - Assignment, not subscription: the partitions of the configured topics, sorted by
-//!   (topic, partition), are numbered 0..N and partition k belongs to subtask k % P. No
-//!   consumer group rebalancing ever moves a partition; the group is only where offsets
-//!   are committed (by the sink, inside its transactions) and read (`start = "committed"`).
+//! - Assignment, not subscription: each partition of the configured topics belongs to the
+//!   subtask `assignment::owner` names, which adding partitions or topics never changes
+//!   for an existing partition. No consumer group rebalancing ever moves a partition;
+//!   the group is only where offsets are committed (by the sink, inside its
+//!   transactions) and read (`start = "committed"`).
+//! - Restore from the whole checkpoint: a restored subtask looks its partitions up in
+//!   the positions of every subtask of the source (merged), so a partition's position
+//!   never depends on which subtask owned it. A partition in no snapshot was added after
+//!   the checkpoint and starts at its earliest offset: it holds only newer records. A
+//!   restored offset that retention already deleted continues at the earliest offset,
+//!   with a warning and the records skipped counted.
 //! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
 //!   input and never commits anything itself; its progress lives in checkpoints.
 //! - The position `{"partitions": [{"topic": t, "partition": p, "offset": o}, ...]}` lists
@@ -39,6 +46,7 @@ use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::connector::error::ConnectorError;
+use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
@@ -69,6 +77,20 @@ impl KafkaPosition {
             reason: e.to_string(),
         })
     }
+
+    /// Every partition's next offset over the positions of all subtasks of a source. A
+    /// partition is listed by the one subtask that read it; should two ever list it,
+    /// the larger offset is the one whose records reached the checkpoint.
+    pub fn merged(positions: &[&SourcePosition]) -> Result<BTreeMap<(String, i32), i64>, ConnectorError> {
+        let mut merged = BTreeMap::new();
+        for value in positions {
+            for p in Self::from_value(value)?.partitions {
+                let offset = merged.entry((p.topic, p.partition)).or_insert(p.offset);
+                *offset = (*offset).max(p.offset);
+            }
+        }
+        Ok(merged)
+    }
 }
 
 struct PartitionState {
@@ -89,6 +111,8 @@ pub struct KafkaSource {
     consumer: Arc<BaseConsumer<QuietContext>>,
     partitions: Vec<PartitionState>,
     bounded: bool,
+    /// Records lost to retention between the checkpoint and this open.
+    skipped: u64,
     /// Round-robin start, so one busy partition does not starve the others.
     next_queue: usize,
     pacer: Pacer,
@@ -108,15 +132,16 @@ impl std::fmt::Debug for KafkaSource {
 }
 
 impl KafkaSource {
-    /// Subtask `subtask` of `parallelism`, in consumer group `group`, resuming at
-    /// `restored` if given. Fails (bounded by `connect_timeout`) if the broker cannot
-    /// be reached or a topic does not exist.
+    /// Subtask `subtask` of `parallelism`, in consumer group `group`, resuming from a
+    /// checkpoint if `restored` holds the source's positions in it (every subtask's).
+    /// Fails (bounded by `connect_timeout`) if the broker cannot be reached or a topic
+    /// does not exist.
     pub fn open(
         config: &KafkaSourceConfig,
         group: &str,
         subtask: usize,
         parallelism: usize,
-        restored: Option<&SourcePosition>,
+        restored: Option<&[&SourcePosition]>,
     ) -> Result<Self, ConnectorError> {
         let bootstrap = config.bootstrap()?;
         let timeout = config.connect_timeout;
@@ -141,31 +166,16 @@ impl KafkaSource {
             })?;
         let consumer = Arc::new(consumer);
 
-        // Every partition of every topic, in a fixed order; ours are k % P == subtask.
-        let mut all = Vec::new();
+        let mut mine = Vec::new();
         for topic in config.topic_names() {
             for p in topic_partitions(consumer.client(), &bootstrap, &topic, timeout)? {
-                all.push((topic.clone(), p));
+                if assignment::owner(&topic, p, parallelism) == subtask {
+                    mine.push((topic.clone(), p));
+                }
             }
         }
-        all.sort();
-        let mine: Vec<(String, i32)> = all
-            .into_iter()
-            .enumerate()
-            .filter(|(k, _)| k % parallelism == subtask)
-            .map(|(_, tp)| tp)
-            .collect();
-
-        let restored: Option<BTreeMap<(String, i32), i64>> = match restored {
-            None => None,
-            Some(value) => Some(
-                KafkaPosition::from_value(value)?
-                    .partitions
-                    .into_iter()
-                    .map(|p| ((p.topic, p.partition), p.offset))
-                    .collect(),
-            ),
-        };
+        mine.sort();
+        let restored = restored.map(KafkaPosition::merged).transpose()?;
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
                 committed_offsets(&consumer, &mine, &bootstrap, timeout)?
@@ -174,7 +184,8 @@ impl KafkaSource {
             };
 
         let mut partitions = Vec::with_capacity(mine.len());
-        let mut assignment = TopicPartitionList::new();
+        let mut skipped = 0u64;
+        let mut assigned = TopicPartitionList::new();
         for (topic, partition) in mine {
             let watermarks = || {
                 consumer
@@ -191,7 +202,18 @@ impl KafkaSource {
             let (low, high) = watermarks()?;
             let next = match &restored {
                 // A partition added since the checkpoint: all of it is new input.
-                Some(map) => map.get(&(topic.clone(), partition)).copied().unwrap_or(low),
+                Some(map) => match map.get(&(topic.clone(), partition)).copied() {
+                    None => low,
+                    Some(offset) if offset < low => {
+                        let lost = low - offset;
+                        tracing::warn!(%topic, partition, restored = offset, earliest = low, skipped = lost,
+                            "kafka source: the restored offset was already deleted by the topic's retention; \
+                             continuing at the earliest offset, {lost} records were never read");
+                        skipped += lost.unsigned_abs();
+                        low
+                    }
+                    Some(offset) => offset,
+                },
                 None => match config.start {
                     StartOffset::Earliest => low,
                     StartOffset::Latest => high,
@@ -209,7 +231,7 @@ impl KafkaSource {
                     what: format!("cannot open a queue for {topic}-{partition}"),
                     reason: "librdkafka refused".into(),
                 })?;
-            assignment
+            assigned
                 .add_partition_offset(&topic, partition, Offset::Offset(next))
                 .map_err(|e| {
                     KafkaError::client(format!("cannot assign {topic}-{partition}"), &e)
@@ -225,11 +247,12 @@ impl KafkaSource {
             });
         }
         consumer
-            .assign(&assignment)
+            .assign(&assigned)
             .map_err(|e| KafkaError::client("cannot assign the source partitions", &e))?;
         Ok(KafkaSource {
             consumer,
             partitions,
+            skipped,
             bounded: config.bounded,
             next_queue: 0,
             pacer: Pacer::new(config.rate, parallelism),
@@ -370,6 +393,10 @@ impl Source for KafkaSource {
         };
         // A struct of strings and integers always serialises.
         serde_json::to_value(position).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn skipped_at_open(&self) -> u64 {
+        self.skipped
     }
 
     fn event_time_frontier(&self) -> Option<i64> {

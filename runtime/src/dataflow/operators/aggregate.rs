@@ -176,7 +176,12 @@ impl AggregateOperator {
             }
             input.accumulator_ends.push(input.accumulators.len() as u32);
             for &i in members {
-                input.records.push_ref(batch.get(i as usize));
+                // A record is copied once per window: the copies may pass what one
+                // batch addresses even when the input batch did not.
+                input
+                    .records
+                    .try_push(batch.get(i as usize))
+                    .map_err(|e| format!("the input of one guest call: {e}: lower batch_size"))?;
                 origin.push(i);
             }
             input.record_ends.push(input.records.len() as u32);
@@ -286,7 +291,10 @@ impl AggregateOperator {
                 self.guest_error(first, first, e)
             })?;
             if let Some(end) = end {
-                records.timestamps.iter_mut().for_each(|ts| *ts = end - 1);
+                records
+                    .timestamps
+                    .iter_mut()
+                    .for_each(|ts| *ts = end.saturating_sub(1));
             }
             out.emit(records);
         }
@@ -294,16 +302,7 @@ impl AggregateOperator {
     }
 
     fn window_ending_at(&self, end: i64) -> Window {
-        let size = match self.config.windows {
-            WindowAssigner::Global => 0,
-            WindowAssigner::Tumbling { size_ms } | WindowAssigner::Hopping { size_ms, .. } => {
-                size_ms
-            }
-        };
-        Window {
-            start: end.saturating_sub(size),
-            end,
-        }
+        self.config.windows.window_ending_at(end)
     }
 
     /// Fires every pending window the watermark has reached and drops late state.
