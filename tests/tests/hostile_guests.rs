@@ -1,7 +1,8 @@
-//! Hostile guests: a guest that loops forever, one that eats memory and one that panics
-//! each fail their pipeline with an error naming the module, after checkpoints have
-//! committed output; the process exits cleanly (no crash), the committed output and the
-//! last checkpoint stay intact, and the pipeline resumes from it. A component importing
+//! Hostile guests: a guest that loops forever, one that sleeps in a host call far past
+//! its deadline, one that eats memory and one that panics each fail their pipeline with
+//! an error naming the module, after checkpoints have committed output; the process
+//! exits cleanly (no crash), the committed output and the last checkpoint stay intact,
+//! and the pipeline resumes from it. A component importing
 //! wasi:filesystem and a core module are refused at load.
 
 use std::io::Write;
@@ -13,6 +14,20 @@ use weir_tests::{committed_lines, guest, run_weir, stderr_of, toml_path, weir, w
 
 /// Far above the 1 s CPU deadline: only a stuck process takes this long.
 const LIVENESS_BOUND: Duration = Duration::from_secs(60);
+
+/// The one error line of a run whose `sleeper` guest slept past its deadline: the
+/// usual deadline error, naming the module, as for a guest that loops.
+const SLEEPER_DEADLINE_LINE: &str = "weir: error: pipeline hostile, task src0-0, operator step-0: \
+    on input records 2..3 of this subtask: \
+    sleeper.wasm: guest call exceeded its time limit of 1s and was stopped";
+
+/// How the run ended after its trigger.
+struct GuestFailure {
+    /// The run's stderr.
+    stderr: String,
+    /// From writing the trigger to the process's exit.
+    after_trigger: Duration,
+}
 
 fn spec(dir: &Path, module: &Path) -> PathBuf {
     write_file(
@@ -73,8 +88,15 @@ fn wait_for_output(dir: &Path, lines: &[&str]) {
 }
 
 /// Feeds two good records, waits for their checkpoint to commit, then the trigger;
-/// returns the run's stderr after it exited with code 1.
-fn run_until_guest_fails(dir: &Path, module: &Path, trigger: &str) -> String {
+/// returns the run's stderr and how long it took to stop after the trigger, once it
+/// exited with code 1 within `stop_within` of the trigger (else it is killed and the
+/// test fails).
+fn run_until_guest_fails(
+    dir: &Path,
+    module: &Path,
+    trigger: &str,
+    stop_within: Duration,
+) -> GuestFailure {
     let spec = spec(dir, module);
     let mut child = start(&spec);
     let mut stdin = child.stdin.take().expect("stdin");
@@ -88,12 +110,15 @@ fn run_until_guest_fails(dir: &Path, module: &Path, trigger: &str) -> String {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        assert!(
-            started.elapsed() < LIVENESS_BOUND,
-            "the pipeline did not stop its hostile guest"
-        );
+        if started.elapsed() >= stop_within {
+            // Do not leave a stuck run behind.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the pipeline did not stop its hostile guest within {stop_within:?}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let after_trigger = started.elapsed();
     drop(stdin);
     let err = std::io::read_to_string(child.stderr.take().expect("stderr")).expect("stderr");
     assert_eq!(
@@ -110,37 +135,24 @@ fn run_until_guest_fails(dir: &Path, module: &Path, trigger: &str) -> String {
         String::from_utf8_lossy(&listed.stdout).lines().count() >= 2,
         "no checkpoint listed"
     );
-    err
+    GuestFailure {
+        stderr: err,
+        after_trigger,
+    }
 }
 
-#[test]
-fn infinite_loop_is_stopped_at_the_cpu_deadline() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let err = run_until_guest_fails(dir.path(), &guest("infinite_loop"), "loop");
-    assert!(err.contains("infinite_loop"), "{err}");
-    assert!(err.contains("time limit of 1s"), "{err}");
+/// The error lines (`weir: error: ...`) of a run's stderr.
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("weir: error:"))
+        .collect()
 }
 
-#[test]
-fn memory_hog_is_stopped_at_the_memory_limit() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let err = run_until_guest_fails(dir.path(), &guest("memory_hog"), "hog");
-    assert!(err.contains("memory_hog"), "{err}");
-    assert!(err.contains("memory limit"), "{err}");
-}
-
-#[test]
-fn panic_is_reported_with_the_guest_message_and_the_pipeline_resumes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let err = run_until_guest_fails(dir.path(), &guest("panicker"), "boom");
-    assert!(err.contains("panicker"), "{err}");
-    assert!(
-        err.contains("weir-test: guest panicked on purpose"),
-        "{err}"
-    );
-
-    // Resume from the last checkpoint with a fixed guest: earlier output stays once.
-    let spec = spec(dir.path(), &guest("uppercase"));
+/// Resumes the pipeline in `dir` from its last checkpoint with the well-behaved
+/// `uppercase` guest and one more record: the earlier output stays, once.
+fn resume_with_a_fixed_guest(dir: &Path) {
+    let spec = spec(dir, &guest("uppercase"));
     let mut child = start(&spec);
     child
         .stdin
@@ -156,9 +168,66 @@ fn panic_is_reported_with_the_guest_message_and_the_pipeline_resumes() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed from checkpoint"));
     assert_eq!(
-        committed_lines(&dir.path().join("out")),
+        committed_lines(&dir.join("out")),
         ["first", "second", "THIRD"]
     );
+}
+
+#[test]
+fn infinite_loop_is_stopped_at_the_cpu_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err =
+        run_until_guest_fails(dir.path(), &guest("infinite_loop"), "loop", LIVENESS_BOUND).stderr;
+    assert!(err.contains("infinite_loop"), "{err}");
+    assert!(err.contains("time limit of 1s"), "{err}");
+}
+
+#[test]
+fn memory_hog_is_stopped_at_the_memory_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = run_until_guest_fails(dir.path(), &guest("memory_hog"), "hog", LIVENESS_BOUND).stderr;
+    assert!(err.contains("memory_hog"), "{err}");
+    assert!(err.contains("memory limit"), "{err}");
+}
+
+#[test]
+fn panic_is_reported_with_the_guest_message_and_the_pipeline_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = run_until_guest_fails(dir.path(), &guest("panicker"), "boom", LIVENESS_BOUND).stderr;
+    assert!(err.contains("panicker"), "{err}");
+    assert!(
+        err.contains("weir-test: guest panicked on purpose"),
+        "{err}"
+    );
+
+    // Resume from the last checkpoint with a fixed guest: earlier output stays once.
+    resume_with_a_fixed_guest(dir.path());
+}
+
+#[test]
+fn sleep_in_a_host_call_is_stopped_at_the_deadline_and_the_pipeline_resumes() {
+    // A guest sleeping 300 s (std::thread::sleep: blocked inside the host, where no
+    // epoch check runs) under a 1 s deadline is stopped at the deadline with the same
+    // error as a loop, long before its sleep ends (the bound is loose on purpose).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failure = run_until_guest_fails(
+        dir.path(),
+        &guest("sleeper"),
+        "sleep 300",
+        Duration::from_secs(20),
+    );
+    assert!(
+        failure.after_trigger < Duration::from_secs(20),
+        "{:?}",
+        failure.after_trigger
+    );
+    assert_eq!(
+        error_lines(&failure.stderr),
+        [SLEEPER_DEADLINE_LINE],
+        "{}",
+        failure.stderr
+    );
+    resume_with_a_fixed_guest(dir.path());
 }
 
 #[test]

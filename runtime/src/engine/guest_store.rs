@@ -2,12 +2,15 @@
 //!
 //! Invariants, for instantiation and for every call:
 //! - Before: the epoch deadline is reset to `call_timeout` (rounded up to whole ticks,
-//!   plus one tick), the memory limiter's "limit hit" mark is cleared and the stderr
-//!   tail emptied. So no call can run longer than `call_timeout` + one `EPOCH_TICK`.
-//! - After a failure the error is classified, most specific first: epoch interrupt ->
-//!   `CpuDeadline`; refused memory growth -> `MemoryLimit`; a Rust panic message on
-//!   stderr -> `GuestPanic`; anything else -> `Trap` (with the guest's stderr and the
-//!   wasm backtrace when there is one).
+//!   plus one tick), and the host's `CallDeadline` armed with the same ticks, the memory
+//!   limiter's "limit hit" mark is cleared and the stderr tail emptied. So no call can
+//!   run longer than `call_timeout` + one `EPOCH_TICK`, whether the guest computes or
+//!   waits in a host call (`host_poll.rs` cuts every wait off at the deadline).
+//! - After a failure the error is classified, most specific first: epoch interrupt, or
+//!   the deadline passing in a host call (`DeadlineReached`) -> `CpuDeadline`; refused
+//!   memory growth -> `MemoryLimit`; a Rust panic message on stderr -> `GuestPanic`;
+//!   anything else -> `Trap` (with the guest's stderr and the wasm backtrace when there
+//!   is one).
 //! - After any such failure the store is poisoned: every later call returns `Poisoned`
 //!   without entering the guest. The caller instantiates again from its `GuestModule`.
 
@@ -16,6 +19,7 @@ use std::sync::Arc;
 
 use wasmtime::{Store, Trap, WasmBacktrace};
 
+use super::call_deadline::{CallDeadline, DeadlineReached};
 use super::epoch_ticker::{EPOCH_TICK, EpochTicker};
 use super::error::EngineError;
 use super::guest_output::panic_message;
@@ -28,6 +32,8 @@ const MAX_TRAP_MESSAGE: usize = 4 << 10; // 4 KiB
 pub(crate) struct GuestStore {
     module: Arc<str>,
     limits: GuestLimits,
+    /// `limits.call_timeout` in epoch ticks, computed once.
+    deadline_ticks: u64,
     store: Store<HostState>,
     /// Why the instance is unusable, once it is.
     poisoned: Option<String>,
@@ -47,6 +53,7 @@ impl GuestStore {
             module.clone(),
             config,
             GuestLimiter::new(limits.memory_bytes),
+            CallDeadline::new(ticker.clock().clone()),
         );
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -54,6 +61,7 @@ impl GuestStore {
         Self {
             module,
             limits: limits.clone(),
+            deadline_ticks: deadline_ticks(limits.call_timeout),
             store,
             poisoned: None,
             _ticker: ticker,
@@ -75,9 +83,10 @@ impl GuestStore {
                 cause: cause.clone(),
             });
         }
-        self.store
-            .set_epoch_deadline(deadline_ticks(self.limits.call_timeout));
-        self.store.data_mut().limiter.reset_hit();
+        self.store.set_epoch_deadline(self.deadline_ticks);
+        let state = self.store.data_mut();
+        state.deadline.arm(self.deadline_ticks);
+        state.limiter.reset_hit();
         self.store.data().output.start_call();
         let result = f(&mut self.store);
         self.store.data().output.flush();
@@ -96,7 +105,9 @@ impl GuestStore {
     fn classify(&self, e: &wasmtime::Error) -> EngineError {
         let module = self.module.to_string();
         let state = self.store.data();
-        if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt))
+            || e.downcast_ref::<DeadlineReached>().is_some()
+        {
             return EngineError::CpuDeadline {
                 module,
                 timeout: self.limits.call_timeout,

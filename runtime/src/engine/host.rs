@@ -11,6 +11,8 @@
 //!   only this instance's step configuration.
 //! - No host function here can fail or panic on guest input: overlong log messages are
 //!   truncated, unknown config names are `none`.
+//! - `deadline` is the current call's [`CallDeadline`]; the only host functions that wait
+//!   (`wasi:io/poll`, in `host_poll.rs`) stop waiting when it passes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use wasmtime_wasi::p2::bindings::cli::{stderr, stdout};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{wit_config, wit_log, wit_types};
+use super::call_deadline::CallDeadline;
 use super::guest_output::{GuestOutput, Stdio};
 use super::limits::GuestLimiter;
 
@@ -38,6 +41,7 @@ pub(crate) struct HostState {
     config: BTreeMap<String, String>,
     pub(crate) limiter: GuestLimiter,
     pub(crate) output: GuestOutput,
+    pub(crate) deadline: CallDeadline,
 }
 
 impl HostState {
@@ -45,6 +49,7 @@ impl HostState {
         module: Arc<str>,
         config: BTreeMap<String, String>,
         limiter: GuestLimiter,
+        deadline: CallDeadline,
     ) -> Self {
         let wasi = WasiCtxBuilder::new()
             .max_random_size(MAX_RANDOM_BYTES)
@@ -56,6 +61,7 @@ impl HostState {
             table: ResourceTable::new(),
             config,
             limiter,
+            deadline,
         }
     }
 

@@ -10,7 +10,8 @@
 //!   punished: the "limit hit" mark is cleared before every call and only consulted when
 //!   that call fails.
 //! - One call into a guest runs at most [`GuestLimits::call_timeout`] plus one epoch tick
-//!   (see `epoch_ticker.rs`).
+//!   (see `epoch_ticker.rs`), counting the time it spends waiting in host calls (see
+//!   `call_deadline.rs`).
 
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use wasmtime::ResourceLimiter;
 /// Default linear memory per guest instance.
 pub const DEFAULT_GUEST_MEMORY: usize = 64 << 20; // 64 MiB
 
-/// Default wall-clock budget of one guest call (one batch).
+/// Default wall-clock budget of one guest call (one batch), host calls included.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Table elements per instance: generous for any real guest (Rust guests use a few
@@ -32,7 +33,7 @@ pub struct GuestLimits {
     /// Total linear memory of one instance, in bytes.
     pub memory_bytes: usize,
     /// Longest one call into the guest may run (measured in epoch ticks, so the real
-    /// bound is this plus one tick).
+    /// bound is this plus one tick), time blocked in host calls (a sleep) included.
     pub call_timeout: Duration,
 }
 

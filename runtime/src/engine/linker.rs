@@ -6,6 +6,8 @@
 //!   wasmtime-wasi's per-interface `add_to_linker` (sync p2 bindings). Filesystem,
 //!   sockets and http are never linked, so even a component that slipped past the load
 //!   check could not be instantiated against them.
+//! - `wasi:io/poll` is served by `HostState` (`host_poll.rs`), not by wasmtime-wasi's
+//!   table-only implementation: every wait is cut off at the call's deadline.
 //! - `wasi:cli/stdout` and `wasi:cli/stderr` are served by `HostState` (guest output goes
 //!   to `tracing`), not by wasmtime-wasi's `WasiCtx` streams.
 //! - Keep this list and `ALLOWED_IMPORTS` in step: the unit test `allowlist_is_linked`
@@ -49,7 +51,7 @@ fn add_sandboxed_wasi(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     type T = HostState;
 
     sync::io::error::add_to_linker::<T, HasIo>(l, T::table)?;
-    sync::io::poll::add_to_linker::<T, HasIo>(l, T::table)?;
+    sync::io::poll::add_to_linker::<T, HasSelf<T>>(l, |s| s)?;
     sync::io::streams::add_to_linker::<T, HasIo>(l, T::table)?;
 
     clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, <T as WasiClocksView>::clocks)?;

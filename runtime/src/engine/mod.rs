@@ -6,18 +6,21 @@
 //!   load: a component, one weir world, allowed imports only); one instance per
 //!   subtask ([`MapperInstance`], [`AggregatorInstance`]), reused across batches.
 //! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
-//!   ([`GuestLimits::call_timeout`] plus one epoch tick). No guest behaviour panics the
+//!   ([`GuestLimits::call_timeout`] plus one epoch tick), time blocked in host calls
+//!   included (a sleeping guest is stopped at the deadline like a looping one). No guest behaviour panics the
 //!   host; it becomes an [`EngineError`] naming the module, and a trap poisons the
 //!   instance.
 
 mod aggregator_instance;
 mod bindings;
+mod call_deadline;
 mod epoch_ticker;
 mod error;
 mod guest_module;
 mod guest_output;
 mod guest_store;
 mod host;
+mod host_poll;
 mod import_policy;
 mod limits;
 mod linker;

@@ -2,7 +2,7 @@
 //! - hand-written WAT components (no build step needed) for the load checks, the
 //!   limits and output validation;
 //! - the real guests built by `make guests` (uppercase, infinite_loop, memory_hog,
-//!   panicker, fs_importer, ...), found in `$WEIR_GUESTS_DIR` (default
+//!   panicker, sleeper, fs_importer, ...), found in `$WEIR_GUESTS_DIR` (default
 //!   `$HOME/.cache/weir/guest-target/wasm32-wasip2/release`). A missing guest fails the
 //!   test with "run `make guests` first".
 
@@ -374,6 +374,153 @@ fn infinite_loop_hits_the_cpu_deadline_and_poisons() {
     assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
 }
 
+/// A mapper that imports `wasi:io/poll` and `wasi:clocks/monotonic-clock` (as Rust's
+/// `std::thread::sleep` does) and runs `body` before echoing its input. In `body`,
+/// `$subscribe` is `subscribe-duration` (nanoseconds -> pollable handle), `$block` is
+/// `pollable.block` and `$poll` is `poll(list ptr, len, result ptr)`; memory and
+/// `realloc` live in a separate core instance so the lowered `poll` can use them.
+fn sleeper_wat(body: &str) -> String {
+    let echo = echo_body(0, 0);
+    format!(
+        r#"(component
+  (import "wasi:io/poll@0.2.0" (instance $io-poll
+    (export "pollable" (type $p (sub resource)))
+    (export "[method]pollable.block" (func (param "self" (borrow $p))))
+    (export "poll" (func (param "in" (list (borrow $p))) (result (list u32))))))
+  (alias export $io-poll "pollable" (type $pollable))
+  (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
+    (export "pollable" (type $p (eq $pollable)))
+    (export "subscribe-duration" (func (param "when" u64) (result (own $p))))))
+  (core module $libc
+    {CORE_COMMON})
+  (core instance $libc (instantiate $libc))
+  (alias core export $libc "memory" (core memory $mem))
+  (alias core export $libc "realloc" (core func $realloc))
+  (core func $subscribe (canon lower (func $clock "subscribe-duration")))
+  (core func $block (canon lower (func $io-poll "[method]pollable.block")))
+  (core func $poll (canon lower (func $io-poll "poll") (memory $mem) (realloc $realloc)))
+  (core instance $wasi
+    (export "subscribe" (func $subscribe))
+    (export "block" (func $block))
+    (export "poll" (func $poll)))
+  (core module $m
+    (import "libc" "memory" (memory 1))
+    (import "wasi" "subscribe" (func $subscribe (param i64) (result i32)))
+    (import "wasi" "block" (func $block (param i32)))
+    (import "wasi" "poll" (func $poll (param i32 i32 i32)))
+    (func (export "map") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      {body}
+      {echo}))
+  (core instance $i (instantiate $m
+    (with "libc" (instance $libc))
+    (with "wasi" (instance $wasi))))
+  {TYPES}
+  (func $map (param "batch" $rb) (result $out)
+    (canon lift (core func $i "map") (memory $mem) (realloc $realloc)))
+  (instance $api
+    (export "record-batch" (type $rb))
+    (export "rejection" (type $rej))
+    (export "map-output" (type $out))
+    (export "map" (func $map)))
+  (export "weir:transform/map@0.1.0" (instance $api))
+)"#
+    )
+}
+
+/// `pollable.block` on a `nanos` sleep.
+fn block_body(nanos: u64) -> String {
+    format!("(call $block (call $subscribe (i64.const {nanos})))")
+}
+
+/// `poll([sleep of nanos])`; traps unless the result is exactly `[0]`.
+fn poll_body(nanos: u64) -> String {
+    format!(
+        "(i32.store (i32.const 512) (call $subscribe (i64.const {nanos})))
+         (call $poll (i32.const 512) (i32.const 1) (i32.const 520))
+         (if (i32.ne (i32.load offset=4 (i32.const 520)) (i32.const 1)) (then unreachable))
+         (if (i32.ne (i32.load (i32.load (i32.const 520))) (i32.const 0)) (then unreachable))"
+    )
+}
+
+fn wat_sleeper(name: &str, body: &str, limits: &GuestLimits) -> (WasmEngine, MapperInstance) {
+    let engine = engine();
+    let module = load_wat(&engine, name, &sleeper_wat(body)).expect("load wat sleeper");
+    let mapper = module
+        .instantiate_mapper(limits, BTreeMap::new())
+        .expect("instantiate wat sleeper");
+    (engine, mapper)
+}
+
+#[test]
+fn sleep_in_a_host_call_is_cut_off_at_the_deadline() {
+    let timeout = Duration::from_millis(200);
+    let limits = limits(DEFAULT_GUEST_MEMORY, timeout);
+    let five_minutes = 300_000_000_000;
+    // Rust's `std::thread::sleep` (`block`), wasi-libc's `poll`, and a sleep so long
+    // wasmtime-wasi waits forever (`u64::MAX` ns does not fit in an `Instant`).
+    for (name, body) in [
+        ("block.wasm", block_body(five_minutes)),
+        ("poll.wasm", poll_body(five_minutes)),
+        ("forever.wasm", block_body(u64::MAX)),
+    ] {
+        let (_engine, mut mapper) = wat_sleeper(name, &body, &limits);
+        let start = Instant::now();
+        let err = mapper.map(batch(&["x"])).expect_err("must fail");
+        let elapsed = start.elapsed();
+        assert!(
+            matches!(err, EngineError::CpuDeadline { .. }),
+            "{name}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("{name}: guest call exceeded its time limit of 200ms and was stopped")
+        );
+        // At least the whole budget; far less than the sleep (generous: a loaded machine).
+        assert!(
+            elapsed >= timeout && elapsed < Duration::from_secs(10),
+            "{name}: {elapsed:?}"
+        );
+        let again = mapper.map(batch(&["x"])).expect_err("must fail");
+        assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
+    }
+}
+
+#[test]
+fn sleeps_within_the_deadline_return_to_the_guest() {
+    let limits = limits(DEFAULT_GUEST_MEMORY, Duration::from_secs(2));
+    let ten_ms = 10_000_000;
+    for (name, body) in [
+        ("block.wasm", block_body(ten_ms)),
+        ("poll.wasm", poll_body(ten_ms)),
+        ("zero.wasm", poll_body(0)),
+    ] {
+        let (_engine, mut mapper) = wat_sleeper(name, &body, &limits);
+        // Each call gets its own budget: three calls sleep in turn, and the poll result
+        // the guest checks holds its own pollable only, never the host's timer.
+        for _ in 0..3 {
+            let out = mapper.map(batch(&["a", "b"])).expect("sleep within budget");
+            assert_eq!(values(&out.records), ["a", "b"], "{name}");
+        }
+    }
+}
+
+#[test]
+fn time_waited_in_host_calls_adds_up_against_the_deadline() {
+    let timeout = Duration::from_millis(200);
+    // 50 ms naps forever: each returns in time, their sum does not.
+    let body = format!("(loop $l {} (br $l))", block_body(50_000_000));
+    let (_engine, mut mapper) =
+        wat_sleeper("napper.wasm", &body, &limits(DEFAULT_GUEST_MEMORY, timeout));
+    let start = Instant::now();
+    let err = mapper.map(batch(&["x"])).expect_err("must fail");
+    assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 #[test]
 fn memory_hog_hits_the_memory_limit() {
     let engine = engine();
@@ -533,6 +680,34 @@ fn guest_infinite_loop_is_stopped_at_the_deadline() {
         values(&fresh.map(batch(&["a"])).expect("map").records),
         ["a"]
     );
+}
+
+#[test]
+fn guest_sleeper_is_stopped_at_the_deadline() {
+    let engine = engine();
+    let module = load_guest(&engine, "sleeper");
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let out = mapper
+        .map(batch(&["a", "sleep 0"]))
+        .expect("records pass through until the trigger");
+    assert_eq!(values(&out.records), ["a", "sleep 0"]);
+    // std::thread::sleep(5 s) under the 1 s default: stopped at the deadline, not after
+    // the sleep (the bound is loose; a sleep that ran its course takes 5 s or more).
+    let start = Instant::now();
+    let err = mapper.map(batch(&["a", "sleep 5"])).expect_err("must fail");
+    let elapsed = start.elapsed();
+    assert_eq!(
+        err.to_string(),
+        "sleeper.wasm: guest call exceeded its time limit of 1s and was stopped"
+    );
+    assert!(
+        elapsed >= DEFAULT_CALL_TIMEOUT && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    let again = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert!(matches!(again, EngineError::Poisoned { .. }), "{again:?}");
 }
 
 #[test]
