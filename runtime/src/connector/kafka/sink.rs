@@ -169,7 +169,9 @@ impl Operator for KafkaSink {
     ) -> Result<Option<OperatorSnapshot>, OperatorError> {
         // Everything sent so far belongs to T(barrier.id); what follows to the next one.
         self.checkpoint = barrier.id.next();
-        self.drain_before_next = true;
+        // One producer (at-least-once) keeps its own order: only the switch to the other
+        // transactional producer needs the wait.
+        self.drain_before_next = self.unit.is_exactly_once();
         Ok(Some(OperatorSnapshot::new(
             serde_json::json!({ "topic": self.topic }),
         )))
