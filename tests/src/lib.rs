@@ -414,9 +414,15 @@ topic = "{output}"
             .sum()
     }
 
-    /// The offsets (and their metadata) group `group` has committed for `topic`.
+    /// The offsets (and their metadata) group `group` has committed for `topic`, as they
+    /// stand: read_uncommitted, since a read_committed OffsetFetch waits while a killed
+    /// run's transaction holds offsets of the group pending.
     pub fn committed_offsets(group: &str, topic: &str) -> BTreeMap<i32, (i64, String)> {
-        let consumer: BaseConsumer = config().set("group.id", group).create().expect("consumer");
+        let consumer: BaseConsumer = config()
+            .set("group.id", group)
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .expect("consumer");
         let metadata = consumer
             .fetch_metadata(Some(topic), TIMEOUT)
             .expect("metadata");
@@ -448,17 +454,28 @@ topic = "{output}"
 
     /// Runs `kafka.sh ARGS...` (Kafka's own tools) against the test broker; its stdout.
     pub fn kafka_tool(args: &[&str]) -> String {
+        let (ok, stdout, stderr) = run_kafka_tool(args);
+        assert!(ok, "kafka.sh {args:?} failed: {stderr}");
+        stdout
+    }
+
+    /// `kafka_tool` for callers that retry: whether it succeeded, and stdout + stderr.
+    pub fn try_kafka_tool(args: &[&str]) -> (bool, String) {
+        let (ok, stdout, stderr) = run_kafka_tool(args);
+        (ok, format!("{stdout}{stderr}"))
+    }
+
+    fn run_kafka_tool(args: &[&str]) -> (bool, String, String) {
         let script = crate::repo_root().join("scripts/kafka/kafka.sh");
         let out = std::process::Command::new("bash")
             .arg(script)
             .args(args)
             .output()
             .expect("run kafka.sh");
-        assert!(
+        (
             out.status.success(),
-            "kafka.sh {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }

@@ -14,6 +14,9 @@
 //! storage holds complete checkpoints is refused, never read as "nothing committed";
 //! `--from-checkpoint N` is the operator's way to say which one.
 //!
+//! Loading the guests loads each distinct module file (by canonical path) once, however
+//! many steps name it; the spec bounds the steps (`spec::pipeline::MAX_STEPS`).
+//!
 //! Before any of this, the run locks its state dir (`state_dir_lock`): a second
 //! instance on the same state dir is refused before it can fence the first or touch
 //! its files.
@@ -24,9 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use crate::checkpoint::coordinator::{self, Coordinator, CoordinatorConfig, RunEnd};
-use crate::checkpoint::{CheckpointId, Fence};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::{CheckpointId, Fence};
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
@@ -74,17 +77,29 @@ pub fn load_modules(
     engine: &WasmEngine,
 ) -> Result<BTreeMap<usize, Arc<GuestModule>>, PipelineError> {
     let mut modules = BTreeMap::new();
+    // One compiled copy per distinct file (keyed by canonical path): steps naming the
+    // same module, under whatever spelling, share it.
+    let mut loaded: BTreeMap<std::path::PathBuf, Arc<GuestModule>> = BTreeMap::new();
     for (n, step) in spec.steps.iter().enumerate() {
         let (path, kind, expected) = match step {
             StepSpec::Map(m) => (&m.module, "map", World::Mapper),
             StepSpec::Aggregate(a) => (&a.module, "aggregate", World::Aggregator),
         };
         let step_name = crate::pipeline::plan::step_id(n);
-        let module = engine.load(path).map_err(|source| PipelineError::Module {
-            pipeline: spec.name.clone(),
-            step: step_name.clone(),
-            source,
-        })?;
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let module = match loaded.get(&canonical) {
+            Some(module) => Arc::clone(module),
+            None => {
+                let module = engine.load(path).map_err(|source| PipelineError::Module {
+                    pipeline: spec.name.clone(),
+                    step: step_name.clone(),
+                    source,
+                })?;
+                let module = Arc::new(module);
+                loaded.insert(canonical, Arc::clone(&module));
+                module
+            }
+        };
         if module.world() != expected {
             return Err(PipelineError::WrongWorld {
                 pipeline: spec.name.clone(),
@@ -95,7 +110,7 @@ pub fn load_modules(
                 expected: world_name(expected),
             });
         }
-        modules.insert(n, Arc::new(module));
+        modules.insert(n, module);
     }
     Ok(modules)
 }
@@ -142,12 +157,7 @@ fn latest_checkpoint(
     let Some(id) = storage.latest_complete().map_err(storage_error)? else {
         return Ok(None);
     };
-    let metadata =
-        CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
-            pipeline: spec.name.clone(),
-            checkpoint: id,
-            reason: e.to_string(),
-        })?;
+    let metadata = read_metadata(spec, storage, id)?;
     let incompatible = |reason: String| PipelineError::Incompatible {
         pipeline: spec.name.clone(),
         checkpoint: id,
@@ -221,7 +231,12 @@ fn committed_checkpoint(
             storage: spec.checkpoint.dir.display().to_string(),
         }));
     }
-    discard_after(spec, storage, committed, "its Kafka transaction did not commit")?;
+    discard_after(
+        spec,
+        storage,
+        committed,
+        "its Kafka transaction did not commit",
+    )?;
     latest_checkpoint(spec, storage)
 }
 
@@ -233,17 +248,24 @@ fn ever_committed(
     complete: &[CheckpointId],
 ) -> Result<bool, PipelineError> {
     for &id in complete {
-        let metadata =
-            CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
-                pipeline: spec.name.clone(),
-                checkpoint: id,
-                reason: e.to_string(),
-            })?;
-        if metadata.committed_before != CheckpointId::NONE {
+        if read_metadata(spec, storage, id)?.committed_before != CheckpointId::NONE {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Complete checkpoint `id`'s metadata; unreadable metadata cannot be restored.
+fn read_metadata(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    id: CheckpointId,
+) -> Result<CheckpointMetadata, PipelineError> {
+    CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+        pipeline: spec.name.clone(),
+        checkpoint: id,
+        reason: e.to_string(),
+    })
 }
 
 /// Without an exactly-once Kafka sink: the operator's `--from-checkpoint`, with every
@@ -263,7 +285,12 @@ fn chosen_checkpoint(
         if !complete.contains(&wanted) {
             return Err(no_such_checkpoint(spec, wanted, &complete));
         }
-        discard_after(spec, storage, wanted, "--from-checkpoint names an older one")?;
+        discard_after(
+            spec,
+            storage,
+            wanted,
+            "--from-checkpoint names an older one",
+        )?;
     }
     latest_checkpoint(spec, storage)
 }
@@ -343,13 +370,14 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
     // anything is deleted or written; for exactly-once, fence earlier instances of this
     // pipeline and read the last committed checkpoint.
     let fence = Fence::default();
-    let kafka = KafkaCommitUnit::open(spec, options.from_scratch, fence.clone()).map_err(|source| {
-        PipelineError::Connector {
-            pipeline: spec.name.clone(),
-            task: "kafka-sink".into(),
-            source,
-        }
-    })?;
+    let kafka =
+        KafkaCommitUnit::open(spec, options.from_scratch, fence.clone()).map_err(|source| {
+            PipelineError::Connector {
+                pipeline: spec.name.clone(),
+                task: "kafka-sink".into(),
+                source,
+            }
+        })?;
     if options.from_scratch {
         start_over(spec)?;
     }
@@ -475,4 +503,52 @@ fn spawn(
             path: PathBuf::from("<thread>"),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn guests_dir() -> PathBuf {
+        std::env::var_os("WEIR_GUESTS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
+                home.join(".cache/weir/guest-target/wasm32-wasip2/release")
+            })
+    }
+
+    /// Issue 7 §2: steps naming one module, however spelled (`./`, a symlink), share one
+    /// loaded copy; another module gets its own.
+    #[test]
+    fn each_distinct_module_is_loaded_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["uppercase", "filter_json"] {
+            let from = guests_dir().join(format!("{name}.wasm"));
+            std::fs::copy(&from, dir.path().join(format!("{name}.wasm")))
+                .unwrap_or_else(|e| panic!("{}: {e}: run `make guests` first", from.display()));
+        }
+        std::os::unix::fs::symlink(
+            dir.path().join("uppercase.wasm"),
+            dir.path().join("link.wasm"),
+        )
+        .expect("symlink");
+        let mut text = String::from(
+            "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n",
+        );
+        for module in ["uppercase.wasm", "./uppercase.wasm", "link.wasm", "filter_json.wasm"] {
+            text.push_str(&format!("[[steps]]\ntype = \"map\"\nmodule = \"{module}\"\n"));
+        }
+        let spec = PipelineSpec::parse(&text, dir.path(), "spec.toml").expect("spec");
+        let engine = WasmEngine::new(None).expect("engine");
+        let modules = load_modules(&spec, &engine).expect("load");
+        assert_eq!(modules.len(), 4);
+        assert!(Arc::ptr_eq(&modules[&0], &modules[&1]));
+        assert!(Arc::ptr_eq(&modules[&0], &modules[&2]));
+        assert!(!Arc::ptr_eq(&modules[&0], &modules[&3]));
+    }
 }

@@ -295,7 +295,8 @@ impl KafkaCommitUnit {
         if let Some(reason) = context.failure().clone() {
             // Records time out locally after `transaction_timeout` (message.timeout.ms):
             // a stopped process finds its transaction aborted this way first.
-            if let Some(timed_out) = self.timed_out(slot, &format!("delivering records ({reason})")) {
+            if let Some(timed_out) = self.timed_out(slot, &format!("delivering records ({reason})"))
+            {
                 return Err(timed_out);
             }
             return Err(KafkaError::Delivery { checkpoint, reason });
@@ -428,7 +429,11 @@ impl KafkaCommitUnit {
     /// the last committed one is already committed (the redo on recovery): nothing to
     /// do. Never retries: a failure fails the pipeline, whose recovery aborts T(n) and
     /// restores the last committed checkpoint.
-    pub fn commit(&self, metadata: &CheckpointMetadata, deadline: Instant) -> Result<(), KafkaError> {
+    pub fn commit(
+        &self,
+        metadata: &CheckpointMetadata,
+        deadline: Instant,
+    ) -> Result<(), KafkaError> {
         let Mode::ExactlyOnce {
             marker,
             group_consumer,
@@ -508,21 +513,33 @@ fn open_exactly_once(
     from_scratch: bool,
     fence: &Fence,
 ) -> Result<Mode, KafkaError> {
-    let group_consumer: BaseConsumer<QuietContext> = client_config(bootstrap, sink.connect_timeout)
-        .set("group.id", &marker.group)
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .create_with_context(QuietContext)
-        .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))?;
-    if let (_, Some(owner)) = marker.read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)? {
+    // read_committed makes librdkafka's OffsetFetch wait for stable offsets: right for
+    // reading the marker once our producers are initialised, but before that a crashed
+    // instance's open transaction can hold the group's offsets pending until it times
+    // out. Who owns the group is read from the committed offsets as they stand.
+    let offsets_consumer = |isolation: &str| -> Result<BaseConsumer<QuietContext>, KafkaError> {
+        client_config(bootstrap, sink.connect_timeout)
+            .set("group.id", &marker.group)
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", isolation)
+            .create_with_context(QuietContext)
+            .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))
+    };
+    let owner_probe = offsets_consumer("read_uncommitted")?;
+    if let (_, Some(owner)) = marker.read_group(&owner_probe, TRANSACTION_CALL_TIMEOUT)? {
         return Err(KafkaError::GroupShared {
             pipeline: spec.name.clone(),
             group: marker.group.clone(),
             owner,
         });
     }
+    drop(owner_probe);
+    let group_consumer = offsets_consumer("read_committed")?;
     let slots = [0, 1].map(|i| {
-        let id = format!("{}{}.{LOCAL_UNIT}.{i}", sink.transactional_prefix, spec.name);
+        let id = format!(
+            "{}{}.{LOCAL_UNIT}.{i}",
+            sink.transactional_prefix, spec.name
+        );
         let mut config = producer_config(sink, bootstrap);
         config.set("transactional.id", &id).set(
             "transaction.timeout.ms",
@@ -552,7 +569,9 @@ fn open_exactly_once(
         FoundMarkers::default()
     } else {
         FoundMarkers {
-            group: marker.read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)?.0,
+            group: marker
+                .read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)?
+                .0,
             topic: marker.read_topic(bootstrap, TRANSACTION_CALL_TIMEOUT)?,
             foreign: None,
         }
