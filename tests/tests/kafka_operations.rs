@@ -866,3 +866,70 @@ fn a_transaction_outlived_by_sigstop_says_so() {
     run_ok(&spec.write(dir.path(), true));
     assert_exactly_once(&output, &uppercased(&[&inputs]));
 }
+
+// ---------------------------------------------------------------------------------
+// 6. Input deleted by retention while the pipeline was down
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn input_deleted_by_retention_is_skipped_with_a_warning_and_counted() {
+    // A is killed after a commit; every input partition is then truncated to its end
+    // (DeleteRecords, as retention would), so the restored offsets point below the
+    // earliest ones. The bounded restart continues at the earliest offsets, warns
+    // naming the partitions and the records never read, and its last line counts them:
+    // exactly the input records past the last committed checkpoint's positions.
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = kafka::unique_name("ops-retention-in");
+    let output = kafka::unique_name("ops-retention-out");
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    const PER_PARTITION: u64 = 2_000;
+    kafka::produce(&input, &spread("ret", PARTITIONS, PER_PARTITION));
+    let spec = Spec::uppercase(
+        dir.path(),
+        &kafka::unique_name("ops-retention"),
+        &[&input],
+        &output,
+        1_000,
+    );
+    run_and_kill_after(dir.path(), &spec, 300);
+    let (committed, _) = committed_progress(&spec.group(), &spec.topics);
+
+    let offsets = dir.path().join("delete-records.json");
+    let partitions: Vec<String> = (0..PARTITIONS)
+        .map(|p| format!(r#"{{"topic":"{input}","partition":{p},"offset":{PER_PARTITION}}}"#))
+        .collect();
+    std::fs::write(
+        &offsets,
+        format!(r#"{{"version":1,"partitions":[{}]}}"#, partitions.join(",")),
+    )
+    .expect("write offsets json");
+    kafka::kafka_tool(&[
+        "run",
+        "org.apache.kafka.tools.DeleteRecordsCommand",
+        "--bootstrap-server",
+        &kafka::bootstrap(),
+        "--offset-json-file",
+        &offsets.display().to_string(),
+    ]);
+
+    let (status, err) = run(&spec.write(dir.path(), true));
+    eprintln!("restart: {}", err.trim());
+    assert!(status.success(), "{err}");
+    let skipped = PER_PARTITION as i64 * i64::from(PARTITIONS) - committed;
+    assert!(skipped > 0, "the kill came after all input was committed");
+    assert!(
+        err.contains("already deleted by the topic's retention"),
+        "a warning per truncated partition: {err}"
+    );
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!(
+            ", {skipped} input records skipped (deleted by retention before they were read)"
+        )),
+        "{last}"
+    );
+    // Nothing was read after the restore: the output is what the killed run committed.
+    assert_eq!(kafka::committed_values(&output).len() as i64, committed);
+}

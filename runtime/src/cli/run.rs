@@ -52,10 +52,16 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
-    let counts = format!(
+    let mut counts = format!(
         "{} records in, {} out, {} dead letters ({} late)",
         m.records_in, m.records_out, m.dead_letters, m.late_records
     );
+    if m.records_skipped > 0 {
+        counts.push_str(&format!(
+            ", {} input records skipped (deleted by retention before they were read)",
+            m.records_skipped
+        ));
+    }
     let resumed = match summary.restored_from {
         Some(id) => format!(" (resumed from checkpoint {id})"),
         None => String::new(),
