@@ -3,7 +3,9 @@
 //! an error naming the module, after checkpoints have committed output; the process
 //! exits cleanly (no crash), the committed output and the last checkpoint stay intact,
 //! and the pipeline resumes from it. A component importing
-//! wasi:filesystem and a core module are refused at load.
+//! wasi:filesystem and a core module are refused at load. A panic message cannot forge
+//! an error line; `weir validate` refuses devices, FIFOs and oversized files without
+//! reading them, and prints one line for a component wasmtime would warn about.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -260,4 +262,105 @@ fn well_behaved_guests_validate() {
         assert!(out.status.success(), "{}", stderr_of(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains(world));
     }
+}
+
+#[test]
+fn a_panic_message_cannot_forge_an_error_line() {
+    // The panicker's message holds "\nweir: error: forged by the guest": it is printed
+    // escaped, inside the one error line that names the module (today: a second,
+    // forged `weir: error:` line).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failure = run_until_guest_fails(dir.path(), &guest("panicker"), "forge", LIVENESS_BOUND);
+    assert_eq!(
+        error_lines(&failure.stderr),
+        [FORGED_PANIC_LINE],
+        "{}",
+        failure.stderr
+    );
+    // The panic is reported once, on that line: not also as guest stderr lines.
+    assert_eq!(
+        failure.stderr.lines().collect::<Vec<_>>(),
+        [FORGED_PANIC_LINE]
+    );
+}
+
+/// The one error line of the forging panic: the guest's line break escaped.
+const FORGED_PANIC_LINE: &str = "weir: error: pipeline hostile, task src0-0, operator step-0: \
+    on input records 2..3 of this subtask: panicker.wasm: guest panicked: \
+    panicked at panicker/src/lib.rs:25:9: weir-test: forged\\nweir: error: forged by the guest";
+
+/// `weir validate PATH`: its exit code and stderr.
+fn validate(path: &Path) -> (Option<i32>, String) {
+    let out = run_weir(&["validate", path.to_str().expect("utf-8 path")]);
+    (out.status.code(), stderr_of(&out))
+}
+
+#[test]
+fn validate_refuses_devices_fifos_and_oversized_files_without_reading_them() {
+    // Today `weir validate /dev/zero` reads without bound and a FIFO blocks forever.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_regular =
+        "is not a regular file (a FIFO, socket or device); a module must be a .wasm file";
+    assert_eq!(
+        validate(Path::new("/dev/zero")),
+        (Some(1), format!("weir: error: zero: {not_regular}\n"))
+    );
+    let fifo = dir.path().join("pipe.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    assert_eq!(
+        validate(&fifo),
+        (Some(1), format!("weir: error: pipe.wasm: {not_regular}\n"))
+    );
+    let big = dir.path().join("big.wasm");
+    std::fs::File::create(&big)
+        .expect("create")
+        .set_len((64 << 20) + 1)
+        .expect("set_len");
+    assert_eq!(
+        validate(&big),
+        (
+            Some(1),
+            "weir: error: big.wasm: is 67108865 bytes; a module may be at most 67108864 \
+             bytes (64 MiB)\n"
+                .to_owned()
+        )
+    );
+}
+
+/// A component holding one core module whose `name` section is garbage: wasmtime logs
+/// a warning while compiling it; it exports nothing.
+fn component_with_a_broken_name_section() -> Vec<u8> {
+    let mut core = b"\0asm\x01\0\0\0".to_vec();
+    // Custom section "name": subsection 1 (function names) claiming 0x7f bytes it lacks.
+    let payload = [&[4u8][..], b"name", &[1, 0x7f, 0xff, 0xff]].concat();
+    core.push(0);
+    core.push(u8::try_from(payload.len()).expect("small"));
+    core.extend(payload);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    component.push(1); // core module section
+    component.push(u8::try_from(core.len()).expect("small"));
+    component.extend(core);
+    component
+}
+
+#[test]
+fn validate_prints_one_line_for_a_component_wasmtime_warns_about() {
+    // Today: a wasmtime_environ WARN line ("failed to parse name section") before the
+    // refusal.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("names.wasm");
+    std::fs::write(&path, component_with_a_broken_name_section()).expect("write");
+    assert_eq!(
+        validate(&path),
+        (
+            Some(1),
+            "weir: error: names.wasm: exports nothing; a weir guest exports \
+             weir:transform/map or weir:transform/aggregate\n"
+                .to_owned()
+        )
+    );
 }

@@ -225,11 +225,14 @@ fn exactly_once_across_fault_points_and_sigkills() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
+    // Unique: the pipeline's progress topic and group outlive a test run on a shared broker.
+    let name = kafka::unique_name("eos-crash");
+    let group = format!("weir.{name}");
     let t = topics("eos-crash");
     kafka::produce(&t.input, &input(RECORDS));
     let spec = spec(
         dir.path(),
-        "eos-crash",
+        &name,
         &t,
         &dir.path().join("state"),
         &dir.path().join("checkpoints"),
@@ -244,7 +247,7 @@ fn exactly_once_across_fault_points_and_sigkills() {
     let mut attempts = 0;
     // Input records covered by the last committed transaction's offsets (progress log).
     let progress = || -> i64 {
-        kafka::committed_offsets("weir.eos-crash", &t.input)
+        kafka::committed_offsets(&group, &t.input)
             .values()
             .map(|(o, _)| o)
             .sum()
@@ -318,6 +321,7 @@ fn a_second_instance_fences_the_first() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("eos-zombie");
     let t = topics("eos-zombie");
     kafka::produce(&t.input, &input(RECORDS));
     // Two machines sharing checkpoint storage, each with its own working state.
@@ -326,7 +330,7 @@ fn a_second_instance_fences_the_first() {
     // same pipeline (same name, same transactional ids), started while the first runs.
     let spec_a = spec(
         dir.path(),
-        "eos-zombie",
+        &name,
         &t,
         &dir.path().join("state-a"),
         &checkpoints,
@@ -335,7 +339,7 @@ fn a_second_instance_fences_the_first() {
     );
     let spec_b = spec(
         dir.path(),
-        "eos-zombie",
+        &name,
         &t,
         &dir.path().join("state-b"),
         &checkpoints,
@@ -345,7 +349,7 @@ fn a_second_instance_fences_the_first() {
 
     let mut first = start(&spec_a, None);
     // Let the first instance commit at least one checkpoint.
-    let group = "weir.eos-zombie";
+    let group = &format!("weir.{name}");
     let deadline = Instant::now() + Duration::from_secs(60);
     while kafka::committed_offsets(group, &t.input).is_empty() {
         assert!(
@@ -364,7 +368,7 @@ fn a_second_instance_fences_the_first() {
     let err = take_stderr(&mut first);
     assert!(!status.success(), "the fenced instance must fail");
     assert!(
-        err.contains("was fenced") && err.contains("another instance of pipeline eos-zombie"),
+        err.contains("was fenced") && err.contains(&format!("another instance of pipeline {name}")),
         "the fenced instance must say why: {err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
@@ -381,12 +385,13 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 30_000;
     let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("eos-lag");
     let t = topics("eos-lag");
     kafka::produce(&t.input, &input(RECORDS));
     let checkpoints = dir.path().join("checkpoints");
     let spec = spec(
         dir.path(),
-        "eos-lag",
+        &name,
         &t,
         &dir.path().join("state"),
         &checkpoints,
@@ -418,12 +423,12 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     assert_eq!(positions.len(), PARTITIONS as usize);
 
     // As a consumer sees them (OffsetFetch), with the checkpoint id as metadata ...
-    let group = "weir.eos-lag";
+    let group = &format!("weir.{name}");
     let committed = kafka::committed_offsets(group, &t.input);
     let offsets: BTreeMap<i32, i64> = committed.iter().map(|(p, (o, _))| (*p, *o)).collect();
     assert_eq!(offsets, positions);
     for (_, meta) in committed.values() {
-        assert_eq!(meta, &format!("weir:eos-lag:0:checkpoint={}", last.0));
+        assert_eq!(meta, &format!("weir:{name}:0:checkpoint={}", last.0));
     }
     // ... and as Kafka's own lag tool (the admin API) sees them: lag 0 after a bounded run.
     let text = kafka::kafka_tool(&[

@@ -933,3 +933,50 @@ fn input_deleted_by_retention_is_skipped_with_a_warning_and_counted() {
     // Nothing was read after the restore: the output is what the killed run committed.
     assert_eq!(kafka::committed_values(&output).len() as i64, committed);
 }
+
+// ---------------------------------------------------------------------------------
+// 7. Starting over
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn a_start_over_killed_before_its_first_commit_restarts_cleanly() {
+    // A runs to the end (its marker names its last checkpoint). `--from-scratch` starts
+    // it over and dies after its first checkpoint completed, before that checkpoint's
+    // transaction committed. The plain restart must not read the old incarnation's
+    // marker as newer than anything in storage: it starts from nothing again, and the
+    // output holds every record exactly twice (once per incarnation, as --from-scratch
+    // promises).
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = kafka::unique_name("ops-over-in");
+    let output = kafka::unique_name("ops-over-out");
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let inputs = spread("over", PARTITIONS, 1_000);
+    kafka::produce(&input, &inputs);
+    let spec = Spec::uppercase(
+        dir.path(),
+        &kafka::unique_name("ops-over"),
+        &[&input],
+        &output,
+        0,
+    );
+    let bounded = spec.write(dir.path(), true);
+    run_ok(&bounded);
+
+    let status = weir()
+        .args(["run", "--quiet", "--from-scratch"])
+        .arg(&bounded)
+        .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
+        .env("WEIR_FAULT", "before-commit")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run weir");
+    assert_eq!(status.signal(), Some(9), "the fault point must SIGKILL the run");
+
+    run_ok(&bounded);
+    let once = uppercased(&[&inputs]);
+    let twice = once.iter().map(|(v, n)| (v.clone(), n * 2)).collect();
+    assert_exactly_once(&output, &twice);
+}

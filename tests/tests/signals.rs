@@ -96,7 +96,11 @@ fn sigint_and_sigterm_stop_at_a_committed_checkpoint_and_the_rerun_completes_exa
         .arg(&spec)
         .output()
         .expect("run to the end");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines = committed_lines(&dir.path().join("out"));
     assert_eq!(lines.len() as u64, RECORDS);
     let distinct = multiset(lines.iter().map(|l| {

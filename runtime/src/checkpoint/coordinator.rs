@@ -92,7 +92,10 @@ pub enum RunEnd {
     /// Every source drained; this was the final checkpoint.
     Finished(CheckpointId),
     /// Stopped on request (the signal number) after this checkpoint committed.
-    Stopped { checkpoint: CheckpointId, signal: usize },
+    Stopped {
+        checkpoint: CheckpointId,
+        signal: usize,
+    },
 }
 
 impl RunEnd {
@@ -167,7 +170,9 @@ impl Coordinator {
                 next = Instant::now() + self.config.interval;
                 continue;
             }
-            let wait = next.saturating_duration_since(Instant::now()).min(STOP_POLL);
+            let wait = next
+                .saturating_duration_since(Instant::now())
+                .min(STOP_POLL);
             match self.events.recv_timeout(wait) {
                 Ok(event) => self.on_idle_event(event, &mut drained)?,
                 Err(RecvTimeoutError::Timeout) => {}

@@ -7,19 +7,25 @@
 //! it shares with the new owner is the new owner's, and a stale retention pass could
 //! delete a shared file the new owner just uploaded.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
-/// Cheap to clone: every clone sees the same flag.
+/// Cheap to clone: every clone sees the same flag, and the reason it was raised for.
 #[derive(Debug, Clone, Default)]
-pub struct Fence(Arc<AtomicBool>);
+pub struct Fence(Arc<OnceLock<String>>);
 
 impl Fence {
-    pub fn raise(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// Raises the fence; `reason` says why (the first one given is kept), and becomes
+    /// part of every refused write's error.
+    pub fn raise(&self, reason: impl Into<String>) {
+        let _ = self.0.set(reason.into());
     }
 
     pub fn is_raised(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.get().is_some()
+    }
+
+    /// Why the fence was raised, if it was.
+    pub fn reason(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
     }
 }

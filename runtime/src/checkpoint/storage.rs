@@ -102,11 +102,8 @@ pub enum StorageError {
     )]
     NotOurs { root: PathBuf, entry: String },
     /// This instance was fenced: another one owns the pipeline and its storage now.
-    #[error(
-        "{}: not written, this instance was fenced (another instance owns the pipeline now)",
-        root.display()
-    )]
-    Fenced { root: PathBuf },
+    #[error("{}: not written: {reason}", root.display())]
+    Fenced { root: PathBuf, reason: String },
     /// The checkpoint has no `_metadata` (it is incomplete or does not exist).
     #[error("checkpoint {checkpoint_id} is not complete: no {}", path.display())]
     NotComplete {
@@ -196,9 +193,10 @@ impl CheckpointStorage {
     }
 
     fn check_fence(&self) -> Result<(), StorageError> {
-        if self.fence.is_raised() {
+        if let Some(reason) = self.fence.reason() {
             return Err(StorageError::Fenced {
                 root: self.root.clone(),
+                reason: reason.to_owned(),
             });
         }
         Ok(())
@@ -876,8 +874,10 @@ mod tests {
         storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
         let fence = Fence::default();
         let storage = storage.with_fence(fence.clone());
-        storage.put_shared("agg-0", "a", &src).expect("not fenced yet");
-        fence.raise();
+        storage
+            .put_shared("agg-0", "a", &src)
+            .expect("not fenced yet");
+        fence.raise("another instance owns the pipeline");
         let fenced = |r: Result<(), StorageError>| matches!(r, Err(StorageError::Fenced { .. }));
         assert!(fenced(storage.put_shared("agg-0", "b", &src).map(|_| ())));
         assert!(fenced(
@@ -887,11 +887,7 @@ mod tests {
         ));
         assert!(fenced(storage.write_metadata(CheckpointId(2), b"m2")));
         assert!(fenced(storage.discard(CheckpointId(1)).map(|_| ())));
-        assert!(fenced(
-            storage
-                .gc(&[], &HashSet::new())
-                .map(|_| ())
-        ));
+        assert!(fenced(storage.gc(&[], &HashSet::new()).map(|_| ())));
         assert_eq!(storage.read_metadata(CheckpointId(1)).expect("read"), b"m1");
         assert_eq!(storage.complete_checkpoints().expect("list"), ids(&[1]));
     }
@@ -938,7 +934,8 @@ mod tests {
         fs::create_dir_all(old.join("chk-0000000003")).expect("mkdir");
         CheckpointStorage::open(&old).expect("adopted");
         assert!(old.join(OWNER_FILE).exists());
-        CheckpointStorage::remove_all(dir.path().join("missing").as_path()).expect("missing is fine");
+        CheckpointStorage::remove_all(dir.path().join("missing").as_path())
+            .expect("missing is fine");
     }
 
     #[test]

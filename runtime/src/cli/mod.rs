@@ -33,9 +33,7 @@ impl Command {
         match self {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
-            Command::Checkpoints(args) => {
-                checkpoints::execute(args).map(|()| ExitCode::SUCCESS)
-            }
+            Command::Checkpoints(args) => checkpoints::execute(args).map(|()| ExitCode::SUCCESS),
         }
     }
 }

@@ -1,4 +1,10 @@
 //! `weir validate MODULE.wasm`: loads a guest as `weir run` would and says what it is.
+//!
+//! Invariants: it goes through the same `WasmEngine::load` as `weir run`, so it applies
+//! the same checks in the same order (a regular file of at most `MAX_MODULE_BYTES`,
+//! checked before reading; a component; one weir world with the host's function types;
+//! allowed imports only), and prints exactly one line either way: the world and hash on
+//! stdout, or the refusal (via `main`) on stderr.
 
 use std::path::PathBuf;
 

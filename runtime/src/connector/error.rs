@@ -16,6 +16,21 @@ pub enum ConnectorError {
     #[error("cannot read input file {}: {}", .path.display(), io_reason(.error))]
     ReadInput { path: PathBuf, error: io::Error },
 
+    #[error("input file {} line {line} is longer than max_line_bytes ({max} bytes): raise max_line_bytes or fix the input", .path.display())]
+    LineTooLong {
+        path: PathBuf,
+        line: u64,
+        max: usize,
+    },
+
+    #[error(
+        "stdin line {line} is longer than max_line_bytes ({max} bytes): raise max_line_bytes or fix the input"
+    )]
+    StdinLineTooLong { line: u64, max: usize },
+
+    #[error("input {} is {kind}, not a regular file or directory: a file source reads regular files only (use a stdin source for a pipe)", .path.display())]
+    NotRegularInput { path: PathBuf, kind: &'static str },
+
     #[error("cannot list input directory {}: {}", .path.display(), io_reason(.error))]
     ListInput { path: PathBuf, error: io::Error },
 

@@ -29,7 +29,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use crate::connector::error::ConnectorError;
 use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::batch::{BatchLimit, RecordBatch};
 use crate::spec::InvalidField;
 use crate::spec::checks::MAX_EVENT_TIME_MS;
 use crate::spec::units;
@@ -285,23 +285,29 @@ impl GeneratorSource {
 }
 
 impl Source for GeneratorSource {
-    fn poll(&mut self, out: &mut RecordBatch, max: usize) -> Result<SourcePoll, ConnectorError> {
+    fn poll(
+        &mut self,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+    ) -> Result<SourcePoll, ConnectorError> {
         let remaining = self.remaining();
         if remaining == 0 {
             return Ok(SourcePoll::Drained);
         }
         let n = self
             .pacer
-            .allowance(max)
+            .allowance(limit.records)
             .min(usize::try_from(remaining).unwrap_or(usize::MAX));
         if n == 0 {
             return Ok(SourcePoll::Idle);
         }
-        for _ in 0..n {
+        let mut pushed = 0;
+        while pushed < n && !limit.is_full(out) {
             self.config.push_record(self.next, out, &mut self.scratch);
             self.next = self.next.saturating_add(self.parallelism);
+            pushed += 1;
         }
-        self.pacer.released(n);
+        self.pacer.released(pushed);
         Ok(SourcePoll::Ready)
     }
 
@@ -318,7 +324,10 @@ mod tests {
         let mut out = Vec::new();
         loop {
             let mut batch = RecordBatch::default();
-            match source.poll(&mut batch, max).expect("poll") {
+            match source
+                .poll(&mut batch, BatchLimit::records(max))
+                .expect("poll")
+            {
                 SourcePoll::Drained => return out,
                 SourcePoll::Idle => std::thread::sleep(Duration::from_millis(1)),
                 SourcePoll::Ready => {
@@ -412,7 +421,10 @@ mod tests {
         );
         let mut s = GeneratorSource::open(config(), 1, 3, None).expect("open");
         let mut first = RecordBatch::default();
-        assert_eq!(s.poll(&mut first, 100).expect("poll"), SourcePoll::Ready);
+        assert_eq!(
+            s.poll(&mut first, BatchLimit::records(100)).expect("poll"),
+            SourcePoll::Ready
+        );
         let position = s.position();
         assert_eq!(position, serde_json::json!({"next": 301}));
         let mut resumed = GeneratorSource::open(config(), 1, 3, Some(&position)).expect("reopen");
@@ -435,11 +447,20 @@ mod tests {
         };
         let mut s = GeneratorSource::open(cfg, 0, 2, None).expect("open");
         let mut batch = RecordBatch::default();
-        assert_eq!(s.poll(&mut batch, 1000).expect("poll"), SourcePoll::Ready);
+        assert_eq!(
+            s.poll(&mut batch, BatchLimit::records(1000)).expect("poll"),
+            SourcePoll::Ready
+        );
         assert_eq!(batch.len(), 1);
-        assert_eq!(s.poll(&mut batch, 1000).expect("poll"), SourcePoll::Idle);
+        assert_eq!(
+            s.poll(&mut batch, BatchLimit::records(1000)).expect("poll"),
+            SourcePoll::Idle
+        );
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(s.poll(&mut batch, 1000).expect("poll"), SourcePoll::Ready);
+        assert_eq!(
+            s.poll(&mut batch, BatchLimit::records(1000)).expect("poll"),
+            SourcePoll::Ready
+        );
         // 50 records/s for this subtask: about 5 more after 100 ms (more on a slow machine,
         // but nowhere near the 500 an unthrottled poll would return).
         assert!((5..=60).contains(&batch.len()), "{}", batch.len());

@@ -37,12 +37,9 @@ pub fn open_source(
 ) -> Result<Box<dyn Source>, ConnectorError> {
     let own = restored.and_then(|r| r.own);
     Ok(match &spec.config {
-        SourceConfig::Generator(c) => Box::new(GeneratorSource::open(
-            c.clone(),
-            subtask,
-            parallelism,
-            own,
-        )?),
+        SourceConfig::Generator(c) => {
+            Box::new(GeneratorSource::open(c.clone(), subtask, parallelism, own)?)
+        }
         SourceConfig::File(c) => Box::new(FileSource::open(c, subtask, parallelism, own)?),
         SourceConfig::Stdin(c) => Box::new(StdinSource::open(c, subtask, own)?),
         SourceConfig::Kafka(c) => {

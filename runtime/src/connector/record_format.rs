@@ -118,6 +118,68 @@ impl LineDecoder {
 }
 
 /// Removes a trailing `\n` or `\r\n`.
+/// Default longest input line (`max_line_bytes`), terminator excluded: 1 MiB. A line is
+/// held whole in memory (and becomes one record), so without a bound one endless line
+/// (`/dev/zero`, a corrupt file) would grow the host without limit.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
+
+/// `#[serde(default = ...)]` for `max_line_bytes`.
+pub fn default_max_line_bytes() -> usize {
+    DEFAULT_MAX_LINE_BYTES
+}
+
+/// What [`read_line_bounded`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// End of input, nothing read.
+    End,
+    /// A line (with its terminator, if any) of this many bytes is in the buffer.
+    Line(usize),
+    /// The line is longer than the bound (terminator excluded); the buffer holds at
+    /// most the bound plus one read buffer's worth of it.
+    TooLong,
+}
+
+/// Reads one line (up to and including `\n`) into `line`, like `read_until`, but stops
+/// once the line passes `max` bytes without its terminator (`\r\n` or `\n`), so memory
+/// stays bounded whatever the input.
+pub fn read_line_bounded<R: std::io::BufRead>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    line.clear();
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(if line.is_empty() {
+                LineRead::End
+            } else if strip_line_end(line).len() > max {
+                LineRead::TooLong
+            } else {
+                LineRead::Line(line.len())
+            });
+        }
+        let (taken, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        line.extend_from_slice(&available[..taken]);
+        reader.consume(taken);
+        // `max + 2` leaves room for a "\r\n" terminator not yet seen whole.
+        if strip_line_end(line).len() > max && (done || line.len() > max.saturating_add(2)) {
+            return Ok(LineRead::TooLong);
+        }
+        if done {
+            return Ok(LineRead::Line(line.len()));
+        }
+    }
+}
+
 pub fn strip_line_end(mut line: &[u8]) -> &[u8] {
     if let Some(rest) = line.strip_suffix(b"\n") {
         line = rest;

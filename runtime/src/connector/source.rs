@@ -6,7 +6,7 @@
 //! so with `is_replayable() == false`: after a crash, what it had read is gone, so the
 //! pipeline's output can only be exactly-once for replayable sources.
 
-use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::batch::{BatchLimit, RecordBatch};
 
 /// What one `poll` produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +33,13 @@ pub struct RestoredSource<'a> {
 }
 
 pub trait Source: Send {
-    /// Appends at most `max` records to `out`.
+    /// Appends records to `out` (empty on entry) until `limit.is_full(out)` or nothing
+    /// more is available: at most `limit.records` records, and no record once `out`
+    /// holds `limit.bytes` bytes.
     fn poll(
         &mut self,
         out: &mut RecordBatch,
-        max: usize,
+        limit: BatchLimit,
     ) -> Result<SourcePoll, super::ConnectorError>;
 
     /// The position just after the last record returned.

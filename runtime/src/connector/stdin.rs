@@ -9,33 +9,42 @@
 //!   without bound. The thread ends at end of input, on a read error (handed to
 //!   `poll`), or once the source is dropped and it next has a chunk to hand over (a
 //!   read already blocked on stdin cannot be interrupted; it ends with the process).
+//! - A line longer than `max_line_bytes` (terminator excluded) fails the source with its
+//!   line number; the reader thread holds at most that bound plus its read buffer of it.
+//!   Pipes and devices are fine here (stdin usually is one): the bound is what stops
+//!   `weir run < /dev/zero`.
 //! - Not replayable (`is_replayable() == false`): what was read before a crash is gone.
 //!   The position `{"lines": n}` only counts lines for progress reports; a restore
 //!   resumes with whatever stdin delivers next.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use serde::Deserialize;
 
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{
-    InputFormat, LineDecoder, check_line_fields, strip_line_end,
+    InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes,
+    read_line_bounded, strip_line_end,
 };
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::RecordBatch;
-use crate::spec::InvalidField;
+use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::spec::{InvalidField, checks};
 
 /// Lines per chunk handed from the reader thread to `poll`.
 const CHUNK_LINES: usize = 1024;
+/// Bytes after which a chunk is handed over even if it has fewer than `CHUNK_LINES` lines:
+/// with `CHANNEL_CHUNKS` chunks in flight, stdin buffers at most about 16 x (1 MiB + one
+/// line), not 16 Ki lines of up to `max_line_bytes` each.
+const CHUNK_BYTES: usize = 1 << 20;
 /// Chunks in flight between the reader thread and `poll`: at most 16 Ki lines buffered.
 const CHANNEL_CHUNKS: usize = 16;
 /// The reader thread's read buffer.
 const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// `type = "stdin"` source.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StdinSourceConfig {
     #[serde(default)]
@@ -46,6 +55,24 @@ pub struct StdinSourceConfig {
     /// jsonl only: top-level integer field giving the event time in ms.
     #[serde(default)]
     pub timestamp_field: Option<String>,
+    /// Longest line, terminator excluded; a longer one fails the pipeline naming the
+    /// line number.
+    #[serde(
+        default = "default_max_line_bytes",
+        deserialize_with = "checks::max_line_bytes"
+    )]
+    pub max_line_bytes: usize,
+}
+
+impl Default for StdinSourceConfig {
+    fn default() -> Self {
+        StdinSourceConfig {
+            format: InputFormat::default(),
+            key_field: None,
+            timestamp_field: None,
+            max_line_bytes: default_max_line_bytes(),
+        }
+    }
 }
 
 impl StdinSourceConfig {
@@ -54,7 +81,7 @@ impl StdinSourceConfig {
     }
 }
 
-type Chunk = Result<Vec<Vec<u8>>, std::io::Error>;
+type Chunk = Result<Vec<Vec<u8>>, ConnectorError>;
 
 #[derive(Debug)]
 pub struct StdinSource {
@@ -62,6 +89,8 @@ pub struct StdinSource {
     /// `None` for subtasks other than 0, and once the reader thread has finished.
     lines: Option<Receiver<Chunk>>,
     pending: VecDeque<Vec<u8>>,
+    /// The reader's error, held back one poll so the lines before it are returned first.
+    failed: Option<ConnectorError>,
     lines_read: u64,
 }
 
@@ -89,33 +118,52 @@ impl StdinSource {
         reader: R,
     ) -> Result<Self, ConnectorError> {
         let (tx, rx) = crossbeam_channel::bounded::<Chunk>(CHANNEL_CHUNKS);
+        let max = config.max_line_bytes;
         std::thread::Builder::new()
             .name("weir-stdin".into())
             .spawn(move || {
                 let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
                 let mut chunk = Vec::new();
+                let mut line_number = 0u64;
+                let mut chunk_bytes = 0usize;
                 loop {
                     let mut line = Vec::new();
-                    match reader.read_until(b'\n', &mut line) {
-                        Ok(0) => {
+                    match read_line_bounded(&mut reader, &mut line, max) {
+                        Ok(LineRead::End) => {
                             if !chunk.is_empty() {
                                 let _ = tx.send(Ok(chunk));
                             }
                             return;
                         }
-                        Ok(_) => {
+                        Ok(LineRead::TooLong) => {
+                            // The lines before it first, so they are not lost.
+                            if !chunk.is_empty() {
+                                let _ = tx.send(Ok(std::mem::take(&mut chunk)));
+                            }
+                            let _ = tx.send(Err(ConnectorError::StdinLineTooLong {
+                                line: line_number + 1,
+                                max,
+                            }));
+                            return;
+                        }
+                        Ok(LineRead::Line(_)) => {
+                            line_number += 1;
+                            chunk_bytes += line.len();
                             chunk.push(line);
                             // Hand over a full chunk, or whatever is read when the next
                             // read may block, so interactive input is not held back.
-                            if (chunk.len() >= CHUNK_LINES || reader.buffer().is_empty())
-                                && tx.send(Ok(std::mem::take(&mut chunk))).is_err()
+                            if chunk.len() >= CHUNK_LINES
+                                || chunk_bytes >= CHUNK_BYTES
+                                || reader.buffer().is_empty()
                             {
-                                return;
+                                chunk_bytes = 0;
+                                if tx.send(Ok(std::mem::take(&mut chunk))).is_err() {
+                                    return;
+                                }
                             }
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let _ = tx.send(Err(e));
+                            let _ = tx.send(Err(ConnectorError::Stdin(e)));
                             return;
                         }
                     }
@@ -137,15 +185,23 @@ impl StdinSource {
             ),
             lines: None,
             pending: VecDeque::new(),
+            failed: None,
             lines_read: 0,
         }
     }
 }
 
 impl Source for StdinSource {
-    fn poll(&mut self, out: &mut RecordBatch, max: usize) -> Result<SourcePoll, ConnectorError> {
+    fn poll(
+        &mut self,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+    ) -> Result<SourcePoll, ConnectorError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let mut n = 0;
-        while n < max {
+        while !limit.is_full(out) {
             if let Some(line) = self.pending.pop_front() {
                 self.decoder.push_line(strip_line_end(&line), out);
                 n += 1;
@@ -156,7 +212,11 @@ impl Source for StdinSource {
                 Ok(Ok(chunk)) => self.pending.extend(chunk),
                 Ok(Err(e)) => {
                     self.lines = None;
-                    return Err(ConnectorError::Stdin(e));
+                    if n == 0 {
+                        return Err(e);
+                    }
+                    self.failed = Some(e);
+                    break;
                 }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => self.lines = None,
@@ -195,7 +255,7 @@ mod tests {
         let mut values = Vec::new();
         loop {
             let mut batch = RecordBatch::default();
-            match s.poll(&mut batch, 2).expect("poll") {
+            match s.poll(&mut batch, BatchLimit::records(2)).expect("poll") {
                 SourcePoll::Drained => break,
                 SourcePoll::Idle => std::thread::sleep(Duration::from_millis(1)),
                 SourcePoll::Ready => values.extend(
@@ -210,11 +270,43 @@ mod tests {
         assert!(!s.is_replayable());
     }
 
+    /// Issue 7 §2: stdin's lines are bounded too (`weir run < /dev/zero`): the lines
+    /// before the long one arrive, then one error naming its number.
+    #[test]
+    fn a_line_past_max_line_bytes_fails_with_its_number() {
+        let config = StdinSourceConfig {
+            max_line_bytes: 1024,
+            ..StdinSourceConfig::default()
+        };
+        let endless = std::io::Read::chain(&b"a\nb\n"[..], std::io::repeat(0));
+        let mut s = StdinSource::from_reader(&config, endless).expect("open");
+        let mut values = Vec::new();
+        let err = loop {
+            let mut batch = RecordBatch::default();
+            match s.poll(&mut batch, BatchLimit::records(10)) {
+                Ok(SourcePoll::Idle) => std::thread::sleep(Duration::from_millis(1)),
+                Ok(SourcePoll::Drained) => panic!("an endless line cannot drain"),
+                Ok(SourcePoll::Ready) => values.extend(
+                    batch
+                        .iter()
+                        .map(|r| String::from_utf8_lossy(r.value).into_owned()),
+                ),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(values, ["a", "b"]);
+        assert_eq!(
+            err.to_string(),
+            "stdin line 3 is longer than max_line_bytes (1024 bytes): raise max_line_bytes or fix the input"
+        );
+    }
+
     #[test]
     fn other_subtasks_are_drained() {
         let mut s = StdinSource::open(&StdinSourceConfig::default(), 1, None).expect("open");
         assert_eq!(
-            s.poll(&mut RecordBatch::default(), 10).expect("poll"),
+            s.poll(&mut RecordBatch::default(), BatchLimit::records(10))
+                .expect("poll"),
             SourcePoll::Drained
         );
     }

@@ -66,7 +66,45 @@ impl From<BatchTooLarge> for MalformedBatch {
     }
 }
 
+/// How much one `Source::poll` may put in a batch: a source stops adding records once
+/// the batch holds `records` records or at least `bytes` bytes (see
+/// [`RecordBatch::byte_len`]), so a batch is at most `bytes` plus one record (a record
+/// larger than `bytes` travels alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimit {
+    pub records: usize,
+    pub bytes: usize,
+}
+
+impl BatchLimit {
+    /// At most `records` records, whatever their size.
+    pub fn records(records: usize) -> Self {
+        BatchLimit {
+            records,
+            bytes: usize::MAX,
+        }
+    }
+
+    /// Whether `batch` has reached this limit: no record may be added to it.
+    pub fn is_full(&self, batch: &RecordBatch) -> bool {
+        batch.len() >= self.records || batch.byte_len() >= self.bytes
+    }
+}
+
+/// Bytes a record costs in a batch besides its key and value: its timestamp and two
+/// end offsets.
+pub const RECORD_OVERHEAD_BYTES: usize = 16;
+
 impl RecordBatch {
+    /// Bytes the batch holds: keys, values and [`RECORD_OVERHEAD_BYTES`] per record
+    /// (what `batch_bytes` bounds).
+    pub fn byte_len(&self) -> usize {
+        self.keys
+            .len()
+            .saturating_add(self.values.len())
+            .saturating_add(self.timestamps.len().saturating_mul(RECORD_OVERHEAD_BYTES))
+    }
+
     /// An empty batch with room for `records` records of about `bytes` value bytes.
     pub fn with_capacity(records: usize, bytes: usize) -> Self {
         Self {

@@ -26,7 +26,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crate::checkpoint::CheckpointId;
 use crate::connector::{Source, SourcePoll};
 use crate::dataflow::alignment::{GateEvent, InputGate};
-use crate::dataflow::batch::{RecordBatch, RecordRef};
+use crate::dataflow::batch::{BatchLimit, RecordBatch, RecordRef};
 use crate::dataflow::chain::{Chain, ChainOutput};
 use crate::dataflow::error::TaskError;
 use crate::dataflow::message::{Barrier, Watermark};
@@ -220,7 +220,8 @@ pub struct SourceTask {
     pub source: Box<dyn Source>,
     /// Barrier requests from the coordinator.
     pub barriers: Receiver<Barrier>,
-    pub batch_size: usize,
+    /// What one batch of the source may hold: `batch_size` records, `batch_bytes` bytes.
+    pub batch_limit: BatchLimit,
     /// Bounded out-of-orderness of event time, for watermarks.
     pub out_of_orderness: Duration,
     pipe: Pipe,
@@ -233,7 +234,7 @@ impl SourceTask {
         source_id: String,
         source: Box<dyn Source>,
         barriers: Receiver<Barrier>,
-        batch_size: usize,
+        batch_limit: BatchLimit,
         out_of_orderness: Duration,
         chain: Chain,
         dead_letters: Box<dyn Operator>,
@@ -244,7 +245,7 @@ impl SourceTask {
             source_id,
             source,
             barriers,
-            batch_size,
+            batch_limit,
             out_of_orderness,
             pipe: Pipe {
                 chain,
@@ -267,7 +268,13 @@ impl SourceTask {
         let mut max_timestamp = i64::MIN;
         let mut watermark = Watermark::START;
         let mut drained = false;
-        let mut batch = RecordBatch::with_capacity(self.batch_size, self.batch_size * 64);
+        let new_batch = |limit: BatchLimit| {
+            RecordBatch::with_capacity(
+                limit.records,
+                limit.records.saturating_mul(64).min(limit.bytes),
+            )
+        };
+        let mut batch = new_batch(self.batch_limit);
         loop {
             if self.ctx.cancelled() {
                 return Err(TaskError::Cancelled);
@@ -291,7 +298,7 @@ impl SourceTask {
             }
             let status = self
                 .source
-                .poll(&mut batch, self.batch_size)
+                .poll(&mut batch, self.batch_limit)
                 .map_err(|source| TaskError::Source {
                     pipeline: self.ctx.pipeline.clone(),
                     task: self.ctx.task.clone(),
@@ -311,10 +318,7 @@ impl SourceTask {
                     .iter()
                     .copied()
                     .fold(max_timestamp, i64::max);
-                let full = std::mem::replace(
-                    &mut batch,
-                    RecordBatch::with_capacity(self.batch_size, self.batch_size * 64),
-                );
+                let full = std::mem::replace(&mut batch, new_batch(self.batch_limit));
                 self.pipe.batch(&self.ctx, full)?;
             }
             // The event time all input has reached: the source's own frontier when it
@@ -438,7 +442,7 @@ mod tests {
         fn poll(
             &mut self,
             out: &mut RecordBatch,
-            _max: usize,
+            _limit: BatchLimit,
         ) -> Result<SourcePoll, ConnectorError> {
             match self {
                 Hostile::Panics => {
@@ -495,7 +499,7 @@ mod tests {
             "source-0".into(),
             Box::new(source),
             barriers,
-            16,
+            BatchLimit::records(16),
             Duration::ZERO,
             Chain::new(Vec::new(), Vec::new()),
             Box::new(Discard),

@@ -7,7 +7,8 @@
 //! - Inputs are built by the runtime and trusted to be well framed (see each struct);
 //!   outputs come from the guest and are checked before they leave: `update` returns
 //!   exactly one accumulator per input group with valid framing and rejection indices
-//!   inside `groups.records`; `emit` returns a valid `RecordBatch`. Otherwise
+//!   inside `groups.records`, each at most once; `emit` returns a valid `RecordBatch`;
+//!   both stay within `output_limits`' multiple of their input. Otherwise
 //!   `BadOutput` (which, not being a trap, does not poison the instance).
 //! - Accumulators are opaque bytes here; an empty accumulator means "none yet".
 
@@ -24,7 +25,8 @@ use super::error::EngineError;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
-use super::mapper_instance::{Rejection, check_rejections};
+use super::mapper_instance::Rejection;
+use super::output_limits::{check_output_size, check_rejections, reason_bytes};
 
 /// An event-time window `[start, end)`, in milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,6 +144,10 @@ impl AggregatorInstance {
     pub fn update(&mut self, groups: GroupBatch) -> Result<UpdateOutput, EngineError> {
         let group_count = groups.record_ends.len();
         let record_count = groups.records.len();
+        let input_bytes = groups
+            .records
+            .byte_size()
+            .saturating_add(groups.accumulators.len());
         let input = wit_aggregate::GroupBatch::from(groups);
         let Self { guest, bindings } = self;
         let out = guest.call(|store| {
@@ -170,21 +176,34 @@ impl AggregatorInstance {
             "accumulator-ends",
         )
         .map_err(|e| bad(e.to_string()))?;
-        check_rejections(&output.rejections, record_count).map_err(bad)?;
+        check_rejections(&output.rejections, record_count).map_err(&bad)?;
+        let bytes_out = output
+            .accumulators
+            .len()
+            .saturating_add(reason_bytes(&output.rejections));
+        check_output_size(0, bytes_out, record_count, input_bytes).map_err(bad)?;
         Ok(output)
     }
 
     /// Turns accumulators into output records.
     pub fn emit(&mut self, entries: EmitBatch) -> Result<RecordBatch, EngineError> {
+        let input_len = entries.key_ends.len();
+        let input_bytes = entries
+            .keys
+            .len()
+            .saturating_add(entries.accumulators.len());
         let input = wit_aggregate::EmitBatch::from(entries);
         let Self { guest, bindings } = self;
         let out =
             guest.call(|store| bindings.weir_transform_aggregate().call_emit(store, &input))?;
         let records = RecordBatch::from(out);
-        records.validate().map_err(|e| EngineError::BadOutput {
+        let bad = |reason: String| EngineError::BadOutput {
             module: self.guest.module().to_owned(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        records.validate().map_err(|e| bad(e.to_string()))?;
+        check_output_size(records.len(), records.byte_size(), input_len, input_bytes)
+            .map_err(bad)?;
         Ok(records)
     }
 }

@@ -4,6 +4,9 @@
 //! - Every variant except `Setup` names the module it is about (the name given at load,
 //!   usually the file name), so a caller can wrap it with pipeline/operator context and
 //!   the user still learns which `.wasm` misbehaved.
+//! - Every message is one line: guest-provided text in it is escaped and multi-line
+//!   text from wasmtime joined (`guest_text.rs`), so nothing a guest writes can add a
+//!   line to Weir's output.
 //! - No guest behaviour becomes a host panic: traps, timeouts, memory exhaustion, bad
 //!   output and refused imports all arrive here as values.
 
@@ -37,7 +40,14 @@ pub enum EngineError {
     #[error("{module}: guest exceeded its memory limit of {limit_bytes} bytes")]
     MemoryLimit { module: String, limit_bytes: usize },
 
-    /// The guest panicked; `message` is its panic message from its stderr.
+    /// The guest passed more data to the host in one host call or one call result than
+    /// wasmtime's hostcall fuel allows (`output_limits::MAX_GUEST_TRANSFER_BYTES`).
+    #[error(
+        "{module}: guest passed more than {limit_bytes} bytes to the host in one call and was stopped"
+    )]
+    TransferLimit { module: String, limit_bytes: usize },
+
+    /// The guest panicked; `message` is its panic message from its stderr, on one line.
     #[error("{module}: guest panicked: {message}")]
     GuestPanic { module: String, message: String },
 
@@ -64,6 +74,7 @@ impl EngineError {
             | EngineError::Invalid { module, .. }
             | EngineError::CpuDeadline { module, .. }
             | EngineError::MemoryLimit { module, .. }
+            | EngineError::TransferLimit { module, .. }
             | EngineError::GuestPanic { module, .. }
             | EngineError::Trap { module, .. }
             | EngineError::BadOutput { module, .. }

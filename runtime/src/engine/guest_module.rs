@@ -4,7 +4,11 @@
 //! - A `GuestModule` exists only for a WebAssembly *component* (not a core module) that
 //!   exports exactly one weir world, whose every import is allowed by
 //!   `import_policy::ALLOWED_IMPORTS`, and whose world's types match this host's (the
-//!   typed `MapperPre`/`AggregatorPre` was built). Each refusal says why in one line.
+//!   typed `MapperPre`/`AggregatorPre` was built) including the type of every exported
+//!   function (`map`, or `update` and `emit`): checked here with the same check
+//!   wasmtime's typed-function lookup runs at instantiation, so a wrong signature is
+//!   refused by `weir validate`, not at the first batch. Each refusal says why in one
+//!   line.
 //! - It holds an `InstancePre`: imports are resolved once, so instantiating (per
 //!   subtask, or after a trap) does no linking and no compilation.
 //! - `sha256` is the hex SHA-256 of the exact bytes loaded: the module's identity for
@@ -22,10 +26,11 @@ use super::bindings::aggregator::AggregatorPre;
 use super::bindings::mapper::MapperPre;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
-use super::import_policy::{forbidden_imports, world_of};
+use super::guest_text::one_line;
+use super::import_policy::{forbidden_imports, unversioned, world_of};
 use super::limits::GuestLimits;
 use super::mapper_instance::MapperInstance;
-use super::wasm_engine::WasmEngine;
+use super::wasm_engine::{MAX_MODULE_BYTES, WasmEngine};
 
 /// The weir world a guest implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +101,12 @@ impl GuestModule {
             module: name.to_owned(),
             reason: reason.to_owned(),
         };
+        if bytes.len() as u64 > MAX_MODULE_BYTES {
+            return Err(invalid(&format!(
+                "is {} bytes; a module may be at most {MAX_MODULE_BYTES} bytes (64 MiB)",
+                bytes.len()
+            )));
+        }
         match header(bytes) {
             Header::NotWasm => {
                 return Err(invalid(
@@ -146,9 +157,11 @@ impl GuestModule {
         }
         let mismatch = |e: wasmtime::Error| {
             invalid(format!(
-                "does not match this host's weir:transform world {world}: {e:#}"
+                "does not match this host's weir:transform world {world}: {}",
+                one_line(&format!("{e:#}"))
             ))
         };
+        check_export_types(engine, &ty, world).map_err(mismatch)?;
         let pre = match world {
             World::Mapper => {
                 let pre = engine
@@ -235,6 +248,51 @@ impl GuestModule {
             ),
         }
     }
+}
+
+/// Checks that the world's exported functions have the host's types. The bindings'
+/// `*Pre::new` only looks the exports up by name; wasmtime checks their types when an
+/// instance is created. This runs that same check (`ComponentFunc::typecheck`, what
+/// `get_typed_func` calls) on the component's type, without instantiating anything.
+fn check_export_types(
+    engine: &WasmEngine,
+    ty: &wasmtime::component::types::Component,
+    world: World,
+) -> wasmtime::Result<()> {
+    use super::bindings::aggregator::exports::weir::transform::aggregate as agg;
+    use super::bindings::mapper::exports::weir::transform::r#map;
+    use super::bindings::wit_types;
+    use wasmtime::component::types::ComponentItem;
+
+    let (interface, functions): (&str, &[&str]) = match world {
+        World::Mapper => ("weir:transform/map", &["map"]),
+        World::Aggregator => ("weir:transform/aggregate", &["update", "emit"]),
+    };
+    let Some((export, item)) = ty
+        .exports(engine.engine())
+        .find(|(name, _)| unversioned(name) == interface)
+    else {
+        wasmtime::bail!("no export {interface}");
+    };
+    let ComponentItem::ComponentInstance(instance) = item.ty else {
+        wasmtime::bail!("export {export} is not an instance");
+    };
+    let cx = ty.instance_type();
+    for &name in functions {
+        let Some(ComponentItem::ComponentFunc(func)) =
+            instance.get_export(engine.engine(), name).map(|e| e.ty)
+        else {
+            wasmtime::bail!("export {export} has no function {name}");
+        };
+        let checked = match name {
+            "map" => func.typecheck::<(wit_types::RecordBatch,), (map::MapOutput,)>(&cx),
+            "update" => func.typecheck::<(agg::GroupBatch,), (agg::UpdateOutput,)>(&cx),
+            _ => func.typecheck::<(agg::EmitBatch,), (wit_types::RecordBatch,)>(&cx),
+        };
+        checked
+            .map_err(|e| e.context(format!("function {name} of {export} has the wrong type")))?;
+    }
+    Ok(())
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

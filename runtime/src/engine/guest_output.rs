@@ -2,10 +2,13 @@
 //!
 //! Invariants:
 //! - Every complete line a guest writes to stdout or stderr becomes one `tracing` event
-//!   tagged with the module's name (stdout at INFO, stderr at WARN). A line longer than
+//!   whose text starts with the module's name and the stream (stdout at INFO, stderr at
+//!   WARN). Once a Rust panic starts on stderr (`thread '...' panicked at`), the rest
+//!   of that call's stderr goes to DEBUG: the panic is reported by the call's error,
+//!   on its one line, and is not printed twice. A line longer than
 //!   [`MAX_LINE`] is cut into several events; a trailing partial line is emitted when
 //!   the call that wrote it ends ([`GuestOutput::flush`]). Nothing reaches the host's own
-//!   stdout/stderr.
+//!   stdout/stderr, and every event's text is escaped onto one line (`guest_text`).
 //! - The last [`STDERR_TAIL`] bytes of stderr written during the current call are kept,
 //!   so that a trap can be explained by the guest's own words (a Rust guest prints its
 //!   panic message to stderr and then executes `unreachable`).
@@ -16,6 +19,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+
+use super::guest_text::escape;
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// Longest line kept before it is emitted anyway.
@@ -42,6 +47,8 @@ struct Inner {
     stdout_line: Vec<u8>,
     stderr_line: Vec<u8>,
     stderr_tail: VecDeque<u8>,
+    /// The current call's stderr has begun a panic report.
+    panicking: bool,
 }
 
 impl GuestOutput {
@@ -51,6 +58,7 @@ impl GuestOutput {
             stdout_line: Vec::new(),
             stderr_line: Vec::new(),
             stderr_tail: VecDeque::new(),
+            panicking: false,
         })))
     }
 
@@ -72,15 +80,27 @@ impl GuestOutput {
 
     /// Called before each call: forget the previous call's stderr.
     pub(crate) fn start_call(&self) {
-        self.lock().stderr_tail.clear();
+        let mut inner = self.lock();
+        inner.stderr_tail.clear();
+        inner.panicking = false;
     }
 
     /// Called after each call: emit partial lines.
     pub(crate) fn flush(&self) {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        emit(&inner.module, Stdio::Stdout, &mut inner.stdout_line);
-        emit(&inner.module, Stdio::Stderr, &mut inner.stderr_line);
+        emit(
+            &inner.module,
+            Stdio::Stdout,
+            &mut inner.stdout_line,
+            &mut false,
+        );
+        emit(
+            &inner.module,
+            Stdio::Stderr,
+            &mut inner.stderr_line,
+            &mut inner.panicking,
+        );
     }
 
     /// What the guest wrote to stderr during the current call (last [`STDERR_TAIL`] bytes).
@@ -103,15 +123,16 @@ impl GuestOutput {
             tail.drain(..overflow);
             tail.extend(&bytes[bytes.len() - keep..]);
         }
-        let line = match stream {
-            Stdio::Stdout => &mut inner.stdout_line,
-            Stdio::Stderr => &mut inner.stderr_line,
+        let mut not_panicking = false;
+        let (line, panicking) = match stream {
+            Stdio::Stdout => (&mut inner.stdout_line, &mut not_panicking),
+            Stdio::Stderr => (&mut inner.stderr_line, &mut inner.panicking),
         };
         while !bytes.is_empty() {
             match bytes.iter().position(|&b| b == b'\n') {
                 Some(nl) => {
                     line.extend_from_slice(&bytes[..nl]);
-                    emit(&inner.module, stream, line);
+                    emit(&inner.module, stream, line, panicking);
                     bytes = &bytes[nl + 1..];
                 }
                 None => {
@@ -120,7 +141,7 @@ impl GuestOutput {
                     line.extend_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
                     if line.len() >= MAX_LINE {
-                        emit(&inner.module, stream, line);
+                        emit(&inner.module, stream, line, panicking);
                     }
                 }
             }
@@ -128,16 +149,25 @@ impl GuestOutput {
     }
 }
 
-/// Emits `line` (if not empty) as one tracing event and clears it.
-fn emit(module: &str, stream: Stdio, line: &mut Vec<u8>) {
+/// Emits `line` (if not empty) as one tracing event, escaped and prefixed with the
+/// module and stream, and clears it. A stderr line starting a Rust panic report sets
+/// `panicking`; while it is set, stderr lines go to DEBUG.
+fn emit(module: &str, stream: Stdio, line: &mut Vec<u8>, panicking: &mut bool) {
     if line.is_empty() {
         return;
     }
-    let text = String::from_utf8_lossy(line);
-    let text = text.strip_suffix('\r').unwrap_or(&text);
+    let raw = String::from_utf8_lossy(line);
+    let raw = raw.strip_suffix('\r').unwrap_or(&raw);
+    if stream == Stdio::Stderr && raw.starts_with("thread '") && raw.contains(" panicked at ") {
+        *panicking = true;
+    }
+    let text = escape(raw);
     match stream {
-        Stdio::Stdout => tracing::info!(target: "weir::guest", module, stream = "stdout", "{text}"),
-        Stdio::Stderr => tracing::warn!(target: "weir::guest", module, stream = "stderr", "{text}"),
+        Stdio::Stdout => tracing::info!(target: "weir::guest", "{module} stdout: {text}"),
+        Stdio::Stderr if *panicking => {
+            tracing::debug!(target: "weir::guest", "{module} stderr: {text}");
+        }
+        Stdio::Stderr => tracing::warn!(target: "weir::guest", "{module} stderr: {text}"),
     }
     line.clear();
 }
@@ -170,15 +200,23 @@ impl OutputStream for GuestStdioStream {
     }
 }
 
-/// The panic message in a Rust guest's stderr: from the last "panicked at" to the end,
-/// without the `RUST_BACKTRACE` hint. `None` if the guest did not panic.
+/// The panic message in a Rust guest's stderr, on one line: from the last "panicked
+/// at" to the end, without the `RUST_BACKTRACE` hint; std's location line, then the
+/// guest's message with its own line breaks escaped (so it cannot forge a line of
+/// Weir's output). `None` if the guest did not panic.
 pub(crate) fn panic_message(stderr: &str) -> Option<String> {
     let start = stderr.rfind("panicked at")?;
-    let message: Vec<&str> = stderr[start..]
-        .lines()
-        .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .collect();
-    Some(message.join("\n").trim_end().to_owned())
+    let panic = stderr[start..].trim_end();
+    let panic = panic
+        .strip_suffix(
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+        )
+        .unwrap_or(panic)
+        .trim_end();
+    Some(match panic.split_once('\n') {
+        Some((location, message)) => format!("{} {}", escape(location), escape(message)),
+        None => escape(panic),
+    })
 }
 
 #[cfg(test)]
@@ -201,11 +239,31 @@ mod tests {
     }
 
     #[test]
+    fn a_panic_report_on_stderr_is_not_logged_at_warn() {
+        let out = GuestOutput::new("m".into());
+        let mut s = out.stream(Stdio::Stderr);
+        s.write(Bytes::from_static(b"before\n")).ok();
+        assert!(!out.lock().panicking);
+        s.write(Bytes::from_static(
+            b"thread '<unnamed>' (1) panicked at src/lib.rs:1:1:\nboom\n",
+        ))
+        .ok();
+        assert!(out.lock().panicking);
+        out.start_call();
+        assert!(!out.lock().panicking);
+    }
+
+    #[test]
     fn panic_message_is_extracted() {
         let stderr = "log line\nthread '<unnamed>' panicked at src/lib.rs:5:5:\nweir-test: boom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
         assert_eq!(
             panic_message(stderr).as_deref(),
-            Some("panicked at src/lib.rs:5:5:\nweir-test: boom")
+            Some("panicked at src/lib.rs:5:5: weir-test: boom")
+        );
+        let forged = "thread 'main' panicked at src/lib.rs:1:1:\nboom\nweir: error: forged\n";
+        assert_eq!(
+            panic_message(forged).as_deref(),
+            Some("panicked at src/lib.rs:1:1: boom\\nweir: error: forged")
         );
         assert_eq!(panic_message("all fine\n"), None);
     }

@@ -8,9 +8,11 @@
 //!   waits in a host call (`host_poll.rs` cuts every wait off at the deadline).
 //! - After a failure the error is classified, most specific first: epoch interrupt, or
 //!   the deadline passing in a host call (`DeadlineReached`) -> `CpuDeadline`; refused
-//!   memory growth -> `MemoryLimit`; a Rust panic message on stderr -> `GuestPanic`;
-//!   anything else -> `Trap` (with the guest's stderr and the wasm backtrace when there
-//!   is one).
+//!   memory growth -> `MemoryLimit`; hostcall fuel exhausted (more than
+//!   `MAX_GUEST_TRANSFER_BYTES` passed to the host at once) -> `TransferLimit`; a Rust
+//!   panic message on stderr -> `GuestPanic`; anything else -> `Trap` (with the guest's
+//!   stderr and the wasm backtrace when there is one). Every message is one line:
+//!   guest text escaped, wasmtime's lines joined (`guest_text.rs`).
 //! - After any such failure the store is poisoned: every later call returns `Poisoned`
 //!   without entering the guest. The caller instantiates again from its `GuestModule`.
 
@@ -23,8 +25,10 @@ use super::call_deadline::{CallDeadline, DeadlineReached};
 use super::epoch_ticker::{EPOCH_TICK, EpochTicker};
 use super::error::EngineError;
 use super::guest_output::panic_message;
+use super::guest_text::{escape, one_line};
 use super::host::HostState;
 use super::limits::{GuestLimiter, GuestLimits};
+use super::output_limits::MAX_GUEST_TRANSFER_BYTES;
 
 /// Longest trap description kept in an error message.
 const MAX_TRAP_MESSAGE: usize = 4 << 10; // 4 KiB
@@ -58,6 +62,7 @@ impl GuestStore {
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
+        store.set_hostcall_fuel(MAX_GUEST_TRANSFER_BYTES);
         Self {
             module,
             limits: limits.clone(),
@@ -119,23 +124,38 @@ impl GuestStore {
                 limit_bytes: state.limiter.limit_bytes(),
             };
         }
+        if is_hostcall_fuel_exhausted(e) {
+            return EngineError::TransferLimit {
+                module,
+                limit_bytes: MAX_GUEST_TRANSFER_BYTES,
+            };
+        }
         let stderr = state.output.stderr_tail();
         if let Some(message) = panic_message(&stderr) {
             return EngineError::GuestPanic { module, message };
         }
+        let backtrace = e.downcast_ref::<WasmBacktrace>().map(ToString::to_string);
         let mut message = match e.downcast_ref::<wasmtime_wasi::I32Exit>() {
             Some(exit) => format!("guest called exit({})", exit.0),
             None => match e.downcast_ref::<Trap>() {
-                Some(trap) => trap.to_string(),
-                None => format!("{e:#}"),
+                Some(trap) => one_line(&trap.to_string()),
+                // The chain without the backtrace context (appended once, below).
+                None => one_line(
+                    &e.chain()
+                        .map(|cause| cause.to_string())
+                        .filter(|cause| Some(cause) != backtrace.as_ref())
+                        .collect::<Vec<_>>()
+                        .join(": "),
+                ),
             },
         };
         if !stderr.trim().is_empty() {
-            message.push_str("\nguest stderr:\n");
-            message.push_str(stderr.trim_end());
+            message.push_str("; guest stderr: ");
+            message.push_str(&escape(stderr.trim_end()));
         }
-        if let Some(bt) = e.downcast_ref::<WasmBacktrace>() {
-            message.push_str(&format!("\n{bt}"));
+        if let Some(bt) = &backtrace {
+            message.push_str("; ");
+            message.push_str(&one_line(bt));
         }
         if message.len() > MAX_TRAP_MESSAGE {
             let mut end = MAX_TRAP_MESSAGE;
@@ -147,6 +167,16 @@ impl GuestStore {
         }
         EngineError::Trap { module, message }
     }
+}
+
+/// Whether `e` is wasmtime's "hostcall fuel exhausted" trap. Its type is private to
+/// wasmtime, so it is recognised by its message (pinned by an engine test).
+fn is_hostcall_fuel_exhausted(e: &wasmtime::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
 }
 
 /// Epoch ticks to allow for `timeout`: rounded up, plus one because the first tick may

@@ -7,7 +7,8 @@
 //!   directories, no network, stdin closed. stdout and stderr are not WASI's own
 //!   streams: `get-stdout`/`get-stderr` are implemented here and hand out
 //!   [`GuestOutput`] handles, so guest output lands in `tracing`, tagged with the module.
-//! - `weir:transform/log` writes to `tracing` with the module name; `config.get` reads
+//! - `weir:transform/log` writes to `tracing` with the module name, the message escaped
+//!   onto one line (`guest_text::escape`); `config.get` reads
 //!   only this instance's step configuration.
 //! - No host function here can fail or panic on guest input: overlong log messages are
 //!   truncated, unknown config names are `none`.
@@ -25,6 +26,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::{wit_config, wit_log, wit_types};
 use super::call_deadline::CallDeadline;
 use super::guest_output::{GuestOutput, Stdio};
+use super::guest_text::escape;
 use super::limits::GuestLimiter;
 
 /// Longest `log` message passed on to `tracing`; the rest is cut.
@@ -100,14 +102,24 @@ impl wit_types::Host for HostState {}
 
 impl wit_log::Host for HostState {
     fn log(&mut self, level: wit_log::Level, message: String) {
-        let message = truncate(&message, MAX_LOG_MESSAGE);
+        let message = escape(truncate(&message, MAX_LOG_MESSAGE));
         let module = &*self.module;
         match level {
-            wit_log::Level::Trace => tracing::trace!(target: "weir::guest", module, "{message}"),
-            wit_log::Level::Debug => tracing::debug!(target: "weir::guest", module, "{message}"),
-            wit_log::Level::Info => tracing::info!(target: "weir::guest", module, "{message}"),
-            wit_log::Level::Warn => tracing::warn!(target: "weir::guest", module, "{message}"),
-            wit_log::Level::Error => tracing::error!(target: "weir::guest", module, "{message}"),
+            wit_log::Level::Trace => {
+                tracing::trace!(target: "weir::guest", "{module} log: {message}")
+            }
+            wit_log::Level::Debug => {
+                tracing::debug!(target: "weir::guest", "{module} log: {message}")
+            }
+            wit_log::Level::Info => {
+                tracing::info!(target: "weir::guest", "{module} log: {message}")
+            }
+            wit_log::Level::Warn => {
+                tracing::warn!(target: "weir::guest", "{module} log: {message}")
+            }
+            wit_log::Level::Error => {
+                tracing::error!(target: "weir::guest", "{module} log: {message}")
+            }
         }
     }
 }

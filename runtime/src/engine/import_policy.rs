@@ -42,7 +42,7 @@ const MAP_EXPORT: &str = "weir:transform/map";
 const AGGREGATE_EXPORT: &str = "weir:transform/aggregate";
 
 /// `name` without its `@version` suffix.
-fn unversioned(name: &str) -> &str {
+pub(crate) fn unversioned(name: &str) -> &str {
     name.split_once('@').map_or(name, |(n, _)| n)
 }
 

@@ -5,8 +5,10 @@
 //!   calls (its memory and any guest-side caches persist between batches).
 //! - The batch is moved into the call and the output moved out: no per-record copy on
 //!   the host side of the boundary.
-//! - Output leaving this type is well formed: `records` passes `RecordBatch::validate`
-//!   and every rejection index is below the input's length; otherwise `BadOutput`.
+//! - Output leaving this type is well formed and bounded: `records` passes
+//!   `RecordBatch::validate`, every rejection index is below the input's length and
+//!   appears once, and records and bytes stay within `output_limits`' multiple of the
+//!   input; otherwise `BadOutput`, one line naming the module.
 //!   A `BadOutput` does not poison the instance (the guest did not trap), but a caller
 //!   will normally fail the step anyway.
 
@@ -22,6 +24,7 @@ use super::error::EngineError;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
+use super::output_limits::{check_output_size, check_rejections, reason_bytes};
 
 /// One input record the guest refused; the runtime routes it to the dead-letter output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +89,7 @@ impl MapperInstance {
     /// Maps one batch.
     pub fn map(&mut self, batch: RecordBatch) -> Result<MapOutput, EngineError> {
         let input_len = batch.len();
+        let input_bytes = batch.byte_size();
         let input = wit_types::RecordBatch::from(batch);
         let Self { guest, bindings } = self;
         let out = guest.call(|store| bindings.weir_transform_map().call_map(store, &input))?;
@@ -99,18 +103,12 @@ impl MapperInstance {
             reason,
         };
         output.records.validate().map_err(|e| bad(e.to_string()))?;
-        check_rejections(&output.rejections, input_len).map_err(bad)?;
+        check_rejections(&output.rejections, input_len).map_err(&bad)?;
+        let bytes_out = output
+            .records
+            .byte_size()
+            .saturating_add(reason_bytes(&output.rejections));
+        check_output_size(output.records.len(), bytes_out, input_len, input_bytes).map_err(bad)?;
         Ok(output)
-    }
-}
-
-/// Every rejection must point into the input.
-pub(crate) fn check_rejections(rejections: &[Rejection], input_len: usize) -> Result<(), String> {
-    match rejections.iter().find(|r| r.index as usize >= input_len) {
-        Some(r) => Err(format!(
-            "rejection index {} is out of range for an input of {input_len} records",
-            r.index
-        )),
-        None => Ok(()),
     }
 }

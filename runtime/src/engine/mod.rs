@@ -19,12 +19,14 @@ mod error;
 mod guest_module;
 mod guest_output;
 mod guest_store;
+mod guest_text;
 mod host;
 mod host_poll;
 mod import_policy;
 mod limits;
 mod linker;
 mod mapper_instance;
+mod output_limits;
 mod wasm_engine;
 
 #[cfg(test)]
@@ -37,4 +39,4 @@ pub use guest_module::{GuestModule, World};
 pub use import_policy::ALLOWED_IMPORTS;
 pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};
 pub use mapper_instance::{MapOutput, MapperInstance, Rejection};
-pub use wasm_engine::WasmEngine;
+pub use wasm_engine::{MAX_MODULE_BYTES, WasmEngine};

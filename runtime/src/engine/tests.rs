@@ -791,3 +791,358 @@ fn instances_keep_their_deadline_after_the_engine_is_dropped() {
     let err = mapper.map(batch(&["x"])).expect_err("must fail");
     assert!(matches!(err, EngineError::CpuDeadline { .. }), "{err:?}");
 }
+
+// ---------------------------------------------------------------- issue 7: output bounds,
+// module files, one-line errors
+
+/// One rejection of index 0 at address 256 with reason "no", `count` times.
+fn repeated_rejection_body(count: u32) -> String {
+    let mut s = String::new();
+    for i in 0..count {
+        let at = 256 + 12 * i;
+        s.push_str(&format!(
+            "(i32.store (i32.const {at}) (i32.const 0))
+             (i32.store (i32.const {}) (i32.const 240))
+             (i32.store (i32.const {}) (i32.const 2))\n",
+            at + 4,
+            at + 8
+        ));
+    }
+    format!(
+        "(i32.store16 (i32.const 240) (i32.const 0x6f6e)) {s} {}",
+        echo_body(256, count)
+    )
+}
+
+#[test]
+fn a_record_is_rejected_at_most_once() {
+    // Today's code accepted this and made 5 dead letters out of one record.
+    let engine = engine();
+    let body = repeated_rejection_body(5);
+    let mut mapper = wat_mapper(&engine, "amplifier.wasm", &body, &GuestLimits::default());
+    let err = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "amplifier.wasm: guest returned malformed output: rejection index 0 appears more than \
+         once; each input record can be rejected at most once"
+    );
+    // Once is fine.
+    let mut once = wat_mapper(
+        &engine,
+        "once.wasm",
+        &repeated_rejection_body(1),
+        &GuestLimits::default(),
+    );
+    let out = once.map(batch(&["a"])).expect("one rejection");
+    assert_eq!(out.rejections.len(), 1);
+}
+
+/// Returns `records` empty records (every list of the batch points at zeroed memory).
+fn many_records_body(records: u32) -> String {
+    format!(
+        "(drop (memory.grow (i32.const 16)))
+         (memory.fill (i32.const 65536) (i32.const 0) (i32.const 983040))
+         (i32.store offset=0 (i32.const 16) (i32.const 65536))
+         (i32.store offset=4 (i32.const 16) (i32.const {records}))
+         (i32.store offset=8 (i32.const 16) (i32.const 65536))
+         (i32.store offset=12 (i32.const 16) (i32.const {records}))
+         (i32.store offset=16 (i32.const 16) (i32.const 0))
+         (i32.store offset=20 (i32.const 16) (i32.const 0))
+         (i32.store offset=24 (i32.const 16) (i32.const 65536))
+         (i32.store offset=28 (i32.const 16) (i32.const {records}))
+         (i32.store offset=32 (i32.const 16) (i32.const 0))
+         (i32.store offset=36 (i32.const 16) (i32.const 0))
+         (i32.store offset=40 (i32.const 16) (i32.const 0))
+         (i32.store offset=44 (i32.const 16) (i32.const 0))
+         (i32.const 16)"
+    )
+}
+
+#[test]
+fn records_out_per_call_are_bounded_by_a_multiple_of_the_input() {
+    // One input record, 100,000 output records: refused (today: accepted).
+    let engine = engine();
+    let mut mapper = wat_mapper(
+        &engine,
+        "fanout.wasm",
+        &many_records_body(100_000),
+        &GuestLimits::default(),
+    );
+    let err = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "fanout.wasm: guest returned malformed output: 100000 records for an input of 1; \
+         a call may return at most 65536 (64 per input record, at least 65536)"
+    );
+    // The same output for 2,000 input records is within 64 per record.
+    let inputs: Vec<String> = (0..2_000).map(|i| i.to_string()).collect();
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let out = mapper.map(batch(&inputs)).expect("within bounds");
+    assert_eq!(out.records.len(), 100_000);
+}
+
+#[test]
+fn a_result_past_the_hostcall_fuel_is_a_one_line_error() {
+    // A map result whose `values` list is 129 MiB: wasmtime's hostcall fuel (128 MiB)
+    // stops the copy. Today: a multi-line "guest trapped" with a backtrace.
+    let engine = engine();
+    let body = "(drop (memory.grow (i32.const 2100)))
+         (memory.fill (i32.const 16) (i32.const 0) (i32.const 48))
+         (i32.store offset=32 (i32.const 16) (i32.const 65536))
+         (i32.store offset=36 (i32.const 16) (i32.const 135266304))
+         (i32.const 16)";
+    let mut mapper = wat_mapper(
+        &engine,
+        "bulky.wasm",
+        body,
+        &limits(256 << 20, DEFAULT_CALL_TIMEOUT),
+    );
+    let err = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "bulky.wasm: guest passed more than 134217728 bytes to the host in one call and was stopped"
+    );
+}
+
+/// A mapper importing `wasi:random/random.get-random-bytes` as `$random (len, retptr)`.
+fn random_wat(body: &str) -> String {
+    let echo = echo_body(0, 0);
+    format!(
+        r#"(component
+  (import "wasi:random/random@0.2.0" (instance $random
+    (export "get-random-bytes" (func (param "len" u64) (result (list u8))))))
+  (core module $libc
+    {CORE_COMMON})
+  (core instance $libc (instantiate $libc))
+  (alias core export $libc "memory" (core memory $mem))
+  (alias core export $libc "realloc" (core func $realloc))
+  (core func $random (canon lower (func $random "get-random-bytes") (memory $mem) (realloc $realloc)))
+  (core instance $wasi (export "random" (func $random)))
+  (core module $m
+    (import "libc" "memory" (memory 1))
+    (import "wasi" "random" (func $random (param i64 i32)))
+    (func $f (export "map") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      {body}
+      {echo}))
+  (core instance $i (instantiate $m
+    (with "libc" (instance $libc))
+    (with "wasi" (instance $wasi))))
+  {TYPES}
+  (func $map (param "batch" $rb) (result $out)
+    (canon lift (core func $i "map") (memory $mem) (realloc $realloc)))
+  (instance $api
+    (export "record-batch" (type $rb))
+    (export "rejection" (type $rej))
+    (export "map-output" (type $out))
+    (export "map" (func $map)))
+  (export "weir:transform/map@0.1.0" (instance $api))
+)"#
+    )
+}
+
+#[test]
+fn a_failed_host_call_with_a_backtrace_is_one_line() {
+    // get-random-bytes(1 TiB): wasmtime-wasi refuses, the trap carries a multi-line
+    // wasm backtrace (today: 4 lines).
+    let engine = engine();
+    let module = load_wat(
+        &engine,
+        "greedy.wasm",
+        &random_wat("(call $random (i64.const 1099511627776) (i32.const 512))"),
+    )
+    .expect("load");
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("instantiate");
+    let err = mapper.map(batch(&["a"])).expect_err("must fail");
+    let msg = err.to_string();
+    assert_eq!(
+        msg,
+        "greedy.wasm: guest trapped: requested len 1099511627776 exceeds limit 1048576; \
+         error while executing at wasm backtrace: | 0:    0x1a6 - m!float"
+    );
+}
+
+#[test]
+fn a_map_export_of_the_wrong_type_is_refused_at_load() {
+    // `map: func(u32) -> u32` under the right names: today load (and `weir validate`)
+    // accepted it and the first batch failed.
+    let engine = engine();
+    let wat = r#"(component
+  (core module $m (func (export "map") (param i32) (result i32) (local.get 0)))
+  (core instance $i (instantiate $m))
+  (func $map (param "batch" u32) (result u32) (canon lift (core func $i "map")))
+  (instance $api (export "map" (func $map)))
+  (export "weir:transform/map@0.1.0" (instance $api))
+)"#;
+    let err = load_wat(&engine, "impostor.wasm", wat).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "impostor.wasm: does not match this host's weir:transform world mapper: function map \
+         of weir:transform/map@0.1.0 has the wrong type: expected `record` found `u32`"
+    );
+}
+
+#[test]
+fn wasmparser_errors_are_one_line() {
+    let engine = engine();
+    let kebab = load_wat(
+        &engine,
+        "kebab.wasm",
+        r#"(component (import "NotKebab" (func)))"#,
+    )
+    .expect_err("must fail")
+    .to_string();
+    let layer = engine
+        .load_bytes("layer.wasm", b"\0asm\x0d\0\x02\0garbage")
+        .expect_err("must fail")
+        .to_string();
+    for msg in [kebab, layer] {
+        println!("{msg}");
+        assert!(
+            msg.contains(": is not a valid WebAssembly component: "),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+}
+
+// ---- module files
+
+#[test]
+fn module_files_are_checked_before_reading() {
+    let engine = engine();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A sparse file past the limit: refused from its size, not read.
+    let big = dir.path().join("big.wasm");
+    let file = std::fs::File::create(&big).expect("create");
+    file.set_len(MAX_MODULE_BYTES + 1).expect("set_len");
+    assert_eq!(
+        engine.load(&big).expect_err("too big").to_string(),
+        "big.wasm: is 67108865 bytes; a module may be at most 67108864 bytes (64 MiB)"
+    );
+    // A FIFO with no writer: refused without blocking in open.
+    let fifo = dir.path().join("pipe.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    assert_eq!(
+        engine.load(&fifo).expect_err("fifo").to_string(),
+        "pipe.wasm: is not a regular file (a FIFO, socket or device); a module must be a .wasm file"
+    );
+    // A device that never ends.
+    assert_eq!(
+        engine
+            .load(std::path::Path::new("/dev/zero"))
+            .expect_err("device")
+            .to_string(),
+        "zero: is not a regular file (a FIFO, socket or device); a module must be a .wasm file"
+    );
+    assert_eq!(
+        engine.load(dir.path()).expect_err("dir").to_string(),
+        format!(
+            "{}: is a directory; a module must be a .wasm file",
+            dir.path().file_name().expect("name").to_string_lossy()
+        )
+    );
+    // Bytes in memory (an upload) have the same limit.
+    let huge = vec![0u8; usize::try_from(MAX_MODULE_BYTES).expect("fits") + 1];
+    assert_eq!(
+        engine
+            .load_bytes("upload.wasm", &huge)
+            .expect_err("too big")
+            .to_string(),
+        "upload.wasm: is 67108865 bytes; a module may be at most 67108864 bytes (64 MiB)"
+    );
+}
+
+// ---- property: random bytes never panic the loader or the output checks
+
+mod fuzz {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use proptest::prelude::*;
+
+    use super::super::output_limits::{check_output_size, check_rejections};
+    use super::*;
+
+    static LOAD_CASES: AtomicUsize = AtomicUsize::new(0);
+    static OUTPUT_CASES: AtomicUsize = AtomicUsize::new(0);
+
+    /// Bytes that start like a component more often than chance would.
+    fn module_bytes() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop_oneof![
+                Just(b"\0asm\x0d\0\x01\0".to_vec()),
+                Just(b"\0asm\x01\0\0\0".to_vec()),
+                Just(Vec::new())
+            ],
+            proptest::collection::vec(any::<u8>(), 0..256),
+        )
+            .prop_map(|(mut head, tail)| {
+                head.extend(tail);
+                head
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn loading_random_bytes_never_panics(bytes in module_bytes()) {
+            thread_local!(static ENGINE: WasmEngine = engine());
+            let n = LOAD_CASES.fetch_add(1, Ordering::Relaxed) + 1;
+            ENGINE.with(|engine| {
+                if let Err(e) = engine.load_bytes("fuzz.wasm", &bytes) {
+                    let msg = e.to_string();
+                    prop_assert!(!msg.contains('\n'), "{}", msg);
+                    prop_assert!(msg.starts_with("fuzz.wasm: "), "{}", msg);
+                }
+                Ok(())
+            })?;
+            if n.is_multiple_of(64) {
+                println!("component loading: {n} random cases run");
+            }
+        }
+
+        #[test]
+        fn decoding_random_guest_output_never_panics(
+            timestamps in 0usize..64,
+            key_ends in proptest::collection::vec(any::<u32>(), 0..64),
+            keys in proptest::collection::vec(any::<u8>(), 0..64),
+            value_ends in proptest::collection::vec(any::<u32>(), 0..64),
+            values in proptest::collection::vec(any::<u8>(), 0..64),
+            rejections in proptest::collection::vec(any::<u32>(), 0..64),
+            input_len in 0usize..64,
+        ) {
+            let n = OUTPUT_CASES.fetch_add(1, Ordering::Relaxed) + 1;
+            let records = RecordBatch::from(crate::engine::bindings::wit_types::RecordBatch {
+                timestamps: vec![0; timestamps],
+                key_ends,
+                keys,
+                value_ends,
+                values,
+            });
+            let rejections: Vec<Rejection> = rejections
+                .into_iter()
+                .map(|index| Rejection { index, reason: "r".into() })
+                .collect();
+            if records.validate().is_ok() {
+                // Only a well-framed batch may be read record by record.
+                prop_assert_eq!(records.iter().count(), records.len());
+            }
+            let checked = check_rejections(&rejections, input_len);
+            let mut seen = std::collections::HashSet::new();
+            let ok = rejections
+                .iter()
+                .all(|r| (r.index as usize) < input_len && seen.insert(r.index));
+            prop_assert_eq!(checked.is_ok(), ok);
+            let _ = check_output_size(records.len(), records.byte_size(), input_len, 0);
+            if n.is_multiple_of(64) {
+                println!("guest-output decoding: {n} random cases run");
+            }
+        }
+    }
+}

@@ -9,11 +9,20 @@
 //! - The two linkers are built once here and shared by every module loaded.
 //! - A `GuestModule` only exists for bytes that passed every load check (see
 //!   `guest_module.rs`); loading never instantiates guest code.
+//! - A module file is checked before it is read: it must be a regular file (a FIFO,
+//!   a device or a directory is refused without opening it, so `/dev/zero` or a pipe
+//!   never blocks or streams) of at most [`MAX_MODULE_BYTES`], and no more than that is
+//!   ever read (a file growing meanwhile is refused too). `weir validate` and `weir run`
+//!   go through the same [`WasmEngine::load`], so they share the limit.
+//! - Compilation errors are one line (wasmparser's multi-line messages are joined), and
+//!   wasmtime's own log lines while compiling (warnings about unparseable custom
+//!   sections) are not shown: they are about guest bytes, and would be extra lines.
 //! - The epoch ticker is shared (`Arc`) by the engine, every `GuestModule` and every
 //!   instance: it stops and joins when the last of them is dropped, so a live instance
 //!   always has a working deadline whatever the drop order.
 
 use std::fmt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,8 +32,14 @@ use wasmtime::{Cache, CacheConfig, Config, Engine};
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_module::GuestModule;
+use super::guest_text::one_line;
 use super::host::HostState;
 use super::linker::{aggregator_linker, mapper_linker};
+
+/// Largest module file accepted, checked before reading it. Real guests are a few
+/// MiB at most (the examples are under 1 MiB); compiling is the expensive part, and a
+/// bound keeps a wrong path (a disk image, `/dev/zero`) from being read into memory.
+pub const MAX_MODULE_BYTES: u64 = 64 << 20; // 64 MiB
 
 /// The process-wide WebAssembly engine.
 pub struct WasmEngine {
@@ -74,10 +89,7 @@ impl WasmEngine {
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let bytes = std::fs::read(path).map_err(|source| EngineError::Io {
-            module: name.clone(),
-            source,
-        })?;
+        let bytes = read_module_file(path, &name)?;
         self.load_bytes(&name, &bytes)
     }
 
@@ -111,11 +123,68 @@ impl WasmEngine {
 
     /// Compiles a component from bytes or text (tests build small components from WAT).
     pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component, EngineError> {
-        Component::new(&self.engine, bytes).map_err(|e| EngineError::Invalid {
+        // wasmtime logs (through `log`) warnings about the guest's custom sections while
+        // translating, on this thread: keep them off the user's terminal.
+        let compiled = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {
+            Component::new(&self.engine, bytes)
+        });
+        compiled.map_err(|e| EngineError::Invalid {
             module: name.to_owned(),
-            reason: format!("is not a valid WebAssembly component: {e:#}"),
+            reason: format!(
+                "is not a valid WebAssembly component: {}",
+                one_line(&format!("{e:#}"))
+            ),
         })
     }
+}
+
+/// The bytes of the module file at `path`, if it is a regular file of at most
+/// [`MAX_MODULE_BYTES`]; checked before opening and again on the opened file.
+fn read_module_file(path: &Path, name: &str) -> Result<Vec<u8>, EngineError> {
+    let io = |source| EngineError::Io {
+        module: name.to_owned(),
+        source,
+    };
+    let check = |meta: &std::fs::Metadata| -> Result<u64, EngineError> {
+        let invalid = |reason: String| EngineError::Invalid {
+            module: name.to_owned(),
+            reason,
+        };
+        let ty = meta.file_type();
+        if !ty.is_file() {
+            let kind = if ty.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file (a FIFO, socket or device)"
+            };
+            return Err(invalid(format!("is {kind}; a module must be a .wasm file")));
+        }
+        if meta.len() > MAX_MODULE_BYTES {
+            return Err(invalid(format!(
+                "is {} bytes; a module may be at most {MAX_MODULE_BYTES} bytes (64 MiB)",
+                meta.len()
+            )));
+        }
+        Ok(meta.len())
+    };
+    // `metadata` follows symlinks and never opens the file: a FIFO is refused here
+    // rather than blocking in `open`.
+    check(&std::fs::metadata(path).map_err(io)?)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = check(&file.metadata().map_err(io)?)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(MAX_MODULE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_MODULE_BYTES {
+        return Err(EngineError::Invalid {
+            module: name.to_owned(),
+            reason: format!(
+                "grew past {MAX_MODULE_BYTES} bytes (64 MiB) while being read; a module may be at most that"
+            ),
+        });
+    }
+    Ok(bytes)
 }
 
 fn open_cache(dir: &Path) -> Result<Cache, EngineError> {

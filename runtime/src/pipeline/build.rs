@@ -34,6 +34,7 @@ use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, StagePlan};
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
+use crate::state::CacheBounds;
 
 /// Batches buffered per channel: enough to keep both ends busy, small enough that
 /// backpressure reaches the sources quickly and memory stays bounded.
@@ -192,7 +193,10 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
                         source,
                     }
                 })?;
-            PipelineMetrics::add(&cx.context.metrics.records_skipped, reader.skipped_at_open());
+            PipelineMetrics::add(
+                &cx.context.metrics.records_skipped,
+                reader.skipped_at_open(),
+            );
             let (tx, rx) = crossbeam_channel::unbounded();
             built.barriers.insert(task.clone(), tx);
             let stage = &stages[0];
@@ -204,7 +208,10 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
                 source_op.clone(),
                 reader,
                 rx,
-                spec.batch_size,
+                crate::dataflow::batch::BatchLimit {
+                    records: spec.batch_size,
+                    bytes: spec.batch_bytes,
+                },
                 source.out_of_orderness,
                 chain,
                 dead,
@@ -289,7 +296,11 @@ fn chain(
                     allowed_lateness_ms: millis(agg.allowed_lateness),
                     max_parallelism: spec.max_parallelism as u16,
                     batch_size: spec.batch_size,
-                    cache_entries: agg.cache_entries,
+                    cache: CacheBounds {
+                        entries: agg.cache_entries,
+                        bytes: agg.cache_bytes,
+                    },
+                    max_accumulator_bytes: agg.max_accumulator_bytes,
                 };
                 let location = StateLocation {
                     work_dir: work_dir(&spec.state_dir, task, &id),

@@ -540,8 +540,15 @@ mod tests {
         let mut text = String::from(
             "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n",
         );
-        for module in ["uppercase.wasm", "./uppercase.wasm", "link.wasm", "filter_json.wasm"] {
-            text.push_str(&format!("[[steps]]\ntype = \"map\"\nmodule = \"{module}\"\n"));
+        for module in [
+            "uppercase.wasm",
+            "./uppercase.wasm",
+            "link.wasm",
+            "filter_json.wasm",
+        ] {
+            text.push_str(&format!(
+                "[[steps]]\ntype = \"map\"\nmodule = \"{module}\"\n"
+            ));
         }
         let spec = PipelineSpec::parse(&text, dir.path(), "spec.toml").expect("spec");
         let engine = WasmEngine::new(None).expect("engine");

@@ -110,6 +110,35 @@ pub fn cache_entries<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error>
     ranged(d, "cache_entries", 1, u32::MAX as u64).map(|v| *to_usize(v).get_ref())
 }
 
+/// Smallest value of every byte budget below (`batch_bytes`, `max_line_bytes`,
+/// `cache_bytes`, `max_accumulator_bytes`): 1 KiB, so a typo ("1B") is refused rather
+/// than making every record or accumulator an error.
+pub const MIN_BYTE_BUDGET: usize = 1 << 10;
+
+fn byte_budget<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<usize, D::Error> {
+    let bytes = crate::spec::units::size(d)?;
+    if bytes < MIN_BYTE_BUDGET {
+        return Err(D::Error::custom(format!("{field} must be at least 1KiB")));
+    }
+    Ok(bytes)
+}
+
+pub fn batch_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    byte_budget(d, "batch_bytes")
+}
+
+pub fn max_line_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    byte_budget(d, "max_line_bytes")
+}
+
+pub fn cache_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    byte_budget(d, "cache_bytes")
+}
+
+pub fn max_accumulator_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    byte_budget(d, "max_accumulator_bytes")
+}
+
 pub fn guest_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     let bytes = crate::spec::units::size(d)?;
     if bytes < MIN_GUEST_MEMORY {

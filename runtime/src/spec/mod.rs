@@ -21,6 +21,9 @@
 //! max_parallelism = 128     # key groups; default 128, parallelism..=32768;
 //!                           # cannot change once the pipeline has checkpoints
 //! batch_size = 1024         # records per batch; default 1024, 1..=65536
+//! batch_bytes = "16MiB"     # bytes per batch (keys, values, 16 per record): a source
+//!                           # cuts its batch once it holds this much (a larger record
+//!                           # travels alone); default "16MiB", >= "1KiB"
 //! state_dir = ".weir/word-count"   # default ".weir/<name>"
 //!
 //! [checkpoint]              # optional
@@ -65,11 +68,16 @@
 //!                           # text or a number's JSON text; missing or null: empty key)
 //! timestamp_field = "ts"    # jsonl only: top-level integer field, event time in ms
 //!                           # (missing or not an integer: 0)
+//! max_line_bytes = "1MiB"   # longest line (terminator excluded); a longer one fails
+//!                           # the run naming the file and line; default "1MiB",
+//!                           # >= "1KiB". A path that is a FIFO, device or socket is
+//!                           # refused (a directory's such entries are skipped)
 //!
 //! [[sources]]
 //! type = "stdin"            # lines of standard input (at most one stdin source);
 //!                           # not replayable, so output is exactly-once only up to
-//!                           # a crash; format, key_field, timestamp_field as "file"
+//!                           # a crash; format, key_field, timestamp_field and
+//!                           # max_line_bytes as "file" (a pipe is fine here)
 //!
 //! [[sources]]
 //! type = "kafka"            # partitions of Kafka topics, read with read_committed;
@@ -85,7 +93,8 @@
 //! connect_timeout = "10s"   # bound on reaching the broker at start
 //!
 //!
-//! # Steps: zero or more, applied in order.
+//! # Steps: zero or more (at most 64), applied in order. Steps naming the same
+//! # module file share one loaded copy of it.
 //!
 //! [[steps]]
 //! type = "map"              # map, filter and flat-map in one guest function
@@ -108,6 +117,12 @@
 //!                           # the dead-letter output
 //! cache_entries = 100000    # accumulators cached in memory per subtask;
 //!                           # default 100000, >= 1
+//! cache_bytes = "64MiB"     # and their bytes (keys and ~100 bytes per entry included);
+//!                           # past either bound the least recently used are written
+//!                           # back to RocksDB and dropped; default "64MiB", >= "1KiB"
+//! max_accumulator_bytes = "1MiB"  # largest accumulator the guest may return; a larger
+//!                           # one fails the run naming the module and key;
+//!                           # default "1MiB", >= "1KiB"
 //! config = { }              # optional, as for map
 //!
 //! # Sinks: at least one; every sink receives every output record.

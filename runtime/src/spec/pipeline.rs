@@ -28,6 +28,11 @@ pub const DEFAULT_PARALLELISM: usize = 1;
 pub const DEFAULT_MAX_PARALLELISM: usize = 128;
 /// Default records per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
+/// Default bytes per source batch (keys, values, 16 bytes per record): 16 MiB. A batch is
+/// copied into each guest's memory whole, so it must fit in `[limits] memory` (64 MiB by
+/// default) with room for the guest's own output; 1,024 values of 1 MiB would otherwise
+/// make a 1 GiB batch.
+pub const DEFAULT_BATCH_BYTES: usize = 16 << 20;
 /// Default time between checkpoints.
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// Default time a checkpoint may take before it is abandoned.
@@ -36,6 +41,12 @@ pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
 /// Default guest memory limit: 64 MiB.
 pub const DEFAULT_GUEST_MEMORY: usize = 64 << 20;
+/// Most steps in one pipeline. Every step is an operator in every subtask (a thread's
+/// worth of queues, a guest instance of up to `[limits] memory` each), so the number of
+/// steps multiplies host memory: 64 is far beyond any pipeline written by hand, and keeps
+/// `steps x parallelism x memory` a product someone chose, not an accident of a
+/// generated spec (20,000 steps once took 4.5 GB before the first record).
+pub const MAX_STEPS: usize = 64;
 /// Default CPU deadline per guest call.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -48,6 +59,9 @@ pub struct PipelineSpec {
     pub max_parallelism: usize,
     /// Records per batch.
     pub batch_size: usize,
+    /// Bytes per source batch: a source cuts its batch once it holds this much (a larger
+    /// record travels alone).
+    pub batch_bytes: usize,
     pub state_dir: PathBuf,
     pub checkpoint: CheckpointSpec,
     pub limits: GuestLimitsSpec,
@@ -97,6 +111,11 @@ struct RawPipeline {
         deserialize_with = "checks::batch_size"
     )]
     batch_size: usize,
+    #[serde(
+        default = "default_batch_bytes",
+        deserialize_with = "checks::batch_bytes"
+    )]
+    batch_bytes: usize,
     #[serde(default, deserialize_with = "checks::opt_path")]
     state_dir: Option<PathBuf>,
     #[serde(default)]
@@ -120,6 +139,9 @@ struct RawPipeline {
 
 fn default_batch_size() -> usize {
     DEFAULT_BATCH_SIZE
+}
+fn default_batch_bytes() -> usize {
+    DEFAULT_BATCH_BYTES
 }
 
 #[derive(Deserialize)]
@@ -284,7 +306,18 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
 
     let mut parsed_steps = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    for item in array_of_tables("steps", steps)? {
+    let step_items = array_of_tables("steps", steps)?;
+    if let Some(item) = step_items.get(MAX_STEPS) {
+        return Err(Located::at(
+            item.span(),
+            format!(
+                "a pipeline has at most {MAX_STEPS} steps, this one has {}: \
+                 combine steps into fewer guests",
+                step_items.len()
+            ),
+        ));
+    }
+    for item in step_items {
         let parsed = parse_step(item, base_dir)?;
         if let Some(name) = &parsed.name {
             if names.contains(name.get_ref()) {
@@ -334,6 +367,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         parallelism,
         max_parallelism,
         batch_size: raw.batch_size,
+        batch_bytes: raw.batch_bytes,
         checkpoint: CheckpointSpec {
             interval: raw.checkpoint.interval,
             timeout: raw.checkpoint.timeout,

@@ -19,6 +19,13 @@ use crate::spec::units::{self, HumanDuration, format_duration};
 
 /// Default accumulators cached in memory per aggregate subtask.
 pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
+/// Default bytes of accumulators (keys and per-entry overhead included) cached in memory
+/// per aggregate subtask: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = crate::state::DEFAULT_CACHE_BYTES;
+/// Default largest accumulator a guest may return: 1 MiB. Every accumulator of a batch's
+/// groups is copied into one guest call and held in the cache, so this bounds both; a
+/// guest that needs more keeps too much per key.
+pub const DEFAULT_MAX_ACCUMULATOR_BYTES: usize = 1 << 20;
 /// Most windows one record may belong to (a hopping window's size / slide). A record is
 /// grouped, copied into the guest's input and folded once per window it belongs to, so
 /// this factor multiplies the host memory and guest time of every batch: at 1,000 a
@@ -84,6 +91,10 @@ pub struct AggregateStep {
     /// Zero without a window.
     pub allowed_lateness: Duration,
     pub cache_entries: usize,
+    /// Bytes of cached accumulators per subtask (keys and overhead included).
+    pub cache_bytes: usize,
+    /// Largest accumulator the guest may return; a larger one fails the pipeline.
+    pub max_accumulator_bytes: usize,
     pub config: BTreeMap<String, String>,
 }
 
@@ -201,12 +212,28 @@ struct RawAggregate {
         deserialize_with = "checks::cache_entries"
     )]
     cache_entries: usize,
+    #[serde(
+        default = "default_cache_bytes",
+        deserialize_with = "checks::cache_bytes"
+    )]
+    cache_bytes: usize,
+    #[serde(
+        default = "default_max_accumulator_bytes",
+        deserialize_with = "checks::max_accumulator_bytes"
+    )]
+    max_accumulator_bytes: usize,
     #[serde(default)]
     config: BTreeMap<String, String>,
 }
 
 fn default_cache_entries() -> usize {
     DEFAULT_CACHE_ENTRIES
+}
+fn default_cache_bytes() -> usize {
+    DEFAULT_CACHE_BYTES
+}
+fn default_max_accumulator_bytes() -> usize {
+    DEFAULT_MAX_ACCUMULATOR_BYTES
 }
 
 /// A parsed step with the places of its name, for the uniqueness check.
@@ -254,6 +281,8 @@ pub(crate) fn parse_step(item: Item<'_>, base_dir: &Path) -> Result<ParsedStep, 
                 window: raw.window,
                 allowed_lateness,
                 cache_entries: raw.cache_entries,
+                cache_bytes: raw.cache_bytes,
+                max_accumulator_bytes: raw.max_accumulator_bytes,
                 config: raw.config,
             }),
             name: raw.name,

@@ -659,6 +659,93 @@ fn file_sink_path_that_is_a_file() {
     assert!(PipelineSpec::parse(&text, dir.path(), "spec.toml").is_ok());
 }
 
+/// Issue 7 §2: every host memory bound has a default and is refused below 1 KiB.
+#[test]
+fn memory_bounds_have_defaults_and_minima() {
+    let agg = format!("{MINIMAL}[[steps]]\ntype = \"aggregate\"\nmodule = \"guests/count.wasm\"\n");
+    let spec = parse(&agg.replace("type = \"generator\"\ncount = 10", "type = \"stdin\""))
+        .expect("defaults");
+    assert_eq!(spec.batch_bytes, 16 << 20);
+    let SourceConfig::Stdin(stdin) = &spec.sources[0].config else {
+        panic!("stdin source")
+    };
+    assert_eq!(stdin.max_line_bytes, 1 << 20);
+    let StepSpec::Aggregate(step) = &spec.steps[0] else {
+        panic!("aggregate step")
+    };
+    assert_eq!(
+        (
+            step.cache_entries,
+            step.cache_bytes,
+            step.max_accumulator_bytes
+        ),
+        (100_000, 64 << 20, 1 << 20)
+    );
+
+    let set = format!(
+        "batch_bytes = \"1MiB\"\n{}cache_bytes = \"8MiB\"\nmax_accumulator_bytes = \"64KiB\"\n",
+        agg.replace(
+            "count = 10",
+            "count = 10\n[[sources]]\ntype = \"file\"\npath = \"in\"\nmax_line_bytes = \"2KiB\""
+        )
+    );
+    let spec = parse(&set).expect("set");
+    assert_eq!(spec.batch_bytes, 1 << 20);
+    let SourceConfig::File(file) = &spec.sources[1].config else {
+        panic!("file source")
+    };
+    assert_eq!(file.max_line_bytes, 2 << 10);
+    let StepSpec::Aggregate(step) = &spec.steps[0] else {
+        panic!("aggregate step")
+    };
+    assert_eq!(
+        (step.cache_bytes, step.max_accumulator_bytes),
+        (8 << 20, 64 << 10)
+    );
+
+    assert_eq!(
+        error(&format!("batch_bytes = \"512B\"\n{MINIMAL}")),
+        "spec.toml line 1: batch_bytes must be at least 1KiB"
+    );
+    assert_eq!(
+        error(&format!("{agg}cache_bytes = \"1B\"\n")),
+        "spec.toml line 11: cache_bytes must be at least 1KiB"
+    );
+    assert_eq!(
+        error(&format!("{agg}max_accumulator_bytes = \"1000B\"\n")),
+        "spec.toml line 11: max_accumulator_bytes must be at least 1KiB"
+    );
+    assert_eq!(
+        error(&MINIMAL.replace(
+            "type = \"generator\"\ncount = 10",
+            "type = \"stdin\"\nmax_line_bytes = \"0B\""
+        )),
+        "spec.toml line 5: max_line_bytes must be at least 1KiB"
+    );
+}
+
+/// Issue 7 §2: a pipeline has at most 64 steps (each one an operator in every subtask).
+#[test]
+fn steps_are_bounded() {
+    let steps = |n: usize| {
+        let mut text = MINIMAL.to_owned();
+        for _ in 0..n {
+            text.push_str("[[steps]]\ntype = \"map\"\nmodule = \"guests/filter.wasm\"\n");
+        }
+        text
+    };
+    assert_eq!(parse(&steps(64)).expect("64 steps").steps.len(), 64);
+    // Step 65 starts on line 8 + 64 x 3.
+    assert_eq!(
+        error(&steps(65)),
+        "spec.toml line 200: a pipeline has at most 64 steps, this one has 65: combine steps into fewer guests"
+    );
+    assert_eq!(
+        error(&steps(20_000)),
+        "spec.toml line 200: a pipeline has at most 64 steps, this one has 20000: combine steps into fewer guests"
+    );
+}
+
 /// Issue 7 §3: whatever numbers a spec holds, parsing it does not panic; a spec it
 /// accepts keeps every documented bound, and its generator's event times and their
 /// windows compute without overflow; a spec it refuses gets one line.

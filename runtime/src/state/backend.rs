@@ -9,9 +9,11 @@
 //!   by checkpoints. A subtask (re)starts from `open_fresh` (empty) or `restore`, never by
 //!   reopening a previous run's directory.
 //! - Reads and writes go through a write-back cache (see `cache`) of at most
-//!   `cache_capacity` entries (given at open). Dirty entries (values and tombstones) reach
-//!   RocksDB as ONE `WriteBatch` at each barrier (`flush`, `begin_snapshot`) and when the
-//!   cache is full (flush, then drop every entry), never one write per record.
+//!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). Dirty
+//!   entries (values and tombstones) reach RocksDB as ONE `WriteBatch` at each barrier
+//!   (`flush`, `begin_snapshot`); when the cache passes either bound, its least recently
+//!   used entries are evicted down to 7/8 of both, the dirty ones among them written back
+//!   in ONE `WriteBatch` before they are dropped; never one write per record.
 //! - What `get` and `scan` return is the cache merged over RocksDB, the cache winning.
 //! - A snapshot is: flush, RocksDB checkpoint into `<work_dir>/snapshot-<id>/` (hard links;
 //!   flushes the memtable), then upload of the SSTs the storage does not hold yet plus the
@@ -36,9 +38,36 @@ use crate::state::pending::{PendingSnapshot, TempDir};
 use crate::state::shared_names::SharedNames;
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError, StateScan};
 
-/// Default cache capacity, in entries (keys), not bytes: a few tens of MiB for small
-/// accumulators.
+/// Default cache capacity, in entries (keys): a few tens of MiB for small accumulators.
 pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
+/// Default cache capacity in bytes (keys, values and per-entry overhead): 64 MiB per
+/// stateful subtask, whatever the accumulators' sizes.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+/// Bounds of the write-back cache of one `KeyedState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBounds {
+    /// Most entries (values, tombstones, negative lookups); at least 1.
+    pub entries: usize,
+    /// Most bytes those entries count for (see `cache::slot_bytes`); at least 1.
+    pub bytes: usize,
+}
+
+impl From<usize> for CacheBounds {
+    /// `entries` entries and the default byte bound.
+    fn from(entries: usize) -> Self {
+        CacheBounds {
+            entries,
+            bytes: DEFAULT_CACHE_BYTES,
+        }
+    }
+}
+
+/// RocksDB memtable size, per memtable (at most two are held: one filling, one being
+/// flushed). RocksDB's default, 64 MiB, would make memtables the largest part of a
+/// subtask's memory next to a bounded accumulator cache; every checkpoint flushes the
+/// memtable anyway, so a smaller one costs little.
+const WRITE_BUFFER_BYTES: usize = 16 << 20;
 
 /// RocksDB info-log files kept in the DB directory (`LOG`, `LOG.old.*`).
 const INFO_LOG_FILES_KEPT: usize = 2;
@@ -72,11 +101,12 @@ impl std::fmt::Debug for KeyedState {
 
 impl KeyedState {
     /// Wipes `<work_dir>/db` (and leftover snapshot dirs) and opens an empty DB there.
-    /// `cache_capacity`: most entries cached (values, tombstones, negative lookups).
+    /// `cache_capacity`: the cache's bounds (a number: entries, with the default bytes).
     pub fn open_fresh(
         work_dir: impl AsRef<Path>,
-        cache_capacity: usize,
+        cache_capacity: impl Into<CacheBounds>,
     ) -> Result<Self, StateError> {
+        let cache_capacity = cache_capacity.into();
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
         let db = open_db(&db_dir)?;
@@ -95,8 +125,9 @@ impl KeyedState {
         work_dir: impl AsRef<Path>,
         storage: &CheckpointStorage,
         snapshot: &DbSnapshot,
-        cache_capacity: usize,
+        cache_capacity: impl Into<CacheBounds>,
     ) -> Result<Self, StateError> {
+        let cache_capacity = cache_capacity.into();
         let work_dir = work_dir.as_ref().to_path_buf();
         let restore = || -> Result<Self, StateError> {
             let db_dir = prepare_work_dir(&work_dir)?;
@@ -139,7 +170,7 @@ impl KeyedState {
         db: DB,
         work_dir: PathBuf,
         db_dir: PathBuf,
-        cache_capacity: usize,
+        cache_capacity: CacheBounds,
         names: SharedNames,
     ) -> Self {
         let mut write_options = WriteOptions::default();
@@ -148,7 +179,7 @@ impl KeyedState {
             db,
             work_dir,
             db_dir,
-            cache: StateCache::new(cache_capacity),
+            cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
             write_options,
             names,
         }
@@ -157,30 +188,30 @@ impl KeyedState {
     /// The current value of `key`, from the cache, else from RocksDB (then cached).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
         if self.cache.contains(key) {
+            self.cache.touch(key);
             return Ok(self.cache.lookup(key).flatten());
         }
         let value = self
             .db
             .get(key)
             .map_err(|e| StateError::db("get", &self.db_dir, e))?;
-        if self.cache.is_full() {
-            self.evict()?;
+        let incoming = crate::state::cache::slot_bytes(key, value.as_deref());
+        if self.cache.would_overflow(incoming) {
+            self.evict(incoming, true)?;
         }
         Ok(self.cache.insert_clean(key.to_vec(), value))
     }
 
     /// Sets `key` to `value` in the cache (reaches RocksDB at the next flush or eviction).
     pub fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), StateError> {
-        self.make_room_for(key)?;
         self.cache.put(key, value);
-        Ok(())
+        self.shrink()
     }
 
     /// Deletes `key` (a tombstone in the cache until the next flush or eviction).
     pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
-        self.make_room_for(key)?;
         self.cache.delete(key);
-        Ok(())
+        self.shrink()
     }
 
     /// Writes every dirty cache entry to RocksDB in one `WriteBatch`; entries stay cached.
@@ -225,6 +256,11 @@ impl KeyedState {
     /// Entries in the cache (values, tombstones and negative lookups).
     pub fn len_cached(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Bytes the cache's entries count for (keys, values, per-entry overhead).
+    pub fn bytes_cached(&self) -> usize {
+        self.cache.bytes()
     }
 
     /// Cache entries not yet written to RocksDB.
@@ -324,18 +360,37 @@ impl KeyedState {
         })
     }
 
-    /// Makes room for `key` if it is new and the cache is full.
-    fn make_room_for(&mut self, key: &[u8]) -> Result<(), StateError> {
-        if !self.cache.contains(key) && self.cache.is_full() {
-            self.evict()?;
+    /// Evicts down to the cache's bounds if an insert took it past them.
+    fn shrink(&mut self) -> Result<(), StateError> {
+        if self.cache.over_budget() {
+            self.evict(0, false)?;
         }
         Ok(())
     }
 
-    /// Flushes dirty entries in one `WriteBatch`, then drops every (now clean) entry.
-    fn evict(&mut self) -> Result<(), StateError> {
-        self.flush()?;
-        self.cache.clear();
+    /// Evicts the least recently used entries down to 7/8 of the cache's bounds, leaving
+    /// room for `incoming` bytes (and one more entry if `new_slot`): the dirty ones are
+    /// written back in one `WriteBatch`, then all of them are dropped.
+    fn evict(&mut self, incoming: usize, new_slot: bool) -> Result<(), StateError> {
+        let victims = self.cache.eviction_candidates(incoming, new_slot);
+        let mut batch = WriteBatch::default();
+        let mut writes = 0usize;
+        for &key in &victims {
+            if self.cache.is_dirty(key) {
+                match self.cache.lookup(key).flatten() {
+                    Some(value) => batch.put(key, value),
+                    None => batch.delete(key),
+                }
+                writes += 1;
+            }
+        }
+        let victims: Vec<Vec<u8>> = victims.into_iter().map(<[u8]>::to_vec).collect();
+        if writes > 0 {
+            self.db
+                .write_opt(batch, &self.write_options)
+                .map_err(|e| StateError::db("write batch", &self.db_dir, e))?;
+        }
+        self.cache.remove(&victims);
         Ok(())
     }
 }
@@ -344,6 +399,8 @@ fn db_options() -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_compression_type(DBCompressionType::Lz4);
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_max_write_buffer_number(2);
     options.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
     options
 }

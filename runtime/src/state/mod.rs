@@ -16,7 +16,7 @@ mod snapshot;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{DEFAULT_CACHE_CAPACITY, KeyedState};
+pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyedState};
 pub use error::StateError;
 pub use key::{DecodedKey, StateKey};
 pub use pending::PendingSnapshot;

@@ -45,7 +45,7 @@ fn state_is_send() {
 }
 
 #[test]
-fn state_cache_evicts_by_flushing_then_serves_from_rocksdb() {
+fn state_cache_evicts_least_recently_used_then_serves_from_rocksdb() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut state = KeyedState::open_fresh(dir.path().join("agg"), 2).expect("open");
     let (a, b, c) = (key("a", Some(10)), key("b", Some(10)), key("c", Some(10)));
@@ -53,9 +53,10 @@ fn state_cache_evicts_by_flushing_then_serves_from_rocksdb() {
     state.put(&a, b"1".to_vec()).expect("put");
     state.put(&b, b"2".to_vec()).expect("put");
     assert_eq!((state.len_cached(), state.len_dirty()), (2, 2));
-    // Full: adding c flushes a and b in one batch and empties the cache.
+    // Over the bound: adding c writes back the least recently used entry (a) and drops
+    // it; b stays cached and dirty.
     state.put(&c, b"3".to_vec()).expect("put");
-    assert_eq!((state.len_cached(), state.len_dirty()), (1, 1));
+    assert_eq!((state.len_cached(), state.len_dirty()), (2, 2));
 
     assert_eq!(
         state.get(&a).expect("get"),
@@ -72,7 +73,8 @@ fn state_cache_evicts_by_flushing_then_serves_from_rocksdb() {
     // A deletion is remembered as a tombstone, also across an eviction.
     state.delete(&a).expect("delete");
     assert_eq!(state.get(&a).expect("get"), None);
-    state.get(&b).expect("get"); // evicts: writes the tombstone
+    state.get(&b).expect("get"); // evicts c (least recently used)
+    state.get(&c).expect("get"); // evicts a: writes the tombstone
     assert_eq!(
         state.get(&a).expect("get"),
         None,
@@ -84,6 +86,45 @@ fn state_cache_evicts_by_flushing_then_serves_from_rocksdb() {
     assert_eq!(state.len_dirty(), 0);
     let expected: Contents = [(b.clone(), b"2".to_vec()), (c.clone(), b"3".to_vec())].into();
     assert_eq!(contents(&state), expected);
+}
+
+/// Issue 7 §2: the cache is bounded in bytes, not only entries. 4 MiB of accumulators
+/// (400 keys x 10 KiB) through a 256 KiB cache: it never holds more than 256 KiB, evicts
+/// only part of itself at a time, and loses no write.
+#[test]
+fn state_cache_is_bounded_in_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bounds = crate::state::CacheBounds {
+        entries: 100_000,
+        bytes: 256 << 10,
+    };
+    let mut state = KeyedState::open_fresh(dir.path().join("agg"), bounds).expect("open");
+    let value = |i: u32| vec![(i % 251) as u8; 10 << 10];
+    let mut most_cached = 0;
+    for i in 0..400u32 {
+        let k = key(&format!("k{i}"), None);
+        state.put(&k, value(i)).expect("put");
+        assert!(
+            state.bytes_cached() <= 256 << 10,
+            "{} bytes cached",
+            state.bytes_cached()
+        );
+        most_cached = most_cached.max(state.len_cached());
+        // Not "flush everything and empty": an eviction keeps the recent 7/8.
+        if i > 30 {
+            assert!(
+                state.len_cached() >= 20,
+                "{} entries after key {i}",
+                state.len_cached()
+            );
+        }
+    }
+    assert!(most_cached >= 24, "{most_cached}");
+    for i in (0..400u32).rev() {
+        let k = key(&format!("k{i}"), None);
+        assert_eq!(state.get(&k).expect("get"), Some(&value(i)[..]), "key {i}");
+        assert!(state.bytes_cached() <= 256 << 10);
+    }
 }
 
 #[test]

@@ -88,7 +88,7 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         "source-0".into(),
         Box::new(source),
         barrier_rx,
-        BATCH,
+        weir::dataflow::batch::BatchLimit::records(BATCH),
         Duration::ZERO,
         chain,
         Box::new(Discard(Arc::new(AtomicU64::new(0)))),
@@ -158,7 +158,8 @@ fn aggregate_figures(
             allowed_lateness_ms: 0,
             max_parallelism: 128,
             batch_size: BATCH,
-            cache_entries: 2_000_000,
+            cache: 2_000_000.into(),
+            max_accumulator_bytes: 1 << 20,
         },
         StateLocation {
             work_dir: dir.path().join("work"),

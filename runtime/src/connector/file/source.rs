@@ -12,21 +12,28 @@
 //!   returned line, so reopening at it (a seek) continues with the next line. Input
 //!   files must not change while the pipeline has checkpoints: a restore checks that
 //!   file `k` still has that name and is at least `o` bytes long.
+//! - A line longer than `max_line_bytes` (terminator excluded) fails the source with
+//!   the file and line number; no more than that bound plus one read buffer is held for
+//!   it. The position also carries `"line"`, the next line's number, for that message.
+//! - A `path` that is neither a directory nor a regular file (a FIFO, a device, a socket)
+//!   is refused at open: reading one would block or never end. Such entries of a
+//!   directory are skipped, like subdirectories.
 //! - Every input file is opened once when the source opens, so a missing or unreadable
 //!   file fails the start with its name rather than part-way through the run.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{
-    InputFormat, LineDecoder, check_line_fields, strip_line_end,
+    InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes,
+    read_line_bounded, strip_line_end,
 };
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::batch::{BatchLimit, RecordBatch};
 use crate::spec::{InvalidField, checks};
 
 /// Read buffer per open input file: 256 KiB keeps syscalls rare for short lines.
@@ -48,6 +55,13 @@ pub struct FileSourceConfig {
     /// jsonl only: top-level integer field giving the event time in ms.
     #[serde(default)]
     pub timestamp_field: Option<String>,
+    /// Longest line, terminator excluded; a longer one fails the pipeline naming the
+    /// file and line (default [`DEFAULT_MAX_LINE_BYTES`](crate::connector::record_format::DEFAULT_MAX_LINE_BYTES)).
+    #[serde(
+        default = "default_max_line_bytes",
+        deserialize_with = "checks::max_line_bytes"
+    )]
+    pub max_line_bytes: usize,
 }
 
 impl FileSourceConfig {
@@ -57,6 +71,7 @@ impl FileSourceConfig {
             format,
             key_field: None,
             timestamp_field: None,
+            max_line_bytes: default_max_line_bytes(),
         }
     }
 
@@ -69,6 +84,13 @@ impl FileSourceConfig {
 pub fn list_input_files(path: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
     let meta = std::fs::metadata(path).map_err(|e| ConnectorError::read(path, e))?;
     if !meta.is_dir() {
+        // Opening a FIFO blocks until a writer comes; a device (`/dev/zero`) never ends.
+        if !meta.is_file() {
+            return Err(ConnectorError::NotRegularInput {
+                path: path.to_owned(),
+                kind: file_kind(&meta),
+            });
+        }
         return Ok(vec![path.to_owned()]);
     }
     let list_err = |error| ConnectorError::ListInput {
@@ -92,6 +114,23 @@ pub fn list_input_files(path: &Path) -> Result<Vec<PathBuf>, ConnectorError> {
     Ok(files)
 }
 
+/// What a non-regular, non-directory input is, for the refusal.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// One subtask's reader of a file source.
 #[derive(Debug)]
 pub struct FileSource {
@@ -102,6 +141,10 @@ pub struct FileSource {
     current: usize,
     /// Byte offset in `files[current]` of the next line.
     offset: u64,
+    /// 1-based number of the next line in `files[current]`, for errors (counted from the
+    /// restored position's `line`, when a restore gives one).
+    line_number: u64,
+    max_line_bytes: usize,
     reader: Option<BufReader<File>>,
     line: Vec<u8>,
 }
@@ -131,6 +174,10 @@ impl FileSource {
             None => (subtask, 0),
             Some(position) => check_position(&files, subtask, parallelism, position)?,
         };
+        let line_number = restored
+            .and_then(|p| p.get("line"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1);
         Ok(FileSource {
             files,
             decoder: LineDecoder::new(
@@ -141,6 +188,8 @@ impl FileSource {
             parallelism,
             current,
             offset,
+            line_number,
+            max_line_bytes: config.max_line_bytes,
             reader: None,
             line: Vec::with_capacity(1024),
         })
@@ -213,24 +262,39 @@ fn check_position(
 }
 
 impl Source for FileSource {
-    fn poll(&mut self, out: &mut RecordBatch, max: usize) -> Result<SourcePoll, ConnectorError> {
+    fn poll(
+        &mut self,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+    ) -> Result<SourcePoll, ConnectorError> {
         let mut n = 0;
-        while n < max && self.current < self.files.len() {
+        while !limit.is_full(out) && self.current < self.files.len() {
             self.open_current()?;
             let Some(reader) = self.reader.as_mut() else {
                 break;
             };
-            self.line.clear();
-            let read = reader
-                .read_until(b'\n', &mut self.line)
+            let read = read_line_bounded(reader, &mut self.line, self.max_line_bytes)
                 .map_err(|e| ConnectorError::read(&self.files[self.current], e))?;
-            if read == 0 {
-                self.reader = None;
-                self.current += self.parallelism;
-                self.offset = 0;
-                continue;
-            }
+            let read = match read {
+                LineRead::End => {
+                    self.reader = None;
+                    self.current += self.parallelism;
+                    self.offset = 0;
+                    self.line_number = 1;
+                    continue;
+                }
+                LineRead::TooLong => {
+                    self.line = Vec::new();
+                    return Err(ConnectorError::LineTooLong {
+                        path: self.files[self.current].clone(),
+                        line: self.line_number,
+                        max: self.max_line_bytes,
+                    });
+                }
+                LineRead::Line(read) => read,
+            };
             self.offset += read as u64;
+            self.line_number += 1;
             self.decoder.push_line(strip_line_end(&self.line), out);
             n += 1;
         }
@@ -246,6 +310,7 @@ impl Source for FileSource {
             Some(path) => serde_json::json!({
                 "file": self.current,
                 "offset": self.offset,
+                "line": self.line_number,
                 "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
             }),
             None => serde_json::json!({ "file": self.current, "offset": 0 }),
@@ -268,7 +333,10 @@ mod tests {
         let mut all = Vec::new();
         loop {
             let mut batch = RecordBatch::default();
-            match source.poll(&mut batch, max).expect("poll") {
+            match source
+                .poll(&mut batch, BatchLimit::records(max))
+                .expect("poll")
+            {
                 SourcePoll::Drained => return all,
                 _ => all.extend(values(&batch)),
             }
@@ -309,12 +377,12 @@ mod tests {
         let config = FileSourceConfig::new(dir.path(), InputFormat::Lines);
         let mut s = FileSource::open(&config, 1, 2, None).expect("open");
         let mut batch = RecordBatch::default();
-        s.poll(&mut batch, 1).expect("poll");
+        s.poll(&mut batch, BatchLimit::records(1)).expect("poll");
         assert_eq!(values(&batch), ["b1"]);
         let p = s.position();
         assert_eq!(
             p,
-            serde_json::json!({"file": 1, "offset": 3, "name": "b.txt"})
+            serde_json::json!({"file": 1, "offset": 3, "line": 2, "name": "b.txt"})
         );
         let mut r = FileSource::open(&config, 1, 2, Some(&p)).expect("reopen");
         assert_eq!(drain(&mut r, 100), ["b2", "d1", "", "d3"]);
@@ -322,7 +390,7 @@ mod tests {
         // At a file boundary, and at the end.
         let mut s = FileSource::open(&config, 1, 2, None).expect("open");
         let mut batch = RecordBatch::default();
-        s.poll(&mut batch, 2).expect("poll");
+        s.poll(&mut batch, BatchLimit::records(2)).expect("poll");
         let p = s.position();
         assert_eq!(p["offset"], 5);
         assert_eq!(
@@ -369,12 +437,109 @@ mod tests {
         };
         let mut s = FileSource::open(&config, 0, 1, None).expect("open");
         let mut batch = RecordBatch::default();
-        s.poll(&mut batch, 10).expect("poll");
+        s.poll(&mut batch, BatchLimit::records(10)).expect("poll");
         let got: Vec<_> = batch
             .iter()
             .map(|r| (r.key.to_vec(), r.timestamp))
             .collect();
         assert_eq!(got, [(b"ann".to_vec(), 5), (vec![], 0), (b"7".to_vec(), 0)]);
+    }
+
+    /// Issue 7 §2: a line longer than `max_line_bytes` fails with the file and line
+    /// number, having read no more than the bound plus a buffer of it.
+    #[test]
+    fn a_line_past_max_line_bytes_is_refused_with_file_and_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("in.txt");
+        let long = "x".repeat(3000);
+        std::fs::write(&file, format!("ok\n{}\r\n{long}\n", "y".repeat(2048))).expect("write");
+        let config = FileSourceConfig {
+            max_line_bytes: 2048,
+            ..FileSourceConfig::new(&file, InputFormat::Lines)
+        };
+        let mut s = FileSource::open(&config, 0, 1, None).expect("open");
+        let mut batch = RecordBatch::default();
+        let err = s
+            .poll(&mut batch, BatchLimit::records(10))
+            .expect_err("line 3 is too long");
+        assert_eq!(values(&batch), ["ok".to_owned(), "y".repeat(2048)]);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "input file {} line 3 is longer than max_line_bytes (2048 bytes): raise max_line_bytes or fix the input",
+                file.display()
+            )
+        );
+        // Resumed after line 2: the message still says line 3.
+        let p = serde_json::json!({"file": 0, "offset": 2053, "line": 3, "name": "in.txt"});
+        let mut r = FileSource::open(&config, 0, 1, Some(&p)).expect("reopen");
+        let err = r
+            .poll(&mut RecordBatch::default(), BatchLimit::records(10))
+            .expect_err("too long");
+        assert!(err.to_string().contains(" line 3 is longer"), "{err}");
+    }
+
+    /// Issue 7 §2: a FIFO or a device as the input is refused at open, in one line,
+    /// instead of blocking (FIFO) or reading forever (`/dev/zero`).
+    #[test]
+    fn fifos_and_devices_are_refused() {
+        let err = FileSource::open(
+            &FileSourceConfig::new("/dev/zero", InputFormat::Lines),
+            0,
+            1,
+            None,
+        )
+        .expect_err("a device");
+        assert_eq!(
+            err.to_string(),
+            "input /dev/zero is a character device, not a regular file or directory: a file source reads regular files only (use a stdin source for a pipe)"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let err = FileSource::open(
+            &FileSourceConfig::new(&fifo, InputFormat::Lines),
+            0,
+            1,
+            None,
+        )
+        .expect_err("a FIFO");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "input {} is a FIFO, not a regular file or directory: a file source reads regular files only (use a stdin source for a pipe)",
+                fifo.display()
+            )
+        );
+    }
+
+    /// Issue 7 §2: a poll stops adding lines once the batch holds `batch_bytes`.
+    #[test]
+    fn a_batch_is_cut_at_its_byte_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("in.txt");
+        let line = "v".repeat(1000);
+        std::fs::write(&file, format!("{line}\n").repeat(100)).expect("write");
+        let mut s = FileSource::open(
+            &FileSourceConfig::new(&file, InputFormat::Lines),
+            0,
+            1,
+            None,
+        )
+        .expect("open");
+        let limit = BatchLimit {
+            records: 1024,
+            bytes: 10_000,
+        };
+        let mut batch = RecordBatch::default();
+        s.poll(&mut batch, limit).expect("poll");
+        // 9 records of 1,016 bytes are 9,144; the 10th reaches 10,160 and ends the batch.
+        assert_eq!(batch.len(), 10);
+        assert_eq!(batch.byte_len(), 10_160);
     }
 
     #[test]

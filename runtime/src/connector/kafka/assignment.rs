@@ -69,7 +69,10 @@ mod tests {
                     per_subtask.iter().min().copied().unwrap_or(0),
                     per_subtask.iter().max().copied().unwrap_or(0),
                 );
-                assert!(max - min <= 1, "p={p} partitions={partitions}: {per_subtask:?}");
+                assert!(
+                    max - min <= 1,
+                    "p={p} partitions={partitions}: {per_subtask:?}"
+                );
             }
         }
     }

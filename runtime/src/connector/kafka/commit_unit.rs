@@ -56,12 +56,15 @@ pub struct DeliveryContext {
     fenced: AtomicBool,
     /// Raised with `fenced`: stops every checkpoint storage write of this instance.
     fence: Fence,
+    /// What fencing means for this producer, as the fence's reason.
+    fenced_reason: String,
 }
 
 impl DeliveryContext {
-    fn new(fence: Fence) -> Self {
+    fn new(fence: Fence, fenced_reason: String) -> Self {
         DeliveryContext {
             fence,
+            fenced_reason,
             ..DeliveryContext::default()
         }
     }
@@ -72,7 +75,7 @@ impl DeliveryContext {
 
     fn set_fenced(&self) {
         self.fenced.store(true, Ordering::SeqCst);
-        self.fence.raise();
+        self.fence.raise(self.fenced_reason.clone());
     }
 }
 
@@ -209,6 +212,7 @@ impl KafkaCommitUnit {
                 let mut config = producer_config(sink, &bootstrap);
                 config.set("enable.idempotence", "true");
                 let slot = new_slot(
+                    &spec.name,
                     format!("the at-least-once producer of {}", spec.name),
                     &config,
                     &fence,
@@ -307,19 +311,9 @@ impl KafkaCommitUnit {
     /// `TransactionTimedOut` if the slot's open transaction outlived the timeout (the
     /// broker has aborted it); raises the fence, since this instance is done.
     fn timed_out(&self, slot: &Slot, what: &str) -> Option<KafkaError> {
-        let open = (*slot.open())?;
-        let open_for = open.since.elapsed();
-        if open_for <= self.transaction_timeout {
-            return None;
-        }
-        self.fence.raise();
-        Some(KafkaError::TransactionTimedOut {
-            transactional_id: slot.id.clone(),
-            checkpoint: open.checkpoint,
-            what: what.to_owned(),
-            open_for,
-            timeout: self.transaction_timeout,
-        })
+        let error = timed_out_error(slot, what, self.transaction_timeout)?;
+        self.fence.raise(error.to_string());
+        Some(error)
     }
 
     /// Begins T(`checkpoint`) on its producer unless it is already open.
@@ -545,7 +539,7 @@ fn open_exactly_once(
             "transaction.timeout.ms",
             sink.transaction_timeout.as_millis().to_string(),
         );
-        new_slot(id, &config, fence)
+        new_slot(&spec.name, id, &config, fence)
     });
     let [a, b] = slots;
     let slots = [a?, b?];
@@ -566,6 +560,11 @@ fn open_exactly_once(
             })?;
     }
     let found = if from_scratch {
+        // The progress topic still holds the last incarnation's marker, and the new
+        // one numbers its checkpoints from 1 again: mark the start over, so that a
+        // crash before the first commit of this incarnation is not read as "the old
+        // marker is newer than any checkpoint in storage".
+        reset_marker(&spec.name, &slots[0], &marker, sink.transaction_timeout, fence)?;
         FoundMarkers::default()
     } else {
         FoundMarkers {
@@ -576,8 +575,8 @@ fn open_exactly_once(
             foreign: None,
         }
     };
-    if found.group.is_some() && found.group != found.topic {
-        tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree; the newer one counts");
+    if found.group.is_some() && found.topic.is_some() && found.group != found.topic {
+        tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree (offsets reset by a tool?); the progress topic's counts");
     } else if found.group.is_none() && found.topic.is_some() {
         tracing::warn!(pipeline = %spec.name, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
     }
@@ -593,6 +592,31 @@ fn open_exactly_once(
     })
 }
 
+/// Commits a transaction holding only the marker of checkpoint 0 ("nothing committed")
+/// on the progress topic: `--from-scratch` starts the marker over.
+fn reset_marker(
+    pipeline: &str,
+    slot: &Slot,
+    marker: &MarkerTarget,
+    transaction_timeout: Duration,
+    fence: &Fence,
+) -> Result<(), KafkaError> {
+    let what = "resetting the progress marker (--from-scratch)";
+    let fail = |e: &RdKafkaError| transactional_error(pipeline, slot, what, e, transaction_timeout, fence);
+    slot.producer.begin_transaction().map_err(|e| fail(&e))?;
+    let key = marker.record_key();
+    let text = marker.text(CheckpointId::NONE);
+    let record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
+        BaseRecord::with_opaque_to(&marker.progress_topic, Arc::new(InFlight::default()))
+            .partition(0)
+            .key(key.as_bytes())
+            .payload(text.as_bytes());
+    slot.producer.send(record).map_err(|(e, _)| fail(&e))?;
+    slot.producer
+        .commit_transaction(TRANSACTION_CALL_TIMEOUT)
+        .map_err(|e| fail(&e))
+}
+
 fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
     let mut config = client_config(bootstrap, sink.connect_timeout);
     config
@@ -605,9 +629,21 @@ fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
     config
 }
 
-fn new_slot(id: String, config: &ClientConfig, fence: &Fence) -> Result<Slot, KafkaError> {
+/// A producer `id` of `pipeline`'s unit; a fencing it reports raises `fence`.
+fn new_slot(
+    pipeline: &str,
+    id: String,
+    config: &ClientConfig,
+    fence: &Fence,
+) -> Result<Slot, KafkaError> {
+    let fenced_reason = KafkaError::Fenced {
+        pipeline: pipeline.to_owned(),
+        transactional_id: id.clone(),
+        what: "writing".to_owned(),
+    }
+    .to_string();
     let producer: KafkaProducer = config
-        .create_with_context(DeliveryContext::new(fence.clone()))
+        .create_with_context(DeliveryContext::new(fence.clone(), fenced_reason))
         .map_err(|e| KafkaError::client(format!("cannot create producer {id}"), &e))?;
     Ok(Slot {
         id,
@@ -656,24 +692,28 @@ fn fenced_error(
     transaction_timeout: Duration,
     fence: &Fence,
 ) -> KafkaError {
-    fence.raise();
-    if let Some(t) = *slot.open() {
-        let open_for = t.since.elapsed();
-        if open_for > transaction_timeout {
-            return KafkaError::TransactionTimedOut {
-                transactional_id: slot.id.clone(),
-                checkpoint: t.checkpoint,
-                what: what.to_owned(),
-                open_for,
-                timeout: transaction_timeout,
-            };
+    let error = timed_out_error(slot, what, transaction_timeout).unwrap_or_else(|| {
+        KafkaError::Fenced {
+            pipeline: pipeline.to_owned(),
+            transactional_id: slot.id.clone(),
+            what: what.to_owned(),
         }
-    }
-    KafkaError::Fenced {
-        pipeline: pipeline.to_owned(),
+    });
+    fence.raise(error.to_string());
+    error
+}
+
+/// `TransactionTimedOut` if the slot's open transaction has outlived the timeout.
+fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Option<KafkaError> {
+    let open = (*slot.open())?;
+    let open_for = open.since.elapsed();
+    (open_for > transaction_timeout).then(|| KafkaError::TransactionTimedOut {
         transactional_id: slot.id.clone(),
+        checkpoint: open.checkpoint,
         what: what.to_owned(),
-    }
+        open_for,
+        timeout: transaction_timeout,
+    })
 }
 
 /// Where the marker goes: the group's offsets of the Kafka sources on the sink's

@@ -45,7 +45,11 @@ impl Committer for KafkaCommitter {
         Ok(())
     }
 
-    fn commit(&mut self, metadata: &CheckpointMetadata, deadline: Instant) -> Result<(), CommitError> {
+    fn commit(
+        &mut self,
+        metadata: &CheckpointMetadata,
+        deadline: Instant,
+    ) -> Result<(), CommitError> {
         self.unit
             .commit(metadata, deadline)
             .map_err(ConnectorError::from)?;

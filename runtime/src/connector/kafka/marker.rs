@@ -11,11 +11,14 @@
 //!      group: the Kafka sources' positions at barrier n (standard lag tools then show
 //!      the real progress), or, without Kafka sources, an offset on the progress topic;
 //!      each offset carries the marker text as its metadata.
-//! - How the two agree: they are written by the same transactions, so each always names
-//!   a committed checkpoint, and the larger of the two is the last one committed. The
-//!   group's copy can be lost (offsets expire after `offsets.retention.minutes` once the
-//!   pipeline stops, a tool resets or deletes them, another pipeline overwrites them);
-//!   the topic's copy survives all of those. Recovery takes the larger of what it finds.
+//! - How the two agree: they are written by the same transactions, so when both are
+//!   there they name the same checkpoint. The group's copy can be lost or rolled back
+//!   (offsets expire after `offsets.retention.minutes` once the pipeline stops, a tool
+//!   resets or deletes them, another pipeline overwrites them); the topic's copy
+//!   survives all of those. So the topic's copy counts, and the group's is the
+//!   fallback for a progress topic that was deleted. `--from-scratch` commits a marker
+//!   of checkpoint 0 to the topic (nothing committed yet), since the new incarnation
+//!   numbers its checkpoints from 1 again.
 //! - A marker names its pipeline and unit. A weir marker of another pipeline in the
 //!   group means the group is shared: refused at start, since the other pipeline's
 //!   commits overwrite ours. Offsets without a weir marker (another tool's) are ignored.
@@ -87,9 +90,10 @@ pub struct FoundMarkers {
 }
 
 impl FoundMarkers {
-    /// The last committed checkpoint: the larger of the two copies (see the module docs).
+    /// The last committed checkpoint: the topic's copy, else the group's (see the module
+    /// docs). `Some(NONE)`: the marker says nothing was committed since a start over.
     pub fn last_committed(&self) -> Option<CheckpointId> {
-        self.group.max(self.topic)
+        self.topic.or(self.group)
     }
 }
 
@@ -214,7 +218,11 @@ impl MarkerTarget {
     /// window of `TOPIC_TAIL` offsets, doubled until a marker or the start is found).
     /// Call after our producers were initialised: none of our transactions is open, so
     /// the last stable offset is the log end.
-    pub fn read_topic(&self, bootstrap: &str, timeout: Duration) -> Result<Option<CheckpointId>, KafkaError> {
+    pub fn read_topic(
+        &self,
+        bootstrap: &str,
+        timeout: Duration,
+    ) -> Result<Option<CheckpointId>, KafkaError> {
         let topic = &self.progress_topic;
         let what = || format!("cannot read the progress topic {topic}");
         let consumer: BaseConsumer<QuietContext> = client_config(bootstrap, timeout)
@@ -252,7 +260,9 @@ impl MarkerTarget {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, 0, Offset::Offset(start))
             .and_then(|()| consumer.assign(&tpl))
-            .map_err(|e| KafkaError::client(format!("cannot read the progress topic {topic}"), &e))?;
+            .map_err(|e| {
+                KafkaError::client(format!("cannot read the progress topic {topic}"), &e)
+            })?;
         let mut newest = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -325,6 +335,9 @@ pub fn resume_point(
         };
     }
     match found.last_committed() {
+        // A start over marked nothing committed: the checkpoints of the old
+        // incarnation were deleted with it, any newer ones never committed.
+        Some(CheckpointId::NONE) => Ok(None),
         Some(c) => Ok(Some(c)),
         None if complete.is_empty() || !ever_committed => Ok(None),
         None => Err(ResumeRefusal::MarkerMissing),
@@ -351,7 +364,10 @@ mod tests {
         let target = target();
         assert_eq!(target.text(CheckpointId(17)), "weir:wc:0:checkpoint=17");
         assert_eq!(target.record_key(), "weir:wc:0");
-        assert_eq!(target.parse("weir:wc:0:checkpoint=17"), Some(CheckpointId(17)));
+        assert_eq!(
+            target.parse("weir:wc:0:checkpoint=17"),
+            Some(CheckpointId(17))
+        );
         assert_eq!(target.parse("weir:wc2:0:checkpoint=17"), None);
         assert_eq!(target.parse("weir:wc:1:checkpoint=17"), None);
         assert_eq!(target.parse(""), None);
@@ -363,14 +379,19 @@ mod tests {
                 checkpoint: CheckpointId(9)
             })
         );
-        for junk in ["weir::0:checkpoint=1", "weir:a:checkpoint=1", "weir:a:0:checkpoint=x", "x"] {
+        for junk in [
+            "weir::0:checkpoint=1",
+            "weir:a:checkpoint=1",
+            "weir:a:0:checkpoint=x",
+            "x",
+        ] {
             assert_eq!(Marker::parse(junk), None, "{junk}");
         }
         assert_eq!(target.progress_topic, "weir.wc.progress");
     }
 
     #[test]
-    fn the_larger_copy_of_the_marker_wins() {
+    fn the_topics_copy_of_the_marker_wins_and_the_groups_is_the_fallback() {
         let found = |group, topic| FoundMarkers {
             group,
             topic,
@@ -383,6 +404,10 @@ mod tests {
         assert_eq!(found(None, c(7)).last_committed(), c(7));
         // Offsets reset to an older marker by a tool: the topic is newer.
         assert_eq!(found(c(3), c(7)).last_committed(), c(7));
+        // A start over (marker 0 in the topic) outranks the old incarnation's offsets.
+        assert_eq!(found(c(57), c(0)).last_committed(), c(0));
+        // The progress topic was deleted: the group still knows.
+        assert_eq!(found(c(9), None).last_committed(), c(9));
     }
 
     #[test]
@@ -396,6 +421,8 @@ mod tests {
         };
         // A new pipeline: nothing anywhere.
         assert_eq!(resume_point(&none, &[], false, None), Ok(None));
+        // Started over, killed before its first commit: the reset marker says so.
+        assert_eq!(resume_point(&at(0), &ids(&[1, 2]), true, None), Ok(None));
         // Killed before its first commit: checkpoints, none taken after a commit.
         assert_eq!(resume_point(&none, &ids(&[1, 2]), false, None), Ok(None));
         // Checkpoints taken after a commit, but no marker: refuse to guess.

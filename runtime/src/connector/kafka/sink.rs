@@ -53,8 +53,8 @@
 //!    transactional call fails with a fencing error, and it stops with a message
 //!    saying so), and aborts whatever transactions they left open (or completes a
 //!    commit that was already decided).
-//! 2. Only then read the last committed marker c: the larger of the group's copy (one
-//!    OffsetFetch) and the progress topic's (the tail of a one-partition topic). After
+//! 2. Only then read the last committed marker c: the progress topic's copy (the tail
+//!    of a one-partition topic), else the group's (one OffsetFetch). After
 //!    step 1 no one else can commit, so c is final: T(c) committed and no T(m) with
 //!    m > c ever will. A group holding another pipeline's marker is refused before
 //!    step 1; no marker at all while storage holds complete checkpoints is refused

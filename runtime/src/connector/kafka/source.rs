@@ -52,7 +52,7 @@ use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::RecordBatch;
+use crate::dataflow::batch::{BatchLimit, RecordBatch};
 
 /// One partition's next offset, as stored in checkpoints and committed to the group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,9 @@ impl KafkaPosition {
     /// Every partition's next offset over the positions of all subtasks of a source. A
     /// partition is listed by the one subtask that read it; should two ever list it,
     /// the larger offset is the one whose records reached the checkpoint.
-    pub fn merged(positions: &[&SourcePosition]) -> Result<BTreeMap<(String, i32), i64>, ConnectorError> {
+    pub fn merged(
+        positions: &[&SourcePosition],
+    ) -> Result<BTreeMap<(String, i32), i64>, ConnectorError> {
         let mut merged = BTreeMap::new();
         for value in positions {
             for p in Self::from_value(value)?.partitions {
@@ -293,7 +295,11 @@ fn committed_offsets(
 }
 
 impl Source for KafkaSource {
-    fn poll(&mut self, out: &mut RecordBatch, max: usize) -> Result<SourcePoll, ConnectorError> {
+    fn poll(
+        &mut self,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+    ) -> Result<SourcePoll, ConnectorError> {
         // Serve the main queue: client-level errors and events.
         if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
             match e {
@@ -301,7 +307,7 @@ impl Source for KafkaSource {
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
         }
-        let max = self.pacer.allowance(max);
+        let max = self.pacer.allowance(limit.records);
         if max == 0 {
             return Ok(SourcePoll::Idle);
         }
@@ -311,7 +317,7 @@ impl Source for KafkaSource {
         for i in 0..n {
             let idx = (self.next_queue + i) % n;
             let p = &mut self.partitions[idx];
-            while read < max && !p.done {
+            while read < max && !p.done && !limit.is_full(out) {
                 let Some(result) = p.queue.poll(Duration::ZERO) else {
                     break;
                 };

@@ -14,6 +14,10 @@
 //!   restore: a window fired before checkpoint n is not fired again after restoring n.
 //! - Records for a window past its allowed lateness go to the dead-letter output and
 //!   are counted as late.
+//! - No accumulator longer than `max_accumulator_bytes` is stored: the guest call that
+//!   returns one fails the operator with [`AccumulatorTooLarge`], naming the module and
+//!   the key. The accumulator cache holds at most `cache.entries` entries and
+//!   `cache.bytes` bytes (see `state::cache`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -25,11 +29,43 @@ use crate::checkpoint::storage::CheckpointStorage;
 use crate::dataflow::batch::RecordBatch;
 use crate::dataflow::message::{Barrier, Watermark};
 use crate::dataflow::operator::{Operator, OperatorError, OperatorSnapshot, Output};
-use crate::dataflow::operators::map::GuestCallError;
+use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, Window, WindowAssigner};
 use crate::engine::{self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule};
-use crate::state::{DbSnapshot, KeyedState, StateKey};
+use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
+
+/// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
+const KEY_SHOWN_BYTES: usize = 64;
+
+/// A guest returned an accumulator longer than the step's `max_accumulator_bytes`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "module {module}: the accumulator of key {key}{window} is {bytes} bytes, more than \
+     max_accumulator_bytes ({max} bytes): raise max_accumulator_bytes or keep less per key"
+)]
+pub struct AccumulatorTooLarge {
+    pub module: String,
+    /// The key, escaped onto one line and cut (see [`display_key`]).
+    pub key: String,
+    /// `" (window ending at <ms>)"` or empty.
+    pub window: String,
+    pub bytes: usize,
+    pub max: usize,
+}
+
+/// A record key for an error message: quoted, every byte outside printable ASCII
+/// escaped (`\n`, `\xff`), cut after [`KEY_SHOWN_BYTES`] bytes with the full length.
+pub fn display_key(key: &[u8]) -> String {
+    let shown = &key[..key.len().min(KEY_SHOWN_BYTES)];
+    // `escape_ascii` also escapes `"` and `\\`, so the quotes below are unambiguous.
+    let escaped = shown.escape_ascii().to_string();
+    if key.len() > KEY_SHOWN_BYTES {
+        format!("\"{escaped}\"... ({} bytes)", key.len())
+    } else {
+        format!("\"{escaped}\"")
+    }
+}
 
 /// How an aggregate step is configured.
 #[derive(Debug, Clone)]
@@ -43,7 +79,10 @@ pub struct AggregateConfig {
     pub max_parallelism: u16,
     /// Most groups or windows handed to the guest in one call.
     pub batch_size: usize,
-    pub cache_entries: usize,
+    /// Bounds of the accumulator cache of each subtask.
+    pub cache: CacheBounds,
+    /// Largest accumulator the guest may return.
+    pub max_accumulator_bytes: usize,
 }
 
 /// Where this subtask keeps and checkpoints its state.
@@ -86,7 +125,7 @@ impl AggregateOperator {
     ) -> Result<Self, OperatorError> {
         let (state, watermark) = match restored {
             None => (
-                KeyedState::open_fresh(&location.work_dir, config.cache_entries)?,
+                KeyedState::open_fresh(&location.work_dir, config.cache)?,
                 Watermark::START,
             ),
             Some(snapshot) => {
@@ -96,7 +135,7 @@ impl AggregateOperator {
                     &location.work_dir,
                     &location.storage,
                     &s.db,
-                    config.cache_entries,
+                    config.cache,
                 )?;
                 (state, Watermark(s.watermark))
             }
@@ -140,11 +179,18 @@ impl AggregateOperator {
         Ok(())
     }
 
-    fn guest_error(&self, first: u64, end: u64, source: engine::EngineError) -> OperatorError {
+    fn guest_error(
+        &self,
+        first: u64,
+        end: u64,
+        input_bytes: usize,
+        source: engine::EngineError,
+    ) -> OperatorError {
         Box::new(GuestCallError {
             module: self.config.module.name().to_owned(),
             first,
             end,
+            note: memory_note(&source, input_bytes),
             source,
         })
     }
@@ -187,13 +233,17 @@ impl AggregateOperator {
             input.record_ends.push(input.records.len() as u32);
         }
         let first = self.records_seen;
+        let input_bytes = input
+            .records
+            .byte_len()
+            .saturating_add(input.accumulators.len());
         let result = match self.instance() {
             Ok(instance) => instance.update(input),
             Err(e) => Err(e),
         };
         let output = result.map_err(|e| {
             self.instance = None;
-            self.guest_error(first, first + batch.len() as u64, e)
+            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
         })?;
         let mut refused = BTreeSet::new();
         for rejection in &output.rejections {
@@ -219,6 +269,19 @@ impl AggregateOperator {
                 continue;
             }
             let decoded = StateKey::decode(state_key)?;
+            if acc.len() > self.config.max_accumulator_bytes {
+                self.instance = None;
+                return Err(Box::new(AccumulatorTooLarge {
+                    module: self.config.module.name().to_owned(),
+                    key: display_key(decoded.user_key),
+                    window: decoded
+                        .window_end
+                        .map(|end| format!(" (window ending at {end})"))
+                        .unwrap_or_default(),
+                    bytes: acc.len(),
+                    max: self.config.max_accumulator_bytes,
+                }));
+            }
             match decoded.window_end {
                 None => to_emit.push((state_key.clone(), acc.clone())),
                 Some(end) => {
@@ -282,13 +345,14 @@ impl AggregateOperator {
                 input.accumulator_ends.push(input.accumulators.len() as u32);
             }
             let first = self.records_seen;
+            let input_bytes = input.keys.len().saturating_add(input.accumulators.len());
             let result = match self.instance() {
                 Ok(instance) => instance.emit(input),
                 Err(e) => Err(e),
             };
             let mut records = result.map_err(|e| {
                 self.instance = None;
-                self.guest_error(first, first, e)
+                self.guest_error(first, first, input_bytes, e)
             })?;
             if let Some(end) = end {
                 records
@@ -441,5 +505,38 @@ impl Operator for AggregateOperator {
             state_bytes,
             shared_files,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 7 §2: a key in an error is one quoted line, escaped and cut.
+    #[test]
+    fn keys_in_errors_are_escaped_and_cut() {
+        assert_eq!(display_key(b"k0"), "\"k0\"");
+        assert_eq!(
+            display_key(b"a\"b\\\nweir: error: \xff"),
+            "\"a\\\"b\\\\\\nweir: error: \\xff\""
+        );
+        let long = vec![b'x'; 1000];
+        assert_eq!(
+            display_key(&long),
+            format!("\"{}\"... (1000 bytes)", "x".repeat(64))
+        );
+        let e = AccumulatorTooLarge {
+            module: "m.wasm".into(),
+            key: display_key(b"k\n1"),
+            window: " (window ending at 10)".into(),
+            bytes: 2048,
+            max: 1024,
+        };
+        assert_eq!(
+            e.to_string(),
+            "module m.wasm: the accumulator of key \"k\\n1\" (window ending at 10) is 2048 bytes, \
+             more than max_accumulator_bytes (1024 bytes): raise max_accumulator_bytes or keep \
+             less per key"
+        );
     }
 }

@@ -15,13 +15,35 @@ use crate::engine::{EngineError, GuestLimits, GuestModule, MapperInstance};
 
 /// A guest call failed; says which records were being processed.
 #[derive(Debug, thiserror::Error)]
-#[error("on input records {first}..{end} of this subtask: {source}")]
+#[error("on input records {first}..{end} of this subtask: {source}{note}")]
 pub struct GuestCallError {
     pub module: String,
     pub first: u64,
     pub end: u64,
     #[source]
     pub source: EngineError,
+    /// Whose memory it was, for a memory-limit error (see [`memory_note`]); else empty.
+    pub note: String,
+}
+
+/// For a guest that hit its memory limit, says whether the runtime's input alone was the
+/// problem: the input of a call is copied into the guest's memory whole and its output
+/// is built there too, so an input over half the limit cannot be processed by any
+/// guest, while a smaller one means the guest itself used the memory.
+pub fn memory_note(source: &EngineError, input_bytes: usize) -> String {
+    let EngineError::MemoryLimit { limit_bytes, .. } = source else {
+        return String::new();
+    };
+    if input_bytes.saturating_mul(2) > *limit_bytes {
+        format!(
+            " (the runtime's input to this call, {input_bytes} bytes, is more than half of it: \
+             lower batch_bytes or batch_size, or raise [limits] memory)"
+        )
+    } else {
+        format!(
+            " (the runtime's input to this call was only {input_bytes} bytes: the guest used the rest)"
+        )
+    }
 }
 
 pub struct MapOperator {
@@ -68,6 +90,7 @@ impl Operator for MapOperator {
     }
 
     fn handle_batch(&mut self, batch: RecordBatch, out: &mut Output) -> Result<(), OperatorError> {
+        let input_bytes = batch.byte_len();
         let first = self.records_seen;
         let end = first + batch.len() as u64;
         self.records_seen = end;
@@ -82,6 +105,7 @@ impl Operator for MapOperator {
                 module: self.module.name().to_owned(),
                 first,
                 end,
+                note: memory_note(&source, input_bytes),
                 source,
             }
         })?;
