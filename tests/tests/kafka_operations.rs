@@ -266,7 +266,6 @@ fn refusal(status: ExitStatus, err: &str) -> String {
     err.trim().to_owned()
 }
 
-
 /// The input records `group` has committed for `topics` (sum of the committed
 /// offsets: the input is not transactional, so offsets are record counts), and the
 /// metadata strings they carry.
@@ -327,7 +326,6 @@ fn run_and_kill_after(dir: &Path, spec: &Spec, records: i64) -> i64 {
 fn written(topic: &str) -> usize {
     kafka::read_all(topic, "read_uncommitted").len()
 }
-
 
 /// Deletes consumer group `group` (Weir assigns partitions and never joins it, so it
 /// has no members), retrying until its offsets are gone.
@@ -973,7 +971,11 @@ fn a_start_over_killed_before_its_first_commit_restarts_cleanly() {
         .stderr(Stdio::null())
         .status()
         .expect("run weir");
-    assert_eq!(status.signal(), Some(9), "the fault point must SIGKILL the run");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the fault point must SIGKILL the run"
+    );
 
     run_ok(&bounded);
     let once = uppercased(&[&inputs]);

@@ -981,4 +981,157 @@ mod properties {
             }
         }
     }
+
+    /// A valid spec with every kind of table, the seed of the parser fuzz below.
+    const SEED: &str = r#"
+name = "fuzz"
+parallelism = 2
+batch_size = 512
+[checkpoint]
+interval = "200ms"
+[limits]
+memory = "8MiB"
+[[sources]]
+type = "generator"
+count = 100
+[[sources]]
+type = "kafka"
+topics = ["a", "b"]
+bootstrap = "127.0.0.1:1"
+[[steps]]
+type = "map"
+module = "guests/filter.wasm"
+config = { field = "kind" }
+[[steps]]
+type = "aggregate"
+module = "guests/count.wasm"
+window = { type = "hopping", size = "10s", slide = "5s" }
+[[sinks]]
+type = "stdout"
+format = "json"
+[dead_letter]
+path = "dlq"
+"#;
+
+    /// The seed with one value replaced by a wild one of any TOML type: mostly still
+    /// TOML, so the checks behind the syntax are what gets exercised.
+    fn revalued_spec() -> impl Strategy<Value = String> {
+        let lines: Vec<&'static str> = SEED.lines().collect();
+        let value = prop_oneof![
+            wild_number(),
+            wild_duration(),
+            any::<String>().prop_map(|t| format!("{t:?}")),
+            prop::sample::select(vec![
+                "\"\"",
+                "\"0ms\"",
+                "\"1B\"",
+                "\"64GiB\"",
+                "[]",
+                "{}",
+                "[1, \"a\"]",
+                "{ type = \"session\" }",
+                "true",
+                "-0",
+                "1.5",
+                "\"../..\"",
+                "\"/dev/zero\"",
+            ])
+            .prop_map(String::from),
+        ];
+        (0..lines.len(), value).prop_map(move |(n, value)| {
+            let mut out = String::new();
+            for (i, line) in lines.iter().enumerate() {
+                match line.split_once(" = ") {
+                    Some((key, _)) if i == n => out.push_str(&format!("{key} = {value}")),
+                    _ => out.push_str(line),
+                }
+                out.push('\n');
+            }
+            out
+        })
+    }
+
+    /// The seed with a random span replaced by random text, often TOML's own tokens.
+    fn mutated_spec() -> impl Strategy<Value = String> {
+        let token = prop_oneof![
+            any::<char>().prop_map(String::from),
+            prop::sample::select(vec![
+                "\"",
+                "'",
+                "[",
+                "]",
+                "[[",
+                "]]",
+                "{",
+                "}",
+                "=",
+                ",",
+                "\n",
+                "\\",
+                "#",
+                "\"\"\"",
+                "-",
+                "1e999",
+                "inf",
+                "nan",
+                "true",
+                "0x",
+                "\u{0}",
+                "é",
+                "\n[[sources]]\n",
+                "\ntype = \"file\"\n",
+                "\nname = \"x\"\n",
+            ])
+            .prop_map(String::from),
+        ];
+        (
+            0..SEED.len(),
+            0..40usize,
+            prop::collection::vec(token, 0..6),
+        )
+            .prop_map(|(at, cut, insert)| {
+                let mut text: Vec<char> = SEED.chars().collect();
+                let at = at.min(text.len());
+                let end = (at + cut).min(text.len());
+                text.splice(at..end, insert.concat().chars());
+                text.into_iter().collect()
+            })
+    }
+
+    /// Fuzzes the spec parser from text: no input panics it, and every refusal is one
+    /// line. Prints how many cases ran.
+    #[test]
+    fn the_parser_never_panics_and_refuses_in_one_line() {
+        use proptest::test_runner::{Config, TestRunner};
+        use std::cell::Cell;
+
+        let dir = base();
+        if let Err(e) = PipelineSpec::parse(SEED, dir.path(), "spec.toml") {
+            panic!("the seed must be a valid spec: {e}");
+        }
+        let (accepted, refused) = (Cell::new(0u32), Cell::new(0u32));
+        let mut runner = TestRunner::new(Config {
+            cases: 2048,
+            ..Config::default()
+        });
+        runner
+            .run(&prop_oneof![mutated_spec(), revalued_spec()], |text| {
+                match PipelineSpec::parse(&text, dir.path(), "spec.toml") {
+                    Ok(_) => accepted.set(accepted.get() + 1),
+                    Err(e) => {
+                        let line = e.to_string();
+                        prop_assert!(!line.contains('\n'), "two lines for {text:?}: {line}");
+                        refused.set(refused.get() + 1);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        eprintln!(
+            "spec parser fuzz: {} cases run ({} accepted, {} refused)",
+            accepted.get() + refused.get(),
+            accepted.get(),
+            refused.get()
+        );
+    }
 }

@@ -564,7 +564,13 @@ fn open_exactly_once(
         // one numbers its checkpoints from 1 again: mark the start over, so that a
         // crash before the first commit of this incarnation is not read as "the old
         // marker is newer than any checkpoint in storage".
-        reset_marker(&spec.name, &slots[0], &marker, sink.transaction_timeout, fence)?;
+        reset_marker(
+            &spec.name,
+            &slots[0],
+            &marker,
+            sink.transaction_timeout,
+            fence,
+        )?;
         FoundMarkers::default()
     } else {
         FoundMarkers {
@@ -602,7 +608,8 @@ fn reset_marker(
     fence: &Fence,
 ) -> Result<(), KafkaError> {
     let what = "resetting the progress marker (--from-scratch)";
-    let fail = |e: &RdKafkaError| transactional_error(pipeline, slot, what, e, transaction_timeout, fence);
+    let fail =
+        |e: &RdKafkaError| transactional_error(pipeline, slot, what, e, transaction_timeout, fence);
     slot.producer.begin_transaction().map_err(|e| fail(&e))?;
     let key = marker.record_key();
     let text = marker.text(CheckpointId::NONE);
@@ -692,13 +699,12 @@ fn fenced_error(
     transaction_timeout: Duration,
     fence: &Fence,
 ) -> KafkaError {
-    let error = timed_out_error(slot, what, transaction_timeout).unwrap_or_else(|| {
-        KafkaError::Fenced {
+    let error =
+        timed_out_error(slot, what, transaction_timeout).unwrap_or_else(|| KafkaError::Fenced {
             pipeline: pipeline.to_owned(),
             transactional_id: slot.id.clone(),
             what: what.to_owned(),
-        }
-    });
+        });
     fence.raise(error.to_string());
     error
 }
