@@ -25,8 +25,7 @@ use super::error::EngineError;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
-use super::mapper_instance::Rejection;
-use super::output_limits::{check_output_size, check_rejections, reason_bytes};
+use super::output_limits::{Rejection, check_output_size, check_rejections, reason_bytes};
 
 /// An event-time window `[start, end)`, in milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -24,24 +24,7 @@ use super::error::EngineError;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
-use super::output_limits::{check_output_size, check_rejections, reason_bytes};
-
-/// One input record the guest refused; the runtime routes it to the dead-letter output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejection {
-    /// Position of the record in the input batch (for `update`: in `groups.records`).
-    pub index: u32,
-    pub reason: String,
-}
-
-impl From<wit_types::Rejection> for Rejection {
-    fn from(r: wit_types::Rejection) -> Self {
-        Rejection {
-            index: r.index,
-            reason: r.reason,
-        }
-    }
-}
+use super::output_limits::{Rejection, check_output_size, check_rejections, reason_bytes};
 
 /// What one `map` call produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -38,5 +38,6 @@ pub use error::EngineError;
 pub use guest_module::{GuestModule, World};
 pub use import_policy::ALLOWED_IMPORTS;
 pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};
-pub use mapper_instance::{MapOutput, MapperInstance, Rejection};
+pub use mapper_instance::{MapOutput, MapperInstance};
+pub use output_limits::Rejection;
 pub use wasm_engine::{MAX_MODULE_BYTES, WasmEngine};

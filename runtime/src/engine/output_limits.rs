@@ -13,7 +13,7 @@
 //!   into words): one record cannot become a million records, or gigabytes downstream.
 //! - Checks are O(output) and never panic on any guest output.
 
-use super::mapper_instance::Rejection;
+use super::bindings::wit_types;
 
 /// Hostcall fuel: the most bytes a guest may pass to the host in one host call or one
 /// call result (wasmtime's own default, stated here so the README and the error agree).
@@ -28,6 +28,23 @@ pub(crate) const MIN_OUTPUT_RECORDS_LIMIT: usize = 65_536;
 pub(crate) const MAX_OUTPUT_BYTES_PER_INPUT_BYTE: usize = 16;
 /// Output bytes any call may return whatever its input (counters, small records).
 pub(crate) const MIN_OUTPUT_BYTES_LIMIT: usize = 16 << 20; // 16 MiB
+
+/// One input record the guest refused; the runtime routes it to the dead-letter output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Position of the record in the input batch (for `update`: in `groups.records`).
+    pub index: u32,
+    pub reason: String,
+}
+
+impl From<wit_types::Rejection> for Rejection {
+    fn from(r: wit_types::Rejection) -> Self {
+        Rejection {
+            index: r.index,
+            reason: r.reason,
+        }
+    }
+}
 
 /// Every rejection must point into the input, and at a record not rejected before.
 pub(crate) fn check_rejections(rejections: &[Rejection], input_len: usize) -> Result<(), String> {
@@ -69,22 +86,38 @@ pub(crate) fn check_output_size(
     input_len: usize,
     input_bytes: usize,
 ) -> Result<(), String> {
-    let max_records = input_len
-        .saturating_mul(MAX_OUTPUT_RECORDS_PER_INPUT)
-        .max(MIN_OUTPUT_RECORDS_LIMIT);
-    if records_out > max_records {
+    within(
+        records_out,
+        "records",
+        input_len,
+        "input record",
+        MAX_OUTPUT_RECORDS_PER_INPUT,
+        MIN_OUTPUT_RECORDS_LIMIT,
+    )?;
+    within(
+        bytes_out,
+        "bytes",
+        input_bytes,
+        "input byte",
+        MAX_OUTPUT_BYTES_PER_INPUT_BYTE,
+        MIN_OUTPUT_BYTES_LIMIT,
+    )
+}
+
+/// `out` (of `unit`) within `per_input` times `input`, and never below `floor`.
+fn within(
+    out: usize,
+    unit: &str,
+    input: usize,
+    input_unit: &str,
+    per_input: usize,
+    floor: usize,
+) -> Result<(), String> {
+    let max = input.saturating_mul(per_input).max(floor);
+    if out > max {
         return Err(format!(
-            "{records_out} records for an input of {input_len}; a call may return at most {max_records} \
-             ({MAX_OUTPUT_RECORDS_PER_INPUT} per input record, at least {MIN_OUTPUT_RECORDS_LIMIT})"
-        ));
-    }
-    let max_bytes = input_bytes
-        .saturating_mul(MAX_OUTPUT_BYTES_PER_INPUT_BYTE)
-        .max(MIN_OUTPUT_BYTES_LIMIT);
-    if bytes_out > max_bytes {
-        return Err(format!(
-            "{bytes_out} bytes for an input of {input_bytes}; a call may return at most {max_bytes} \
-             ({MAX_OUTPUT_BYTES_PER_INPUT_BYTE} per input byte, at least {MIN_OUTPUT_BYTES_LIMIT})"
+            "{out} {unit} for an input of {input}; a call may return at most {max} \
+             ({per_input} per {input_unit}, at least {floor})"
         ));
     }
     Ok(())
