@@ -1,6 +1,7 @@
 //! The `weir` command line: one file per subcommand, each with an `execute` function.
 
 pub mod checkpoints;
+pub mod compile_module;
 pub mod run;
 pub mod validate;
 
@@ -24,6 +25,10 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// List a pipeline's checkpoints: id, time, size, files added.
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// Internal: compile one module from stdin under CPU and memory limits (the child
+    /// process `run` and `validate` start for every module).
+    #[command(name = "compile-module", hide = true)]
+    CompileModule(compile_module::CompileModuleArgs),
 }
 
 impl Command {
@@ -34,6 +39,12 @@ impl Command {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Checkpoints(args) => checkpoints::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::CompileModule(args) => Ok(compile_module::execute(args)),
         }
     }
+}
+
+/// This `weir` executable, which compiles modules in child processes of its own.
+fn this_program() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the weir executable: {e}"))
 }

@@ -49,6 +49,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         from_checkpoint: args.from_checkpoint.map(CheckpointId),
         show_progress,
         stop,
+        compile_program: Some(super::this_program()?),
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;

@@ -14,6 +14,7 @@
 mod aggregator_instance;
 mod bindings;
 mod call_deadline;
+mod compile_isolation;
 mod epoch_ticker;
 mod error;
 mod guest_module;
@@ -33,6 +34,10 @@ mod wasm_engine;
 mod tests;
 
 pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput, Window};
+pub use compile_isolation::{
+    CHILD_SUBCOMMAND, CompileIsolation, CompileLimits, DEFAULT_COMPILE_CPU, DEFAULT_COMPILE_MEMORY,
+    compile_in_this_process,
+};
 pub use epoch_ticker::EPOCH_TICK;
 pub use error::EngineError;
 pub use guest_module::{GuestModule, World};

@@ -14,6 +14,9 @@
 //!   never blocks or streams) of at most [`MAX_MODULE_BYTES`], and no more than that is
 //!   ever read (a file growing meanwhile is refused too). `weir validate` and `weir run`
 //!   go through the same [`WasmEngine::load`], so they share the limit.
+//! - With a [`CompileIsolation`], a module is first compiled in a child process under
+//!   CPU-time and memory limits (see `compile_isolation.rs`); only one that compiled
+//!   there is compiled here.
 //! - Compilation errors are one line (wasmparser's multi-line messages are joined), and
 //!   wasmtime's own log lines while compiling (warnings about unparseable custom
 //!   sections) are not shown: they are about guest bytes, and would be extra lines.
@@ -29,6 +32,7 @@ use std::sync::Arc;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Cache, CacheConfig, Config, Engine};
 
+use super::compile_isolation::CompileIsolation;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_module::GuestModule;
@@ -47,6 +51,9 @@ pub struct WasmEngine {
     mapper_linker: Linker<HostState>,
     aggregator_linker: Linker<HostState>,
     cache: Option<Cache>,
+    cache_dir: Option<PathBuf>,
+    /// Compile each module in a limited child process first (see `compile_isolation.rs`).
+    isolation: Option<CompileIsolation>,
     ticker: Arc<EpochTicker>,
 }
 
@@ -78,8 +85,17 @@ impl WasmEngine {
             mapper_linker,
             aggregator_linker,
             cache,
+            cache_dir: cache_dir.map(Path::to_path_buf),
+            isolation: None,
             ticker: Arc::new(ticker),
         })
+    }
+
+    /// From now on, compiles every module in a child process under `isolation`'s limits
+    /// before compiling it here (a cache hit when the engine has a cache).
+    pub fn with_compile_isolation(mut self, isolation: CompileIsolation) -> WasmEngine {
+        self.isolation = Some(isolation);
+        self
     }
 
     /// Loads, compiles (or fetches from the cache) and checks the component at `path`.
@@ -123,6 +139,9 @@ impl WasmEngine {
 
     /// Compiles a component from bytes or text (tests build small components from WAT).
     pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component, EngineError> {
+        if let Some(isolation) = &self.isolation {
+            isolation.check(name, bytes, self.cache_dir.as_deref())?;
+        }
         // wasmtime logs (through `log`) warnings about the guest's custom sections while
         // translating, on this thread: keep them off the user's terminal.
         let compiled = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {

@@ -6,4 +6,4 @@ pub mod run;
 pub mod state_dir_lock;
 
 pub use error::PipelineError;
-pub use run::{RunOptions, RunSummary, run};
+pub use run::{RunOptions, RunSummary, compile_cache_dir, run};

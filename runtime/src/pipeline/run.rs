@@ -33,7 +33,7 @@ use crate::checkpoint::{CheckpointId, Fence};
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
-use crate::engine::{GuestModule, WasmEngine, World};
+use crate::engine::{CompileIsolation, CompileLimits, GuestModule, WasmEngine, World};
 use crate::metrics::progress::Progress;
 use crate::metrics::{MetricsSnapshot, PipelineMetrics};
 use crate::pipeline::build::{self, BuildContext};
@@ -52,6 +52,9 @@ pub struct RunOptions {
     pub show_progress: bool,
     /// Set non-zero (to the signal's number) to stop the run after one more checkpoint.
     pub stop: Arc<AtomicUsize>,
+    /// The `weir` binary, to compile each module in a child process under the spec's
+    /// `compile_cpu` and `compile_memory`; `None` compiles in this process, unbounded.
+    pub compile_program: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -64,7 +67,7 @@ pub struct RunSummary {
 }
 
 /// Where compiled guests are cached: `$WEIR_CACHE_DIR`, else `~/.cache/weir/compiled`.
-fn compile_cache_dir() -> Option<PathBuf> {
+pub fn compile_cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("WEIR_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }
@@ -344,7 +347,10 @@ fn list(ids: &[CheckpointId]) -> String {
 /// restored one. A restarted run never reuses an id, and leaves one unused: a fenced
 /// instance of the same pipeline may still be finishing the checkpoint after its last
 /// (its transaction will fail to commit, but its files land in storage under that id).
-fn checkpoint_base(newest: Option<CheckpointId>, restored: CheckpointId) -> CheckpointId {
+pub(crate) fn checkpoint_base(
+    newest: Option<CheckpointId>,
+    restored: CheckpointId,
+) -> CheckpointId {
     match newest {
         None => restored,
         Some(newest) => newest.max(restored).next(),
@@ -359,12 +365,21 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         pipeline: spec.name.clone(),
         source,
     })?;
-    let engine = WasmEngine::new(compile_cache_dir().as_deref()).map_err(|source| {
+    let mut engine = WasmEngine::new(compile_cache_dir().as_deref()).map_err(|source| {
         PipelineError::Engine {
             pipeline: spec.name.clone(),
             source,
         }
     })?;
+    if let Some(program) = &options.compile_program {
+        engine = engine.with_compile_isolation(CompileIsolation {
+            program: program.clone(),
+            limits: CompileLimits {
+                cpu: spec.limits.compile_cpu,
+                memory_bytes: spec.limits.compile_memory as u64,
+            },
+        });
+    }
     let modules = load_modules(spec, &engine)?;
     // Kafka sinks: check their configuration against the spec and the broker, before
     // anything is deleted or written; for exactly-once, fence earlier instances of this

@@ -21,6 +21,13 @@ pub const MAX_GUEST_MEMORY: usize = 4 << 30;
 /// checkpoint and a stop of the pipeline, for as long as it runs; 60 s is already the
 /// default checkpoint timeout, and a batch that needs more is a guest bug.
 pub const MAX_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Compile CPU time per module: 1 s ..= 1 h (RLIMIT_CPU counts whole seconds).
+pub const MIN_COMPILE_CPU: std::time::Duration = std::time::Duration::from_secs(1);
+pub const MAX_COMPILE_CPU: std::time::Duration = std::time::Duration::from_secs(3600);
+/// Data memory of the compiling process: 256 MiB ..= 64 GiB (the example guests
+/// compile in well under 256 MiB).
+pub const MIN_COMPILE_MEMORY: usize = 256 << 20;
+pub const MAX_COMPILE_MEMORY: usize = 64 << 30;
 /// Longest pipeline / step name: it ends up in file names and Kafka transactional ids.
 pub const MAX_NAME_LEN: usize = 64;
 /// Latest event time a spec may produce, in ms since the Unix epoch (and its negation
@@ -161,6 +168,32 @@ pub fn call_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Durati
         ));
     }
     Ok(timeout)
+}
+
+/// A compile CPU limit within [`MIN_COMPILE_CPU`] ..= [`MAX_COMPILE_CPU`], in whole seconds.
+pub fn compile_cpu<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+    check_compile_cpu(crate::spec::units::duration(d)?).map_err(D::Error::custom)
+}
+
+/// A compile memory limit within [`MIN_COMPILE_MEMORY`] ..= [`MAX_COMPILE_MEMORY`].
+pub fn compile_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    check_compile_memory(crate::spec::units::size(d)?).map_err(D::Error::custom)
+}
+
+/// The `compile_cpu` check, shared by the spec and `weir validate --compile-cpu`.
+pub fn check_compile_cpu(cpu: std::time::Duration) -> Result<std::time::Duration, String> {
+    if !(MIN_COMPILE_CPU..=MAX_COMPILE_CPU).contains(&cpu) || cpu.subsec_nanos() != 0 {
+        return Err("compile_cpu must be whole seconds from 1s to 3600s".to_owned());
+    }
+    Ok(cpu)
+}
+
+/// The `compile_memory` check, shared by the spec and `weir validate --compile-memory`.
+pub fn check_compile_memory(bytes: usize) -> Result<usize, String> {
+    if !(MIN_COMPILE_MEMORY..=MAX_COMPILE_MEMORY).contains(&bytes) {
+        return Err("compile_memory must be from 256MiB to 64GiB".to_owned());
+    }
+    Ok(bytes)
 }
 
 /// A path that is not empty (relative paths are resolved later, against the spec's

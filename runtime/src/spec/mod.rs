@@ -37,6 +37,10 @@
 //!                           # (all a wasm32 guest can address)
 //! call_timeout = "1s"       # CPU deadline per guest call; default "1s", > 0, at most
 //!                           # "60s" (a call holds up its task's checkpoints)
+//! compile_cpu = "300s"      # CPU time compiling one module may take (in a child
+//!                           # process); default "300s", whole seconds, "1s" to "3600s"
+//! compile_memory = "4GiB"   # data memory of that child; default "4GiB",
+//!                           # "256MiB" to "64GiB"
 //!
 //! # Sources: at least one. Every source also accepts
 //! #   out_of_orderness = "0ms"   # bounded out-of-orderness of its watermarks; default "0ms"

@@ -89,6 +89,10 @@ pub struct GuestLimitsSpec {
     pub memory: usize,
     /// CPU deadline per guest call, 1 ms ..= 60 s.
     pub call_timeout: Duration,
+    /// CPU time one module may take to compile, whole seconds, 1 s ..= 1 h.
+    pub compile_cpu: Duration,
+    /// Data memory of the process compiling one module, 256 MiB ..= 64 GiB.
+    pub compile_memory: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +198,23 @@ struct RawLimits {
         deserialize_with = "checks::call_timeout"
     )]
     call_timeout: Duration,
+    #[serde(
+        default = "default_compile_cpu",
+        deserialize_with = "checks::compile_cpu"
+    )]
+    compile_cpu: Duration,
+    #[serde(
+        default = "default_compile_memory",
+        deserialize_with = "checks::compile_memory"
+    )]
+    compile_memory: usize,
+}
+
+fn default_compile_cpu() -> Duration {
+    crate::engine::DEFAULT_COMPILE_CPU
+}
+fn default_compile_memory() -> usize {
+    crate::engine::DEFAULT_COMPILE_MEMORY as usize
 }
 
 fn default_memory() -> usize {
@@ -208,6 +229,8 @@ impl Default for RawLimits {
         RawLimits {
             memory: default_memory(),
             call_timeout: default_call_timeout(),
+            compile_cpu: default_compile_cpu(),
+            compile_memory: default_compile_memory(),
         }
     }
 }
@@ -377,6 +400,8 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         limits: GuestLimitsSpec {
             memory: raw.limits.memory,
             call_timeout: raw.limits.call_timeout,
+            compile_cpu: raw.limits.compile_cpu,
+            compile_memory: raw.limits.compile_memory,
         },
         sources: parsed_sources,
         steps: parsed_steps,

@@ -124,7 +124,9 @@ path = "dlq/"
         spec.limits,
         GuestLimitsSpec {
             memory: 32 << 20,
-            call_timeout: Duration::from_millis(250)
+            call_timeout: Duration::from_millis(250),
+            compile_cpu: Duration::from_secs(300),
+            compile_memory: 4 << 30,
         }
     );
     assert_eq!(spec.dead_letter.path, base.join("dlq/"));
@@ -210,7 +212,9 @@ fn defaults() {
         spec.limits,
         GuestLimitsSpec {
             memory: 64 << 20,
-            call_timeout: Duration::from_secs(1)
+            call_timeout: Duration::from_secs(1),
+            compile_cpu: Duration::from_secs(300),
+            compile_memory: 4 << 30,
         }
     );
     assert_eq!(
@@ -602,12 +606,29 @@ fn guest_limits_have_maxima() {
         error(&limits("call_timeout = \"61s\"")),
         "spec.toml line 9: call_timeout must be at most 60s: a guest call holds up its task's checkpoints for as long as it runs"
     );
-    let spec = parse(&limits("memory = \"4GiB\"\ncall_timeout = \"1m\"")).expect("at the maxima");
+    assert_eq!(
+        error(&limits("compile_cpu = \"3601s\"")),
+        "spec.toml line 9: compile_cpu must be whole seconds from 1s to 3600s"
+    );
+    assert_eq!(
+        error(&limits("compile_cpu = \"1500ms\"")),
+        "spec.toml line 9: compile_cpu must be whole seconds from 1s to 3600s"
+    );
+    assert_eq!(
+        error(&limits("compile_memory = \"255MiB\"")),
+        "spec.toml line 9: compile_memory must be from 256MiB to 64GiB"
+    );
+    let spec = parse(&limits(
+        "memory = \"4GiB\"\ncall_timeout = \"1m\"\ncompile_cpu = \"1h\"\ncompile_memory = \"64GiB\"",
+    ))
+    .expect("at the maxima");
     assert_eq!(
         spec.limits,
         GuestLimitsSpec {
             memory: 4 << 30,
-            call_timeout: Duration::from_secs(60)
+            call_timeout: Duration::from_secs(60),
+            compile_cpu: Duration::from_secs(3600),
+            compile_memory: 64 << 30,
         }
     );
 }

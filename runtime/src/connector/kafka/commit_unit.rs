@@ -681,7 +681,11 @@ fn transactional_error(
     transaction_timeout: Duration,
     fence: &Fence,
 ) -> KafkaError {
-    if is_fenced(e) || fatal_fenced(slot) {
+    // A transaction older than its timeout has been aborted by the broker, whatever
+    // librdkafka says next: its records time out locally and the producer refuses
+    // further sends with `__STATE` ("Erroneous state"), which is not a fencing code.
+    let expired = timed_out_error(slot, what, transaction_timeout).is_some();
+    if is_fenced(e) || fatal_fenced(slot) || expired {
         return fenced_error(pipeline, slot, what, transaction_timeout, fence);
     }
     KafkaError::client(format!("producer {}: {what}", slot.id), e)

@@ -1,0 +1,157 @@
+//! Compiling a module is bounded: `weir run` and `weir validate` compile each module in
+//! a child process under `[limits] compile_cpu` / `--compile-cpu` (CPU time) and
+//! `compile_memory` / `--compile-memory` (data memory), so a compile bomb is refused
+//! with one line naming the module and the limit, and the host is never held by it.
+//!
+//! The bomb: 25,000 diamonds (`block .. br_if .. end`) over 500 locals, 424 KB. Compiled
+//! without limits it takes about 20 s of CPU and 600 MiB; the limits here stop it at 1 s
+//! and 256 MiB, so the margins are 20x and 2x whatever the machine's load. Real guests
+//! compile well inside those smallest limits.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use weir_tests::{committed_lines, guest, stderr_of, toml_path, weir, write_file};
+
+/// Writes the compile bomb as `bomb.wasm` in `dir`.
+fn bomb(dir: &Path) -> PathBuf {
+    let mut body = String::new();
+    let mut x: u64 = 12_345;
+    for _ in 0..25_000 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let (a, b, c) = ((x >> 20) % 500, (x >> 30) % 500, (x >> 40) % 500);
+        body.push_str(&format!(
+            "block local.get {a} br_if 0 local.get {b} local.get {c} i32.add local.set {a} end\n"
+        ));
+    }
+    let text = format!(
+        "(component (core module (func (export \"f\") (result i32) (local {locals}) {body} local.get 0)))",
+        locals = "i32 ".repeat(500)
+    );
+    let path = dir.join("bomb.wasm");
+    std::fs::write(&path, wat::parse_str(&text).expect("bomb WAT")).expect("write bomb");
+    path
+}
+
+/// `weir validate` with a compiled-code cache of its own (nothing compiled before).
+fn validate(dir: &Path, module: &Path, limits: &[&str]) -> Output {
+    weir()
+        .env("WEIR_CACHE_DIR", dir.join("cache"))
+        .arg("validate")
+        .arg(module)
+        .args(limits)
+        .output()
+        .expect("spawn weir validate")
+}
+
+/// The single stderr line of a failed command.
+fn refusal(out: &Output) -> String {
+    let err = stderr_of(out);
+    assert_eq!(out.status.code(), Some(1), "expected exit code 1: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line: {err}");
+    lines[0].to_owned()
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_the_cpu_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = validate(dir.path(), &bomb(dir.path()), &["--compile-cpu", "1s"]);
+    assert_eq!(
+        refusal(&out),
+        "weir: error: bomb.wasm: took more than 1s of CPU time to compile and was stopped (compile_cpu)"
+    );
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_the_memory_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = validate(
+        dir.path(),
+        &bomb(dir.path()),
+        &["--compile-memory", "256MiB"],
+    );
+    assert_eq!(
+        refusal(&out),
+        "weir: error: bomb.wasm: needed more than 256 MiB of memory to compile and was stopped (compile_memory)"
+    );
+}
+
+#[test]
+fn real_guests_compile_within_the_smallest_limits() {
+    for name in ["uppercase", "word_count", "windowed_sum"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = validate(
+            dir.path(),
+            &guest(name),
+            &["--compile-cpu", "1s", "--compile-memory", "256MiB"],
+        );
+        assert!(out.status.success(), "{name}: {}", stderr_of(&out));
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert!(line.contains(": weir guest, world "), "{name}: {line}");
+    }
+}
+
+#[test]
+fn limits_out_of_range_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = validate(dir.path(), &guest("uppercase"), &["--compile-cpu", "0s"]);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("compile_cpu must be whole seconds from 1s to 3600s"),
+        "{err}"
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn run_refuses_a_compile_bomb_before_reading_its_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a\nb\n");
+    let spec = write_file(
+        dir.path(),
+        "spec.toml",
+        &format!(
+            r#"
+name = "bomb"
+state_dir = {state}
+
+[limits]
+compile_cpu = "1s"
+
+[[sources]]
+type = "file"
+path = {input}
+
+[[steps]]
+type = "map"
+module = {module}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+            state = toml_path(&dir.path().join("state")),
+            input = toml_path(&input),
+            module = toml_path(&bomb(dir.path())),
+            out = toml_path(&dir.path().join("out")),
+        ),
+    );
+    let out = weir()
+        .env("WEIR_CACHE_DIR", dir.path().join("cache"))
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .output()
+        .expect("spawn weir run");
+    let line = refusal(&out);
+    assert!(line.starts_with("weir: error: pipeline bomb"), "{line}");
+    assert!(
+        line.ends_with(
+            "bomb.wasm: took more than 1s of CPU time to compile and was stopped (compile_cpu)"
+        ),
+        "{line}"
+    );
+    assert!(committed_lines(&dir.path().join("out")).is_empty());
+}
