@@ -904,23 +904,23 @@ fn a_result_past_the_hostcall_fuel_is_a_one_line_error() {
     );
 }
 
-/// A mapper importing `wasi:random/random.get-random-bytes` as `$random (len, retptr)`.
-fn random_wat(body: &str) -> String {
+/// A mapper whose body may call one host function, `$host`: `import` declares the
+/// component instance `$imported` exporting it as `name`, `params` is its core signature.
+fn host_call_wat(import: &str, name: &str, params: &str, body: &str) -> String {
     let echo = echo_body(0, 0);
     format!(
         r#"(component
-  (import "wasi:random/random@0.2.0" (instance $random
-    (export "get-random-bytes" (func (param "len" u64) (result (list u8))))))
+  {import}
   (core module $libc
     {CORE_COMMON})
   (core instance $libc (instantiate $libc))
   (alias core export $libc "memory" (core memory $mem))
   (alias core export $libc "realloc" (core func $realloc))
-  (core func $random (canon lower (func $random "get-random-bytes") (memory $mem) (realloc $realloc)))
-  (core instance $wasi (export "random" (func $random)))
+  (core func $host (canon lower (func $imported "{name}") (memory $mem) (realloc $realloc)))
+  (core instance $wasi (export "host" (func $host)))
   (core module $m
     (import "libc" "memory" (memory 1))
-    (import "wasi" "random" (func $random (param i64 i32)))
+    (import "wasi" "host" (func $host {params}))
     (func $f (export "map") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
       {body}
       {echo}))
@@ -940,6 +940,54 @@ fn random_wat(body: &str) -> String {
     )
 }
 
+/// A mapper importing `wasi:random/random.get-random-bytes` as `$host (len, retptr)`.
+fn random_wat(body: &str) -> String {
+    host_call_wat(
+        r#"(import "wasi:random/random@0.2.0" (instance $imported
+    (export "get-random-bytes" (func (param "len" u64) (result (list u8))))))"#,
+        "get-random-bytes",
+        "(param i64 i32)",
+        body,
+    )
+}
+
+/// A mapper importing weir's `log` as `$host (level, ptr, len)`.
+fn log_wat(body: &str) -> String {
+    host_call_wat(
+        r#"(import "weir:transform/log@0.1.0" (instance $imported
+    (type $level (enum "trace" "debug" "info" "warn" "error"))
+    (export "level" (type $level' (eq $level)))
+    (export "log" (func (param "level" $level') (param "message" string)))))"#,
+        "log",
+        "(param i32 i32 i32)",
+        body,
+    )
+}
+
+#[test]
+fn a_host_call_argument_past_the_hostcall_fuel_is_a_one_line_error() {
+    // `log` with a 129 MiB message: the copy into the host is stopped by wasmtime's
+    // hostcall fuel (128 MiB), as a call result is.
+    let engine = engine();
+    let module = load_wat(
+        &engine,
+        "chatty.wasm",
+        &log_wat(
+            "(drop (memory.grow (i32.const 2100)))
+             (call $host (i32.const 2) (i32.const 65536) (i32.const 135266304))",
+        ),
+    )
+    .expect("load");
+    let mut mapper = module
+        .instantiate_mapper(&limits(256 << 20, DEFAULT_CALL_TIMEOUT), BTreeMap::new())
+        .expect("instantiate");
+    let err = mapper.map(batch(&["a"])).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "chatty.wasm: guest passed more than 134217728 bytes to the host in one call and was stopped"
+    );
+}
+
 #[test]
 fn a_failed_host_call_with_a_backtrace_is_one_line() {
     // get-random-bytes(1 TiB): wasmtime-wasi refuses, the trap carries a multi-line
@@ -948,7 +996,7 @@ fn a_failed_host_call_with_a_backtrace_is_one_line() {
     let module = load_wat(
         &engine,
         "greedy.wasm",
-        &random_wat("(call $random (i64.const 1099511627776) (i32.const 512))"),
+        &random_wat("(call $host (i64.const 1099511627776) (i32.const 512))"),
     )
     .expect("load");
     let mut mapper = module
@@ -959,7 +1007,7 @@ fn a_failed_host_call_with_a_backtrace_is_one_line() {
     assert_eq!(
         msg,
         "greedy.wasm: guest trapped: requested len 1099511627776 exceeds limit 1048576; \
-         error while executing at wasm backtrace: | 0:    0x1a6 - m!float"
+         error while executing at wasm backtrace: | 0:    0x1a2 - m!float"
     );
 }
 
