@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::engine::{CompileLimits, compile_in_this_process};
+use std::io::Read;
+
+use crate::engine::{CompileLimits, EngineError, MAX_MODULE_BYTES, WasmEngine, lower_limits};
 
 #[derive(Debug, clap::Args)]
 pub struct CompileModuleArgs {
@@ -27,9 +29,29 @@ pub fn execute(args: CompileModuleArgs) -> ExitCode {
         cpu: Duration::from_millis(args.cpu_ms),
         memory_bytes: args.memory_bytes,
     };
-    if compile_in_this_process(limits, args.cache_dir.as_deref()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    match compile(limits, args.cache_dir.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(reason) => {
+            // The parent reads this one line as the reason for the refusal.
+            eprintln!("{}", reason.replace(['\n', '\r'], " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Lowers this process's limits, reads the module from stdin and compiles it (into the
+/// cache, if any); the reason on failure.
+fn compile(limits: CompileLimits, cache_dir: Option<&std::path::Path>) -> Result<(), String> {
+    lower_limits(limits).map_err(|e| format!("cannot limit the compiler process: {e}"))?;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(MAX_MODULE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the module: {e}"))?;
+    let engine = WasmEngine::new(cache_dir).map_err(|e| e.to_string())?;
+    match engine.compile("module", &bytes) {
+        Ok(_) => Ok(()),
+        Err(EngineError::Invalid { reason, .. }) => Err(reason),
+        Err(e) => Err(e.to_string()),
     }
 }

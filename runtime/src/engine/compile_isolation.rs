@@ -201,34 +201,9 @@ fn classify(status: std::process::ExitStatus, stderr: &str) -> ChildFailure {
     ChildFailure::Reason(line.unwrap_or_else(|| format!("the compiler process failed ({status})")))
 }
 
-/// The child's side: lowers its own limits, reads the module from stdin, compiles it
-/// (into the cache at `cache_dir`, if any). On failure prints the reason on one line and
-/// returns `false`.
-pub fn compile_in_this_process(limits: CompileLimits, cache_dir: Option<&Path>) -> bool {
-    let fail = |reason: &str| {
-        eprintln!("{}", one_line(reason));
-        false
-    };
-    if let Err(e) = lower_limits(limits) {
-        return fail(&format!("cannot limit the compiler process: {e}"));
-    }
-    let mut bytes = Vec::new();
-    let max = super::wasm_engine::MAX_MODULE_BYTES;
-    if let Err(e) = std::io::stdin().take(max + 1).read_to_end(&mut bytes) {
-        return fail(&format!("cannot read the module: {e}"));
-    }
-    let engine = match super::WasmEngine::new(cache_dir) {
-        Ok(engine) => engine,
-        Err(e) => return fail(&e.to_string()),
-    };
-    match engine.compile("module", &bytes) {
-        Ok(_) => true,
-        Err(EngineError::Invalid { reason, .. }) => fail(&reason),
-        Err(e) => fail(&e.to_string()),
-    }
-}
-
-fn lower_limits(limits: CompileLimits) -> nix::Result<()> {
+/// The child's side, first thing: lowers this process's CPU-time and data-memory
+/// limits (`weir compile-module` then compiles the module from stdin).
+pub fn lower_limits(limits: CompileLimits) -> nix::Result<()> {
     use nix::sys::resource::{Resource, setrlimit};
     let cpu = limits.cpu.as_secs().max(1);
     setrlimit(Resource::RLIMIT_CPU, cpu, cpu + 1)?;

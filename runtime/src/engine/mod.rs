@@ -36,7 +36,7 @@ mod tests;
 pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput, Window};
 pub use compile_isolation::{
     CHILD_SUBCOMMAND, CompileIsolation, CompileLimits, DEFAULT_COMPILE_CPU, DEFAULT_COMPILE_MEMORY,
-    compile_in_this_process,
+    lower_limits,
 };
 pub use epoch_ticker::EPOCH_TICK;
 pub use error::EngineError;
