@@ -20,6 +20,7 @@ use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 
 use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::error_class::{ErrorClass, classify};
 
 /// The broker setting bounding `transaction.timeout.ms`.
 pub const TRANSACTION_MAX_TIMEOUT: &str = "transaction.max.timeout.ms";
@@ -102,16 +103,7 @@ pub fn retry_read<T>(
         match f() {
             Err(e)
                 if Instant::now() + COORDINATOR_RETRY < deadline
-                    && matches!(
-                        e.rdkafka_error_code(),
-                        Some(
-                            RDKafkaErrorCode::NotCoordinator
-                                | RDKafkaErrorCode::CoordinatorLoadInProgress
-                                | RDKafkaErrorCode::CoordinatorNotAvailable
-                                | RDKafkaErrorCode::OperationTimedOut
-                                | RDKafkaErrorCode::RequestTimedOut
-                        )
-                    ) =>
+                    && classify(&e) == ErrorClass::Retriable =>
             {
                 tracing::debug!(error = %e, "kafka: group coordinator not ready, retrying the read");
                 std::thread::sleep(COORDINATOR_RETRY);

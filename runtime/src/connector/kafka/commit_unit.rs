@@ -26,7 +26,8 @@ use crate::connector::kafka::client::{
     self, QuietContext, client_config, log_quietly, topic_partitions,
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
-use crate::connector::kafka::error::{KafkaError, is_fenced, reason};
+use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced};
 use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{
     FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
@@ -659,18 +660,12 @@ fn new_slot(
     })
 }
 
+/// Whether the producer's fatal error (if it has one) is a fencing.
 fn fatal_fenced(slot: &Slot) -> bool {
     slot.producer
         .client()
         .fatal_error()
-        .is_some_and(|(code, _)| {
-            matches!(
-                code,
-                RDKafkaErrorCode::Fenced
-                    | RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-            )
-        })
+        .is_some_and(|(code, _)| classify_code(code) == ErrorClass::Fenced)
 }
 
 fn transactional_error(

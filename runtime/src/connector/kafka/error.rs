@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError as RdKafkaError;
 
 use crate::checkpoint::CheckpointId;
 
@@ -136,19 +136,6 @@ impl KafkaError {
             reason: reason(error),
         }
     }
-}
-
-/// Whether `error` means another producer with our transactional id took over.
-pub fn is_fenced(error: &RdKafkaError) -> bool {
-    matches!(
-        error.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::Fenced
-                | RDKafkaErrorCode::ProducerFenced
-                | RDKafkaErrorCode::InvalidProducerEpoch
-                | RDKafkaErrorCode::TransactionCoordinatorFenced
-        )
-    )
 }
 
 /// librdkafka's message, without rust-rdkafka's "Transaction error: " style prefixes.

@@ -7,6 +7,7 @@ pub mod commit_unit;
 pub mod committer;
 pub mod config;
 pub mod error;
+pub mod error_class;
 pub mod in_flight;
 pub mod marker;
 pub mod preflight;

@@ -50,6 +50,7 @@ use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::pacer::Pacer;
 use crate::connector::source::{Source, SourcePoll, SourcePosition};
 use crate::dataflow::batch::{BatchLimit, RecordBatch};
@@ -304,6 +305,11 @@ impl Source for KafkaSource {
         if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
             match e {
                 RdKafkaError::PartitionEOF(_) => {}
+                // librdkafka recovers from the others itself (a broker down, a rebalance
+                // of the coordinator); a fatal one leaves the consumer unusable.
+                e if classify(&e) == ErrorClass::Fatal => {
+                    return Err(Self::fail("the consumer failed".to_owned(), &e));
+                }
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
         }

@@ -1,0 +1,114 @@
+//! One classification of librdkafka's errors for every Kafka caller: the commit unit's
+//! transactional producers, the source's consumer and the recovery and preflight reads.
+//!
+//! It follows rust-rdkafka's own: a transactional API call returns an `RDKafkaError`
+//! that says whether it is fatal, requires the transaction to be aborted, or may be
+//! retried; every other error carries only a code, classified here by one list each.
+//!
+//! Invariants:
+//! - `Fenced` is decided by one list of codes ([`FENCED`]), whether the code comes with
+//!   an error, a delivery report, an error event or the client's fatal error: the broker
+//!   no longer accepts this producer's epoch (another instance took the transactional id,
+//!   or the broker aborted a transaction that outlived its timeout).
+//! - `Retriable` is a request that may succeed unchanged a little later (a group
+//!   coordinator still loading, a request timeout); callers retry it only within their
+//!   own deadline.
+//! - `Fatal` means the client is unusable; `Abortable`, that the open transaction must be
+//!   aborted. Neither is retried: the pipeline fails and recovers from its last
+//!   committed checkpoint.
+
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+
+/// Codes meaning that this producer's epoch is over.
+pub const FENCED: [RDKafkaErrorCode; 4] = [
+    RDKafkaErrorCode::Fenced,
+    RDKafkaErrorCode::ProducerFenced,
+    RDKafkaErrorCode::InvalidProducerEpoch,
+    RDKafkaErrorCode::TransactionCoordinatorFenced,
+];
+
+/// Codes of requests that may succeed if sent again a little later.
+const RETRIABLE: [RDKafkaErrorCode; 5] = [
+    RDKafkaErrorCode::NotCoordinator,
+    RDKafkaErrorCode::CoordinatorLoadInProgress,
+    RDKafkaErrorCode::CoordinatorNotAvailable,
+    RDKafkaErrorCode::OperationTimedOut,
+    RDKafkaErrorCode::RequestTimedOut,
+];
+
+/// What an error means for the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// This producer's epoch is over: stop, another instance (or nobody) owns the output.
+    Fenced,
+    /// The client cannot be used any more.
+    Fatal,
+    /// The open transaction must be aborted; the client lives.
+    Abortable,
+    /// The same request may succeed a little later.
+    Retriable,
+    /// Anything else: reported, not retried.
+    Failed,
+}
+
+/// The class of an error returned by rust-rdkafka.
+pub fn classify(error: &RdKafkaError) -> ErrorClass {
+    if let RdKafkaError::Transaction(e) = error {
+        return match classify_code(e.code()) {
+            ErrorClass::Fenced => ErrorClass::Fenced,
+            _ if e.is_fatal() => ErrorClass::Fatal,
+            _ if e.txn_requires_abort() => ErrorClass::Abortable,
+            _ if e.is_retriable() => ErrorClass::Retriable,
+            _ => ErrorClass::Failed,
+        };
+    }
+    error
+        .rdkafka_error_code()
+        .map_or(ErrorClass::Failed, classify_code)
+}
+
+/// The class of a bare code (a delivery report's, an error event's, a fatal error's).
+pub fn classify_code(code: RDKafkaErrorCode) -> ErrorClass {
+    if FENCED.contains(&code) {
+        ErrorClass::Fenced
+    } else if RETRIABLE.contains(&code) {
+        ErrorClass::Retriable
+    } else {
+        ErrorClass::Failed
+    }
+}
+
+/// Whether `error` means this producer's epoch is over.
+pub fn is_fenced(error: &RdKafkaError) -> bool {
+    classify(error) == ErrorClass::Fenced
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_classified_by_one_list_each() {
+        for code in FENCED {
+            assert_eq!(classify_code(code), ErrorClass::Fenced, "{code:?}");
+            assert!(
+                is_fenced(&RdKafkaError::MessageProduction(code)),
+                "{code:?}"
+            );
+        }
+        for code in RETRIABLE {
+            assert_eq!(classify_code(code), ErrorClass::Retriable, "{code:?}");
+        }
+        assert_eq!(
+            classify(&RdKafkaError::MessageProduction(RDKafkaErrorCode::State)),
+            ErrorClass::Failed
+        );
+        assert_eq!(
+            classify(&RdKafkaError::MetadataFetch(
+                RDKafkaErrorCode::NotCoordinator
+            )),
+            ErrorClass::Retriable
+        );
+        assert_eq!(classify(&RdKafkaError::Canceled), ErrorClass::Failed);
+    }
+}
