@@ -357,3 +357,7 @@ pub fn commit_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;
