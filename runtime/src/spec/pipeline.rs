@@ -14,6 +14,7 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeTable;
 
+use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
 use crate::spec::error::{Located, SpecError};
 use crate::spec::sink::{SinkSpec, parse_sink};
@@ -39,16 +40,12 @@ pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default complete checkpoints kept; at least two, so recovery can fall back one.
 pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
-/// Default guest memory limit: 64 MiB.
-pub const DEFAULT_GUEST_MEMORY: usize = 64 << 20;
 /// Most steps in one pipeline. Every step is an operator in every subtask (a thread's
 /// worth of queues, a guest instance of up to `[limits] memory` each), so the number of
 /// steps multiplies host memory: 64 is far beyond any pipeline written by hand, and keeps
 /// `steps x parallelism x memory` a product someone chose, not an accident of a
 /// generated spec (20,000 steps once took 4.5 GB before the first record).
 pub const MAX_STEPS: usize = 64;
-/// Default CPU deadline per guest call.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineSpec {
