@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir::checkpoint::metadata::CheckpointMetadata;
-use weir::checkpoint::storage::CheckpointStorage;
+use weir::storage::CheckpointStorage;
 use weir_tests::kafka::{self, Input};
 use weir_tests::{
     committed_lines, guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file,

@@ -16,7 +16,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use weir::checkpoint::storage::CheckpointStorage;
+use weir::storage::CheckpointStorage;
 use weir_tests::kafka::{self, Input};
 use weir_tests::{guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file};
 

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
 
 pub type CommitError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -31,12 +31,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataError};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::storage::CheckpointStorage;
 use crate::dataflow::error::TaskError;
-use crate::dataflow::message::Barrier;
+use crate::record::message::Barrier;
 use crate::dataflow::task::TaskEvent;
 use crate::fault::{self, FaultPoint};
 use crate::metrics::PipelineMetrics;

@@ -20,13 +20,13 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::json;
 
 use super::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
-use crate::checkpoint::CheckpointId;
+use crate::record::OperatorSnapshot;
+use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::storage::CheckpointStorage;
 use crate::dataflow::error::TaskError;
-use crate::dataflow::message::Barrier;
-use crate::dataflow::operator::OperatorSnapshot;
+use crate::record::message::Barrier;
 use crate::dataflow::task::TaskEvent;
 use crate::metrics::PipelineMetrics;
 

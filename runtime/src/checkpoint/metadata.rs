@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::storage::{CheckpointStorage, StorageError};
-use crate::dataflow::operator::OperatorSnapshot;
+use crate::record::OperatorSnapshot;
+use crate::record::CheckpointId;
+use crate::storage::{CheckpointStorage, StorageError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {

@@ -1,11 +1,6 @@
-//! Checkpoints: ids, storage, metadata, the coordinator, retention and sink commits.
+//! Checkpoints: the coordinator that triggers and completes them, their metadata,
+//! retention and the sinks' commits. Ids live in `record`, storage in `storage`.
 pub mod commit;
 pub mod coordinator;
-pub mod fence;
-pub mod id;
 pub mod metadata;
 pub mod retention;
-pub mod storage;
-
-pub use fence::Fence;
-pub use id::CheckpointId;

@@ -7,9 +7,9 @@
 
 use std::collections::HashSet;
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::storage::CheckpointStorage;
 
 /// The fewest complete checkpoints ever kept.
 pub const MIN_RETAINED: usize = 2;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::storage::CheckpointStorage;
 use crate::spec::PipelineSpec;
 
 #[derive(Debug, clap::Args)]

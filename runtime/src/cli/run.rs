@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::coordinator::RunEnd;
 use crate::pipeline::{self, RunOptions};
 use crate::spec::PipelineSpec;

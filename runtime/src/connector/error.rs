@@ -9,7 +9,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {

@@ -26,10 +26,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
 use crate::connector::pacer::Pacer;
-use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::spec::InvalidField;
 use crate::spec::checks::MAX_EVENT_TIME_MS;
 use crate::spec::units;
@@ -289,7 +290,7 @@ impl Source for GeneratorSource {
         &mut self,
         out: &mut RecordBatch,
         limit: BatchLimit,
-    ) -> Result<SourcePoll, ConnectorError> {
+    ) -> Result<SourcePoll, SourceError> {
         let remaining = self.remaining();
         if remaining == 0 {
             return Ok(SourcePoll::Drained);

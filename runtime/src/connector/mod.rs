@@ -2,29 +2,26 @@
 //!
 //! Local connectors: `generator` (synthetic, deterministic), `file` (line source and
 //! exactly-once sink), `stdin` (source, not replayable), `stdout` (sink,
-//! at-least-once), `kafka` (read_committed source, exactly-once transactional sink);
-//! `dead_letter` turns refused records into lines for a file sink.
+//! at-least-once), `kafka` (read_committed source, exactly-once transactional sink).
+//! Sources implement `dataflow::source::Source`, sinks `dataflow::operator::Operator`.
 //! Each connector owns its config struct; the spec deserializes into it.
-pub mod dead_letter;
 pub mod error;
 pub mod file;
 pub mod generator;
 pub mod kafka;
 pub mod pacer;
 pub mod record_format;
-pub mod source;
 pub mod stdin;
 pub mod stdout;
 
-pub use dead_letter::dead_letter_record;
 pub use error::ConnectorError;
 pub use file::{FileSink, FileSinkCommitter, FileSinkConfig, FileSource, FileSourceConfig};
 pub use generator::{GeneratorConfig, GeneratorSource};
 pub use record_format::{InputFormat, OutputFormat};
-pub use source::{RestoredSource, Source, SourcePoll, SourcePosition};
 pub use stdin::{StdinSource, StdinSourceConfig};
 pub use stdout::{StdoutSink, StdoutSinkConfig};
 
+use crate::dataflow::source::{RestoredSource, Source};
 use crate::spec::{SourceConfig, SourceSpec};
 
 /// Opens subtask `subtask` of `parallelism` of the source `spec`, resuming from the

@@ -23,7 +23,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::dataflow::batch::{RecordBatch, RecordRef};
+use crate::record::batch::{RecordBatch, RecordRef};
 use crate::spec::InvalidField;
 
 /// How a source turns a line into a record.

@@ -23,13 +23,11 @@ use std::io::{BufReader, Read};
 use crossbeam_channel::{Receiver, TryRecvError};
 use serde::Deserialize;
 
+use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
-use crate::connector::record_format::{
-    InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes,
-    read_line_bounded, strip_line_end,
-};
-use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::connector::record_format::{InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes, read_line_bounded, strip_line_end};
+use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::spec::{InvalidField, checks};
 
 /// Lines per chunk handed from the reader thread to `poll`.
@@ -196,9 +194,9 @@ impl Source for StdinSource {
         &mut self,
         out: &mut RecordBatch,
         limit: BatchLimit,
-    ) -> Result<SourcePoll, ConnectorError> {
+    ) -> Result<SourcePoll, SourceError> {
         if let Some(e) = self.failed.take() {
-            return Err(e);
+            return Err(e.into());
         }
         let mut n = 0;
         while !limit.is_full(out) {
@@ -213,7 +211,7 @@ impl Source for StdinSource {
                 Ok(Err(e)) => {
                     self.lines = None;
                     if n == 0 {
-                        return Err(e);
+                        return Err(e.into());
                     }
                     self.failed = Some(e);
                     break;

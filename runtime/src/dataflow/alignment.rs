@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select};
 
-use crate::dataflow::batch::RecordBatch;
-use crate::dataflow::message::{Barrier, Message, Watermark};
+use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Message, Watermark};
 
 /// What the task should do next.
 #[derive(Debug)]
@@ -184,7 +184,7 @@ impl InputGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::CheckpointId;
+    use crate::record::CheckpointId;
     use crossbeam_channel::bounded;
 
     fn batch(tag: &str) -> Message {

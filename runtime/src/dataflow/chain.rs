@@ -10,9 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::dataflow::batch::RecordBatch;
-use crate::dataflow::message::{Barrier, Watermark};
-use crate::dataflow::operator::{DeadLetter, Operator, OperatorError, OperatorSnapshot, Output};
+use crate::record::DeadLetter;
+use crate::record::OperatorSnapshot;
+use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Watermark};
+use crate::dataflow::operator::{Operator, OperatorError, Output};
 
 /// An operator failed; names which.
 #[derive(Debug, thiserror::Error)]

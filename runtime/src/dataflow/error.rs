@@ -1,9 +1,9 @@
 //! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns.
 
-use crate::connector::ConnectorError;
-use crate::dataflow::batch::BatchTooLarge;
+use crate::record::batch::BatchTooLarge;
 use crate::dataflow::chain::ChainError;
 use crate::dataflow::operator::OperatorError;
+use crate::dataflow::source::SourceError;
 use crate::dataflow::task::TaskContext;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +21,7 @@ pub enum TaskError {
         pipeline: String,
         task: String,
         #[source]
-        source: ConnectorError,
+        source: SourceError,
     },
     /// A source's poll filled a batch past what its offsets address.
     #[error("pipeline {pipeline}, task {task}: source: {source}: lower batch_size")]

@@ -9,19 +9,9 @@
 //!   (see `checkpoint::commit`).
 //! - Records an operator refuses go to `Output::dead_letters`, never dropped silently.
 
-use crate::dataflow::batch::RecordBatch;
-use crate::dataflow::message::{Barrier, Watermark};
-
-/// A record routed to the pipeline's dead-letter output instead of failing it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// The operator that refused it.
-    pub operator: String,
-    pub reason: String,
-    pub key: Vec<u8>,
-    pub value: Vec<u8>,
-    pub timestamp: i64,
-}
+use crate::record::batch::RecordBatch;
+use crate::record::{DeadLetter, OperatorSnapshot};
+use crate::record::message::{Barrier, Watermark};
 
 /// Where an operator puts what it emits.
 #[derive(Debug, Default)]
@@ -55,38 +45,6 @@ impl Output {
             value: value.to_vec(),
             timestamp,
         });
-    }
-}
-
-/// An operator's snapshot for one checkpoint, stored in the checkpoint's metadata.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct OperatorSnapshot {
-    /// Operator-defined: what it needs to restore (and, for sinks, to commit).
-    pub state: serde_json::Value,
-    /// Files this checkpoint added to checkpoint storage (incremental state upload).
-    #[serde(default)]
-    pub files_added: u64,
-    #[serde(default)]
-    pub bytes_added: u64,
-    /// Bytes of the whole state this snapshot references (shared and private files).
-    #[serde(default)]
-    pub state_bytes: u64,
-    /// Shared files in checkpoint storage this snapshot needs, as (storage task, shared
-    /// name): retention keeps them while the checkpoint is kept.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shared_files: Vec<(String, String)>,
-}
-
-impl OperatorSnapshot {
-    /// A snapshot that uploaded no files.
-    pub fn new(state: serde_json::Value) -> Self {
-        Self {
-            state,
-            files_added: 0,
-            bytes_added: 0,
-            state_bytes: 0,
-            shared_files: Vec::new(),
-        }
     }
 }
 

@@ -8,8 +8,8 @@
 
 use crossbeam_channel::Sender;
 
-use crate::dataflow::batch::RecordBatch;
-use crate::dataflow::message::{Barrier, Message, Watermark};
+use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Message, Watermark};
 
 /// The key group of `key` among `max_parallelism` groups.
 pub fn key_group(key: &[u8], max_parallelism: u16) -> u16 {

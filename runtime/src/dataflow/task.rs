@@ -23,14 +23,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-use crate::checkpoint::CheckpointId;
-use crate::connector::{Source, SourcePoll};
+use crate::record::OperatorSnapshot;
+use crate::record::CheckpointId;
+use crate::dataflow::source::{Source, SourcePoll};
 use crate::dataflow::alignment::{GateEvent, InputGate};
-use crate::dataflow::batch::{BatchLimit, RecordBatch, RecordRef};
+use crate::record::batch::{BatchLimit, RecordBatch, RecordRef};
 use crate::dataflow::chain::{Chain, ChainOutput};
 use crate::dataflow::error::TaskError;
-use crate::dataflow::message::{Barrier, Watermark};
-use crate::dataflow::operator::{Operator, OperatorSnapshot};
+use crate::record::message::{Barrier, Watermark};
+use crate::dataflow::operator::Operator;
 use crate::dataflow::partition::ShuffleWriter;
 use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
@@ -111,7 +112,7 @@ impl Pipe {
             // as many batches as it takes to stay within what one batch addresses.
             let mut batch = RecordBatch::with_capacity(out.dead_letters.len(), 0);
             for d in &out.dead_letters {
-                let line = crate::connector::dead_letter::dead_letter_record(d);
+                let line = crate::record::dead_letter::dead_letter_record(d);
                 let record = RecordRef {
                     key: &d.key,
                     value: &line,
@@ -428,7 +429,7 @@ impl StageTask {
 mod tests {
     use super::*;
     use crate::connector::ConnectorError;
-    use crate::dataflow::batch::MAX_BATCH_BYTES;
+    use crate::record::batch::MAX_BATCH_BYTES;
     use crate::dataflow::operator::{OperatorError, Output};
 
     /// A source that misbehaves the way a host bug would.
@@ -461,7 +462,7 @@ mod tests {
             }
         }
 
-        fn position(&self) -> crate::connector::SourcePosition {
+        fn position(&self) -> crate::record::SourcePosition {
             serde_json::Value::Null
         }
     }

@@ -16,37 +16,25 @@
 //!   `MAX_WINDOW_END - 1` counts in the window ending at `MAX_WINDOW_END`. Sources
 //!   outside the spec's control (Kafka, JSON lines) may carry any `i64` timestamp.
 
+use crate::record::Window;
 use crate::state::StateKey;
 
 /// The latest end a window can have: one before the end state keys reserve for the
 /// unwindowed (global) accumulator.
 pub const MAX_WINDOW_END: i64 = StateKey::GLOBAL_WINDOW_END - 1;
 
-/// A window `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Window {
-    pub start: i64,
-    pub end: i64,
-}
-
-impl Window {
-    /// The last event time the window contains.
-    pub fn max_timestamp(&self) -> i64 {
-        self.end.saturating_sub(1)
-    }
-
-    /// `[start, end)` computed in `i128`, clamped to `i64::MIN..=MAX_WINDOW_END`.
-    fn clamped(start: i128, end: i128) -> Self {
-        let range = i128::from(i64::MIN)..=i128::from(MAX_WINDOW_END);
-        let clamp = |t: i128| {
-            i64::try_from(t.clamp(*range.start(), *range.end())).unwrap_or(MAX_WINDOW_END)
-        };
-        Window {
-            start: clamp(start),
-            end: clamp(end),
-        }
+/// `[start, end)` computed in `i128`, clamped to `i64::MIN..=MAX_WINDOW_END`.
+fn clamped(start: i128, end: i128) -> Window {
+    let range = i128::from(i64::MIN)..=i128::from(MAX_WINDOW_END);
+    let clamp = |t: i128| {
+        i64::try_from(t.clamp(*range.start(), *range.end())).unwrap_or(MAX_WINDOW_END)
+    };
+    Window {
+        start: clamp(start),
+        end: clamp(end),
     }
 }
+
 
 /// How records are assigned to windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +66,7 @@ impl WindowAssigner {
             WindowAssigner::Tumbling { size_ms } => {
                 let size = i128::from(size_ms.max(1));
                 let start = ts - ts.rem_euclid(size);
-                out.push(Window::clamped(start, start + size));
+                out.push(clamped(start, start + size));
             }
             WindowAssigner::Hopping { size_ms, slide_ms } => {
                 let size = i128::from(size_ms.max(1));
@@ -88,7 +76,7 @@ impl WindowAssigner {
                 let mut start = last_start - size + slide;
                 let first = out.len();
                 while start <= last_start {
-                    let w = Window::clamped(start, start + size);
+                    let w = clamped(start, start + size);
                     if out.len() == first || out.last().is_some_and(|prev| prev.end != w.end) {
                         out.push(w);
                     }
@@ -116,7 +104,7 @@ impl WindowAssigner {
             // The earliest start (a multiple of the slide) whose window reaches the end.
             start += (slide - start.rem_euclid(slide)) % slide;
         }
-        Window::clamped(start, end)
+        clamped(start, end)
     }
 }
 
@@ -213,7 +201,7 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::*;
-        use crate::dataflow::message::Watermark;
+        use crate::record::message::Watermark;
         use crate::spec::step::MAX_WINDOWS_PER_RECORD;
 
         /// Checks what every assigned window promises, whatever the arithmetic's edges:

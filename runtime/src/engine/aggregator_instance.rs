@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::dataflow::batch::{RecordBatch, check_ends};
+use crate::record::Window;
+use crate::record::batch::{RecordBatch, check_ends};
 
 use super::bindings::aggregator::exports::weir::transform::aggregate as wit_aggregate;
 use super::bindings::aggregator::{Aggregator, AggregatorPre};
@@ -26,13 +27,6 @@ use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
 use super::output_limits::{Rejection, check_output_size, check_rejections, reason_bytes};
-
-/// An event-time window `[start, end)`, in milliseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Window {
-    pub start: i64,
-    pub end: i64,
-}
 
 /// The groups of one batch: group `g` is one (key, window) with its current accumulator
 /// `accumulators[accumulator_ends[g-1]..accumulator_ends[g]]` (empty = none yet) and

@@ -9,7 +9,7 @@
 //!   vectors; nothing is copied per record. Framing is NOT checked here: output from a
 //!   guest is validated by the instance wrappers before it leaves the engine.
 
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 
 pub(crate) mod mapper {
     wasmtime::component::bindgen!({

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 
 use super::bindings::mapper::{Mapper, MapperPre};
 use super::bindings::wit_types;

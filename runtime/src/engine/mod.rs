@@ -33,7 +33,7 @@ mod wasm_engine;
 #[cfg(test)]
 mod tests;
 
-pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput, Window};
+pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput};
 pub use compile_isolation::{
     CHILD_SUBCOMMAND, CompileIsolation, CompileLimits, DEFAULT_COMPILE_CPU, DEFAULT_COMPILE_MEMORY,
     lower_limits,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 
 fn engine() -> WasmEngine {
     WasmEngine::new(None).expect("engine")

@@ -12,16 +12,18 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::checkpoint::CheckpointId;
+use crate::dataflow::source::RestoredSource;
+use crate::record::SourcePosition;
+use crate::record::CheckpointId;
 use crate::checkpoint::commit::Committer;
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::storage::CheckpointStorage;
 use crate::connector::file::{FileSink, FileSinkCommitter};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
-use crate::connector::{self, OutputFormat, RestoredSource, SourcePosition, StdoutSink};
+use crate::connector::{self, OutputFormat, StdoutSink};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
-use crate::dataflow::message::{Barrier, Message};
+use crate::record::message::{Barrier, Message};
 use crate::dataflow::operator::Operator;
 use crate::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use crate::dataflow::operators::key_by::KeyByField;
@@ -208,7 +210,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
                 source_op.clone(),
                 reader,
                 rx,
-                crate::dataflow::batch::BatchLimit {
+                crate::record::batch::BatchLimit {
                     records: spec.batch_size,
                     bytes: spec.batch_bytes,
                 },

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::coordinator::CoordinatorError;
-use crate::checkpoint::storage::StorageError;
+use crate::storage::StorageError;
 use crate::connector::ConnectorError;
 use crate::dataflow::operator::OperatorError;
 use crate::engine::EngineError;

@@ -28,8 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use crate::checkpoint::coordinator::{self, Coordinator, CoordinatorConfig, RunEnd};
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::checkpoint::storage::CheckpointStorage;
-use crate::checkpoint::{CheckpointId, Fence};
+use crate::storage::CheckpointStorage;
+use crate::record::CheckpointId;
+use crate::storage::Fence;
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};

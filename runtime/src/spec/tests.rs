@@ -775,7 +775,7 @@ mod properties {
 
     use super::*;
     use crate::connector::generator::Scratch;
-    use crate::dataflow::batch::RecordBatch;
+    use crate::record::batch::RecordBatch;
     use crate::dataflow::window::{self, WindowAssigner};
     use crate::spec::checks::MAX_EVENT_TIME_MS;
     use crate::spec::step::MAX_WINDOWS_PER_RECORD;

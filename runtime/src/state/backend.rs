@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{DB, DBCompressionType, Options, WriteBatch, WriteOptions};
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::record::CheckpointId;
+use crate::storage::CheckpointStorage;
 use crate::state::cache::StateCache;
 use crate::state::pending::{PendingSnapshot, TempDir};
 use crate::state::shared_names::SharedNames;

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::storage::StorageError;
+use crate::record::CheckpointId;
+use crate::storage::StorageError;
 
 #[derive(Debug, Error)]
 pub enum StateError {

@@ -17,8 +17,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::record::CheckpointId;
+use crate::storage::CheckpointStorage;
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, SnapshotStats, StateError};
 
 /// A RocksDB checkpoint waiting in a temp directory to be uploaded.

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 
 /// One SST referenced by a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

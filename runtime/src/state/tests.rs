@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use crate::checkpoint::CheckpointId;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::record::CheckpointId;
+use crate::storage::CheckpointStorage;
 use crate::state::{DbSnapshot, KeyedState, StateKey};
 
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -18,12 +18,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use weir::checkpoint::CheckpointId;
-use weir::checkpoint::storage::CheckpointStorage;
+use weir::record::CheckpointId;
+use weir::storage::CheckpointStorage;
 use weir::connector::generator::{GeneratorConfig, GeneratorSource};
-use weir::dataflow::batch::RecordBatch;
+use weir::record::batch::RecordBatch;
 use weir::dataflow::chain::Chain;
-use weir::dataflow::message::Barrier;
+use weir::record::message::Barrier;
 use weir::dataflow::operator::{Operator, OperatorError, Output};
 use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use weir::dataflow::operators::map::MapOperator;
@@ -88,7 +88,7 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         "source-0".into(),
         Box::new(source),
         barrier_rx,
-        weir::dataflow::batch::BatchLimit::records(BATCH),
+        weir::record::batch::BatchLimit::records(BATCH),
         Duration::ZERO,
         chain,
         Box::new(Discard(Arc::new(AtomicU64::new(0)))),

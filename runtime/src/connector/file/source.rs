@@ -27,13 +27,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
-use crate::connector::record_format::{
-    InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes,
-    read_line_bounded, strip_line_end,
-};
-use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::connector::record_format::{InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes, read_line_bounded, strip_line_end};
+use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::spec::{InvalidField, checks};
 
 /// Read buffer per open input file: 256 KiB keeps syscalls rare for short lines.
@@ -266,7 +264,7 @@ impl Source for FileSource {
         &mut self,
         out: &mut RecordBatch,
         limit: BatchLimit,
-    ) -> Result<SourcePoll, ConnectorError> {
+    ) -> Result<SourcePoll, SourceError> {
         let mut n = 0;
         while !limit.is_full(out) && self.current < self.files.len() {
             self.open_current()?;
@@ -289,7 +287,8 @@ impl Source for FileSource {
                         path: self.files[self.current].clone(),
                         line: self.line_number,
                         max: self.max_line_bytes,
-                    });
+                    }
+                    .into());
                 }
                 LineRead::Line(read) => read,
             };

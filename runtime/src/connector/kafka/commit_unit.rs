@@ -20,20 +20,17 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::checkpoint::{CheckpointId, Fence};
+use crate::record::CheckpointId;
+use crate::storage::Fence;
 use crate::connector::error::ConnectorError;
-use crate::connector::kafka::client::{
-    self, QuietContext, client_config, log_quietly, topic_partitions,
-};
+use crate::connector::kafka::client::{self, QuietContext, client_config, log_quietly, topic_partitions};
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced};
 use crate::connector::kafka::in_flight::InFlight;
-use crate::connector::kafka::marker::{
-    FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
-};
+use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic};
 use crate::connector::kafka::preflight;
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 use crate::pipeline::plan;
 use crate::spec::{PipelineSpec, SourceConfig};
 

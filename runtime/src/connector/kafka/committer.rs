@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;

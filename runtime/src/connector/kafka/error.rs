@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError as RdKafkaError;
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaError {

@@ -36,7 +36,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::checkpoint::CheckpointId;
+use crate::record::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read};
 use crate::connector::kafka::error::{KafkaError, reason};

@@ -45,6 +45,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
+use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
@@ -52,8 +53,8 @@ use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::pacer::Pacer;
-use crate::connector::source::{Source, SourcePoll, SourcePosition};
-use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::batch::{BatchLimit, RecordBatch};
 
 /// One partition's next offset, as stored in checkpoints and committed to the group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,7 +301,7 @@ impl Source for KafkaSource {
         &mut self,
         out: &mut RecordBatch,
         limit: BatchLimit,
-    ) -> Result<SourcePoll, ConnectorError> {
+    ) -> Result<SourcePoll, SourceError> {
         // Serve the main queue: client-level errors and events.
         if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
             match e {
@@ -308,7 +309,7 @@ impl Source for KafkaSource {
                 // librdkafka recovers from the others itself (a broker down, a rebalance
                 // of the coordinator); a fatal one leaves the consumer unusable.
                 e if classify(&e) == ErrorClass::Fatal => {
-                    return Err(Self::fail("the consumer failed".to_owned(), &e));
+                    return Err(Self::fail("the consumer failed".to_owned(), &e).into());
                 }
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
@@ -370,7 +371,8 @@ impl Source for KafkaSource {
                         return Err(Self::fail(
                             format!("cannot read {}-{}", p.topic, p.partition),
                             &e,
-                        ));
+                        )
+                        .into());
                     }
                 }
             }

@@ -25,13 +25,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::storage::CheckpointStorage;
-use crate::dataflow::batch::RecordBatch;
-use crate::dataflow::message::{Barrier, Watermark};
-use crate::dataflow::operator::{Operator, OperatorError, OperatorSnapshot, Output};
+use crate::record::OperatorSnapshot;
+use crate::record::Window;
+use crate::storage::CheckpointStorage;
+use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Watermark};
+use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
-use crate::dataflow::window::{self, Window, WindowAssigner};
+use crate::dataflow::window::{self, WindowAssigner};
 use crate::engine::{self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule};
 use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
 
@@ -337,10 +339,7 @@ impl AggregateOperator {
                 input.keys.extend_from_slice(key.user_key);
                 input.key_ends.push(input.keys.len() as u32);
                 let window = key.window_end.map(|end| self.window_ending_at(end));
-                input.windows.push(window.map(|w| engine::Window {
-                    start: w.start,
-                    end: w.end,
-                }));
+                input.windows.push(window);
                 input.accumulators.extend_from_slice(acc);
                 input.accumulator_ends.push(input.accumulators.len() as u32);
             }

@@ -5,7 +5,7 @@
 //! `u1`, `42` -> `42`). A value that is not a JSON object with that field is refused to
 //! the dead-letter output, never silently given an empty key.
 
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 
 #[derive(Debug)]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::engine::{EngineError, GuestLimits, GuestModule, MapperInstance};
 

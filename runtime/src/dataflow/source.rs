@@ -6,7 +6,12 @@
 //! so with `is_replayable() == false`: after a crash, what it had read is gone, so the
 //! pipeline's output can only be exactly-once for replayable sources.
 
-use crate::dataflow::batch::{BatchLimit, RecordBatch};
+use crate::record::SourcePosition;
+use crate::record::batch::{BatchLimit, RecordBatch};
+
+/// Why a source failed: the connector's own typed error (a `ConnectorError`), boxed so
+/// that the dataflow layer does not depend on the connectors that implement [`Source`].
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What one `poll` produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +23,6 @@ pub enum SourcePoll {
     /// All input is read; `poll` will not append anything again.
     Drained,
 }
-
-/// A source's position, stored in checkpoint metadata.
-pub type SourcePosition = serde_json::Value;
 
 /// What a source subtask resumes from when the run restores a checkpoint.
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +42,7 @@ pub trait Source: Send {
         &mut self,
         out: &mut RecordBatch,
         limit: BatchLimit,
-    ) -> Result<SourcePoll, super::ConnectorError>;
+    ) -> Result<SourcePoll, SourceError>;
 
     /// The position just after the last record returned.
     fn position(&self) -> SourcePosition;

@@ -1,5 +1,6 @@
-//! Dead letters as lines: the pipeline's dead-letter output is a `FileSink` (format
-//! `value`, operator id `dead-letter`) whose record values are made here.
+//! `DeadLetter`: a record an operator refused instead of failing the pipeline, and its
+//! line in the dead-letter output (a `FileSink` of format `value`, operator id
+//! `dead-letter`, whose record values are made here).
 //!
 //! Invariant: one dead letter is one JSON object on one line, fields in this order:
 //! `{"operator": .., "reason": .., "key": <utf-8 text, lossy>, "value": <utf-8 text,
@@ -7,7 +8,16 @@
 
 use serde::Serialize;
 
-use crate::dataflow::operator::DeadLetter;
+/// A record routed to the pipeline's dead-letter output instead of failing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The operator that refused it.
+    pub operator: String,
+    pub reason: String,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub timestamp: i64,
+}
 
 /// The dead-letter output's line for `d`, without the `\n`.
 pub fn dead_letter_record(d: &DeadLetter) -> Vec<u8> {

@@ -5,8 +5,8 @@
 //! arrive in increasing id order; watermarks are non-decreasing per channel. End of
 //! input is the channel's disconnection, which a task sees only after the final barrier.
 
-use crate::checkpoint::CheckpointId;
-use crate::dataflow::batch::RecordBatch;
+use crate::record::batch::RecordBatch;
+use crate::record::checkpoint_id::CheckpointId;
 
 /// A checkpoint barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

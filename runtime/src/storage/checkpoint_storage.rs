@@ -56,7 +56,8 @@ use std::time::SystemTime;
 
 use thiserror::Error;
 
-use crate::checkpoint::{CheckpointId, Fence};
+use crate::record::CheckpointId;
+use crate::storage::Fence;
 
 /// Directory (under the root) holding the files shared between checkpoints.
 const SHARED_DIR: &str = "shared";
