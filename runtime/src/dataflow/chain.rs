@@ -175,3 +175,7 @@ fn fail(op: &dyn Operator, source: OperatorError) -> ChainError {
         source,
     }
 }
+
+#[cfg(test)]
+#[path = "chain_tests.rs"]
+mod tests;

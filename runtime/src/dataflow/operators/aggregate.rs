@@ -509,34 +509,5 @@ impl Operator for AggregateOperator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 7 §2: a key in an error is one quoted line, escaped and cut.
-    #[test]
-    fn keys_in_errors_are_escaped_and_cut() {
-        assert_eq!(display_key(b"k0"), "\"k0\"");
-        assert_eq!(
-            display_key(b"a\"b\\\nweir: error: \xff"),
-            "\"a\\\"b\\\\\\nweir: error: \\xff\""
-        );
-        let long = vec![b'x'; 1000];
-        assert_eq!(
-            display_key(&long),
-            format!("\"{}\"... (1000 bytes)", "x".repeat(64))
-        );
-        let e = AccumulatorTooLarge {
-            module: "m.wasm".into(),
-            key: display_key(b"k\n1"),
-            window: " (window ending at 10)".into(),
-            bytes: 2048,
-            max: 1024,
-        };
-        assert_eq!(
-            e.to_string(),
-            "module m.wasm: the accumulator of key \"k\\n1\" (window ending at 10) is 2048 bytes, \
-             more than max_accumulator_bytes (1024 bytes): raise max_accumulator_bytes or keep \
-             less per key"
-        );
-    }
-}
+#[path = "aggregate_tests.rs"]
+mod tests;
