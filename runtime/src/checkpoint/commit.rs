@@ -12,8 +12,8 @@
 
 use std::time::Instant;
 
-use crate::record::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::record::CheckpointId;
 
 pub type CommitError = Box<dyn std::error::Error + Send + Sync + 'static>;
 

@@ -31,15 +31,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataError};
-use crate::storage::CheckpointStorage;
 use crate::dataflow::error::TaskError;
-use crate::record::message::Barrier;
 use crate::dataflow::task::TaskEvent;
 use crate::fault::{self, FaultPoint};
 use crate::metrics::PipelineMetrics;
+use crate::record::CheckpointId;
+use crate::record::message::Barrier;
+use crate::storage::CheckpointStorage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {

@@ -20,15 +20,15 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::json;
 
 use super::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
-use crate::record::OperatorSnapshot;
-use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT};
-use crate::storage::CheckpointStorage;
 use crate::dataflow::error::TaskError;
-use crate::record::message::Barrier;
 use crate::dataflow::task::TaskEvent;
 use crate::metrics::PipelineMetrics;
+use crate::record::CheckpointId;
+use crate::record::OperatorSnapshot;
+use crate::record::message::Barrier;
+use crate::storage::CheckpointStorage;
 
 const PIPELINE: &str = "orders";
 /// The one source task; it receives the barriers.
@@ -492,7 +492,7 @@ fn checkpoint_ids_are_never_reused_after_an_abort_and_a_restart() {
             .expect("latest")
             .expect("restored");
         assert_eq!(restored, CheckpointId(1));
-        let last = crate::pipeline::run::checkpoint_base(newest, restored);
+        let last = CheckpointId::numbering_base(newest, restored);
         assert_eq!(last, CheckpointId(base), "uploaded: {uploaded}");
         let mut stopping = rig.committer(SINK_A);
         stopping.stop_after_commit = Some((ids[0], rig.stop.clone()));

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::OperatorSnapshot;
 use crate::record::CheckpointId;
+use crate::record::OperatorSnapshot;
 use crate::storage::{CheckpointStorage, StorageError};
 
 #[derive(Debug, thiserror::Error)]

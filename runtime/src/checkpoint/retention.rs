@@ -7,8 +7,8 @@
 
 use std::collections::HashSet;
 
-use crate::record::CheckpointId;
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError};
+use crate::record::CheckpointId;
 use crate::storage::CheckpointStorage;
 
 /// The fewest complete checkpoints ever kept.

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::storage::CheckpointStorage;
 use crate::spec::PipelineSpec;
+use crate::storage::CheckpointStorage;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckpointsArgs {

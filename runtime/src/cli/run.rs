@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use crate::record::CheckpointId;
 use crate::checkpoint::coordinator::RunEnd;
 use crate::pipeline::{self, RunOptions};
+use crate::record::CheckpointId;
 use crate::spec::PipelineSpec;
 
 #[derive(Debug, clap::Args)]

@@ -26,10 +26,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::spec::InvalidField;
 use crate::spec::checks::MAX_EVENT_TIME_MS;

@@ -23,10 +23,13 @@ use std::io::{BufReader, Read};
 use crossbeam_channel::{Receiver, TryRecvError};
 use serde::Deserialize;
 
-use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
-use crate::connector::record_format::{InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes, read_line_bounded, strip_line_end};
+use crate::connector::record_format::{
+    InputFormat, LineDecoder, LineRead, check_line_fields, default_max_line_bytes,
+    read_line_bounded, strip_line_end,
+};
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::spec::{InvalidField, checks};
 

@@ -11,12 +11,12 @@ use std::io::Write;
 
 use serde::Deserialize;
 
-use crate::record::OperatorSnapshot;
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{OutputFormat, encode_record};
+use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
-use crate::dataflow::operator::{Operator, OperatorError, Output};
 
 /// Buffered bytes that trigger a write to stdout.
 const FLUSH_BYTES: usize = 64 << 10;

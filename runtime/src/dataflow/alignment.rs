@@ -286,13 +286,12 @@ mod tests {
         let (tx0, rx0) = bounded(8);
         let (tx1, rx1) = bounded(8);
         let mut gate = InputGate::new(vec![rx0, rx1]);
-        let next_watermark = |gate: &mut InputGate| loop {
-            match gate.next(Duration::from_millis(50)).unwrap() {
-                GateEvent::Watermark(w) => return Some(w.0),
-                GateEvent::Timeout => return None,
+        let next_watermark =
+            |gate: &mut InputGate| match gate.next(Duration::from_millis(50)).unwrap() {
+                GateEvent::Watermark(w) => Some(w.0),
+                GateEvent::Timeout => None,
                 other => panic!("unexpected {other:?}"),
-            }
-        };
+            };
         tx0.send(Message::Watermark(Watermark(10))).unwrap();
         tx1.send(Message::Watermark(Watermark(5))).unwrap();
         assert_eq!(next_watermark(&mut gate), Some(5));

@@ -10,11 +10,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::record::DeadLetter;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
-use crate::dataflow::operator::{Operator, OperatorError, Output};
 
 /// An operator failed; names which.
 #[derive(Debug, thiserror::Error)]
@@ -177,3 +177,7 @@ fn fail(op: &dyn Operator, source: OperatorError) -> ChainError {
         source,
     }
 }
+
+#[cfg(test)]
+#[path = "chain_tests.rs"]
+mod tests;

@@ -1,10 +1,10 @@
 //! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns.
 
-use crate::record::batch::BatchTooLarge;
 use crate::dataflow::chain::ChainError;
 use crate::dataflow::operator::OperatorError;
 use crate::dataflow::source::SourceError;
 use crate::dataflow::task::TaskContext;
+use crate::record::batch::BatchTooLarge;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {

@@ -1,4 +1,5 @@
-//! The dataflow: batches, messages, operators, chaining, shuffles and barrier alignment.
+//! The dataflow: tasks, operators, chaining, shuffles, barrier alignment, windows and the
+//! `Source` trait connectors implement (the data they move lives in `record`).
 pub mod alignment;
 pub mod chain;
 pub mod error;

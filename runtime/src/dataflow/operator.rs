@@ -10,8 +10,8 @@
 //! - Records an operator refuses go to `Output::dead_letters`, never dropped silently.
 
 use crate::record::batch::RecordBatch;
-use crate::record::{DeadLetter, OperatorSnapshot};
 use crate::record::message::{Barrier, Watermark};
+use crate::record::{DeadLetter, OperatorSnapshot};
 
 /// Where an operator puts what it emits.
 #[derive(Debug, Default)]

@@ -38,11 +38,8 @@ pub trait Source: Send {
     /// Appends records to `out` (empty on entry) until `limit.is_full(out)` or nothing
     /// more is available: at most `limit.records` records, and no record once `out`
     /// holds `limit.bytes` bytes.
-    fn poll(
-        &mut self,
-        out: &mut RecordBatch,
-        limit: BatchLimit,
-    ) -> Result<SourcePoll, SourceError>;
+    fn poll(&mut self, out: &mut RecordBatch, limit: BatchLimit)
+    -> Result<SourcePoll, SourceError>;
 
     /// The position just after the last record returned.
     fn position(&self) -> SourcePosition;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::record::Window;
 use crate::record::batch::RecordBatch;
 
 fn engine() -> WasmEngine {

@@ -12,31 +12,32 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::dataflow::source::RestoredSource;
-use crate::record::SourcePosition;
-use crate::record::CheckpointId;
 use crate::checkpoint::commit::Committer;
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::storage::CheckpointStorage;
 use crate::connector::file::{FileSink, FileSinkCommitter};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
 use crate::connector::{self, OutputFormat, StdoutSink};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
-use crate::record::message::{Barrier, Message};
 use crate::dataflow::operator::Operator;
 use crate::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use crate::dataflow::operators::key_by::KeyByField;
 use crate::dataflow::operators::map::MapOperator;
 use crate::dataflow::partition::ShuffleWriter;
+use crate::dataflow::source::RestoredSource;
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, StagePlan};
+use crate::record::CheckpointId;
+use crate::record::SourcePosition;
+use crate::record::ids;
+use crate::record::message::{Barrier, Message};
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
 use crate::state::CacheBounds;
+use crate::storage::CheckpointStorage;
 
 /// Batches buffered per channel: enough to keep both ends busy, small enough that
 /// backpressure reaches the sources quickly and memory stays bounded.
@@ -80,11 +81,11 @@ impl BuiltPipeline {
 
 /// File-name prefix of file sink `index`'s output.
 pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
-    format!("{}-{}", spec.name, plan::sink_id(index))
+    format!("{}-{}", spec.name, ids::sink_id(index))
 }
 
 pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
-    format!("{}-{}", spec.name, plan::DEAD_LETTER_ID)
+    format!("{}-{}", spec.name, ids::DEAD_LETTER_ID)
 }
 
 /// The committers of the pipeline's transactional sinks: the Kafka sinks' (one for
@@ -102,7 +103,7 @@ pub fn committers(
             .position(|s| matches!(s, SinkSpec::Kafka(_)))
         {
             out.push(Box::new(KafkaCommitter::new(
-                plan::sink_id(first),
+                ids::sink_id(first),
                 unit.clone(),
             )));
         }
@@ -110,14 +111,14 @@ pub fn committers(
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
             out.push(Box::new(FileSinkCommitter::new(
-                plan::sink_id(i),
+                ids::sink_id(i),
                 sink_file_name(spec, i),
                 &file.path,
             )));
         }
     }
     out.push(Box::new(FileSinkCommitter::new(
-        plan::DEAD_LETTER_ID,
+        ids::DEAD_LETTER_ID,
         dead_letter_file_name(spec),
         &spec.dead_letter.path,
     )));
@@ -174,7 +175,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         };
 
     for (s, source) in spec.sources.iter().enumerate() {
-        let source_op = plan::source_id(s);
+        let source_op = ids::source_id(s);
         let all_positions: Vec<&SourcePosition> = cx.restored.map_or_else(Vec::new, |m| {
             m.snapshots_of(&source_op)
                 .into_iter()
@@ -182,7 +183,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
                 .collect()
         });
         for i in 0..parallelism {
-            let task = plan::source_task(s, i);
+            let task = ids::source_task(s, i);
             let restored = cx.restored.map(|m| RestoredSource {
                 own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
                 all: &all_positions,
@@ -223,7 +224,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     }
     for stage in &stages[1..] {
         for j in 0..parallelism {
-            let task = plan::stage_task(stage.index, j);
+            let task = ids::stage_task(stage.index, j);
             let gate = InputGate::new(std::mem::take(&mut inputs[stage.index][j]));
             let chain = chain(cx, stage, &stages, &task)?;
             let dead = dead_letter_sink(cx, &task)?;
@@ -264,7 +265,7 @@ fn chain(
     let spec = cx.spec;
     let mut operators: Vec<Box<dyn Operator>> = Vec::new();
     for &n in &stage.steps {
-        let id = plan::step_id(n);
+        let id = ids::step_id(n);
         let module = cx
             .modules
             .get(&n)
@@ -328,7 +329,7 @@ fn chain(
         if let StepSpec::Aggregate(agg) = &spec.steps[next] {
             if let Some(field) = &agg.key_field {
                 operators.push(Box::new(KeyByField::new(
-                    plan::key_by_id(next),
+                    ids::key_by_id(next),
                     field.clone(),
                 )));
             }
@@ -341,13 +342,13 @@ fn chain(
             SinkSpec::File(file) => sinks.push(file_sink(
                 cx,
                 task,
-                plan::sink_id(i),
+                ids::sink_id(i),
                 sink_file_name(spec, i),
                 &file.path,
                 file.format,
             )?),
             SinkSpec::Stdout(stdout) => {
-                sinks.push(Box::new(StdoutSink::new(plan::sink_id(i), stdout.format)))
+                sinks.push(Box::new(StdoutSink::new(ids::sink_id(i), stdout.format)))
             }
             SinkSpec::Kafka(kafka) => {
                 // `run` opens the commit unit whenever the spec has a Kafka sink.
@@ -357,7 +358,7 @@ fn chain(
                     source: connector::ConnectorError::Unavailable("kafka"),
                 })?;
                 sinks.push(Box::new(KafkaSink::new(
-                    plan::sink_id(i),
+                    ids::sink_id(i),
                     kafka.topic.clone(),
                     unit,
                     cx.checkpoint_base,
@@ -373,7 +374,7 @@ fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operato
     file_sink(
         cx,
         task,
-        plan::DEAD_LETTER_ID.to_owned(),
+        ids::DEAD_LETTER_ID.to_owned(),
         dead_letter_file_name(spec),
         &spec.dead_letter.path,
         OutputFormat::Value,

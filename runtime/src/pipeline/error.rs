@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use crate::record::CheckpointId;
 use crate::checkpoint::coordinator::CoordinatorError;
-use crate::storage::StorageError;
 use crate::connector::ConnectorError;
 use crate::dataflow::operator::OperatorError;
 use crate::engine::EngineError;
+use crate::record::CheckpointId;
+use crate::storage::StorageError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {

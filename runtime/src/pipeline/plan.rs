@@ -5,9 +5,7 @@
 //!   `parallelism` tasks and starts at an aggregate step, because an aggregate needs its
 //!   input partitioned by key: each stage boundary is a hash shuffle by key group.
 //! - Steps between two shuffles are chained into the same task (no channel hop).
-//! - Names are stable for a given spec, because checkpoints are keyed by them: task
-//!   `src<s>-<i>` or `stage<k>-<i>`, operator `source-<s>`, `step-<n>` (its index in the
-//!   spec), `step-<n>.key-by`, `sink-<n>`, `dead-letter`.
+//! - Tasks and operators are named by `record::ids`, stably for a given spec.
 
 use crate::spec::{PipelineSpec, StepSpec};
 
@@ -42,29 +40,3 @@ pub fn stages(spec: &PipelineSpec) -> Vec<StagePlan> {
     }
     stages
 }
-
-pub fn source_task(source: usize, subtask: usize) -> String {
-    format!("src{source}-{subtask}")
-}
-
-pub fn stage_task(stage: usize, subtask: usize) -> String {
-    format!("stage{stage}-{subtask}")
-}
-
-pub fn source_id(source: usize) -> String {
-    format!("source-{source}")
-}
-
-pub fn step_id(step: usize) -> String {
-    format!("step-{step}")
-}
-
-pub fn key_by_id(step: usize) -> String {
-    format!("step-{step}.key-by")
-}
-
-pub fn sink_id(sink: usize) -> String {
-    format!("sink-{sink}")
-}
-
-pub const DEAD_LETTER_ID: &str = "dead-letter";

@@ -28,9 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use crate::checkpoint::coordinator::{self, Coordinator, CoordinatorConfig, RunEnd};
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::storage::CheckpointStorage;
-use crate::record::CheckpointId;
-use crate::storage::Fence;
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
@@ -40,7 +37,10 @@ use crate::metrics::{MetricsSnapshot, PipelineMetrics};
 use crate::pipeline::build::{self, BuildContext};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::state_dir_lock::StateDirLock;
+use crate::record::CheckpointId;
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec};
+use crate::storage::CheckpointStorage;
+use crate::storage::Fence;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -89,7 +89,7 @@ pub fn load_modules(
             StepSpec::Map(m) => (&m.module, "map", World::Mapper),
             StepSpec::Aggregate(a) => (&a.module, "aggregate", World::Aggregator),
         };
-        let step_name = crate::pipeline::plan::step_id(n);
+        let step_name = crate::record::ids::step_id(n);
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
         let module = match loaded.get(&canonical) {
             Some(module) => Arc::clone(module),
@@ -343,21 +343,6 @@ fn list(ids: &[CheckpointId]) -> String {
         .join(", ")
 }
 
-/// The id this run's checkpoints are numbered after: one past every checkpoint id found
-/// in storage at start (`newest`, read before recovery discards anything) and past the
-/// restored one. A restarted run never reuses an id, and leaves one unused: a fenced
-/// instance of the same pipeline may still be finishing the checkpoint after its last
-/// (its transaction will fail to commit, but its files land in storage under that id).
-pub(crate) fn checkpoint_base(
-    newest: Option<CheckpointId>,
-    restored: CheckpointId,
-) -> CheckpointId {
-    match newest {
-        None => restored,
-        Some(newest) => newest.max(restored).next(),
-    }
-}
-
 /// Runs `spec` until its sources are drained and the final checkpoint is committed, or
 /// until `options.stop` asks it to stop after one more committed checkpoint.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
@@ -447,7 +432,7 @@ pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, Pipe
         cancel: cancel.clone(),
         metrics: metrics.clone(),
     };
-    let checkpoint_base = checkpoint_base(newest, restored_id);
+    let checkpoint_base = CheckpointId::numbering_base(newest, restored_id);
     let built = build::build(&BuildContext {
         spec,
         modules: &modules,

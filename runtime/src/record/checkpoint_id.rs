@@ -18,6 +18,19 @@ impl CheckpointId {
     pub fn next(self) -> CheckpointId {
         CheckpointId(self.0 + 1)
     }
+
+    /// The id a run's checkpoints are numbered after: one past every checkpoint id
+    /// found in storage at start (`newest`, read before recovery discards anything) and
+    /// past the restored one. A restarted run never reuses an id, and leaves one unused:
+    /// a fenced instance of the same pipeline may still be finishing the checkpoint
+    /// after its last (its transaction will fail to commit, but its files land in
+    /// storage under that id).
+    pub fn numbering_base(newest: Option<CheckpointId>, restored: CheckpointId) -> CheckpointId {
+        match newest {
+            None => restored,
+            Some(newest) => newest.max(restored).next(),
+        }
+    }
 }
 
 impl std::fmt::Display for CheckpointId {

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod checkpoint_id;
 pub mod dead_letter;
+pub mod ids;
 pub mod message;
 pub mod snapshot;
 pub mod window;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::dataflow::window::MAX_WINDOWS_PER_RECORD;
 use crate::spec::checks;
 use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, split_type};
@@ -26,12 +27,6 @@ pub const DEFAULT_CACHE_BYTES: usize = crate::state::DEFAULT_CACHE_BYTES;
 /// groups is copied into one guest call and held in the cache, so this bounds both; a
 /// guest that needs more keeps too much per key.
 pub const DEFAULT_MAX_ACCUMULATOR_BYTES: usize = 1 << 20;
-/// Most windows one record may belong to (a hopping window's size / slide). A record is
-/// grouped, copied into the guest's input and folded once per window it belongs to, so
-/// this factor multiplies the host memory and guest time of every batch: at 1,000 a
-/// default batch (1,024 records) makes about a million (record, window) pairs.
-/// (`size = "1h", slide = "1ms"` would make 3.6 million per record.)
-pub const MAX_WINDOWS_PER_RECORD: u128 = 1_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepSpec {

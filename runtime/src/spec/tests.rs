@@ -775,10 +775,10 @@ mod properties {
 
     use super::*;
     use crate::connector::generator::Scratch;
-    use crate::record::batch::RecordBatch;
+    use crate::dataflow::window::MAX_WINDOWS_PER_RECORD;
     use crate::dataflow::window::{self, WindowAssigner};
+    use crate::record::batch::RecordBatch;
     use crate::spec::checks::MAX_EVENT_TIME_MS;
-    use crate::spec::step::MAX_WINDOWS_PER_RECORD;
     use crate::spec::units::MAX_DURATION;
 
     const MAX_DURATION_MS: u64 = MAX_DURATION.as_millis() as u64;

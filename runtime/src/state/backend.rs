@@ -32,11 +32,11 @@ use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{DB, DBCompressionType, Options, WriteBatch, WriteOptions};
 
 use crate::record::CheckpointId;
-use crate::storage::CheckpointStorage;
 use crate::state::cache::StateCache;
 use crate::state::pending::{PendingSnapshot, TempDir};
 use crate::state::shared_names::SharedNames;
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError, StateScan};
+use crate::storage::CheckpointStorage;
 
 /// Default cache capacity, in entries (keys): a few tens of MiB for small accumulators.
 pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;

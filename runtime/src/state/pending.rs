@@ -18,8 +18,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::record::CheckpointId;
-use crate::storage::CheckpointStorage;
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, SnapshotStats, StateError};
+use crate::storage::CheckpointStorage;
 
 /// A RocksDB checkpoint waiting in a temp directory to be uploaded.
 #[derive(Debug)]

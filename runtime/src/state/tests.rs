@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use crate::record::CheckpointId;
-use crate::storage::CheckpointStorage;
 use crate::state::{DbSnapshot, KeyedState, StateKey};
+use crate::storage::CheckpointStorage;
 
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 

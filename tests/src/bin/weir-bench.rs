@@ -18,12 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use weir::record::CheckpointId;
-use weir::storage::CheckpointStorage;
 use weir::connector::generator::{GeneratorConfig, GeneratorSource};
-use weir::record::batch::RecordBatch;
 use weir::dataflow::chain::Chain;
-use weir::record::message::Barrier;
 use weir::dataflow::operator::{Operator, OperatorError, Output};
 use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use weir::dataflow::operators::map::MapOperator;
@@ -31,6 +27,10 @@ use weir::dataflow::task::{SourceTask, TaskContext, TaskEvent, TaskOutput};
 use weir::dataflow::window::WindowAssigner;
 use weir::engine::{GuestLimits, WasmEngine};
 use weir::metrics::PipelineMetrics;
+use weir::record::CheckpointId;
+use weir::record::batch::RecordBatch;
+use weir::record::message::Barrier;
+use weir::storage::CheckpointStorage;
 
 const BATCH: usize = 1024;
 

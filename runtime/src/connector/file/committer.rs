@@ -18,12 +18,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::record::OperatorSnapshot;
-use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
 use crate::connector::file::sink::{FileSinkSnapshot, STAGING_DIR};
+use crate::record::CheckpointId;
+use crate::record::OperatorSnapshot;
 
 #[derive(Debug)]
 pub struct FileSinkCommitter {
@@ -269,9 +269,9 @@ mod tests {
     use super::*;
     use crate::connector::file::sink::FileSink;
     use crate::connector::record_format::OutputFormat;
+    use crate::dataflow::operator::{Operator, Output};
     use crate::record::batch::RecordBatch;
     use crate::record::message::Barrier;
-    use crate::dataflow::operator::{Operator, Output};
 
     fn batch(values: &[&str]) -> RecordBatch {
         let mut b = RecordBatch::default();

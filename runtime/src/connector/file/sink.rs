@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::OperatorSnapshot;
-use crate::record::CheckpointId;
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{OutputFormat, encode_record};
+use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::record::CheckpointId;
+use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
-use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::spec::checks;
 
 /// Subdirectory of a sink directory holding files not yet committed.

@@ -20,19 +20,23 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::record::CheckpointId;
-use crate::storage::Fence;
 use crate::connector::error::ConnectorError;
-use crate::connector::kafka::client::{self, QuietContext, client_config, log_quietly, topic_partitions};
+use crate::connector::kafka::client::{
+    self, QuietContext, client_config, log_quietly, topic_partitions,
+};
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced};
 use crate::connector::kafka::in_flight::InFlight;
-use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic};
+use crate::connector::kafka::marker::{
+    FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
+};
 use crate::connector::kafka::preflight;
+use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
-use crate::pipeline::plan;
+use crate::record::ids;
 use crate::spec::{PipelineSpec, SourceConfig};
+use crate::storage::Fence;
 
 /// The commit unit of a pipeline run on one machine (`weir run`). Workers of a scaled-out
 /// pipeline will each be a unit of their own.
@@ -747,7 +751,7 @@ fn marker_target(
         } else if target.group != group {
             continue;
         }
-        target.sources.push(plan::source_id(s));
+        target.sources.push(ids::source_id(s));
         let probe: BaseConsumer<QuietContext> = client_config(bootstrap, c.connect_timeout)
             .create_with_context(QuietContext)
             .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::record::CheckpointId;
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
+use crate::record::CheckpointId;
 
 #[derive(Debug)]
 pub struct KafkaCommitter {

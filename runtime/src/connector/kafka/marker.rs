@@ -36,11 +36,11 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::record::CheckpointId;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::source::KafkaPosition;
+use crate::record::CheckpointId;
 
 /// The progress topic of `pipeline` under a transactional prefix.
 pub fn progress_topic(prefix: &str, pipeline: &str) -> String {

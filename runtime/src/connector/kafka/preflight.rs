@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
 use crate::connector::kafka::error::KafkaError;
-use crate::pipeline::plan;
+use crate::record::ids;
 use crate::spec::{PipelineSpec, SinkSpec};
 
 /// The Kafka sinks of `spec`, with their operator ids, in spec order.
@@ -18,7 +18,7 @@ pub fn kafka_sinks(spec: &PipelineSpec) -> Vec<(String, &KafkaSinkConfig)> {
         .iter()
         .enumerate()
         .filter_map(|(i, s)| match s {
-            SinkSpec::Kafka(c) => Some((plan::sink_id(i), c)),
+            SinkSpec::Kafka(c) => Some((ids::sink_id(i), c)),
             _ => None,
         })
         .collect()

@@ -90,14 +90,14 @@
 
 use std::sync::Arc;
 
-use crate::record::OperatorSnapshot;
-use crate::record::CheckpointId;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::in_flight::InFlight;
+use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::record::CheckpointId;
+use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
-use crate::dataflow::operator::{Operator, OperatorError, Output};
 
 /// One subtask of a Kafka sink, as a terminal operator of its chain.
 #[derive(Debug)]

@@ -45,7 +45,6 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::record::SourcePosition;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
@@ -54,6 +53,7 @@ use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 
 /// One partition's next offset, as stored in checkpoints and committed to the group.

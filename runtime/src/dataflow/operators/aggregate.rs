@@ -25,17 +25,17 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::OperatorSnapshot;
-use crate::record::Window;
-use crate::storage::CheckpointStorage;
-use crate::record::batch::RecordBatch;
-use crate::record::message::{Barrier, Watermark};
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
 use crate::engine::{self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule};
+use crate::record::OperatorSnapshot;
+use crate::record::Window;
+use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Watermark};
 use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
+use crate::storage::CheckpointStorage;
 
 /// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
 const KEY_SHOWN_BYTES: usize = 64;
@@ -508,34 +508,5 @@ impl Operator for AggregateOperator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 7 §2: a key in an error is one quoted line, escaped and cut.
-    #[test]
-    fn keys_in_errors_are_escaped_and_cut() {
-        assert_eq!(display_key(b"k0"), "\"k0\"");
-        assert_eq!(
-            display_key(b"a\"b\\\nweir: error: \xff"),
-            "\"a\\\"b\\\\\\nweir: error: \\xff\""
-        );
-        let long = vec![b'x'; 1000];
-        assert_eq!(
-            display_key(&long),
-            format!("\"{}\"... (1000 bytes)", "x".repeat(64))
-        );
-        let e = AccumulatorTooLarge {
-            module: "m.wasm".into(),
-            key: display_key(b"k\n1"),
-            window: " (window ending at 10)".into(),
-            bytes: 2048,
-            max: 1024,
-        };
-        assert_eq!(
-            e.to_string(),
-            "module m.wasm: the accumulator of key \"k\\n1\" (window ending at 10) is 2048 bytes, \
-             more than max_accumulator_bytes (1024 bytes): raise max_accumulator_bytes or keep \
-             less per key"
-        );
-    }
-}
+#[path = "aggregate_tests.rs"]
+mod tests;

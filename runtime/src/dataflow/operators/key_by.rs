@@ -5,8 +5,8 @@
 //! `u1`, `42` -> `42`). A value that is not a JSON object with that field is refused to
 //! the dead-letter output, never silently given an empty key.
 
-use crate::record::batch::RecordBatch;
 use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::record::batch::RecordBatch;
 
 #[derive(Debug)]
 pub struct KeyByField {

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::record::batch::RecordBatch;
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::engine::{EngineError, GuestLimits, GuestModule, MapperInstance};
+use crate::record::batch::RecordBatch;
 
 /// A guest call failed; says which records were being processed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,324 @@
+//! `AggregateOperator` tests, in process: the operator is driven directly with batches,
+//! watermarks and barriers, its guest the real `windowed_sum` built by `make guests`
+//! (found in `$WEIR_GUESTS_DIR`, default `$HOME/.cache/weir/guest-target/wasm32-wasip2/release`),
+//! its state in a temporary RocksDB and checkpoint storage. What each window emits is
+//! asserted exactly; `tests/tests/windows.rs` proves the whole pipeline end to end.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::engine::WasmEngine;
+use crate::record::CheckpointId;
+use crate::record::DeadLetter;
+
+fn guest_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("WEIR_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            home.join(".cache/weir/guest-target/wasm32-wasip2/release")
+        });
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "guest {} not found: run `make guests` first",
+        path.display()
+    );
+    path
+}
+
+/// `windowed_sum` over tumbling 10 s windows.
+fn config(allowed_lateness_ms: i64) -> AggregateConfig {
+    let engine = WasmEngine::new(None).expect("engine");
+    let module = engine
+        .load(&guest_path("windowed_sum"))
+        .expect("load windowed_sum");
+    AggregateConfig {
+        id: "step-0".into(),
+        module: Arc::new(module),
+        limits: GuestLimits::default(),
+        guest_config: BTreeMap::new(),
+        windows: WindowAssigner::Tumbling { size_ms: 10_000 },
+        allowed_lateness_ms,
+        max_parallelism: 128,
+        batch_size: 64,
+        cache: CacheBounds::from(1024),
+        max_accumulator_bytes: 1 << 20,
+    }
+}
+
+/// A working directory `work` under `dir`, checkpoint storage in `dir/checkpoints`.
+fn location(dir: &Path, work: &str) -> StateLocation {
+    StateLocation {
+        work_dir: dir.join(work),
+        storage: Arc::new(CheckpointStorage::open(dir.join("checkpoints")).expect("storage")),
+        storage_task: "stage1-0.step-0".into(),
+    }
+}
+
+fn open(config: AggregateConfig, location: StateLocation) -> AggregateOperator {
+    AggregateOperator::open(config, location, None).expect("open")
+}
+
+/// Records `(key, value field, timestamp)` as `windowed_sum` reads them.
+fn batch(records: &[(&str, i64, i64)]) -> RecordBatch {
+    let mut b = RecordBatch::default();
+    for (key, value, ts) in records {
+        b.push(
+            key.as_bytes(),
+            format!(r#"{{"value":{value}}}"#).as_bytes(),
+            *ts,
+        );
+    }
+    b
+}
+
+/// What `windowed_sum` emits for `key` in `[start, start + 10 s)`, with the window's
+/// last timestamp.
+fn sum(key: &str, start: i64, sum: i64) -> (String, String, i64) {
+    let end = start + 10_000;
+    (
+        key.to_owned(),
+        format!(r#"{{"key":"{key}","window_start":{start},"window_end":{end},"sum":{sum}}}"#),
+        end - 1,
+    )
+}
+
+/// Everything `out` emitted as (key, value, timestamp), sorted (keys of one window are
+/// emitted in key-group order), then cleared.
+fn emitted(out: &mut Output) -> Vec<(String, String, i64)> {
+    let mut records: Vec<_> = out
+        .batches
+        .drain(..)
+        .flat_map(|b| {
+            b.iter()
+                .map(|r| {
+                    (
+                        String::from_utf8_lossy(r.key).into_owned(),
+                        String::from_utf8_lossy(r.value).into_owned(),
+                        r.timestamp,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    records.sort();
+    records
+}
+
+fn watermark(op: &mut AggregateOperator, wm: i64) -> Vec<(String, String, i64)> {
+    let mut out = Output::default();
+    op.handle_watermark(Watermark(wm), &mut out)
+        .expect("watermark");
+    assert!(out.dead_letters.is_empty(), "{:?}", out.dead_letters);
+    emitted(&mut out)
+}
+
+/// Feeds `records`; returns what they emitted (late firings), refusing none.
+fn feed(op: &mut AggregateOperator, records: &[(&str, i64, i64)]) -> Vec<(String, String, i64)> {
+    let mut out = Output::default();
+    op.handle_batch(batch(records), &mut out).expect("batch");
+    assert!(out.dead_letters.is_empty(), "{:?}", out.dead_letters);
+    assert_eq!(out.late_records, 0);
+    emitted(&mut out)
+}
+
+fn late_letter(key: &str, value: i64, ts: i64, watermark: i64) -> DeadLetter {
+    DeadLetter {
+        operator: "step-0".into(),
+        reason: format!(
+            "late record: event time {ts} is past its window's allowed lateness (watermark {watermark})"
+        ),
+        key: key.as_bytes().to_vec(),
+        value: format!(r#"{{"value":{value}}}"#).into_bytes(),
+        timestamp: ts,
+    }
+}
+
+/// A window emits nothing until the watermark reaches its last timestamp (`end - 1`),
+/// then exactly its sums, once, stamped `end - 1`; the next window waits for its own.
+#[test]
+fn a_window_fires_once_when_the_watermark_reaches_its_last_timestamp() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(config(0), location(dir.path(), "work"));
+    assert_eq!(
+        feed(
+            &mut op,
+            &[
+                ("a", 1, 1_000),
+                ("b", 5, 3_000),
+                ("a", 2, 9_999),
+                ("a", 7, 10_000)
+            ]
+        ),
+        []
+    );
+    assert_eq!(watermark(&mut op, 5_000), []);
+    assert_eq!(watermark(&mut op, 9_998), []);
+    assert_eq!(watermark(&mut op, 9_999), [sum("a", 0, 3), sum("b", 0, 5)]);
+    assert_eq!(watermark(&mut op, 9_999), []);
+    assert_eq!(watermark(&mut op, 15_000), []);
+    assert_eq!(watermark(&mut op, 19_999), [sum("a", 10_000, 7)]);
+    assert_eq!(watermark(&mut op, Watermark::END.0), []);
+}
+
+/// Without allowed lateness, a record whose window the watermark has passed goes to the
+/// dead-letter output, is counted late, and is in no sum: neither its fired window nor
+/// any later one.
+#[test]
+fn a_late_record_is_a_dead_letter_and_is_not_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(config(0), location(dir.path(), "work"));
+    feed(&mut op, &[("a", 1, 1_000)]);
+    assert_eq!(watermark(&mut op, 9_999), [sum("a", 0, 1)]);
+
+    let mut out = Output::default();
+    op.handle_batch(
+        batch(&[("a", 100, 5_000), ("a", 2, 12_000), ("b", 8, 9_999)]),
+        &mut out,
+    )
+    .expect("batch");
+    assert_eq!(out.late_records, 2);
+    assert_eq!(
+        out.dead_letters,
+        [
+            late_letter("a", 100, 5_000, 9_999),
+            late_letter("b", 8, 9_999, 9_999)
+        ]
+    );
+    assert_eq!(emitted(&mut out), []);
+    assert_eq!(watermark(&mut op, 19_999), [sum("a", 10_000, 2)]);
+    assert_eq!(watermark(&mut op, Watermark::END.0), []);
+}
+
+/// With allowed lateness, a record for a fired window updates it and fires it again at
+/// once with the new sum, until the watermark passes `end - 1 + lateness`; after that
+/// the window's state is gone and its records are dead letters.
+#[test]
+fn allowed_lateness_fires_the_window_again_with_the_updated_sum() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(config(5_000), location(dir.path(), "work"));
+    feed(&mut op, &[("a", 1, 1_000), ("b", 4, 2_000)]);
+    assert_eq!(watermark(&mut op, 9_999), [sum("a", 0, 1), sum("b", 0, 4)]);
+    assert_eq!(feed(&mut op, &[("a", 2, 5_000)]), [sum("a", 0, 3)]);
+    assert_eq!(watermark(&mut op, 14_998), []);
+    assert_eq!(op.state.keys().expect("keys").len(), 2, "a and b are kept");
+    assert_eq!(feed(&mut op, &[("a", 10, 6_000)]), [sum("a", 0, 13)]);
+    // 9_999 + 5_000: the lateness of [0, 10 s) is over and its accumulators dropped.
+    assert_eq!(watermark(&mut op, 14_999), []);
+    assert_eq!(op.state.keys().expect("keys"), Vec::<Vec<u8>>::new());
+    let mut out = Output::default();
+    op.handle_batch(batch(&[("a", 100, 7_000)]), &mut out)
+        .expect("batch");
+    assert_eq!(out.late_records, 1);
+    assert_eq!(out.dead_letters, [late_letter("a", 100, 7_000, 14_999)]);
+    assert_eq!(emitted(&mut out), []);
+    assert_eq!(watermark(&mut op, Watermark::END.0), []);
+}
+
+/// The run the restore test interrupts: window [0, 10 s) fires before the barrier,
+/// [10 s, 20 s) is open across it, a record for [0, 10 s) after it is late.
+const BEFORE_BARRIER: &[(&str, i64, i64)] = &[("a", 1, 1_000), ("b", 2, 2_000), ("a", 6, 12_000)];
+const ALSO_BEFORE_BARRIER: &[(&str, i64, i64)] = &[("a", 3, 14_000), ("c", 5, 15_000)];
+const AFTER_BARRIER: &[(&str, i64, i64)] = &[("a", 4, 16_000), ("b", 7, 3_000), ("c", 1, 25_000)];
+
+/// Everything the operator emits or refuses after the barrier, in order of the calls.
+#[derive(Debug, PartialEq)]
+struct AfterBarrier {
+    batch: Vec<(String, String, i64)>,
+    dead_letters: Vec<DeadLetter>,
+    late_records: u64,
+    at_19_999: Vec<(String, String, i64)>,
+    at_end: Vec<(String, String, i64)>,
+}
+
+fn after_barrier(op: &mut AggregateOperator) -> AfterBarrier {
+    let mut out = Output::default();
+    op.handle_batch(batch(AFTER_BARRIER), &mut out)
+        .expect("batch");
+    AfterBarrier {
+        batch: emitted(&mut out),
+        dead_letters: out.dead_letters,
+        late_records: out.late_records,
+        at_19_999: watermark(op, 19_999),
+        at_end: watermark(op, Watermark::END.0),
+    }
+}
+
+/// A snapshot taken mid-window, restored into a fresh operator (new working directory,
+/// same checkpoint storage), continues exactly as the uninterrupted run: the open
+/// window keeps its sums and fires, the restored watermark keeps the fired window
+/// closed, nothing fires twice.
+#[test]
+fn restoring_a_mid_window_snapshot_fires_what_the_uninterrupted_run_fires() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let barrier = Barrier {
+        id: CheckpointId(1),
+        is_final: false,
+    };
+    let before = |op: &mut AggregateOperator| {
+        assert_eq!(feed(op, BEFORE_BARRIER), []);
+        assert_eq!(watermark(op, 9_999), [sum("a", 0, 1), sum("b", 0, 2)]);
+        assert_eq!(feed(op, ALSO_BEFORE_BARRIER), []);
+        let mut out = Output::default();
+        let snapshot = op
+            .handle_barrier(barrier, &mut out)
+            .expect("barrier")
+            .expect("an aggregate has state to snapshot");
+        assert!(out.batches.is_empty() && out.dead_letters.is_empty());
+        snapshot
+    };
+
+    let mut uninterrupted = open(config(0), location(dir.path(), "uninterrupted"));
+    before(&mut uninterrupted);
+    let expected = after_barrier(&mut uninterrupted);
+    assert_eq!(
+        expected,
+        AfterBarrier {
+            batch: vec![],
+            dead_letters: vec![late_letter("b", 7, 3_000, 9_999)],
+            late_records: 1,
+            at_19_999: vec![sum("a", 10_000, 13), sum("c", 10_000, 5)],
+            at_end: vec![sum("c", 20_000, 1)],
+        }
+    );
+
+    let checkpoints = dir.path().join("restored");
+    let mut interrupted = open(config(0), location(&checkpoints, "work"));
+    let snapshot = before(&mut interrupted);
+    drop(interrupted);
+    let mut restored =
+        AggregateOperator::open(config(0), location(&checkpoints, "work-2"), Some(&snapshot))
+            .expect("restore");
+    assert_eq!(after_barrier(&mut restored), expected);
+}
+
+/// Issue 7 §2: a key in an error is one quoted line, escaped and cut.
+#[test]
+fn keys_in_errors_are_escaped_and_cut() {
+    assert_eq!(display_key(b"k0"), "\"k0\"");
+    assert_eq!(
+        display_key(b"a\"b\\\nweir: error: \xff"),
+        "\"a\\\"b\\\\\\nweir: error: \\xff\""
+    );
+    let long = vec![b'x'; 1000];
+    assert_eq!(
+        display_key(&long),
+        format!("\"{}\"... (1000 bytes)", "x".repeat(64))
+    );
+    let e = AccumulatorTooLarge {
+        module: "m.wasm".into(),
+        key: display_key(b"k\n1"),
+        window: " (window ending at 10)".into(),
+        bytes: 2048,
+        max: 1024,
+    };
+    assert_eq!(
+        e.to_string(),
+        "module m.wasm: the accumulator of key \"k\\n1\" (window ending at 10) is 2048 bytes, \
+         more than max_accumulator_bytes (1024 bytes): raise max_accumulator_bytes or keep \
+         less per key"
+    );
+}
