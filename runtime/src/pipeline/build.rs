@@ -33,8 +33,10 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, StagePlan};
 use crate::record::CheckpointId;
 use crate::record::SourcePosition;
+use crate::record::batch::BatchLimit;
 use crate::record::ids;
 use crate::record::message::{Barrier, Message};
+use crate::spec::step::AggregateStep;
 use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
 use crate::state::CacheBounds;
 use crate::storage::CheckpointStorage;
@@ -52,11 +54,11 @@ pub struct BuildContext<'a> {
     pub restored: Option<&'a CheckpointMetadata>,
     /// The run's checkpoints are numbered after this id: the first barrier is
     /// `checkpoint_base.next()`. It is the restored checkpoint's id, or later (see
-    /// `run::checkpoint_base`); sinks stage their first output for the id after it.
+    /// `CheckpointId::numbering_base`); sinks stage their first output for the id after it.
     pub checkpoint_base: CheckpointId,
     /// Template for every task's context (the task name is filled in per task).
     pub context: TaskContext,
-    /// The producers every Kafka sink shares (opened by `run`), if the spec has one.
+    /// The producers every Kafka sink shares (opened by `recover`), if the spec has one.
     pub kafka: Option<Arc<KafkaCommitUnit>>,
 }
 
@@ -127,118 +129,143 @@ pub fn committers(
 
 pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     let spec = cx.spec;
-    let parallelism = spec.parallelism;
     let stages = plan::stages(spec);
-    let source_tasks_count = spec.sources.len() * parallelism;
-
-    // inputs[k][j]: receivers of subtask j of stage k (k >= 1), one per upstream task;
-    // outputs[k][u]: senders of upstream task u of stage k - 1 into stage k.
-    let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
-    let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
-    for k in 1..stages.len() {
-        let upstream = if k == 1 {
-            source_tasks_count
-        } else {
-            parallelism
-        };
-        inputs[k] = (0..parallelism)
-            .map(|_| Vec::with_capacity(upstream))
-            .collect();
-        outputs[k] = (0..upstream)
-            .map(|_| Vec::with_capacity(parallelism))
-            .collect();
-        for u in 0..upstream {
-            for j in 0..parallelism {
-                let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
-                outputs[k][u].push(tx);
-                inputs[k][j].push(rx);
-            }
-        }
-    }
-
+    let mut channels = Channels::new(&stages, spec.sources.len(), spec.parallelism);
     let mut built = BuiltPipeline {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
         barriers: BTreeMap::new(),
         committers: committers(spec, cx.kafka.as_ref()),
     };
-    let next_stage_outputs =
-        |outputs: &mut Vec<Vec<Vec<Sender<Message>>>>, stage: &StagePlan, u: usize| {
-            if stage.shuffles {
-                TaskOutput::Shuffle(ShuffleWriter::new(
-                    std::mem::take(&mut outputs[stage.index + 1][u]),
-                    spec.max_parallelism as u16,
-                ))
-            } else {
-                TaskOutput::Sinks
-            }
-        };
-
-    for (s, source) in spec.sources.iter().enumerate() {
-        let source_op = ids::source_id(s);
-        let all_positions: Vec<&SourcePosition> = cx.restored.map_or_else(Vec::new, |m| {
-            m.snapshots_of(&source_op)
-                .into_iter()
-                .map(|snap| &snap.state)
-                .collect()
-        });
-        for i in 0..parallelism {
-            let task = ids::source_task(s, i);
-            let restored = cx.restored.map(|m| RestoredSource {
-                own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
-                all: &all_positions,
-            });
-            let reader =
-                connector::open_source(source, i, parallelism, restored).map_err(|source| {
-                    PipelineError::Connector {
-                        pipeline: spec.name.clone(),
-                        task: task.clone(),
-                        source,
-                    }
-                })?;
-            PipelineMetrics::add(
-                &cx.context.metrics.records_skipped,
-                reader.skipped_at_open(),
-            );
-            let (tx, rx) = crossbeam_channel::unbounded();
-            built.barriers.insert(task.clone(), tx);
-            let stage = &stages[0];
-            let chain = chain(cx, stage, &stages, &task)?;
-            let dead = dead_letter_sink(cx, &task)?;
-            let output = next_stage_outputs(&mut outputs, stage, s * parallelism + i);
-            built.source_tasks.push(SourceTask::new(
-                context(cx, &task),
-                source_op.clone(),
-                reader,
-                rx,
-                crate::record::batch::BatchLimit {
-                    records: spec.batch_size,
-                    bytes: spec.batch_bytes,
-                },
-                source.out_of_orderness,
-                chain,
-                dead,
-                output,
-            ));
+    for s in 0..spec.sources.len() {
+        for i in 0..spec.parallelism {
+            let (task, barriers) = source_task(cx, &stages, &mut channels, s, i)?;
+            built.barriers.insert(task.ctx.task.clone(), barriers);
+            built.source_tasks.push(task);
         }
     }
     for stage in &stages[1..] {
-        for j in 0..parallelism {
+        for j in 0..spec.parallelism {
             let task = ids::stage_task(stage.index, j);
-            let gate = InputGate::new(std::mem::take(&mut inputs[stage.index][j]));
-            let chain = chain(cx, stage, &stages, &task)?;
-            let dead = dead_letter_sink(cx, &task)?;
-            let output = next_stage_outputs(&mut outputs, stage, j);
             built.stage_tasks.push(StageTask::new(
                 context(cx, &task),
-                gate,
-                chain,
-                dead,
-                output,
+                InputGate::new(channels.inputs(stage.index, j)),
+                chain(cx, stage, &stages, &task)?,
+                dead_letter_sink(cx, &task)?,
+                channels.output(stage, j, spec.max_parallelism),
             ));
         }
     }
     Ok(built)
+}
+
+/// Subtask `i` of source `s`, opened at its restored position, and the sender of its
+/// barriers.
+fn source_task(
+    cx: &BuildContext<'_>,
+    stages: &[StagePlan],
+    channels: &mut Channels,
+    s: usize,
+    i: usize,
+) -> Result<(SourceTask, Sender<Barrier>), PipelineError> {
+    let spec = cx.spec;
+    let source = &spec.sources[s];
+    let source_op = ids::source_id(s);
+    let task = ids::source_task(s, i);
+    let all_positions: Vec<&SourcePosition> = cx.restored.map_or_else(Vec::new, |m| {
+        m.snapshots_of(&source_op)
+            .into_iter()
+            .map(|snap| &snap.state)
+            .collect()
+    });
+    let restored = cx.restored.map(|m| RestoredSource {
+        own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
+        all: &all_positions,
+    });
+    let reader =
+        connector::open_source(source, i, spec.parallelism, restored).map_err(|source| {
+            PipelineError::Connector {
+                pipeline: spec.name.clone(),
+                task: task.clone(),
+                source,
+            }
+        })?;
+    PipelineMetrics::add(
+        &cx.context.metrics.records_skipped,
+        reader.skipped_at_open(),
+    );
+    let (barriers, barrier_rx) = crossbeam_channel::unbounded();
+    let stage = &stages[0];
+    let task = SourceTask::new(
+        context(cx, &task),
+        source_op,
+        reader,
+        barrier_rx,
+        BatchLimit {
+            records: spec.batch_size,
+            bytes: spec.batch_bytes,
+        },
+        source.out_of_orderness,
+        chain(cx, stage, stages, &task)?,
+        dead_letter_sink(cx, &task)?,
+        channels.output(stage, s * spec.parallelism + i, spec.max_parallelism),
+    );
+    Ok((task, barriers))
+}
+
+/// The bounded channels between stages: each subtask of stage k >= 1 has one input
+/// per task of stage k - 1, so it can align barriers per input.
+struct Channels {
+    /// `inputs[k][j]`: the receivers of subtask j of stage k, one per upstream task.
+    inputs: Vec<Vec<Vec<Receiver<Message>>>>,
+    /// `outputs[k][u]`: the senders of upstream task u of stage k - 1 into stage k.
+    outputs: Vec<Vec<Vec<Sender<Message>>>>,
+}
+
+impl Channels {
+    fn new(stages: &[StagePlan], sources: usize, parallelism: usize) -> Channels {
+        let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
+        let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
+        for k in 1..stages.len() {
+            let upstream = if k == 1 {
+                sources * parallelism
+            } else {
+                parallelism
+            };
+            inputs[k] = (0..parallelism)
+                .map(|_| Vec::with_capacity(upstream))
+                .collect();
+            outputs[k] = (0..upstream)
+                .map(|_| Vec::with_capacity(parallelism))
+                .collect();
+            for u in 0..upstream {
+                for j in 0..parallelism {
+                    let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+                    outputs[k][u].push(tx);
+                    inputs[k][j].push(rx);
+                }
+            }
+        }
+        Channels { inputs, outputs }
+    }
+
+    /// The inputs of subtask `j` of stage `k` (taken once).
+    fn inputs(&mut self, k: usize, j: usize) -> Vec<Receiver<Message>> {
+        std::mem::take(&mut self.inputs[k][j])
+    }
+
+    /// Where task `u` of `stage` sends its output: a shuffle into the next stage, or
+    /// its own sinks.
+    fn output(&mut self, stage: &StagePlan, u: usize, max_parallelism: usize) -> TaskOutput {
+        if stage.shuffles {
+            TaskOutput::Shuffle(ShuffleWriter::new(
+                std::mem::take(&mut self.outputs[stage.index + 1][u]),
+                max_parallelism as u16,
+            ))
+        } else {
+            TaskOutput::Sinks
+        }
+    }
 }
 
 fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
@@ -263,79 +290,105 @@ fn chain(
     task: &str,
 ) -> Result<Chain, PipelineError> {
     let spec = cx.spec;
-    let mut operators: Vec<Box<dyn Operator>> = Vec::new();
-    for &n in &stage.steps {
-        let id = ids::step_id(n);
-        let module = cx
-            .modules
-            .get(&n)
-            .expect("every step's module is loaded")
-            .clone();
-        match &spec.steps[n] {
-            StepSpec::Map(map) => {
-                operators.push(Box::new(MapOperator::new(
-                    id,
-                    module,
-                    limits(spec),
-                    map.config.clone(),
-                )));
-            }
-            StepSpec::Aggregate(agg) => {
-                let config = AggregateConfig {
-                    id: id.clone(),
-                    module,
-                    limits: limits(spec),
-                    guest_config: agg.config.clone(),
-                    windows: match agg.window {
-                        None => WindowAssigner::Global,
-                        Some(WindowSpec::Tumbling { size }) => WindowAssigner::Tumbling {
-                            size_ms: millis(size),
-                        },
-                        Some(WindowSpec::Hopping { size, slide }) => WindowAssigner::Hopping {
-                            size_ms: millis(size),
-                            slide_ms: millis(slide),
-                        },
-                    },
-                    allowed_lateness_ms: millis(agg.allowed_lateness),
-                    max_parallelism: spec.max_parallelism as u16,
-                    batch_size: spec.batch_size,
-                    cache: CacheBounds {
-                        entries: agg.cache_entries,
-                        bytes: agg.cache_bytes,
-                    },
-                    max_accumulator_bytes: agg.max_accumulator_bytes,
-                };
-                let location = StateLocation {
-                    work_dir: work_dir(&spec.state_dir, task, &id),
-                    storage: cx.storage.clone(),
-                    storage_task: format!("{task}.{id}"),
-                };
-                let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
-                let op = AggregateOperator::open(config, location, restored).map_err(|source| {
-                    PipelineError::Operator {
-                        pipeline: spec.name.clone(),
-                        task: task.to_owned(),
-                        operator: id.clone(),
-                        source,
-                    }
-                })?;
-                operators.push(Box::new(op));
-            }
+    let mut operators = stage
+        .steps
+        .iter()
+        .map(|&n| step_operator(cx, task, n))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !stage.shuffles {
+        return Ok(Chain::new(operators, sinks(cx, task)?));
+    }
+    // The next stage starts with an aggregate: key records the way it asks.
+    let next = stages[stage.index + 1].steps[0];
+    if let StepSpec::Aggregate(agg) = &spec.steps[next] {
+        if let Some(field) = &agg.key_field {
+            operators.push(Box::new(KeyByField::new(
+                ids::key_by_id(next),
+                field.clone(),
+            )));
         }
     }
-    if stage.shuffles {
-        // The next stage starts with an aggregate: key records the way it asks.
-        let next = stages[stage.index + 1].steps[0];
-        if let StepSpec::Aggregate(agg) = &spec.steps[next] {
-            if let Some(field) = &agg.key_field {
-                operators.push(Box::new(KeyByField::new(
-                    ids::key_by_id(next),
-                    field.clone(),
-                )));
-            }
+    Ok(Chain::new(operators, Vec::new()))
+}
+
+/// Step `n`'s operator in `task`, opened at its restored snapshot.
+fn step_operator(
+    cx: &BuildContext<'_>,
+    task: &str,
+    n: usize,
+) -> Result<Box<dyn Operator>, PipelineError> {
+    let spec = cx.spec;
+    let id = ids::step_id(n);
+    let module = cx
+        .modules
+        .get(&n)
+        .expect("every step's module is loaded")
+        .clone();
+    let agg = match &spec.steps[n] {
+        StepSpec::Map(map) => {
+            return Ok(Box::new(MapOperator::new(
+                id,
+                module,
+                limits(spec),
+                map.config.clone(),
+            )));
         }
-        return Ok(Chain::new(operators, Vec::new()));
+        StepSpec::Aggregate(agg) => agg,
+    };
+    let location = StateLocation {
+        work_dir: work_dir(&spec.state_dir, task, &id),
+        storage: cx.storage.clone(),
+        storage_task: format!("{task}.{id}"),
+    };
+    let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
+    let config = aggregate_config(spec, agg, id.clone(), module);
+    let op = AggregateOperator::open(config, location, restored).map_err(|source| {
+        PipelineError::Operator {
+            pipeline: spec.name.clone(),
+            task: task.to_owned(),
+            operator: id,
+            source,
+        }
+    })?;
+    Ok(Box::new(op))
+}
+
+/// What an aggregate operator needs of its step and of the spec.
+fn aggregate_config(
+    spec: &PipelineSpec,
+    agg: &AggregateStep,
+    id: String,
+    module: Arc<GuestModule>,
+) -> AggregateConfig {
+    AggregateConfig {
+        id,
+        module,
+        limits: limits(spec),
+        guest_config: agg.config.clone(),
+        windows: match agg.window {
+            None => WindowAssigner::Global,
+            Some(WindowSpec::Tumbling { size }) => WindowAssigner::Tumbling {
+                size_ms: millis(size),
+            },
+            Some(WindowSpec::Hopping { size, slide }) => WindowAssigner::Hopping {
+                size_ms: millis(size),
+                slide_ms: millis(slide),
+            },
+        },
+        allowed_lateness_ms: millis(agg.allowed_lateness),
+        max_parallelism: spec.max_parallelism as u16,
+        batch_size: spec.batch_size,
+        cache: CacheBounds {
+            entries: agg.cache_entries,
+            bytes: agg.cache_bytes,
+        },
+        max_accumulator_bytes: agg.max_accumulator_bytes,
     }
+}
+
+/// The spec's sinks, for a task of the last stage.
+fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<Vec<Box<dyn Operator>>, PipelineError> {
+    let spec = cx.spec;
     let mut sinks: Vec<Box<dyn Operator>> = Vec::new();
     for (i, sink) in spec.sinks.iter().enumerate() {
         match sink {
@@ -351,7 +404,7 @@ fn chain(
                 sinks.push(Box::new(StdoutSink::new(ids::sink_id(i), stdout.format)))
             }
             SinkSpec::Kafka(kafka) => {
-                // `run` opens the commit unit whenever the spec has a Kafka sink.
+                // `recover` opens the commit unit whenever the spec has a Kafka sink.
                 let unit = cx.kafka.clone().ok_or_else(|| PipelineError::Connector {
                     pipeline: spec.name.clone(),
                     task: task.to_owned(),
@@ -366,7 +419,7 @@ fn chain(
             }
         }
     }
-    Ok(Chain::new(operators, sinks))
+    Ok(sinks)
 }
 
 fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operator>, PipelineError> {

@@ -87,4 +87,8 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     Run(#[from] CoordinatorError),
+
+    /// The coordinator's thread panicked: a bug, reported as the run's failure.
+    #[error("pipeline {pipeline}: the checkpoint coordinator panicked: {message}")]
+    CoordinatorPanicked { pipeline: String, message: String },
 }

@@ -1,9 +1,19 @@
-//! Running a pipeline: the physical plan, task construction, recovery and the run loop.
+//! Running a pipeline: `recover` (lock, guests, Kafka fencing, the checkpoint to
+//! restore), `start` (the physical plan built into tasks at their snapshots, and the
+//! coordinator) and `run`, which does both and waits for the end.
 pub mod build;
 pub mod error;
+pub mod modules;
+pub mod options;
 pub mod plan;
+pub mod recovery;
 pub mod run;
+pub mod running;
 pub mod state_dir_lock;
 
 pub use error::PipelineError;
-pub use run::{RunOptions, RunSummary, compile_cache_dir, run};
+pub use modules::compile_cache_dir;
+pub use options::{RunOptions, RunSummary};
+pub use recovery::{Recovery, recover};
+pub use run::run;
+pub use running::{RunningPipeline, start};

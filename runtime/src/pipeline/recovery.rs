@@ -1,0 +1,353 @@
+//! `recover`: everything a run does before its tasks start, in order.
+//!
+//! 1. Lock the state dir (`state_dir_lock`): a second instance on the same state dir is
+//!    refused before it can fence the first or touch its files.
+//! 2. Load the guests (`modules`).
+//! 3. Kafka sinks: check their configuration against the spec and the broker; for
+//!    exactly-once, fence every earlier instance and read the progress markers.
+//! 4. `--from-scratch`: delete the checkpoints and the committed file output of earlier
+//!    runs (only what Weir made).
+//! 5. Open checkpoint storage and choose the checkpoint c to restore: the latest
+//!    complete one; with an exactly-once Kafka sink, the last one whose Kafka
+//!    transaction committed (its marker), newer ones being discarded since their
+//!    transactions were aborted (see `connector::kafka::sink` for why). No marker while
+//!    storage holds complete checkpoints is refused, never read as "nothing committed";
+//!    `--from-checkpoint N` is the operator's way to say which one.
+//! 6. Redo the commit of c (idempotent: the crash may have come between "complete" and
+//!    "committed"), and discard whatever sinks staged for checkpoints after c.
+//!
+//! What it returns (`Recovery`) is all `running::start` needs to open every operator
+//! and source at its snapshot in c and run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::checkpoint::commit::Committer;
+use crate::checkpoint::coordinator;
+use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::connector::file::remove_committed;
+use crate::connector::kafka::marker::{self, ResumeRefusal};
+use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
+use crate::engine::GuestModule;
+use crate::pipeline::build;
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::modules::{engine, load_modules};
+use crate::pipeline::options::RunOptions;
+use crate::pipeline::state_dir_lock::StateDirLock;
+use crate::record::CheckpointId;
+use crate::spec::{PipelineSpec, SinkSpec};
+use crate::storage::{CheckpointStorage, Fence};
+
+/// A pipeline recovered and ready to start: its guests loaded, its storage open, the
+/// checkpoint to restore chosen and its commit redone.
+pub struct Recovery {
+    pub spec: PipelineSpec,
+    /// Held for the whole run (released when the running pipeline is dropped).
+    pub lock: StateDirLock,
+    pub modules: BTreeMap<usize, Arc<GuestModule>>,
+    pub kafka: Option<Arc<KafkaCommitUnit>>,
+    pub storage: Arc<CheckpointStorage>,
+    /// The checkpoint to restore, if any.
+    pub restored: Option<CheckpointMetadata>,
+    /// The id this run's checkpoints are numbered after (see
+    /// `CheckpointId::numbering_base`).
+    pub checkpoint_base: CheckpointId,
+}
+
+/// Recovers `spec` (steps 1 to 6 above).
+pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, PipelineError> {
+    let lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
+        pipeline: spec.name.clone(),
+        source,
+    })?;
+    let modules = load_modules(spec, &engine(spec, options)?)?;
+    // Before anything is deleted or written.
+    let fence = Fence::default();
+    let kafka =
+        KafkaCommitUnit::open(spec, options.from_scratch, fence.clone()).map_err(|source| {
+            PipelineError::Connector {
+                pipeline: spec.name.clone(),
+                task: "kafka-sink".into(),
+                source,
+            }
+        })?;
+    if options.from_scratch {
+        start_over(spec)?;
+    }
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
+    let storage = Arc::new(
+        CheckpointStorage::open(&spec.checkpoint.dir)
+            .map_err(storage_error)?
+            .with_fence(fence),
+    );
+    // Read before anything is discarded: ids are never reused.
+    let newest = storage
+        .checkpoint_ids()
+        .map_err(storage_error)?
+        .into_iter()
+        .max();
+    let restored = match kafka.as_deref().filter(|unit| unit.is_exactly_once()) {
+        Some(unit) => committed_checkpoint(spec, &storage, unit, options.from_checkpoint)?,
+        None => chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
+    };
+    let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
+    redo_commit(
+        spec,
+        &mut build::committers(spec, kafka.as_ref()),
+        restored.as_ref(),
+    )?;
+    Ok(Recovery {
+        spec: spec.clone(),
+        lock,
+        modules,
+        kafka,
+        storage,
+        restored,
+        checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
+    })
+}
+
+/// Redoes the restored checkpoint's commit, then drops what later checkpoints staged.
+fn redo_commit(
+    spec: &PipelineSpec,
+    committers: &mut [Box<dyn Committer>],
+    restored: Option<&CheckpointMetadata>,
+) -> Result<(), PipelineError> {
+    if let Some(metadata) = restored {
+        let deadline = std::time::Instant::now() + spec.checkpoint.timeout;
+        coordinator::commit_all(&spec.name, committers, metadata, deadline)?;
+    }
+    let restored_id = restored.map_or(CheckpointId::NONE, |m| m.id);
+    for committer in committers {
+        committer
+            .discard_uncommitted(restored_id)
+            .map_err(|source| coordinator::CoordinatorError::Commit {
+                pipeline: spec.name.clone(),
+                checkpoint: restored_id,
+                phase: "discard",
+                operator: committer.operator_id().to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes the pipeline's checkpoints and the committed output of its file sinks.
+fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
+    CheckpointStorage::remove_all(&spec.checkpoint.dir).map_err(|source| {
+        PipelineError::Storage {
+            pipeline: spec.name.clone(),
+            source,
+        }
+    })?;
+    let connector = |source| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: "start-over".into(),
+        source,
+    };
+    for (i, sink) in spec.sinks.iter().enumerate() {
+        if let SinkSpec::File(file) = sink {
+            remove_committed(&file.path, &build::sink_file_name(spec, i)).map_err(connector)?;
+        }
+    }
+    remove_committed(&spec.dead_letter.path, &build::dead_letter_file_name(spec))
+        .map_err(connector)?;
+    Ok(())
+}
+
+/// The latest complete checkpoint, checked against the spec.
+fn latest_checkpoint(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
+    let Some(id) = storage.latest_complete().map_err(storage_error)? else {
+        return Ok(None);
+    };
+    let metadata = read_metadata(spec, storage, id)?;
+    let incompatible = |reason: String| PipelineError::Incompatible {
+        pipeline: spec.name.clone(),
+        checkpoint: id,
+        reason,
+    };
+    if metadata.parallelism != spec.parallelism {
+        return Err(incompatible(format!(
+            "it was taken with parallelism {}, the spec says {}; rescaling is not supported yet: \
+             set parallelism = {} or run with --from-scratch",
+            metadata.parallelism, spec.parallelism, metadata.parallelism
+        )));
+    }
+    if usize::from(metadata.max_parallelism) != spec.max_parallelism {
+        return Err(incompatible(format!(
+            "it was taken with max_parallelism {}, the spec says {}; key groups are fixed for the life of a \
+             pipeline: set max_parallelism = {} or run with --from-scratch",
+            metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
+        )));
+    }
+    Ok(Some(metadata))
+}
+
+/// Exactly-once Kafka recovery: the checkpoint whose transaction committed last (the
+/// unit's markers), or the operator's `--from-checkpoint`; every newer checkpoint is
+/// discarded (their transactions were aborted when the unit initialised its
+/// producers), so that it is the latest complete one. `None` when nothing committed
+/// yet and storage is empty.
+fn committed_checkpoint(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    unit: &KafkaCommitUnit,
+    from_checkpoint: Option<CheckpointId>,
+) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
+    let kafka_error = |e: KafkaError| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: "recovery".into(),
+        source: e.into(),
+    };
+    let complete = storage.complete_checkpoints().map_err(storage_error)?;
+    let found = unit.found_markers().cloned().unwrap_or_default();
+    let target = unit.marker_target();
+    // Only needed (and read) when neither a marker nor the operator decides.
+    let ever_committed = found.last_committed().is_some()
+        || from_checkpoint.is_some()
+        || ever_committed(spec, storage, &complete)?;
+    let resume = match marker::resume_point(&found, &complete, ever_committed, from_checkpoint) {
+        Ok(resume) => resume,
+        Err(ResumeRefusal::NotComplete { wanted }) => {
+            return Err(no_such_checkpoint(spec, wanted, &complete));
+        }
+        Err(ResumeRefusal::MarkerMissing) => {
+            return Err(kafka_error(KafkaError::MarkerMissing {
+                pipeline: spec.name.clone(),
+                group: target.map(|t| t.group.clone()).unwrap_or_default(),
+                topic: target.map(|t| t.progress_topic.clone()).unwrap_or_default(),
+                storage: spec.checkpoint.dir.display().to_string(),
+                checkpoints: list(&complete),
+            }));
+        }
+    };
+    let committed = resume.unwrap_or(CheckpointId::NONE);
+    if committed != CheckpointId::NONE && !complete.contains(&committed) {
+        return Err(kafka_error(KafkaError::MarkerWithoutCheckpoint {
+            pipeline: spec.name.clone(),
+            group: target.map(|t| t.group.clone()).unwrap_or_default(),
+            marker: committed,
+            storage: spec.checkpoint.dir.display().to_string(),
+        }));
+    }
+    discard_after(
+        spec,
+        storage,
+        committed,
+        "its Kafka transaction did not commit",
+    )?;
+    latest_checkpoint(spec, storage)
+}
+
+/// Whether any complete checkpoint was taken after a commit (see
+/// `CheckpointMetadata::committed_before`).
+fn ever_committed(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    complete: &[CheckpointId],
+) -> Result<bool, PipelineError> {
+    for &id in complete {
+        if read_metadata(spec, storage, id)?.committed_before != CheckpointId::NONE {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Complete checkpoint `id`'s metadata; unreadable metadata cannot be restored.
+fn read_metadata(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    id: CheckpointId,
+) -> Result<CheckpointMetadata, PipelineError> {
+    CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+        pipeline: spec.name.clone(),
+        checkpoint: id,
+        reason: e.to_string(),
+    })
+}
+
+/// Without an exactly-once Kafka sink: the operator's `--from-checkpoint`, with every
+/// newer checkpoint discarded, or else the latest complete checkpoint.
+fn chosen_checkpoint(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    from_checkpoint: Option<CheckpointId>,
+) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    if let Some(wanted) = from_checkpoint {
+        let complete = storage
+            .complete_checkpoints()
+            .map_err(|source| PipelineError::Storage {
+                pipeline: spec.name.clone(),
+                source,
+            })?;
+        if !complete.contains(&wanted) {
+            return Err(no_such_checkpoint(spec, wanted, &complete));
+        }
+        discard_after(
+            spec,
+            storage,
+            wanted,
+            "--from-checkpoint names an older one",
+        )?;
+    }
+    latest_checkpoint(spec, storage)
+}
+
+/// Discards every checkpoint (complete or not) after `keep`.
+fn discard_after(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    keep: CheckpointId,
+    why: &str,
+) -> Result<(), PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: spec.name.clone(),
+        source,
+    };
+    for id in storage.checkpoint_ids().map_err(storage_error)? {
+        if id > keep {
+            tracing::info!(pipeline = %spec.name, checkpoint = %id, kept = %keep, "discarding a checkpoint: {why}");
+            storage.discard(id).map_err(storage_error)?;
+        }
+    }
+    Ok(())
+}
+
+fn no_such_checkpoint(
+    spec: &PipelineSpec,
+    wanted: CheckpointId,
+    complete: &[CheckpointId],
+) -> PipelineError {
+    PipelineError::NoSuchCheckpoint {
+        pipeline: spec.name.clone(),
+        wanted,
+        storage: spec.checkpoint.dir.clone(),
+        complete: list(complete),
+    }
+}
+
+/// `3, 4, 5`, or `none`.
+fn list(ids: &[CheckpointId]) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

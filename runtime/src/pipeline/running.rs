@@ -1,0 +1,169 @@
+//! `start`: a recovered pipeline's tasks and checkpoint coordinator, running on their
+//! own threads, behind a handle (`RunningPipeline`) that can ask them to stop and wait
+//! for the end. The CLI waits on it; a hosting supervisor can hold many.
+//!
+//! Invariants:
+//! - Every task is built at its snapshot in the restored checkpoint (see `build`), and
+//!   the coordinator numbers checkpoints after `Recovery::checkpoint_base`, the one
+//!   place the current checkpoint id comes from.
+//! - `wait` returns only after every task thread and the coordinator have ended, and
+//!   the state dir stays locked until then.
+//! - A stop request (`stop`, or the `RunOptions::stop` flag) ends the run after one
+//!   more committed checkpoint.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
+use crate::dataflow::task::TaskContext;
+use crate::dataflow::task_panic;
+use crate::metrics::PipelineMetrics;
+use crate::metrics::progress::Progress;
+use crate::pipeline::build::{self, BuildContext};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::options::{RunOptions, RunSummary};
+use crate::pipeline::recovery::Recovery;
+use crate::pipeline::state_dir_lock::StateDirLock;
+use crate::record::CheckpointId;
+
+/// A pipeline whose tasks and coordinator are running.
+pub struct RunningPipeline {
+    pipeline: String,
+    /// The coordinator's outcome, or its panic's message.
+    coordinator: JoinHandle<Result<Result<RunEnd, CoordinatorError>, String>>,
+    tasks: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicUsize>,
+    metrics: Arc<PipelineMetrics>,
+    progress: Option<Progress>,
+    restored_from: Option<CheckpointId>,
+    _lock: StateDirLock,
+}
+
+/// Builds `recovery`'s tasks at their snapshots and starts them and the coordinator.
+pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline, PipelineError> {
+    let Recovery {
+        spec,
+        lock,
+        modules,
+        kafka,
+        storage,
+        restored,
+        checkpoint_base,
+    } = recovery;
+    let metrics = Arc::new(PipelineMetrics::default());
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (events_tx, events_rx) = crossbeam_channel::unbounded();
+    let context = TaskContext {
+        pipeline: spec.name.clone(),
+        task: String::new(),
+        events: events_tx,
+        cancel: cancel.clone(),
+        metrics: metrics.clone(),
+    };
+    let built = build::build(&BuildContext {
+        spec: &spec,
+        modules: &modules,
+        storage: storage.clone(),
+        restored: restored.as_ref(),
+        checkpoint_base,
+        context,
+        kafka,
+    })?;
+    let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
+    let coordinator = Coordinator {
+        config: CoordinatorConfig {
+            pipeline: spec.name.clone(),
+            interval: spec.checkpoint.interval,
+            timeout: spec.checkpoint.timeout,
+            retain: spec.checkpoint.retain,
+            parallelism: spec.parallelism,
+            max_parallelism: spec.max_parallelism as u16,
+        },
+        storage,
+        events: events_rx,
+        sources: built.barriers,
+        tasks,
+        committers: built.committers,
+        cancel,
+        stop: options.stop.clone(),
+        metrics: metrics.clone(),
+        last: checkpoint_base,
+        committed: restored.as_ref().map_or(CheckpointId::NONE, |m| m.id),
+    };
+    let mut threads = Vec::new();
+    for task in built.source_tasks {
+        let name = task.ctx.task.clone();
+        threads.push(spawn(&spec.name, name, move || task.run())?);
+    }
+    for task in built.stage_tasks {
+        let name = task.ctx.task.clone();
+        threads.push(spawn(&spec.name, name, move || task.run())?);
+    }
+    let coordinator = spawn(
+        &spec.name,
+        format!("{}-coordinator", spec.name),
+        move || task_panic::catch(|| coordinator.run()),
+    )?;
+    Ok(RunningPipeline {
+        pipeline: spec.name.clone(),
+        coordinator,
+        tasks: threads,
+        stop: options.stop.clone(),
+        progress: options
+            .show_progress
+            .then(|| Progress::start(metrics.clone())),
+        metrics,
+        restored_from: restored.map(|m| m.id),
+        _lock: lock,
+    })
+}
+
+impl RunningPipeline {
+    /// Asks the run to stop after one more committed checkpoint; `signal` is reported
+    /// back in `RunEnd::Stopped` (a signal number, or any non-zero reason).
+    pub fn stop(&self, signal: usize) {
+        self.stop.store(signal.max(1), Ordering::SeqCst);
+    }
+
+    /// Waits for the coordinator and every task to end.
+    pub fn wait(self) -> Result<RunSummary, PipelineError> {
+        // `catch` leaves nothing for `join` to report.
+        let outcome = self
+            .coordinator
+            .join()
+            .unwrap_or_else(|_| Err("the coordinator thread panicked".to_owned()));
+        for task in self.tasks {
+            // A task that panicked is a bug; its failure is already in `outcome` or the
+            // pipeline finished without it.
+            let _ = task.join();
+        }
+        drop(self.progress);
+        let end = outcome.map_err(|message| PipelineError::CoordinatorPanicked {
+            pipeline: self.pipeline.clone(),
+            message,
+        })??;
+        Ok(RunSummary {
+            metrics: self.metrics.snapshot(),
+            end,
+            restored_from: self.restored_from,
+        })
+    }
+}
+
+fn spawn<T: Send + 'static>(
+    pipeline: &str,
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, PipelineError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|source| PipelineError::Io {
+            pipeline: pipeline.to_owned(),
+            path: PathBuf::from("<thread>"),
+            source,
+        })
+}
