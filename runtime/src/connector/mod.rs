@@ -3,7 +3,8 @@
 //! Local connectors: `generator` (synthetic, deterministic), `file` (line source and
 //! exactly-once sink), `stdin` (source, not replayable), `stdout` (sink,
 //! at-least-once), `kafka` (read_committed source, exactly-once transactional sink).
-//! Sources implement `dataflow::source::Source`, sinks `dataflow::operator::Operator`.
+//! Sources implement `dataflow::source::Source`, sinks `dataflow::sink::Sink`; `sinks`
+//! wires every sink kind and its committer in one place.
 //! Each connector owns its config struct; the spec deserializes into it.
 pub mod error;
 pub mod file;
@@ -11,6 +12,7 @@ pub mod generator;
 pub mod kafka;
 pub mod pacer;
 pub mod record_format;
+pub mod sinks;
 pub mod stdin;
 pub mod stdout;
 
@@ -18,6 +20,7 @@ pub use error::ConnectorError;
 pub use file::{FileSink, FileSinkCommitter, FileSinkConfig, FileSource, FileSourceConfig};
 pub use generator::{GeneratorConfig, GeneratorSource};
 pub use record_format::{InputFormat, OutputFormat};
+pub use sinks::PipelineSinks;
 pub use stdin::{StdinSource, StdinSourceConfig};
 pub use stdout::{StdoutSink, StdoutSinkConfig};
 

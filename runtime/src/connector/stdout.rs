@@ -13,7 +13,9 @@ use serde::Deserialize;
 
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{OutputFormat, encode_record};
-use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operator::OperatorError;
+use crate::dataflow::sink::Sink;
+use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
@@ -58,12 +60,16 @@ impl StdoutSink {
     }
 }
 
-impl Operator for StdoutSink {
+impl Sink for StdoutSink {
     fn id(&self) -> &str {
         &self.id
     }
 
-    fn handle_batch(&mut self, batch: RecordBatch, _out: &mut Output) -> Result<(), OperatorError> {
+    fn write(
+        &mut self,
+        _checkpoint: CheckpointId,
+        batch: &RecordBatch,
+    ) -> Result<(), OperatorError> {
         for record in batch.iter() {
             encode_record(self.format, record, &mut self.buffer);
             if self.buffer.len() >= FLUSH_BYTES {
@@ -74,16 +80,12 @@ impl Operator for StdoutSink {
         Ok(())
     }
 
-    fn handle_barrier(
-        &mut self,
-        _barrier: Barrier,
-        _out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+    fn barrier(&mut self, _barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
         self.flush()?;
         Ok(None)
     }
 
-    fn on_close(&mut self) -> Result<(), OperatorError> {
+    fn close(&mut self) -> Result<(), OperatorError> {
         Ok(self.flush()?)
     }
 }

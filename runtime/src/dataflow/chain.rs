@@ -5,12 +5,14 @@
 //! exactly as a channel would. On a watermark or barrier, what operator i emits in
 //! response travels down the chain BEFORE the watermark or barrier reaches operator
 //! i + 1: a window fired by watermark w reaches the sink before w does, and output
-//! emitted while snapshotting checkpoint n belongs to n. Records refused anywhere in the
-//! chain are collected as dead letters for the task's dead-letter sink.
+//! emitted while snapshotting checkpoint n belongs to n; the sinks take barrier n only
+//! after every operator has snapshotted and its output has reached them. Records refused
+//! anywhere in the chain are collected as dead letters for the task's dead-letter sink.
 
 use std::collections::BTreeMap;
 
 use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::sink::{SinkError, SinkSet};
 use crate::record::DeadLetter;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
@@ -38,8 +40,9 @@ pub struct ChainOutput {
 
 pub struct Chain {
     operators: Vec<Box<dyn Operator>>,
-    /// Terminal operators; each receives every record the last operator emits.
-    sinks: Vec<Box<dyn Operator>>,
+    /// Each receives every record the last operator emits; empty when the chain's
+    /// output goes to the next stage.
+    sinks: SinkSet,
 }
 
 impl std::fmt::Debug for Chain {
@@ -47,15 +50,15 @@ impl std::fmt::Debug for Chain {
         let ids: Vec<&str> = self
             .operators
             .iter()
-            .chain(&self.sinks)
             .map(|o| o.id())
+            .chain(self.sinks.ids())
             .collect();
         f.debug_struct("Chain").field("operators", &ids).finish()
     }
 }
 
 impl Chain {
-    pub fn new(operators: Vec<Box<dyn Operator>>, sinks: Vec<Box<dyn Operator>>) -> Self {
+    pub fn new(operators: Vec<Box<dyn Operator>>, sinks: SinkSet) -> Self {
         Self { operators, sinks }
     }
 
@@ -73,11 +76,6 @@ impl Chain {
             op.handle_watermark(watermark, &mut emitted)
                 .map_err(|e| fail(op.as_ref(), e))?;
             self.absorb(i + 1, emitted, &mut out)?;
-        }
-        for sink in &mut self.sinks {
-            let mut ignored = Output::default();
-            sink.handle_watermark(watermark, &mut ignored)
-                .map_err(|e| fail(sink.as_ref(), e))?;
         }
         Ok(out)
     }
@@ -101,23 +99,17 @@ impl Chain {
             }
             self.absorb(i + 1, emitted, &mut out)?;
         }
-        for sink in &mut self.sinks {
-            let mut ignored = Output::default();
-            if let Some(s) = sink
-                .handle_barrier(barrier, &mut ignored)
-                .map_err(|e| fail(sink.as_ref(), e))?
-            {
-                snapshots.insert(sink.id().to_owned(), s);
-            }
-        }
+        self.sinks
+            .barrier(barrier, snapshots)
+            .map_err(sink_failed)?;
         Ok(out)
     }
 
     pub fn close(&mut self) -> Result<(), ChainError> {
-        for op in self.operators.iter_mut().chain(self.sinks.iter_mut()) {
+        for op in &mut self.operators {
             op.on_close().map_err(|e| fail(op.as_ref(), e))?;
         }
-        Ok(())
+        self.sinks.close().map_err(sink_failed)
     }
 
     /// Takes what operator `from - 1` emitted and pushes it through the rest.
@@ -158,14 +150,7 @@ impl Chain {
         }
         for batch in batches {
             out.records_to_sinks += batch.len() as u64;
-            let (last, rest) = self.sinks.split_last_mut().expect("sinks is not empty");
-            let mut ignored = Output::default();
-            for sink in rest {
-                sink.handle_batch(batch.clone(), &mut ignored)
-                    .map_err(|e| fail(sink.as_ref(), e))?;
-            }
-            last.handle_batch(batch, &mut ignored)
-                .map_err(|e| fail(last.as_ref(), e))?;
+            self.sinks.write(&batch).map_err(sink_failed)?;
         }
         Ok(())
     }
@@ -175,6 +160,13 @@ fn fail(op: &dyn Operator, source: OperatorError) -> ChainError {
     ChainError {
         operator: op.id().to_owned(),
         source,
+    }
+}
+
+fn sink_failed(e: SinkError) -> ChainError {
+    ChainError {
+        operator: e.sink,
+        source: e.source,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::dataflow::chain::ChainError;
 use crate::dataflow::operator::OperatorError;
+use crate::dataflow::sink::SinkError;
 use crate::dataflow::source::SourceError;
 use crate::dataflow::task::TaskContext;
 use crate::record::batch::BatchTooLarge;
@@ -61,6 +62,10 @@ impl TaskError {
             task: ctx.task.clone(),
             message,
         }
+    }
+
+    pub(crate) fn sink(ctx: &TaskContext, e: SinkError) -> Self {
+        Self::operator(ctx, &e.sink, e.source)
     }
 
     pub(crate) fn operator(ctx: &TaskContext, operator: &str, source: OperatorError) -> Self {

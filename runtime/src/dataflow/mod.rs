@@ -6,6 +6,7 @@ pub mod error;
 pub mod operator;
 pub mod operators;
 pub mod partition;
+pub mod sink;
 pub mod source;
 pub mod task;
 pub mod task_panic;

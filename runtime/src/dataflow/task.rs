@@ -26,14 +26,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crate::dataflow::alignment::{GateEvent, InputGate};
 use crate::dataflow::chain::{Chain, ChainOutput};
 use crate::dataflow::error::TaskError;
-use crate::dataflow::operator::Operator;
 use crate::dataflow::partition::ShuffleWriter;
+use crate::dataflow::sink::SinkSet;
 use crate::dataflow::source::{Source, SourcePoll};
 use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::{BatchLimit, RecordBatch, RecordRef};
+use crate::record::ids::DEAD_LETTER_ID;
 use crate::record::message::{Barrier, Watermark};
 
 /// How often an idle task checks for cancellation and barrier requests.
@@ -97,7 +98,8 @@ pub enum TaskOutput {
 /// A chain plus the task's dead-letter sink and output: what both task kinds drive.
 struct Pipe {
     chain: Chain,
-    dead_letters: Box<dyn Operator>,
+    /// The dead-letter output: an ordinary sink, in a set of its own.
+    dead_letters: SinkSet,
     output: TaskOutput,
 }
 
@@ -120,9 +122,9 @@ impl Pipe {
                 };
                 if batch.try_push(record).is_err() {
                     self.write_dead_letters(ctx, std::mem::take(&mut batch))?;
-                    batch.try_push(record).map_err(|e| {
-                        TaskError::operator(ctx, self.dead_letters.id(), Box::new(e))
-                    })?;
+                    batch
+                        .try_push(record)
+                        .map_err(|e| TaskError::operator(ctx, DEAD_LETTER_ID, Box::new(e)))?;
                 }
             }
             self.write_dead_letters(ctx, batch)?;
@@ -140,13 +142,9 @@ impl Pipe {
         ctx: &TaskContext,
         batch: RecordBatch,
     ) -> Result<(), TaskError> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let mut ignored = crate::dataflow::operator::Output::default();
         self.dead_letters
-            .handle_batch(batch, &mut ignored)
-            .map_err(|source| TaskError::operator(ctx, self.dead_letters.id(), source))
+            .write(&batch)
+            .map_err(|e| TaskError::sink(ctx, e))
     }
 
     fn batch(&mut self, ctx: &TaskContext, batch: RecordBatch) -> Result<(), TaskError> {
@@ -183,14 +181,9 @@ impl Pipe {
             .process_barrier(barrier, &mut snapshots)
             .map_err(|e| TaskError::chain(ctx, e))?;
         self.deliver(ctx, out)?;
-        let mut ignored = crate::dataflow::operator::Output::default();
-        if let Some(s) = self
-            .dead_letters
-            .handle_barrier(barrier, &mut ignored)
-            .map_err(|source| TaskError::operator(ctx, self.dead_letters.id(), source))?
-        {
-            snapshots.insert(self.dead_letters.id().to_owned(), s);
-        }
+        self.dead_letters
+            .barrier(barrier, &mut snapshots)
+            .map_err(|e| TaskError::sink(ctx, e))?;
         if let TaskOutput::Shuffle(writer) = &self.output {
             writer
                 .send_barrier(barrier)
@@ -208,8 +201,8 @@ impl Pipe {
     fn close(&mut self, ctx: &TaskContext) -> Result<(), TaskError> {
         self.chain.close().map_err(|e| TaskError::chain(ctx, e))?;
         self.dead_letters
-            .on_close()
-            .map_err(|source| TaskError::operator(ctx, self.dead_letters.id(), source))
+            .close()
+            .map_err(|e| TaskError::sink(ctx, e))
     }
 }
 
@@ -238,7 +231,7 @@ impl SourceTask {
         batch_limit: BatchLimit,
         out_of_orderness: Duration,
         chain: Chain,
-        dead_letters: Box<dyn Operator>,
+        dead_letters: SinkSet,
         output: TaskOutput,
     ) -> Self {
         Self {
@@ -374,7 +367,7 @@ impl StageTask {
         ctx: TaskContext,
         gate: InputGate,
         chain: Chain,
-        dead_letters: Box<dyn Operator>,
+        dead_letters: SinkSet,
         output: TaskOutput,
     ) -> Self {
         Self {
@@ -428,7 +421,8 @@ impl StageTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataflow::operator::{OperatorError, Output};
+    use crate::dataflow::operator::{Operator, OperatorError, Output};
+    use crate::dataflow::sink::Sink;
     use crate::dataflow::source::SourceError;
     use crate::record::batch::MAX_BATCH_BYTES;
     use crate::record::message::Message;
@@ -470,18 +464,22 @@ mod tests {
 
     struct Discard;
 
-    impl Operator for Discard {
+    impl Sink for Discard {
         fn id(&self) -> &str {
             "dead-letter"
         }
 
-        fn handle_batch(
-            &mut self,
-            _batch: RecordBatch,
-            _out: &mut Output,
-        ) -> Result<(), OperatorError> {
+        fn write(&mut self, _: CheckpointId, _: &RecordBatch) -> Result<(), OperatorError> {
             Ok(())
         }
+
+        fn barrier(&mut self, _: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+            Ok(None)
+        }
+    }
+
+    fn no_sinks() -> SinkSet {
+        SinkSet::new(Vec::new(), CheckpointId::NONE)
     }
 
     /// Runs a source task over `source` on its own thread; returns the first event.
@@ -503,8 +501,8 @@ mod tests {
             barriers,
             BatchLimit::records(16),
             Duration::ZERO,
-            Chain::new(Vec::new(), Vec::new()),
-            Box::new(Discard),
+            Chain::new(Vec::new(), no_sinks()),
+            SinkSet::new(vec![Box::new(Discard)], CheckpointId::NONE),
             TaskOutput::Sinks,
         );
         let thread = std::thread::spawn(move || task.run());
@@ -565,6 +563,15 @@ mod tests {
                 id,
                 log: log.clone(),
             })
+        }
+
+        /// A sink set of one `Logged` sink, writing checkpoint 1 first.
+        fn sink(id: &'static str, log: &Log) -> SinkSet {
+            let sink = Logged {
+                id,
+                log: log.clone(),
+            };
+            SinkSet::new(vec![Box::new(sink)], CheckpointId::NONE)
         }
 
         fn note(&self, what: String) {
@@ -633,6 +640,28 @@ mod tests {
         }
 
         fn on_close(&mut self) -> Result<(), OperatorError> {
+            self.note("close".into());
+            Ok(())
+        }
+    }
+
+    /// As a sink: logs the same calls, and snapshots `n` at barrier n.
+    impl Sink for Logged {
+        fn id(&self) -> &str {
+            self.id
+        }
+
+        fn write(&mut self, _: CheckpointId, batch: &RecordBatch) -> Result<(), OperatorError> {
+            self.note(format!("batch {}", values(batch)));
+            Ok(())
+        }
+
+        fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+            self.note(format!("snapshot {}", barrier.id));
+            Ok(Some(OperatorSnapshot::new(serde_json::json!(barrier.id.0))))
+        }
+
+        fn close(&mut self) -> Result<(), OperatorError> {
             self.note("close".into());
             Ok(())
         }
@@ -747,8 +776,8 @@ mod tests {
         let task = StageTask::new(
             ctx.clone(),
             InputGate::new(receivers),
-            Chain::new(vec![Logged::boxed("step-0", &log)], Vec::new()),
-            Logged::boxed("dead-letter", &log),
+            Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
+            Logged::sink("dead-letter", &log),
             TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
         );
         run_to_end(&ctx, move || task.run());
@@ -958,8 +987,8 @@ mod tests {
             barriers,
             BatchLimit::records(16),
             Duration::ZERO,
-            Chain::new(vec![Logged::boxed("step-0", &log)], Vec::new()),
-            Logged::boxed("dead-letter", &log),
+            Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
+            Logged::sink("dead-letter", &log),
             TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
         );
         run_to_end(&ctx, move || task.run());

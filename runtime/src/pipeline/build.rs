@@ -14,9 +14,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::checkpoint::commit::Committer;
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::file::{FileSink, FileSinkCommitter};
-use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
-use crate::connector::{self, OutputFormat, StdoutSink};
+use crate::connector::kafka::KafkaCommitUnit;
+use crate::connector::{self, ConnectorError, PipelineSinks};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
 use crate::dataflow::operator::Operator;
@@ -24,6 +23,7 @@ use crate::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, 
 use crate::dataflow::operators::key_by::KeyByField;
 use crate::dataflow::operators::map::MapOperator;
 use crate::dataflow::partition::ShuffleWriter;
+use crate::dataflow::sink::SinkSet;
 use crate::dataflow::source::RestoredSource;
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
@@ -37,7 +37,7 @@ use crate::record::batch::BatchLimit;
 use crate::record::ids;
 use crate::record::message::{Barrier, Message};
 use crate::spec::step::AggregateStep;
-use crate::spec::{PipelineSpec, SinkSpec, StepSpec, WindowSpec};
+use crate::spec::{PipelineSpec, StepSpec, WindowSpec};
 use crate::state::CacheBounds;
 use crate::storage::CheckpointStorage;
 
@@ -81,52 +81,6 @@ impl BuiltPipeline {
     }
 }
 
-/// File-name prefix of file sink `index`'s output.
-pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
-    format!("{}-{}", spec.name, ids::sink_id(index))
-}
-
-pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
-    format!("{}-{}", spec.name, ids::DEAD_LETTER_ID)
-}
-
-/// The committers of the pipeline's transactional sinks: the Kafka sinks' (one for
-/// all, first: its transaction is the commit point, DESIGN.md), then file sinks, then
-/// dead letters.
-pub fn committers(
-    spec: &PipelineSpec,
-    kafka: Option<&Arc<KafkaCommitUnit>>,
-) -> Vec<Box<dyn Committer>> {
-    let mut out: Vec<Box<dyn Committer>> = Vec::new();
-    if let Some(unit) = kafka {
-        if let Some(first) = spec
-            .sinks
-            .iter()
-            .position(|s| matches!(s, SinkSpec::Kafka(_)))
-        {
-            out.push(Box::new(KafkaCommitter::new(
-                ids::sink_id(first),
-                unit.clone(),
-            )));
-        }
-    }
-    for (i, sink) in spec.sinks.iter().enumerate() {
-        if let SinkSpec::File(file) = sink {
-            out.push(Box::new(FileSinkCommitter::new(
-                ids::sink_id(i),
-                sink_file_name(spec, i),
-                &file.path,
-            )));
-        }
-    }
-    out.push(Box::new(FileSinkCommitter::new(
-        ids::DEAD_LETTER_ID,
-        dead_letter_file_name(spec),
-        &spec.dead_letter.path,
-    )));
-    out
-}
-
 pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     let spec = cx.spec;
     let stages = plan::stages(spec);
@@ -135,7 +89,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
         barriers: BTreeMap::new(),
-        committers: committers(spec, cx.kafka.as_ref()),
+        committers: PipelineSinks::new(spec, cx.kafka.as_ref()).committers(),
     };
     for s in 0..spec.sources.len() {
         for i in 0..spec.parallelism {
@@ -308,7 +262,10 @@ fn chain(
             )));
         }
     }
-    Ok(Chain::new(operators, Vec::new()))
+    Ok(Chain::new(
+        operators,
+        SinkSet::new(Vec::new(), cx.checkpoint_base),
+    ))
 }
 
 /// Step `n`'s operator in `task`, opened at its restored snapshot.
@@ -386,72 +343,28 @@ fn aggregate_config(
     }
 }
 
-/// The spec's sinks, for a task of the last stage.
-fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<Vec<Box<dyn Operator>>, PipelineError> {
-    let spec = cx.spec;
-    let mut sinks: Vec<Box<dyn Operator>> = Vec::new();
-    for (i, sink) in spec.sinks.iter().enumerate() {
-        match sink {
-            SinkSpec::File(file) => sinks.push(file_sink(
-                cx,
-                task,
-                ids::sink_id(i),
-                sink_file_name(spec, i),
-                &file.path,
-                file.format,
-            )?),
-            SinkSpec::Stdout(stdout) => {
-                sinks.push(Box::new(StdoutSink::new(ids::sink_id(i), stdout.format)))
-            }
-            SinkSpec::Kafka(kafka) => {
-                // `recover` opens the commit unit whenever the spec has a Kafka sink.
-                let unit = cx.kafka.clone().ok_or_else(|| PipelineError::Connector {
-                    pipeline: spec.name.clone(),
-                    task: task.to_owned(),
-                    source: connector::ConnectorError::Unavailable("kafka"),
-                })?;
-                sinks.push(Box::new(KafkaSink::new(
-                    ids::sink_id(i),
-                    kafka.topic.clone(),
-                    unit,
-                    cx.checkpoint_base,
-                )));
-            }
-        }
+/// `task`'s writers of the spec's sinks (it is in the last stage).
+fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
+    let sinks = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
+        .for_task(task)
+        .map_err(|source| connector_error(cx, task, source))?;
+    Ok(SinkSet::new(sinks, cx.checkpoint_base))
+}
+
+/// `task`'s writer of the dead-letter output.
+fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
+    let sink = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
+        .dead_letters_for_task(task)
+        .map_err(|source| connector_error(cx, task, source))?;
+    Ok(SinkSet::new(vec![sink], cx.checkpoint_base))
+}
+
+fn connector_error(cx: &BuildContext<'_>, task: &str, source: ConnectorError) -> PipelineError {
+    PipelineError::Connector {
+        pipeline: cx.spec.name.clone(),
+        task: task.to_owned(),
+        source,
     }
-    Ok(sinks)
-}
-
-fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<Box<dyn Operator>, PipelineError> {
-    let spec = cx.spec;
-    file_sink(
-        cx,
-        task,
-        ids::DEAD_LETTER_ID.to_owned(),
-        dead_letter_file_name(spec),
-        &spec.dead_letter.path,
-        OutputFormat::Value,
-    )
-}
-
-/// A `FileSink` for `task`, staging from the checkpoint after the restored one.
-fn file_sink(
-    cx: &BuildContext<'_>,
-    task: &str,
-    id: String,
-    name: String,
-    path: &Path,
-    format: OutputFormat,
-) -> Result<Box<dyn Operator>, PipelineError> {
-    let sink =
-        FileSink::new(id, name, task, path, format, cx.checkpoint_base).map_err(|source| {
-            PipelineError::Connector {
-                pipeline: cx.spec.name.clone(),
-                task: task.to_owned(),
-                source,
-            }
-        })?;
-    Ok(Box::new(sink))
 }
 
 /// The working RocksDB directory of operator `op` in `task`.

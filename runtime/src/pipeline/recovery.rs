@@ -28,8 +28,8 @@ use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
+use crate::connector::sinks::{self, PipelineSinks};
 use crate::engine::GuestModule;
-use crate::pipeline::build;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
@@ -96,7 +96,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
     redo_commit(
         spec,
-        &mut build::committers(spec, kafka.as_ref()),
+        &mut PipelineSinks::new(spec, kafka.as_ref()).committers(),
         restored.as_ref(),
     )?;
     Ok(Recovery {
@@ -150,10 +150,10 @@ fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
     };
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
-            remove_committed(&file.path, &build::sink_file_name(spec, i)).map_err(connector)?;
+            remove_committed(&file.path, &sinks::sink_file_name(spec, i)).map_err(connector)?;
         }
     }
-    remove_committed(&spec.dead_letter.path, &build::dead_letter_file_name(spec))
+    remove_committed(&spec.dead_letter.path, &sinks::dead_letter_file_name(spec))
         .map_err(connector)?;
     Ok(())
 }

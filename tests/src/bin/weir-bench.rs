@@ -23,13 +23,14 @@ use weir::dataflow::chain::Chain;
 use weir::dataflow::operator::{Operator, OperatorError, Output};
 use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use weir::dataflow::operators::map::MapOperator;
+use weir::dataflow::sink::{Sink, SinkSet};
 use weir::dataflow::task::{SourceTask, TaskContext, TaskEvent, TaskOutput};
 use weir::dataflow::window::WindowAssigner;
 use weir::engine::{GuestLimits, WasmEngine};
 use weir::metrics::PipelineMetrics;
-use weir::record::CheckpointId;
 use weir::record::batch::RecordBatch;
 use weir::record::message::Barrier;
+use weir::record::{CheckpointId, OperatorSnapshot};
 use weir::storage::CheckpointStorage;
 
 const BATCH: usize = 1024;
@@ -37,14 +38,22 @@ const BATCH: usize = 1024;
 /// Counts and drops what it is given.
 struct Discard(Arc<AtomicU64>);
 
-impl Operator for Discard {
+impl Sink for Discard {
     fn id(&self) -> &str {
         "discard"
     }
-    fn handle_batch(&mut self, batch: RecordBatch, _out: &mut Output) -> Result<(), OperatorError> {
+    fn write(&mut self, _: CheckpointId, batch: &RecordBatch) -> Result<(), OperatorError> {
         self.0.fetch_add(batch.len() as u64, Ordering::Relaxed);
         Ok(())
     }
+    fn barrier(&mut self, _: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        Ok(None)
+    }
+}
+
+/// `sink` alone in a set, writing checkpoint 1 first.
+fn sink_set(sink: Discard) -> SinkSet {
+    SinkSet::new(vec![Box::new(sink)], CheckpointId::NONE)
 }
 
 /// `uppercase` as a native operator: the baseline of the WASM map.
@@ -82,7 +91,7 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         cancel: Arc::new(AtomicBool::new(false)),
         metrics: Arc::new(PipelineMetrics::default()),
     };
-    let chain = Chain::new(vec![op], vec![Box::new(Discard(counted.clone()))]);
+    let chain = Chain::new(vec![op], sink_set(Discard(counted.clone())));
     let task = SourceTask::new(
         ctx,
         "source-0".into(),
@@ -91,7 +100,7 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         weir::record::batch::BatchLimit::records(BATCH),
         Duration::ZERO,
         chain,
-        Box::new(Discard(Arc::new(AtomicU64::new(0)))),
+        sink_set(Discard(Arc::new(AtomicU64::new(0)))),
         TaskOutput::Sinks,
     );
     let started = Instant::now();

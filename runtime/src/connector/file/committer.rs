@@ -269,7 +269,7 @@ mod tests {
     use super::*;
     use crate::connector::file::sink::FileSink;
     use crate::connector::record_format::OutputFormat;
-    use crate::dataflow::operator::{Operator, Output};
+    use crate::dataflow::sink::Sink;
     use crate::record::batch::RecordBatch;
     use crate::record::message::Barrier;
 
@@ -296,22 +296,14 @@ mod tests {
     fn stage_commit_recommit_discard() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("out");
-        let mut out = Output::default();
-        let mut sink = FileSink::new(
-            "sink-0",
-            "wc-0",
-            "1-0",
-            &dir,
-            OutputFormat::Value,
-            CheckpointId::NONE,
-        )
-        .expect("sink");
+        let mut sink =
+            FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Value).expect("sink");
         let committer = FileSinkCommitter::new("sink-0", "wc-0", &dir);
 
-        sink.handle_batch(batch(&["a", "b"]), &mut out)
+        sink.write(CheckpointId(1), &batch(&["a", "b"]))
             .expect("write");
         let s1 = sink
-            .handle_barrier(barrier(1), &mut out)
+            .barrier(barrier(1))
             .expect("barrier")
             .expect("snapshot");
         assert_eq!(
@@ -330,7 +322,7 @@ mod tests {
 
         // Checkpoint 2 has no records: no file, nothing to commit.
         let s2 = sink
-            .handle_barrier(barrier(2), &mut out)
+            .barrier(barrier(2))
             .expect("barrier")
             .expect("snapshot");
         assert_eq!(s2.state, serde_json::json!({"files": []}));
@@ -353,13 +345,13 @@ mod tests {
 
         // Checkpoint 3 is staged but never completes: discarded on recovery from 2, and
         // a committed file of a later checkpoint is removed too.
-        sink.handle_batch(batch(&["c"]), &mut out).expect("write");
+        sink.write(CheckpointId(3), &batch(&["c"])).expect("write");
         let s3 = sink
-            .handle_barrier(barrier(3), &mut out)
+            .barrier(barrier(3))
             .expect("barrier")
             .expect("snapshot");
-        sink.handle_batch(batch(&["d"]), &mut out).expect("write");
-        sink.on_close().expect("close");
+        sink.write(CheckpointId(4), &batch(&["d"])).expect("write");
+        sink.close().expect("close");
         std::fs::write(dir.join("wc-0-1-0-0000000007.txt"), "zombie\n").expect("write");
         std::fs::write(
             dir.join(".staging/other-1-0-0000000003.txt"),
@@ -383,18 +375,11 @@ mod tests {
         assert!(err.to_string().contains("wc-0-1-0-0000000003.txt"), "{err}");
 
         // A restarted sink writes checkpoint 3 again, into a fresh staged file.
-        let mut sink = FileSink::new(
-            "sink-0",
-            "wc-0",
-            "1-0",
-            &dir,
-            OutputFormat::Json,
-            CheckpointId(2),
-        )
-        .expect("sink");
-        sink.handle_batch(batch(&["c"]), &mut out).expect("write");
+        let mut sink =
+            FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Json).expect("sink");
+        sink.write(CheckpointId(3), &batch(&["c"])).expect("write");
         let s3 = sink
-            .handle_barrier(barrier(3), &mut out)
+            .barrier(barrier(3))
             .expect("barrier")
             .expect("snapshot");
         committer
@@ -413,21 +398,13 @@ mod tests {
     fn commit_gathers_every_subtask_and_refuses_bad_snapshots() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path();
-        let mut out = Output::default();
         let mut snapshots = Vec::new();
         for task in ["2-0", "2-1"] {
-            let mut sink = FileSink::new(
-                "sink-1",
-                "p-1",
-                task,
-                dir,
-                OutputFormat::Value,
-                CheckpointId(4),
-            )
-            .expect("sink");
-            sink.handle_batch(batch(&[task]), &mut out).expect("write");
+            let mut sink =
+                FileSink::new("sink-1", "p-1", task, dir, OutputFormat::Value).expect("sink");
+            sink.write(CheckpointId(5), &batch(&[task])).expect("write");
             snapshots.push(
-                sink.handle_barrier(barrier(5), &mut out)
+                sink.barrier(barrier(5))
                     .expect("barrier")
                     .expect("snapshot"),
             );

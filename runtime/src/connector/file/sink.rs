@@ -5,8 +5,7 @@
 //! - Each subtask writes the records of checkpoint n (those between barrier n-1 and
 //!   barrier n) into one staged file `<dir>/.staging/<name>-<task>-<n:010>.<ext>`,
 //!   created on the first such record (a checkpoint without records leaves no file).
-//! - At barrier n the staged file is flushed and fsynced before `handle_barrier`
-//!   returns, and the snapshot lists it with its committed name
+//! - At barrier n the staged file is flushed and fsynced before `barrier` returns, and the snapshot lists it with its committed name
 //!   `<dir>/<name>-<task>-<n:010>.<ext>`. Nothing is ever visible under a committed
 //!   name until the coordinator, after checkpoint n is complete, has the committer
 //!   rename it; an aborted checkpoint's staged files are deleted on recovery by
@@ -24,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{OutputFormat, encode_record};
-use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operator::OperatorError;
+use crate::dataflow::sink::Sink;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
@@ -76,7 +76,6 @@ pub fn output_file_name(
 
 #[derive(Debug)]
 struct OpenFile {
-    checkpoint: CheckpointId,
     path: PathBuf,
     writer: BufWriter<File>,
 }
@@ -90,17 +89,13 @@ pub struct FileSink {
     dir: PathBuf,
     staging: PathBuf,
     format: OutputFormat,
-    /// The checkpoint the records arriving now belong to.
-    checkpoint: CheckpointId,
     file: Option<OpenFile>,
     line: Vec<u8>,
 }
 
 impl FileSink {
     /// `id`: the operator id (`sink-0`, `dead-letter`); `name`: the file-name prefix,
-    /// unique among the sinks writing into `dir`; `task`: the subtask's id (`1-0`);
-    /// `base`: the id this run's checkpoints are numbered after (`CheckpointId::NONE` from
-    /// scratch), so the first records belong to `base.next()`.
+    /// unique among the sinks writing into `dir`; `task`: the subtask's id (`1-0`).
     ///
     /// Creates `dir` and its staging directory if missing.
     pub fn new(
@@ -109,7 +104,6 @@ impl FileSink {
         task: impl Into<String>,
         dir: impl Into<PathBuf>,
         format: OutputFormat,
-        base: CheckpointId,
     ) -> Result<Self, ConnectorError> {
         let dir = dir.into();
         let staging = dir.join(STAGING_DIR);
@@ -121,32 +115,21 @@ impl FileSink {
             dir,
             staging,
             format,
-            checkpoint: base.next(),
             file: None,
             line: Vec::with_capacity(256),
         })
     }
 
-    /// Writes one already encoded line (used for dead letters, whose lines are made by
-    /// `dead_letter_record`); `bytes` gets a `\n` appended.
-    pub fn write_line(&mut self, bytes: &[u8]) -> Result<(), ConnectorError> {
-        let file = self.open_file()?;
-        file.writer
-            .write_all(bytes)
-            .and_then(|()| file.writer.write_all(b"\n"))
-            .map_err(|e| ConnectorError::write(&file.path, e))
-    }
-
-    fn open_file(&mut self) -> Result<&mut OpenFile, ConnectorError> {
+    /// The staged file of `checkpoint`, created on its first record.
+    fn open_file(&mut self, checkpoint: CheckpointId) -> Result<&mut OpenFile, ConnectorError> {
         match &mut self.file {
             Some(open) => Ok(open),
             slot @ None => {
-                let name = output_file_name(&self.name, &self.task, self.checkpoint, self.format);
+                let name = output_file_name(&self.name, &self.task, checkpoint, self.format);
                 let path = self.staging.join(name);
                 // Truncates what an earlier, aborted attempt at this checkpoint left.
                 let file = File::create(&path).map_err(|e| ConnectorError::write(&path, e))?;
                 Ok(slot.insert(OpenFile {
-                    checkpoint: self.checkpoint,
                     path,
                     writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, file),
                 }))
@@ -154,9 +137,8 @@ impl FileSink {
         }
     }
 
-    /// Makes the staged file of the current checkpoint durable and returns the snapshot
-    /// for checkpoint `id`; the next records belong to `id.next()`.
-    pub fn prepare_commit(&mut self, id: CheckpointId) -> Result<FileSinkSnapshot, ConnectorError> {
+    /// Makes the staged file of checkpoint `id` durable and returns its snapshot.
+    fn prepare_commit(&mut self, id: CheckpointId) -> Result<FileSinkSnapshot, ConnectorError> {
         let mut snapshot = FileSinkSnapshot::default();
         if let Some(mut open) = self.file.take() {
             open.writer
@@ -169,20 +151,14 @@ impl FileSink {
             file.sync_all()
                 .map_err(|e| ConnectorError::write(&open.path, e))?;
             drop(file);
+            // Named for `id` when it was created: the sink set writes and barriers the
+            // same checkpoint (see `dataflow::sink`).
             let file_name = output_file_name(&self.name, &self.task, id, self.format);
-            if open.checkpoint != id {
-                // Barrier ids skipped ahead of what this sink expected: name the file for
-                // the checkpoint it actually belongs to.
-                let renamed = self.staging.join(&file_name);
-                std::fs::rename(&open.path, &renamed)
-                    .map_err(|e| ConnectorError::write(&renamed, e))?;
-            }
             snapshot.files.push(StagedFile {
                 staged: format!("{STAGING_DIR}/{file_name}"),
                 committed: file_name,
             });
         }
-        self.checkpoint = id.next();
         Ok(snapshot)
     }
 
@@ -192,18 +168,22 @@ impl FileSink {
     }
 }
 
-impl Operator for FileSink {
+impl Sink for FileSink {
     fn id(&self) -> &str {
         &self.id
     }
 
-    fn handle_batch(&mut self, batch: RecordBatch, _out: &mut Output) -> Result<(), OperatorError> {
+    fn write(
+        &mut self,
+        checkpoint: CheckpointId,
+        batch: &RecordBatch,
+    ) -> Result<(), OperatorError> {
         if batch.is_empty() {
             return Ok(());
         }
         let format = self.format;
         let mut line = std::mem::take(&mut self.line);
-        let file = self.open_file()?;
+        let file = self.open_file(checkpoint)?;
         for record in batch.iter() {
             line.clear();
             encode_record(format, record, &mut line);
@@ -215,16 +195,12 @@ impl Operator for FileSink {
         Ok(())
     }
 
-    fn handle_barrier(
-        &mut self,
-        barrier: Barrier,
-        _out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+    fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
         let snapshot = self.prepare_commit(barrier.id)?;
         Ok(Some(OperatorSnapshot::new(serde_json::to_value(snapshot)?)))
     }
 
-    fn on_close(&mut self) -> Result<(), OperatorError> {
+    fn close(&mut self) -> Result<(), OperatorError> {
         // Records after the final barrier cannot exist (see `dataflow::message`); if some
         // did, they stay staged and are discarded at the next start.
         if let Some(open) = self.file.as_mut() {

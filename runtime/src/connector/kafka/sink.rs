@@ -93,7 +93,8 @@ use std::sync::Arc;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::in_flight::InFlight;
-use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operator::OperatorError;
+use crate::dataflow::sink::Sink;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
@@ -105,8 +106,6 @@ pub struct KafkaSink {
     id: String,
     topic: String,
     unit: Arc<KafkaCommitUnit>,
-    /// The checkpoint the records arriving now belong to.
-    checkpoint: CheckpointId,
     /// This subtask's records not yet acknowledged by the broker.
     in_flight: Arc<InFlight>,
     /// A barrier passed since the last record: wait for `in_flight` before sending.
@@ -114,31 +113,32 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    /// `id`: the operator id (`sink-<n>`); `base`: the id this run's checkpoints are
-    /// numbered after (`NONE` from scratch), so the first records belong to `base.next()`.
+    /// `id`: the operator id (`sink-<n>`).
     pub fn new(
         id: impl Into<String>,
         topic: impl Into<String>,
         unit: Arc<KafkaCommitUnit>,
-        base: CheckpointId,
     ) -> Self {
         KafkaSink {
             id: id.into(),
             topic: topic.into(),
             unit,
-            checkpoint: base.next(),
             in_flight: Arc::new(InFlight::default()),
             drain_before_next: false,
         }
     }
 }
 
-impl Operator for KafkaSink {
+impl Sink for KafkaSink {
     fn id(&self) -> &str {
         &self.id
     }
 
-    fn handle_batch(&mut self, batch: RecordBatch, _out: &mut Output) -> Result<(), OperatorError> {
+    fn write(
+        &mut self,
+        checkpoint: CheckpointId,
+        batch: &RecordBatch,
+    ) -> Result<(), OperatorError> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -147,7 +147,7 @@ impl Operator for KafkaSink {
             let timeout = self.unit.delivery_timeout();
             if !self.in_flight.wait_drained(timeout) {
                 return Err(KafkaError::Delivery {
-                    checkpoint: self.checkpoint,
+                    checkpoint,
                     reason: format!(
                         "{} records sent to {} before this checkpoint were not acknowledged within {timeout:?}",
                         self.in_flight.count(),
@@ -159,22 +159,16 @@ impl Operator for KafkaSink {
             self.drain_before_next = false;
         }
         self.unit
-            .send_batch(self.checkpoint, &self.topic, &batch, &self.in_flight)?;
+            .send_batch(checkpoint, &self.topic, batch, &self.in_flight)?;
         Ok(())
     }
 
-    fn handle_barrier(
-        &mut self,
-        barrier: Barrier,
-        _out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
-        // Everything sent so far belongs to T(barrier.id); what follows to the next one.
-        self.checkpoint = barrier.id.next();
-        // One producer (at-least-once) keeps its own order: only the switch to the other
+    fn barrier(&mut self, _barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        // Everything sent so far belongs to T(barrier.id); what follows to the next one,
+        // on the other producer. One producer (at-least-once) keeps its own order: only the switch to the other
         // transactional producer needs the wait.
         self.drain_before_next = self.unit.is_exactly_once();
-        Ok(Some(OperatorSnapshot::new(
-            serde_json::json!({ "topic": self.topic }),
-        )))
+        // The committer commits the transaction, not a sink snapshot: nothing to record.
+        Ok(None)
     }
 }
