@@ -9,4 +9,5 @@ pub mod partition;
 pub mod source;
 pub mod task;
 pub mod task_panic;
+pub mod watermark_generator;
 pub mod window;
