@@ -166,7 +166,7 @@ impl AggregateOperator {
             let Some(end) = StateKey::decode(&key)?.window_end else {
                 continue;
             };
-            let w = Window { start: end, end };
+            let w = self.window_ending_at(end);
             if !window::has_fired(w, self.watermark.0) {
                 self.pending.entry(end).or_default().insert(key);
             } else if !window::is_late(w, self.config.allowed_lateness_ms, self.watermark.0) {
@@ -208,7 +208,10 @@ impl AggregateOperator {
         Ok(self.instance.as_mut().expect("just instantiated"))
     }
 
-    /// Folds one chunk of groups; returns the state keys updated.
+    /// Folds one chunk of groups into their accumulators in state with one guest call.
+    /// Records the guest refuses go to `out` as dead letters; a group whose window has
+    /// fired already (a late firing, within its allowed lateness) or that has no window
+    /// is emitted at once, the others wait in `pending` for the watermark.
     fn update_groups(
         &mut self,
         batch: &RecordBatch,
@@ -287,8 +290,7 @@ impl AggregateOperator {
             match decoded.window_end {
                 None => to_emit.push((state_key.clone(), acc.clone())),
                 Some(end) => {
-                    let w = Window { start: end, end };
-                    if window::has_fired(w, self.watermark.0) {
+                    if window::has_fired(self.window_ending_at(end), self.watermark.0) {
                         // A late firing: the window fired already, its lateness is not over.
                         to_emit.push((state_key.clone(), acc.clone()));
                     } else {
