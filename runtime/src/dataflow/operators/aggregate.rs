@@ -29,7 +29,10 @@ use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
-use crate::engine::{self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule};
+use crate::engine::{
+    self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule, Rejection,
+    UpdateOutput,
+};
 use crate::record::OperatorSnapshot;
 use crate::record::Window;
 use crate::record::batch::RecordBatch;
@@ -218,6 +221,33 @@ impl AggregateOperator {
         groups: &[(Vec<u8>, Vec<u32>)],
         out: &mut Output,
     ) -> Result<(), OperatorError> {
+        let (input, origin) = self.guest_input(batch, groups)?;
+        let first = self.records_seen;
+        let input_bytes = input
+            .records
+            .byte_len()
+            .saturating_add(input.accumulators.len());
+        let result = match self.instance() {
+            Ok(instance) => instance.update(input),
+            Err(e) => Err(e),
+        };
+        let output = result.map_err(|e| {
+            self.instance = None;
+            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
+        })?;
+        self.reject_refused(batch, &origin, &output.rejections, out);
+        let to_emit = self.store_accumulators(groups, &output)?;
+        self.emit(to_emit, out)
+    }
+
+    /// The guest's input for `groups`: each group's accumulator from state (none yet:
+    /// empty) and its records, copied from `batch`; with, per guest record, the index of
+    /// the input record it copies (for rejections).
+    fn guest_input(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &[(Vec<u8>, Vec<u32>)],
+    ) -> Result<(GroupBatch, Vec<u32>), OperatorError> {
         let mut input = GroupBatch::default();
         // group-batch record index -> input record index, for rejections
         let mut origin = Vec::new();
@@ -237,21 +267,20 @@ impl AggregateOperator {
             }
             input.record_ends.push(input.records.len() as u32);
         }
-        let first = self.records_seen;
-        let input_bytes = input
-            .records
-            .byte_len()
-            .saturating_add(input.accumulators.len());
-        let result = match self.instance() {
-            Ok(instance) => instance.update(input),
-            Err(e) => Err(e),
-        };
-        let output = result.map_err(|e| {
-            self.instance = None;
-            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
-        })?;
+        Ok((input, origin))
+    }
+
+    /// Sends each input record the guest refused to the dead letters, once even when
+    /// the guest refused several of its copies (one per window).
+    fn reject_refused(
+        &self,
+        batch: &RecordBatch,
+        origin: &[u32],
+        rejections: &[Rejection],
+        out: &mut Output,
+    ) {
         let mut refused = BTreeSet::new();
-        for rejection in &output.rejections {
+        for rejection in rejections {
             let i = origin[rejection.index as usize];
             if refused.insert(i) {
                 let r = batch.get(i as usize);
@@ -264,6 +293,16 @@ impl AggregateOperator {
                 );
             }
         }
+    }
+
+    /// Puts the guest's new accumulators in state (skipping groups whose every record
+    /// was refused), refusing one past `max_accumulator_bytes`. Returns the entries to
+    /// emit at once (unwindowed, or a late firing); the rest wait in `pending`.
+    fn store_accumulators(
+        &mut self,
+        groups: &[(Vec<u8>, Vec<u32>)],
+        output: &UpdateOutput,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OperatorError> {
         let mut start = 0usize;
         let mut to_emit = Vec::new();
         for ((state_key, _), &end) in groups.iter().zip(&output.accumulator_ends) {
@@ -303,7 +342,7 @@ impl AggregateOperator {
             }
             self.state.put(state_key, acc)?;
         }
-        self.emit(to_emit, out)
+        Ok(to_emit)
     }
 
     /// Turns (state key, accumulator) pairs into output records: one guest call per
