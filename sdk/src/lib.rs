@@ -1,4 +1,5 @@
-//! Write a [Weir](https://github.com/) stream-processing step as one Rust function.
+//! Write a Weir stream-processing step as one Rust function (Weir is the runtime crate,
+//! `weir`, of this workspace; it runs the component this crate helps build).
 //!
 //! A guest is a `cdylib` crate built for `wasm32-wasip2`: the build output is a
 //! WebAssembly component that exports one of the two worlds of `weir:transform`

@@ -29,6 +29,12 @@ pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), Metadata
             referenced.extend(snapshot.shared_files.iter().cloned());
         }
     }
-    storage.gc(&keep, &referenced)?;
+    let removed = storage.gc(&keep, &referenced)?;
+    tracing::debug!(
+        checkpoints = ?removed.checkpoints_removed,
+        shared_files = removed.shared_files_removed,
+        shared_bytes = removed.shared_bytes_removed,
+        "checkpoint gc removed"
+    );
     Ok(())
 }

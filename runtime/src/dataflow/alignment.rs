@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Select};
+use crossbeam_channel::{Receiver, Select};
 
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Message, Watermark};
@@ -114,31 +114,6 @@ impl InputGate {
                         return Ok(GateEvent::Watermark(advanced));
                     }
                 }
-            }
-        }
-    }
-
-    /// Waits for one message on a single-input gate without select overhead.
-    pub fn next_single(&mut self, timeout: Duration) -> Result<GateEvent, AlignmentError> {
-        if self.inputs.len() != 1 {
-            return self.next(timeout);
-        }
-        if self.inputs[0].ended {
-            return Ok(GateEvent::End);
-        }
-        match self.inputs[0].rx.recv_timeout(timeout) {
-            Ok(Message::Batch(b)) => Ok(GateEvent::Batch(b)),
-            Ok(Message::Watermark(w)) => {
-                self.inputs[0].watermark = self.inputs[0].watermark.max(w);
-                Ok(self
-                    .advance_watermark()
-                    .map_or(GateEvent::Timeout, GateEvent::Watermark))
-            }
-            Ok(Message::Barrier(b)) => Ok(GateEvent::Aligned(b)),
-            Err(RecvTimeoutError::Timeout) => Ok(GateEvent::Timeout),
-            Err(RecvTimeoutError::Disconnected) => {
-                self.inputs[0].ended = true;
-                Ok(GateEvent::End)
             }
         }
     }

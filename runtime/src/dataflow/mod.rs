@@ -10,4 +10,5 @@ pub mod sink;
 pub mod source;
 pub mod task;
 pub mod task_panic;
+pub mod watermark_generator;
 pub mod window;

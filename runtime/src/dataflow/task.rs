@@ -30,6 +30,7 @@ use crate::dataflow::partition::ShuffleWriter;
 use crate::dataflow::sink::SinkSet;
 use crate::dataflow::source::{Source, SourcePoll};
 use crate::dataflow::task_panic;
+use crate::dataflow::watermark_generator::WatermarkGenerator;
 use crate::metrics::PipelineMetrics;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
@@ -258,9 +259,7 @@ impl SourceTask {
     }
 
     fn run_inner(&mut self) -> Result<(), TaskError> {
-        let ooo = i64::try_from(self.out_of_orderness.as_millis()).unwrap_or(i64::MAX);
-        let mut max_timestamp = i64::MIN;
-        let mut watermark = Watermark::START;
+        let mut watermarks = WatermarkGenerator::new(self.out_of_orderness);
         let mut drained = false;
         let new_batch = |limit: BatchLimit| {
             RecordBatch::with_capacity(
@@ -307,22 +306,13 @@ impl SourceTask {
                 })?;
             if !batch.is_empty() {
                 PipelineMetrics::add(&self.ctx.metrics.records_in, batch.len() as u64);
-                max_timestamp = batch
-                    .timestamps
-                    .iter()
-                    .copied()
-                    .fold(max_timestamp, i64::max);
+                watermarks.observe(&batch.timestamps);
                 let full = std::mem::replace(&mut batch, new_batch(self.batch_limit));
                 self.pipe.batch(&self.ctx, full)?;
             }
-            // The event time all input has reached: the source's own frontier when it
-            // tracks one (per-partition, for Kafka; it may advance without a record),
-            // else the largest timestamp seen.
-            let frontier = self.source.event_time_frontier().unwrap_or(max_timestamp);
-            // Flink's bounded out-of-orderness: no record at or below it is expected.
-            let next = Watermark(frontier.saturating_sub(ooo).saturating_sub(1));
-            if next > watermark {
-                watermark = next;
+            // The source's own event-time frontier, when it tracks one, is preferred
+            // to the largest timestamp seen (see `watermark_generator`).
+            if let Some(watermark) = watermarks.after_batch(self.source.event_time_frontier()) {
                 self.pipe.watermark(&self.ctx, watermark)?;
             }
             match status {
@@ -330,7 +320,9 @@ impl SourceTask {
                 SourcePoll::Idle => std::thread::sleep(IDLE_BACKOFF),
                 SourcePoll::Drained => {
                     drained = true;
-                    self.pipe.watermark(&self.ctx, Watermark::END)?;
+                    if let Some(end) = watermarks.at_end_of_input() {
+                        self.pipe.watermark(&self.ctx, end)?;
+                    }
                     let _ = self.ctx.events.send(TaskEvent::Drained {
                         task: self.ctx.task.clone(),
                     });

@@ -27,7 +27,7 @@ use super::bindings::mapper::MapperPre;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_text::one_line;
-use super::import_policy::{forbidden_imports, unversioned, world_of};
+use super::import_policy::{allowed_imports_summary, forbidden_imports, unversioned, world_of};
 use super::limits::GuestLimits;
 use super::mapper_instance::MapperInstance;
 use super::wasm_engine::{MAX_MODULE_BYTES, WasmEngine};
@@ -150,9 +150,9 @@ impl GuestModule {
         let forbidden = forbidden_imports(ty.imports(engine.engine()).map(|(n, _)| n));
         if !forbidden.is_empty() {
             return Err(invalid(format!(
-                "imports {} which a weir guest may not use (allowed: weir:transform/{{log,config,types}}, \
-                 wasi:io, wasi:cli stdio/exit/environment/terminal, wasi:clocks, wasi:random)",
-                forbidden.join(", ")
+                "imports {} which a weir guest may not use (allowed: {})",
+                forbidden.join(", "),
+                allowed_imports_summary()
             )));
         }
         let mismatch = |e: wasmtime::Error| {

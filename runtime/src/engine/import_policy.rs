@@ -54,6 +54,27 @@ pub(crate) fn forbidden_imports<'a>(imports: impl IntoIterator<Item = &'a str>) 
         .collect()
 }
 
+/// [`ALLOWED_IMPORTS`] for an error message, one group per package in the list's order:
+/// `weir:transform/{log,config,types}, wasi:io/{error,streams,poll}, ...`.
+pub(crate) fn allowed_imports_summary() -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for name in ALLOWED_IMPORTS {
+        let (package, interface) = name.split_once('/').unwrap_or((name, ""));
+        match groups.last_mut() {
+            Some((last, interfaces)) if *last == package => interfaces.push(interface),
+            _ => groups.push((package, vec![interface])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(package, interfaces)| match interfaces.as_slice() {
+            [one] => format!("{package}/{one}"),
+            many => format!("{package}/{{{}}}", many.join(",")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The world a component with these exports implements, or why it implements none.
 pub(crate) fn world_of<'a>(exports: impl IntoIterator<Item = &'a str>) -> Result<World, String> {
     let exports: Vec<&str> = exports.into_iter().collect();
@@ -99,6 +120,23 @@ mod tests {
                 "wasi:sockets/tcp@0.2.0"
             ]
         );
+    }
+
+    /// Catches an error text that drifts from the list the check actually uses.
+    #[test]
+    fn the_allowed_imports_summary_lists_exactly_the_allowed_imports() {
+        let summary = allowed_imports_summary();
+        assert!(
+            summary.starts_with("weir:transform/{log,config,types}, wasi:io/{error,streams,poll}"),
+            "{summary}"
+        );
+        let mut expanded = Vec::new();
+        for group in summary.split(", ") {
+            let (package, rest) = group.split_once('/').expect("package/interface");
+            let rest = rest.trim_start_matches('{').trim_end_matches('}');
+            expanded.extend(rest.split(',').map(|i| format!("{package}/{i}")));
+        }
+        assert_eq!(expanded, ALLOWED_IMPORTS);
     }
 
     #[test]

@@ -275,7 +275,8 @@ impl KeyedState {
 
     /// Snapshots the state for checkpoint `checkpoint_id` and uploads it to `storage`
     /// under `task`: [`begin_snapshot`](Self::begin_snapshot) then
-    /// [`PendingSnapshot::upload`].
+    /// [`PendingSnapshot::upload`], both on the calling (task) thread, which blocks
+    /// until the upload is done.
     pub fn snapshot(
         &mut self,
         storage: &CheckpointStorage,
@@ -285,9 +286,9 @@ impl KeyedState {
         self.begin_snapshot(checkpoint_id, task)?.upload(storage)
     }
 
-    /// The synchronous part of a snapshot, done at the barrier: flush the cache (one
+    /// The first part of a snapshot, done at the barrier: flush the cache (one
     /// `WriteBatch`) and take a RocksDB checkpoint into a temp directory. The returned
-    /// `PendingSnapshot` can be uploaded on another thread.
+    /// `PendingSnapshot` is uploaded next, on the same thread (see `snapshot`).
     pub fn begin_snapshot(
         &mut self,
         checkpoint_id: CheckpointId,

@@ -1,9 +1,11 @@
 //! `PendingSnapshot`: a RocksDB checkpoint taken at a barrier, not yet uploaded.
 //!
-//! Taking it (`KeyedState::begin_snapshot`) is the fast, synchronous part: flush the cache,
-//! let RocksDB hard-link a consistent checkpoint into a temp directory. Uploading it
-//! ([`PendingSnapshot::upload`]) is the slow part; it does not touch the live DB, so it may
-//! run on another thread while the operator goes on processing.
+//! Taking it (`KeyedState::begin_snapshot`) is the fast part: flush the cache, let
+//! RocksDB hard-link a consistent checkpoint into a temp directory. Uploading it
+//! ([`PendingSnapshot::upload`]) is the slow part. Today both run on the task thread, one
+//! after the other, inside the barrier (`KeyedState::snapshot`): the operator processes
+//! nothing until the upload is done. The upload does not touch the live DB and the type
+//! is `Send`, so it could move to another thread, but nothing does that yet.
 //!
 //! Invariants:
 //! - The temp directory holds hard links to immutable SSTs plus RocksDB's fresh copies of

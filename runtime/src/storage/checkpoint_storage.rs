@@ -52,7 +52,6 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
 
 use thiserror::Error;
 
@@ -113,14 +112,15 @@ pub enum StorageError {
     },
 }
 
-/// What `weir checkpoints` shows for one checkpoint.
+/// Completion and size of one checkpoint, as tests inspect it.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointInfo {
     pub checkpoint_id: CheckpointId,
     /// Whether `_metadata` exists.
     pub complete: bool,
     /// Modification time of `_metadata` (when the checkpoint completed).
-    pub completed_at: Option<SystemTime>,
+    pub completed_at: Option<std::time::SystemTime>,
     /// Bytes under `chk-<id>/` (private files and metadata). Shared files are not counted:
     /// they belong to several checkpoints; the metadata lists them with their sizes.
     pub private_bytes: u64,
@@ -204,6 +204,7 @@ impl CheckpointStorage {
     }
 
     /// The root directory.
+    #[cfg(test)]
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -240,6 +241,7 @@ impl CheckpointStorage {
     }
 
     /// Whether shared file `shared_name` of `task` is stored.
+    #[cfg(test)]
     pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
         exists(&self.shared_path(task, shared_name)?)
     }
@@ -470,7 +472,8 @@ impl CheckpointStorage {
         Ok(report)
     }
 
-    /// Completion time and size of checkpoint `checkpoint_id`, for listings.
+    /// Completion time and size of checkpoint `checkpoint_id`.
+    #[cfg(test)]
     pub fn checkpoint_info(
         &self,
         checkpoint_id: CheckpointId,
@@ -709,6 +712,7 @@ fn fetch(src: &Path, dest: &Path, link_ok: bool) -> Result<u64, StorageError> {
 }
 
 /// Total bytes of the regular files under `dir`.
+#[cfg(test)]
 fn dir_size(dir: &Path) -> Result<u64, StorageError> {
     let mut total = 0;
     for entry in read_dir(dir)? {

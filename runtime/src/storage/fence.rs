@@ -20,10 +20,6 @@ impl Fence {
         let _ = self.0.set(reason.into());
     }
 
-    pub fn is_raised(&self) -> bool {
-        self.0.get().is_some()
-    }
-
     /// Why the fence was raised, if it was.
     pub fn reason(&self) -> Option<&str> {
         self.0.get().map(String::as_str)

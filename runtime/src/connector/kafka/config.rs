@@ -146,14 +146,6 @@ impl KafkaSourceConfig {
         }
     }
 
-    /// The consumer group (the spec fills in the default; this is the fallback for a
-    /// config built in code).
-    pub fn group_or_default(&self, pipeline: &str) -> String {
-        self.group
-            .clone()
-            .unwrap_or_else(|| default_group(pipeline))
-    }
-
     pub fn bootstrap(&self) -> Result<String, KafkaError> {
         resolve_bootstrap(self.bootstrap.as_deref(), "kafka source")
     }

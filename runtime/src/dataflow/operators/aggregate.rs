@@ -29,7 +29,10 @@ use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
-use crate::engine::{self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule};
+use crate::engine::{
+    self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule, Rejection,
+    UpdateOutput,
+};
 use crate::record::OperatorSnapshot;
 use crate::record::Window;
 use crate::record::batch::RecordBatch;
@@ -166,7 +169,7 @@ impl AggregateOperator {
             let Some(end) = StateKey::decode(&key)?.window_end else {
                 continue;
             };
-            let w = Window { start: end, end };
+            let w = self.window_ending_at(end);
             if !window::has_fired(w, self.watermark.0) {
                 self.pending.entry(end).or_default().insert(key);
             } else if !window::is_late(w, self.config.allowed_lateness_ms, self.watermark.0) {
@@ -208,13 +211,43 @@ impl AggregateOperator {
         Ok(self.instance.as_mut().expect("just instantiated"))
     }
 
-    /// Folds one chunk of groups; returns the state keys updated.
+    /// Folds one chunk of groups into their accumulators in state with one guest call.
+    /// Records the guest refuses go to `out` as dead letters; a group whose window has
+    /// fired already (a late firing, within its allowed lateness) or that has no window
+    /// is emitted at once, the others wait in `pending` for the watermark.
     fn update_groups(
         &mut self,
         batch: &RecordBatch,
         groups: &[(Vec<u8>, Vec<u32>)],
         out: &mut Output,
     ) -> Result<(), OperatorError> {
+        let (input, origin) = self.guest_input(batch, groups)?;
+        let first = self.records_seen;
+        let input_bytes = input
+            .records
+            .byte_len()
+            .saturating_add(input.accumulators.len());
+        let result = match self.instance() {
+            Ok(instance) => instance.update(input),
+            Err(e) => Err(e),
+        };
+        let output = result.map_err(|e| {
+            self.instance = None;
+            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
+        })?;
+        self.reject_refused(batch, &origin, &output.rejections, out);
+        let to_emit = self.store_accumulators(groups, &output)?;
+        self.emit(to_emit, out)
+    }
+
+    /// The guest's input for `groups`: each group's accumulator from state (none yet:
+    /// empty) and its records, copied from `batch`; with, per guest record, the index of
+    /// the input record it copies (for rejections).
+    fn guest_input(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &[(Vec<u8>, Vec<u32>)],
+    ) -> Result<(GroupBatch, Vec<u32>), OperatorError> {
         let mut input = GroupBatch::default();
         // group-batch record index -> input record index, for rejections
         let mut origin = Vec::new();
@@ -234,21 +267,20 @@ impl AggregateOperator {
             }
             input.record_ends.push(input.records.len() as u32);
         }
-        let first = self.records_seen;
-        let input_bytes = input
-            .records
-            .byte_len()
-            .saturating_add(input.accumulators.len());
-        let result = match self.instance() {
-            Ok(instance) => instance.update(input),
-            Err(e) => Err(e),
-        };
-        let output = result.map_err(|e| {
-            self.instance = None;
-            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
-        })?;
+        Ok((input, origin))
+    }
+
+    /// Sends each input record the guest refused to the dead letters, once even when
+    /// the guest refused several of its copies (one per window).
+    fn reject_refused(
+        &self,
+        batch: &RecordBatch,
+        origin: &[u32],
+        rejections: &[Rejection],
+        out: &mut Output,
+    ) {
         let mut refused = BTreeSet::new();
-        for rejection in &output.rejections {
+        for rejection in rejections {
             let i = origin[rejection.index as usize];
             if refused.insert(i) {
                 let r = batch.get(i as usize);
@@ -261,6 +293,16 @@ impl AggregateOperator {
                 );
             }
         }
+    }
+
+    /// Puts the guest's new accumulators in state (skipping groups whose every record
+    /// was refused), refusing one past `max_accumulator_bytes`. Returns the entries to
+    /// emit at once (unwindowed, or a late firing); the rest wait in `pending`.
+    fn store_accumulators(
+        &mut self,
+        groups: &[(Vec<u8>, Vec<u32>)],
+        output: &UpdateOutput,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OperatorError> {
         let mut start = 0usize;
         let mut to_emit = Vec::new();
         for ((state_key, _), &end) in groups.iter().zip(&output.accumulator_ends) {
@@ -287,8 +329,7 @@ impl AggregateOperator {
             match decoded.window_end {
                 None => to_emit.push((state_key.clone(), acc.clone())),
                 Some(end) => {
-                    let w = Window { start: end, end };
-                    if window::has_fired(w, self.watermark.0) {
+                    if window::has_fired(self.window_ending_at(end), self.watermark.0) {
                         // A late firing: the window fired already, its lateness is not over.
                         to_emit.push((state_key.clone(), acc.clone()));
                     } else {
@@ -301,7 +342,7 @@ impl AggregateOperator {
             }
             self.state.put(state_key, acc)?;
         }
-        self.emit(to_emit, out)
+        Ok(to_emit)
     }
 
     /// Turns (state key, accumulator) pairs into output records: one guest call per
