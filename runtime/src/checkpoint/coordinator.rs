@@ -37,8 +37,8 @@ use crate::dataflow::error::TaskError;
 use crate::dataflow::task::TaskEvent;
 use crate::fault::{self, FaultPoint};
 use crate::metrics::PipelineMetrics;
-use crate::record::CheckpointId;
 use crate::record::message::Barrier;
+use crate::record::{CheckpointId, OperatorSnapshot};
 use crate::storage::CheckpointStorage;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +82,9 @@ pub enum CoordinatorError {
     #[error("pipeline {pipeline}: every task stopped before the run finished")]
     TasksGone { pipeline: String },
 }
+
+/// Every task's acknowledged snapshots: task -> operator id -> snapshot.
+type TaskSnapshots = BTreeMap<String, BTreeMap<String, OperatorSnapshot>>;
 
 /// How often the coordinator looks at the stop flag while it waits for the next trigger.
 const STOP_POLL: Duration = Duration::from_millis(50);
@@ -174,7 +177,7 @@ impl Coordinator {
                 .saturating_duration_since(Instant::now())
                 .min(STOP_POLL);
             match self.events.recv_timeout(wait) {
-                Ok(event) => self.on_idle_event(event, &mut drained)?,
+                Ok(event) => self.on_other_event(event, self.last, &mut drained)?,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(CoordinatorError::TasksGone {
@@ -185,9 +188,14 @@ impl Coordinator {
         }
     }
 
-    fn on_idle_event(
+    /// An event that arrives outside the acknowledgements of the checkpoint in flight:
+    /// a drained source is recorded, a failed task fails the run, and an
+    /// acknowledgement is a protocol error reported against `checkpoint` (the one in
+    /// flight, or the last one when idle).
+    fn on_other_event(
         &self,
         event: TaskEvent,
+        checkpoint: CheckpointId,
         drained: &mut BTreeSet<String>,
     ) -> Result<(), CoordinatorError> {
         match event {
@@ -197,16 +205,20 @@ impl Coordinator {
             }
             TaskEvent::Failed { error, .. } => Err(error.into()),
             TaskEvent::Ack {
-                task, checkpoint, ..
+                task,
+                checkpoint: acked,
+                ..
             } => Err(CoordinatorError::Protocol {
                 pipeline: self.config.pipeline.clone(),
-                checkpoint: self.last,
+                checkpoint,
                 task,
-                acked: checkpoint,
+                acked,
             }),
         }
     }
 
+    /// Checkpoint `id`, steps 1-6 of the protocol in this order; the first failure
+    /// ends it, and nothing after the failing step happens.
     fn checkpoint(
         &mut self,
         id: CheckpointId,
@@ -214,15 +226,34 @@ impl Coordinator {
         drained: &mut BTreeSet<String>,
     ) -> Result<(), CoordinatorError> {
         let started = Instant::now();
-        let barrier = Barrier { id, is_final };
+        self.trigger(Barrier { id, is_final });
+        let deadline = started + self.config.timeout;
+        let acks = self.collect_acks(id, deadline, drained)?;
+        let duration = started.elapsed();
+        self.pre_commit(id, deadline)?;
+        let metadata = self.complete(id, is_final, duration, acks)?;
+        self.commit(&metadata, deadline)?;
+        self.retain(id)
+    }
+
+    /// Step 1: sends the barrier to every source task.
+    fn trigger(&self, barrier: Barrier) {
         for tx in self.sources.values() {
             // A source that is gone has failed; its Failed event explains why.
             let _ = tx.send(barrier);
         }
         fault::hit(FaultPoint::CheckpointTriggered);
+    }
 
-        let deadline = started + self.config.timeout;
-        let mut acks: BTreeMap<String, _> = BTreeMap::new();
+    /// Step 2: waits by `deadline` for every task's acknowledgement of `id`; returns
+    /// their snapshots by task.
+    fn collect_acks(
+        &self,
+        id: CheckpointId,
+        deadline: Instant,
+        drained: &mut BTreeSet<String>,
+    ) -> Result<TaskSnapshots, CoordinatorError> {
+        let mut acks = TaskSnapshots::new();
         while acks.len() < self.tasks.len() {
             match self
                 .events
@@ -235,20 +266,8 @@ impl Coordinator {
                 }) if checkpoint == id => {
                     acks.insert(task, snapshots);
                 }
-                Ok(event) => self.on_idle_event(event, drained)?,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(CoordinatorError::Timeout {
-                        pipeline: self.config.pipeline.clone(),
-                        checkpoint: id,
-                        timeout: self.config.timeout,
-                        missing: self
-                            .tasks
-                            .iter()
-                            .filter(|t| !acks.contains_key(*t))
-                            .cloned()
-                            .collect(),
-                    });
-                }
+                Ok(event) => self.on_other_event(event, id, drained)?,
+                Err(RecvTimeoutError::Timeout) => return Err(self.timeout(id, &acks)),
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(CoordinatorError::TasksGone {
                         pipeline: self.config.pipeline.clone(),
@@ -256,8 +275,27 @@ impl Coordinator {
                 }
             }
         }
-        let duration = started.elapsed();
+        Ok(acks)
+    }
 
+    /// The timeout of checkpoint `id`, naming the tasks missing from `acks`.
+    fn timeout(&self, id: CheckpointId, acks: &TaskSnapshots) -> CoordinatorError {
+        CoordinatorError::Timeout {
+            pipeline: self.config.pipeline.clone(),
+            checkpoint: id,
+            timeout: self.config.timeout,
+            missing: self
+                .tasks
+                .iter()
+                .filter(|t| !acks.contains_key(*t))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Step 3: every committer makes `id`'s output durable but invisible, in order; the
+    /// first failure aborts the checkpoint.
+    fn pre_commit(&mut self, id: CheckpointId, deadline: Instant) -> Result<(), CoordinatorError> {
         fault::hit(FaultPoint::BeforePreCommit);
         for committer in &mut self.committers {
             committer
@@ -271,14 +309,42 @@ impl Coordinator {
                 })?;
         }
         fault::hit(FaultPoint::AfterPreCommit);
+        Ok(())
+    }
 
+    /// Step 4: writes `id`'s metadata, which makes the checkpoint complete, then
+    /// reports it in the metrics. Returns the metadata the commit is handed.
+    fn complete(
+        &self,
+        id: CheckpointId,
+        is_final: bool,
+        duration: Duration,
+        acks: TaskSnapshots,
+    ) -> Result<CheckpointMetadata, CoordinatorError> {
+        let metadata = self.metadata(id, is_final, duration, acks);
+        metadata
+            .write(&self.storage)
+            .map_err(|source| self.storage_error(id, source))?;
+        self.record_complete(&metadata, duration);
+        Ok(metadata)
+    }
+
+    /// The metadata of checkpoint `id`: what the tasks acknowledged and the sums of
+    /// their uploads.
+    fn metadata(
+        &self,
+        id: CheckpointId,
+        is_final: bool,
+        duration: Duration,
+        acks: TaskSnapshots,
+    ) -> CheckpointMetadata {
         let (files_added, bytes_added, state_bytes) = acks
             .values()
             .flat_map(|ops| ops.values())
             .fold((0, 0, 0), |(f, b, t), s| {
                 (f + s.files_added, b + s.bytes_added, t + s.state_bytes)
             });
-        let metadata = CheckpointMetadata {
+        CheckpointMetadata {
             format: METADATA_FORMAT,
             pipeline: self.config.pipeline.clone(),
             id,
@@ -294,14 +360,13 @@ impl Coordinator {
             state_bytes,
             committed_before: self.committed,
             tasks: acks,
-        };
-        metadata
-            .write(&self.storage)
-            .map_err(|source| CoordinatorError::Storage {
-                pipeline: self.config.pipeline.clone(),
-                checkpoint: id,
-                source,
-            })?;
+        }
+    }
+
+    /// Reports a complete checkpoint in the metrics and the log.
+    fn record_complete(&self, metadata: &CheckpointMetadata, duration: Duration) {
+        let (id, files_added, bytes_added) =
+            (metadata.id, metadata.files_added, metadata.bytes_added);
         PipelineMetrics::add(&self.metrics.checkpoints_completed, 1);
         self.metrics
             .last_checkpoint_id
@@ -310,26 +375,40 @@ impl Coordinator {
             .last_checkpoint_duration_ms
             .store(duration.as_millis() as u64, Ordering::Relaxed);
         tracing::debug!(pipeline = %self.config.pipeline, checkpoint = %id, ?duration, files_added, bytes_added, "checkpoint complete");
+    }
 
+    /// Step 5: every committer makes the complete checkpoint's output visible; then it
+    /// is this run's last and last committed checkpoint.
+    fn commit(
+        &mut self,
+        metadata: &CheckpointMetadata,
+        deadline: Instant,
+    ) -> Result<(), CoordinatorError> {
         fault::hit(FaultPoint::BeforeCommit);
         commit_all(
             &self.config.pipeline,
             &mut self.committers,
-            &metadata,
+            metadata,
             deadline,
         )?;
         fault::hit(FaultPoint::AfterCommit);
-        self.last = id;
-        self.committed = id;
-
-        crate::checkpoint::retention::retain(&self.storage, self.config.retain).map_err(
-            |source| CoordinatorError::Storage {
-                pipeline: self.config.pipeline.clone(),
-                checkpoint: id,
-                source,
-            },
-        )?;
+        self.last = metadata.id;
+        self.committed = metadata.id;
         Ok(())
+    }
+
+    /// Step 6: keeps the newest `retain` complete checkpoints, removes the rest.
+    fn retain(&self, id: CheckpointId) -> Result<(), CoordinatorError> {
+        crate::checkpoint::retention::retain(&self.storage, self.config.retain)
+            .map_err(|source| self.storage_error(id, source))
+    }
+
+    fn storage_error(&self, id: CheckpointId, source: MetadataError) -> CoordinatorError {
+        CoordinatorError::Storage {
+            pipeline: self.config.pipeline.clone(),
+            checkpoint: id,
+            source,
+        }
     }
 }
 

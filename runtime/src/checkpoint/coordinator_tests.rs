@@ -702,7 +702,7 @@ fn a_task_failure_during_a_checkpoint_fails_the_run_before_any_commit() {
 
 /// An acknowledgement of another checkpoint (here a duplicate of the last one, 4,
 /// while 5 is in flight) is a protocol error, not counted towards 5. The error's
-/// `checkpoint` is the coordinator's last committed checkpoint, not the one in flight.
+/// `checkpoint` is the one in flight, 5; its `acked` the stray 4.
 #[test]
 fn an_ack_for_another_checkpoint_is_a_protocol_error() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -730,7 +730,7 @@ fn an_ack_for_another_checkpoint_is_a_protocol_error() {
     };
     assert_eq!(
         (pipeline.as_str(), checkpoint, task.as_str(), acked),
-        (PIPELINE, CheckpointId(4), SINK, CheckpointId(4))
+        (PIPELINE, CheckpointId(5), SINK, CheckpointId(4))
     );
     assert_eq!(rig.calls(), vec![]);
     assert_eq!(rig.complete(), Vec::<u64>::new());

@@ -20,7 +20,7 @@ use crate::spec::error::{Located, SpecError};
 use crate::spec::sink::{SinkSpec, parse_sink};
 use crate::spec::source::{SourceConfig, SourceSpec, parse_source};
 use crate::spec::step::{StepSpec, parse_step};
-use crate::spec::tagged::array_of_tables;
+use crate::spec::tagged::{Item, array_of_tables};
 use crate::spec::units;
 
 /// Default parallelism.
@@ -282,6 +282,44 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
     let raw =
         RawPipeline::deserialize(toml::de::Deserializer::from(root)).map_err(Located::from)?;
 
+    let (parallelism, max_parallelism) = parallelism(&raw)?;
+    let mut sources = parse_sources(sources, base_dir)?;
+    let steps = parse_steps(steps, base_dir)?;
+    let sinks = parse_sinks(sinks, base_dir)?;
+    let dirs = Dirs::resolve(&raw, base_dir);
+    default_kafka_groups(&mut sources, &raw.name);
+    Ok(PipelineSpec {
+        name: raw.name,
+        parallelism,
+        max_parallelism,
+        batch_size: raw.batch_size,
+        batch_bytes: raw.batch_bytes,
+        checkpoint: CheckpointSpec {
+            interval: raw.checkpoint.interval,
+            timeout: raw.checkpoint.timeout,
+            retain: raw.checkpoint.retain,
+            dir: dirs.checkpoint,
+        },
+        limits: GuestLimitsSpec {
+            memory: raw.limits.memory,
+            call_timeout: raw.limits.call_timeout,
+            compile_cpu: raw.limits.compile_cpu,
+            compile_memory: raw.limits.compile_memory,
+        },
+        sources,
+        steps,
+        sinks,
+        dead_letter: DeadLetterSpec {
+            path: dirs.dead_letter,
+        },
+        state_dir: dirs.state,
+        base_dir: base_dir.to_owned(),
+    })
+}
+
+/// `(parallelism, max_parallelism)`, defaults filled in; refused if the first exceeds
+/// the second, at `max_parallelism`'s line if given, else at `parallelism`'s.
+fn parallelism(raw: &RawPipeline) -> Result<(usize, usize), Located> {
     let parallelism = raw
         .parallelism
         .as_ref()
@@ -302,9 +340,13 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         };
         return Err(Located::at(span, message));
     }
+    Ok((parallelism, max_parallelism))
+}
 
+/// The `[[sources]]`: at least one, at most one reading stdin.
+fn parse_sources(sources: Option<Item<'_>>, base_dir: &Path) -> Result<Vec<SourceSpec>, Located> {
     let sources_span = sources.as_ref().map(Spanned::span);
-    let mut parsed_sources = Vec::new();
+    let mut parsed = Vec::new();
     let mut stdin_seen = false;
     for item in array_of_tables("sources", sources)? {
         let span = item.span();
@@ -315,31 +357,35 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
             }
             stdin_seen = true;
         }
-        parsed_sources.push(source);
+        parsed.push(source);
     }
-    if parsed_sources.is_empty() {
+    if parsed.is_empty() {
         return Err(Located {
             span: sources_span,
             message: "a pipeline needs at least one source: add a [[sources]] table".into(),
         });
     }
+    Ok(parsed)
+}
 
-    let mut parsed_steps = Vec::new();
+/// The `[[steps]]`: at most `MAX_STEPS`, no name used twice.
+fn parse_steps(steps: Option<Item<'_>>, base_dir: &Path) -> Result<Vec<StepSpec>, Located> {
+    let mut parsed = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    let step_items = array_of_tables("steps", steps)?;
-    if let Some(item) = step_items.get(MAX_STEPS) {
+    let items = array_of_tables("steps", steps)?;
+    if let Some(item) = items.get(MAX_STEPS) {
         return Err(Located::at(
             item.span(),
             format!(
                 "a pipeline has at most {MAX_STEPS} steps, this one has {}: \
                  combine steps into fewer guests",
-                step_items.len()
+                items.len()
             ),
         ));
     }
-    for item in step_items {
-        let parsed = parse_step(item, base_dir)?;
-        if let Some(name) = &parsed.name {
+    for item in items {
+        let step = parse_step(item, base_dir)?;
+        if let Some(name) = &step.name {
             if names.contains(name.get_ref()) {
                 return Err(Located::at(
                     name.span(),
@@ -348,65 +394,63 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
             }
             names.push(name.get_ref().clone());
         }
-        parsed_steps.push(parsed.step);
+        parsed.push(step.step);
     }
+    Ok(parsed)
+}
 
+/// The `[[sinks]]`: at least one.
+fn parse_sinks(sinks: Option<Item<'_>>, base_dir: &Path) -> Result<Vec<SinkSpec>, Located> {
     let sinks_span = sinks.as_ref().map(Spanned::span);
-    let parsed_sinks = array_of_tables("sinks", sinks)?
+    let parsed = array_of_tables("sinks", sinks)?
         .into_iter()
         .map(|item| parse_sink(item, base_dir))
         .collect::<Result<Vec<_>, _>>()?;
-    if parsed_sinks.is_empty() {
+    if parsed.is_empty() {
         return Err(Located {
             span: sinks_span,
             message: "a pipeline needs at least one sink: add a [[sinks]] table".into(),
         });
     }
+    Ok(parsed)
+}
 
-    let state_dir = base_dir.join(
-        raw.state_dir
-            .unwrap_or_else(|| Path::new(".weir").join(&raw.name)),
-    );
-    let checkpoint_dir = match raw.checkpoint.dir {
-        Some(dir) => base_dir.join(dir),
-        None => state_dir.join("checkpoints"),
-    };
-    let dead_letter_path = match raw.dead_letter.path {
-        Some(path) => base_dir.join(path),
-        None => state_dir.join("dead-letter"),
-    };
-    // A Kafka source's consumer group defaults to one derived from the pipeline name.
-    for source in &mut parsed_sources {
-        if let SourceConfig::Kafka(c) = &mut source.config {
-            c.group
-                .get_or_insert_with(|| crate::connector::kafka::config::default_group(&raw.name));
+/// The pipeline's directories, absolute: given ones resolved against the spec's
+/// directory, the others under the state directory (itself `.weir/<name>` by default).
+struct Dirs {
+    state: PathBuf,
+    checkpoint: PathBuf,
+    dead_letter: PathBuf,
+}
+
+impl Dirs {
+    fn resolve(raw: &RawPipeline, base_dir: &Path) -> Dirs {
+        let state = match &raw.state_dir {
+            Some(dir) => base_dir.join(dir),
+            None => base_dir.join(Path::new(".weir").join(&raw.name)),
+        };
+        let checkpoint = match &raw.checkpoint.dir {
+            Some(dir) => base_dir.join(dir),
+            None => state.join("checkpoints"),
+        };
+        let dead_letter = match &raw.dead_letter.path {
+            Some(path) => base_dir.join(path),
+            None => state.join("dead-letter"),
+        };
+        Dirs {
+            state,
+            checkpoint,
+            dead_letter,
         }
     }
-    Ok(PipelineSpec {
-        name: raw.name,
-        parallelism,
-        max_parallelism,
-        batch_size: raw.batch_size,
-        batch_bytes: raw.batch_bytes,
-        checkpoint: CheckpointSpec {
-            interval: raw.checkpoint.interval,
-            timeout: raw.checkpoint.timeout,
-            retain: raw.checkpoint.retain,
-            dir: checkpoint_dir,
-        },
-        limits: GuestLimitsSpec {
-            memory: raw.limits.memory,
-            call_timeout: raw.limits.call_timeout,
-            compile_cpu: raw.limits.compile_cpu,
-            compile_memory: raw.limits.compile_memory,
-        },
-        sources: parsed_sources,
-        steps: parsed_steps,
-        sinks: parsed_sinks,
-        dead_letter: DeadLetterSpec {
-            path: dead_letter_path,
-        },
-        state_dir,
-        base_dir: base_dir.to_owned(),
-    })
+}
+
+/// A Kafka source's consumer group defaults to one derived from the pipeline name.
+fn default_kafka_groups(sources: &mut [SourceSpec], pipeline: &str) {
+    for source in sources {
+        if let SourceConfig::Kafka(c) = &mut source.config {
+            c.group
+                .get_or_insert_with(|| crate::connector::kafka::config::default_group(pipeline));
+        }
+    }
 }

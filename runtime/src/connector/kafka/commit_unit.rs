@@ -509,85 +509,23 @@ fn open_exactly_once(
     from_scratch: bool,
     fence: &Fence,
 ) -> Result<Mode, KafkaError> {
-    // read_committed makes librdkafka's OffsetFetch wait for stable offsets: right for
-    // reading the marker once our producers are initialised, but before that a crashed
-    // instance's open transaction can hold the group's offsets pending until it times
-    // out. Who owns the group is read from the committed offsets as they stand.
-    let offsets_consumer = |isolation: &str| -> Result<BaseConsumer<QuietContext>, KafkaError> {
-        client_config(bootstrap, sink.connect_timeout)
-            .set("group.id", &marker.group)
-            .set("enable.auto.commit", "false")
-            .set("isolation.level", isolation)
-            .create_with_context(QuietContext)
-            .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))
+    let opener = ExactlyOnceOpener {
+        spec,
+        sink,
+        bootstrap,
+        marker: &marker,
+        fence,
     };
-    let owner_probe = offsets_consumer("read_uncommitted")?;
-    if let (_, Some(owner)) = marker.read_group(&owner_probe, TRANSACTION_CALL_TIMEOUT)? {
-        return Err(KafkaError::GroupShared {
-            pipeline: spec.name.clone(),
-            group: marker.group.clone(),
-            owner,
-        });
-    }
-    drop(owner_probe);
-    let group_consumer = offsets_consumer("read_committed")?;
-    let slots = [0, 1].map(|i| {
-        let id = format!(
-            "{}{}.{LOCAL_UNIT}.{i}",
-            sink.transactional_prefix, spec.name
-        );
-        let mut config = producer_config(sink, bootstrap);
-        config.set("transactional.id", &id).set(
-            "transaction.timeout.ms",
-            sink.transaction_timeout.as_millis().to_string(),
-        );
-        new_slot(&spec.name, id, &config, fence)
-    });
-    let [a, b] = slots;
-    let slots = [a?, b?];
-    // Fence every earlier instance and abort what it left open. Both before reading
-    // the marker: afterwards no one else can commit.
-    for slot in &slots {
-        slot.producer
-            .init_transactions(TRANSACTION_CALL_TIMEOUT)
-            .map_err(|e| {
-                transactional_error(
-                    &spec.name,
-                    slot,
-                    "initialising transactions",
-                    &e,
-                    sink.transaction_timeout,
-                    fence,
-                )
-            })?;
-    }
+    opener.refuse_shared_group()?;
+    let group_consumer = opener.offsets_consumer("read_committed")?;
+    let slots = opener.slots()?;
+    opener.init_transactions(&slots)?;
     let found = if from_scratch {
-        // The progress topic still holds the last incarnation's marker, and the new
-        // one numbers its checkpoints from 1 again: mark the start over, so that a
-        // crash before the first commit of this incarnation is not read as "the old
-        // marker is newer than any checkpoint in storage".
-        reset_marker(
-            &spec.name,
-            &slots[0],
-            &marker,
-            sink.transaction_timeout,
-            fence,
-        )?;
-        FoundMarkers::default()
+        opener.reset_marker(&slots[0])?
     } else {
-        FoundMarkers {
-            group: marker
-                .read_group(&group_consumer, TRANSACTION_CALL_TIMEOUT)?
-                .0,
-            topic: marker.read_topic(bootstrap, TRANSACTION_CALL_TIMEOUT)?,
-            foreign: None,
-        }
+        opener.read_markers(&group_consumer)?
     };
-    if found.group.is_some() && found.topic.is_some() && found.group != found.topic {
-        tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree (offsets reset by a tool?); the progress topic's counts");
-    } else if found.group.is_none() && found.topic.is_some() {
-        tracing::warn!(pipeline = %spec.name, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
-    }
+    opener.report_markers(&found);
     let committed = found.last_committed().unwrap_or(CheckpointId::NONE);
     tracing::info!(pipeline = %spec.name, group = %marker.group, last_committed = %committed, "kafka sink: transactions initialised");
     Ok(Mode::ExactlyOnce {
@@ -598,6 +536,132 @@ fn open_exactly_once(
         found,
         marker_records: Arc::new(InFlight::default()),
     })
+}
+
+/// The steps of `open_exactly_once`, in the order it calls them.
+struct ExactlyOnceOpener<'a> {
+    spec: &'a PipelineSpec,
+    sink: &'a KafkaSinkConfig,
+    bootstrap: &'a str,
+    marker: &'a MarkerTarget,
+    fence: &'a Fence,
+}
+
+impl ExactlyOnceOpener<'_> {
+    /// A consumer of the marker group's committed offsets, at `isolation`; it never
+    /// subscribes.
+    ///
+    /// read_committed makes librdkafka's OffsetFetch wait for stable offsets: right for
+    /// reading the marker once our producers are initialised, but before that a crashed
+    /// instance's open transaction can hold the group's offsets pending until it times
+    /// out. Who owns the group is read from the committed offsets as they stand.
+    fn offsets_consumer(&self, isolation: &str) -> Result<BaseConsumer<QuietContext>, KafkaError> {
+        client_config(self.bootstrap, self.sink.connect_timeout)
+            .set("group.id", &self.marker.group)
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", isolation)
+            .create_with_context(QuietContext)
+            .map_err(|e| KafkaError::client("cannot create the offsets consumer", &e))
+    }
+
+    /// Refuses a marker group holding another pipeline's marker, before anything is
+    /// fenced.
+    fn refuse_shared_group(&self) -> Result<(), KafkaError> {
+        let owner_probe = self.offsets_consumer("read_uncommitted")?;
+        if let (_, Some(owner)) = self
+            .marker
+            .read_group(&owner_probe, TRANSACTION_CALL_TIMEOUT)?
+        {
+            return Err(KafkaError::GroupShared {
+                pipeline: self.spec.name.clone(),
+                group: self.marker.group.clone(),
+                owner,
+            });
+        }
+        Ok(())
+    }
+
+    /// The two transactional producers, `{prefix}{pipeline}.{unit}.{0,1}`, both created
+    /// before either's failure is reported.
+    fn slots(&self) -> Result<[Slot; 2], KafkaError> {
+        let (spec, sink) = (self.spec, self.sink);
+        let slots = [0, 1].map(|i| {
+            let id = format!(
+                "{}{}.{LOCAL_UNIT}.{i}",
+                sink.transactional_prefix, spec.name
+            );
+            let mut config = producer_config(sink, self.bootstrap);
+            config.set("transactional.id", &id).set(
+                "transaction.timeout.ms",
+                sink.transaction_timeout.as_millis().to_string(),
+            );
+            new_slot(&spec.name, id, &config, self.fence)
+        });
+        let [a, b] = slots;
+        Ok([a?, b?])
+    }
+
+    /// Fences every earlier instance and aborts what it left open. Both before reading
+    /// the marker: afterwards no one else can commit.
+    fn init_transactions(&self, slots: &[Slot; 2]) -> Result<(), KafkaError> {
+        for slot in slots {
+            slot.producer
+                .init_transactions(TRANSACTION_CALL_TIMEOUT)
+                .map_err(|e| {
+                    transactional_error(
+                        &self.spec.name,
+                        slot,
+                        "initialising transactions",
+                        &e,
+                        self.sink.transaction_timeout,
+                        self.fence,
+                    )
+                })?;
+        }
+        Ok(())
+    }
+
+    /// `--from-scratch`: the progress topic still holds the last incarnation's marker,
+    /// and the new one numbers its checkpoints from 1 again: mark the start over, so
+    /// that a crash before the first commit of this incarnation is not read as "the old
+    /// marker is newer than any checkpoint in storage". Nothing found.
+    fn reset_marker(&self, slot: &Slot) -> Result<FoundMarkers, KafkaError> {
+        reset_marker(
+            &self.spec.name,
+            slot,
+            self.marker,
+            self.sink.transaction_timeout,
+            self.fence,
+        )?;
+        Ok(FoundMarkers::default())
+    }
+
+    /// Both copies of the marker: the group's, then the progress topic's.
+    fn read_markers(
+        &self,
+        group_consumer: &BaseConsumer<QuietContext>,
+    ) -> Result<FoundMarkers, KafkaError> {
+        Ok(FoundMarkers {
+            group: self
+                .marker
+                .read_group(group_consumer, TRANSACTION_CALL_TIMEOUT)?
+                .0,
+            topic: self
+                .marker
+                .read_topic(self.bootstrap, TRANSACTION_CALL_TIMEOUT)?,
+            foreign: None,
+        })
+    }
+
+    /// Warns when the two copies of the marker disagree or the group's is missing.
+    fn report_markers(&self, found: &FoundMarkers) {
+        let (spec, marker) = (self.spec, self.marker);
+        if found.group.is_some() && found.topic.is_some() && found.group != found.topic {
+            tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree (offsets reset by a tool?); the progress topic's counts");
+        } else if found.group.is_none() && found.topic.is_some() {
+            tracing::warn!(pipeline = %spec.name, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
+        }
+    }
 }
 
 /// Commits a transaction holding only the marker of checkpoint 0 ("nothing committed")

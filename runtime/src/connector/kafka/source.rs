@@ -110,6 +110,81 @@ struct PartitionState {
     max_timestamp: Option<i64>,
 }
 
+impl PartitionState {
+    /// Reads at most `room` records from this partition's queue into `out`, stopping at
+    /// the bounded end, an empty queue, end-of-partition or a full batch; returns how
+    /// many it read.
+    fn read(
+        &mut self,
+        consumer: &BaseConsumer<QuietContext>,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+        room: usize,
+    ) -> Result<usize, ConnectorError> {
+        let mut read = 0usize;
+        while read < room && !self.done && !limit.is_full(out) {
+            let Some(result) = self.queue.poll(Duration::ZERO) else {
+                break;
+            };
+            match result {
+                Ok(m) => {
+                    let offset = m.offset();
+                    if self.end.is_some_and(|end| offset >= end) {
+                        // Past the bounded end: not ours to return.
+                        self.next = self.end.unwrap_or(self.next);
+                        self.done = true;
+                        break;
+                    }
+                    let ts = m.timestamp().to_millis().unwrap_or(0);
+                    out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
+                    self.next = offset + 1;
+                    self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
+                    read += 1;
+                    if self.end.is_some_and(|end| self.next >= end) {
+                        self.done = true;
+                    }
+                }
+                Err(RdKafkaError::PartitionEOF(_)) => {
+                    // The consumer reached the partition's current end. Its position has
+                    // moved past transaction markers, which carry no record, so it is the
+                    // true next offset; never jump to `end` on the event alone: an EOF
+                    // seen before the end would skip input.
+                    if let Some(position) = consumer_position(consumer, &self.topic, self.partition)
+                    {
+                        self.next = self.next.max(position);
+                    }
+                    if self.end.is_some_and(|end| self.next >= end) {
+                        self.done = true;
+                    }
+                    break;
+                }
+                Err(e) => {
+                    return Err(KafkaSource::fail(
+                        format!("cannot read {}-{}", self.topic, self.partition),
+                        &e,
+                    ));
+                }
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// The consumer's position in `topic`-`partition`, if it has a numeric one.
+fn consumer_position(
+    consumer: &BaseConsumer<QuietContext>,
+    topic: &str,
+    partition: i32,
+) -> Option<i64> {
+    consumer.position().ok().and_then(|list| {
+        list.find_partition(topic, partition)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+    })
+}
+
 /// One subtask of a Kafka source.
 pub struct KafkaSource {
     consumer: Arc<BaseConsumer<QuietContext>>,
@@ -149,36 +224,8 @@ impl KafkaSource {
     ) -> Result<Self, ConnectorError> {
         let bootstrap = config.bootstrap()?;
         let timeout = config.connect_timeout;
-        let mut client = client_config(&bootstrap, timeout);
-        client
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("isolation.level", "read_committed")
-            .set(
-                "enable.partition.eof",
-                if config.bounded { "true" } else { "false" },
-            )
-            // A restored offset already deleted by retention: continue at the earliest.
-            .set("auto.offset.reset", "earliest");
-        let consumer: BaseConsumer<QuietContext> =
-            client.create_with_context(QuietContext).map_err(|e| {
-                KafkaError::client(
-                    format!("cannot create a Kafka consumer for {bootstrap}"),
-                    &e,
-                )
-            })?;
-        let consumer = Arc::new(consumer);
-
-        let mut mine = Vec::new();
-        for topic in config.topic_names() {
-            for p in topic_partitions(consumer.client(), &bootstrap, &topic, timeout)? {
-                if assignment::owner(&topic, p, parallelism) == subtask {
-                    mine.push((topic.clone(), p));
-                }
-            }
-        }
-        mine.sort();
+        let consumer = Arc::new(create_consumer(config, group, &bootstrap)?);
+        let mine = owned_partitions(&consumer, config, &bootstrap, subtask, parallelism)?;
         let restored = restored.map(KafkaPosition::merged).transpose()?;
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
@@ -187,69 +234,20 @@ impl KafkaSource {
                 BTreeMap::new()
             };
 
+        let mut opener = PartitionOpener {
+            consumer: &consumer,
+            config,
+            bootstrap: &bootstrap,
+            restored,
+            committed,
+            skipped: 0,
+        };
         let mut partitions = Vec::with_capacity(mine.len());
-        let mut skipped = 0u64;
         let mut assigned = TopicPartitionList::new();
         for (topic, partition) in mine {
-            let watermarks = || {
-                consumer
-                    .fetch_watermarks(&topic, partition, timeout)
-                    .map_err(|e| KafkaError::Unreachable {
-                        bootstrap: bootstrap.clone(),
-                        timeout,
-                        reason: format!(
-                            "cannot read the offsets of {topic}-{partition}: {}",
-                            reason(&e)
-                        ),
-                    })
-            };
-            let (low, high) = watermarks()?;
-            let next = match &restored {
-                // A partition added since the checkpoint: all of it is new input.
-                Some(map) => match map.get(&(topic.clone(), partition)).copied() {
-                    None => low,
-                    Some(offset) if offset < low => {
-                        let lost = low - offset;
-                        tracing::warn!(%topic, partition, restored = offset, earliest = low, skipped = lost,
-                            "kafka source: the restored offset was already deleted by the topic's retention; \
-                             continuing at the earliest offset, {lost} records were never read");
-                        skipped += lost.unsigned_abs();
-                        low
-                    }
-                    Some(offset) => offset,
-                },
-                None => match config.start {
-                    StartOffset::Earliest => low,
-                    StartOffset::Latest => high,
-                    StartOffset::Committed => committed
-                        .get(&(topic.clone(), partition))
-                        .copied()
-                        .unwrap_or(low),
-                },
-            };
-            let end = config.bounded.then_some(high);
-            tracing::debug!(%topic, partition, low, high, next, restored = restored.is_some(), "kafka source partition opened");
-            let queue = consumer
-                .split_partition_queue(&topic, partition)
-                .ok_or_else(|| KafkaError::Client {
-                    what: format!("cannot open a queue for {topic}-{partition}"),
-                    reason: "librdkafka refused".into(),
-                })?;
-            assigned
-                .add_partition_offset(&topic, partition, Offset::Offset(next))
-                .map_err(|e| {
-                    KafkaError::client(format!("cannot assign {topic}-{partition}"), &e)
-                })?;
-            partitions.push(PartitionState {
-                done: end.is_some_and(|end| next >= end),
-                topic,
-                partition,
-                queue,
-                next,
-                end,
-                max_timestamp: None,
-            });
+            partitions.push(opener.open(topic, partition, &mut assigned)?);
         }
+        let skipped = opener.skipped;
         consumer
             .assign(&assigned)
             .map_err(|e| KafkaError::client("cannot assign the source partitions", &e))?;
@@ -265,6 +263,159 @@ impl KafkaSource {
 
     fn fail(what: String, error: &RdKafkaError) -> ConnectorError {
         KafkaError::client(what, error).into()
+    }
+
+    /// Serves the main queue: client-level errors and events. Only a fatal error fails
+    /// the source.
+    fn serve_main_queue(&self) -> Result<(), SourceError> {
+        if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
+            match e {
+                RdKafkaError::PartitionEOF(_) => {}
+                // librdkafka recovers from the others itself (a broker down, a rebalance
+                // of the coordinator); a fatal one leaves the consumer unusable.
+                e if classify(&e) == ErrorClass::Fatal => {
+                    return Err(Self::fail("the consumer failed".to_owned(), &e).into());
+                }
+                e => tracing::warn!(error = %e, "kafka source: consumer error"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The read-committed consumer of one subtask, in group `group` (see the module docs).
+fn create_consumer(
+    config: &KafkaSourceConfig,
+    group: &str,
+    bootstrap: &str,
+) -> Result<BaseConsumer<QuietContext>, KafkaError> {
+    let mut client = client_config(bootstrap, config.connect_timeout);
+    client
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set(
+            "enable.partition.eof",
+            if config.bounded { "true" } else { "false" },
+        )
+        // A restored offset already deleted by retention: continue at the earliest.
+        .set("auto.offset.reset", "earliest");
+    client.create_with_context(QuietContext).map_err(|e| {
+        KafkaError::client(
+            format!("cannot create a Kafka consumer for {bootstrap}"),
+            &e,
+        )
+    })
+}
+
+/// The partitions of the configured topics that `assignment::owner` gives to
+/// `subtask`, sorted.
+fn owned_partitions(
+    consumer: &BaseConsumer<QuietContext>,
+    config: &KafkaSourceConfig,
+    bootstrap: &str,
+    subtask: usize,
+    parallelism: usize,
+) -> Result<Vec<(String, i32)>, ConnectorError> {
+    let mut mine = Vec::new();
+    for topic in config.topic_names() {
+        for p in topic_partitions(consumer.client(), bootstrap, &topic, config.connect_timeout)? {
+            if assignment::owner(&topic, p, parallelism) == subtask {
+                mine.push((topic.clone(), p));
+            }
+        }
+    }
+    mine.sort();
+    Ok(mine)
+}
+
+/// Opens a subtask's partitions one by one: where each starts, its queue, its
+/// assignment.
+struct PartitionOpener<'a> {
+    consumer: &'a Arc<BaseConsumer<QuietContext>>,
+    config: &'a KafkaSourceConfig,
+    bootstrap: &'a str,
+    /// Every partition's offset in the restored checkpoint, if resuming from one.
+    restored: Option<BTreeMap<(String, i32), i64>>,
+    /// The group's committed offsets (`start = "committed"`, not resuming).
+    committed: BTreeMap<(String, i32), i64>,
+    /// Records lost to retention between the checkpoint and this open, so far.
+    skipped: u64,
+}
+
+impl PartitionOpener<'_> {
+    /// Opens `topic`-`partition` at its start offset and adds it to `assigned`.
+    fn open(
+        &mut self,
+        topic: String,
+        partition: i32,
+        assigned: &mut TopicPartitionList,
+    ) -> Result<PartitionState, ConnectorError> {
+        let (low, high) = self.watermarks(&topic, partition)?;
+        let next = self.start(&topic, partition, low, high);
+        let end = self.config.bounded.then_some(high);
+        tracing::debug!(%topic, partition, low, high, next, restored = self.restored.is_some(), "kafka source partition opened");
+        let queue = self
+            .consumer
+            .split_partition_queue(&topic, partition)
+            .ok_or_else(|| KafkaError::Client {
+                what: format!("cannot open a queue for {topic}-{partition}"),
+                reason: "librdkafka refused".into(),
+            })?;
+        assigned
+            .add_partition_offset(&topic, partition, Offset::Offset(next))
+            .map_err(|e| KafkaError::client(format!("cannot assign {topic}-{partition}"), &e))?;
+        Ok(PartitionState {
+            done: end.is_some_and(|end| next >= end),
+            topic,
+            partition,
+            queue,
+            next,
+            end,
+            max_timestamp: None,
+        })
+    }
+
+    /// The partition's (earliest, high) offsets.
+    fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
+        let timeout = self.config.connect_timeout;
+        self.consumer
+            .fetch_watermarks(topic, partition, timeout)
+            .map_err(|e| KafkaError::Unreachable {
+                bootstrap: self.bootstrap.to_owned(),
+                timeout,
+                reason: format!(
+                    "cannot read the offsets of {topic}-{partition}: {}",
+                    reason(&e)
+                ),
+            })
+    }
+
+    /// The offset `topic`-`partition` starts at, between `low` and `high`: its restored
+    /// offset if resuming, else the configured start.
+    fn start(&mut self, topic: &str, partition: i32, low: i64, high: i64) -> i64 {
+        let key = (topic.to_owned(), partition);
+        match &self.restored {
+            // A partition added since the checkpoint: all of it is new input.
+            Some(map) => match map.get(&key).copied() {
+                None => low,
+                Some(offset) if offset < low => {
+                    let lost = low - offset;
+                    tracing::warn!(%topic, partition, restored = offset, earliest = low, skipped = lost,
+                        "kafka source: the restored offset was already deleted by the topic's retention; \
+                         continuing at the earliest offset, {lost} records were never read");
+                    self.skipped += lost.unsigned_abs();
+                    low
+                }
+                Some(offset) => offset,
+            },
+            None => match self.config.start {
+                StartOffset::Earliest => low,
+                StartOffset::Latest => high,
+                StartOffset::Committed => self.committed.get(&key).copied().unwrap_or(low),
+            },
+        }
     }
 }
 
@@ -302,80 +453,16 @@ impl Source for KafkaSource {
         out: &mut RecordBatch,
         limit: BatchLimit,
     ) -> Result<SourcePoll, SourceError> {
-        // Serve the main queue: client-level errors and events.
-        if let Some(Err(e)) = self.consumer.poll(Duration::ZERO) {
-            match e {
-                RdKafkaError::PartitionEOF(_) => {}
-                // librdkafka recovers from the others itself (a broker down, a rebalance
-                // of the coordinator); a fatal one leaves the consumer unusable.
-                e if classify(&e) == ErrorClass::Fatal => {
-                    return Err(Self::fail("the consumer failed".to_owned(), &e).into());
-                }
-                e => tracing::warn!(error = %e, "kafka source: consumer error"),
-            }
-        }
+        self.serve_main_queue()?;
         let max = self.pacer.allowance(limit.records);
         if max == 0 {
             return Ok(SourcePoll::Idle);
         }
         let n = self.partitions.len();
-        let consumer = self.consumer.clone();
         let mut read = 0usize;
         for i in 0..n {
             let idx = (self.next_queue + i) % n;
-            let p = &mut self.partitions[idx];
-            while read < max && !p.done && !limit.is_full(out) {
-                let Some(result) = p.queue.poll(Duration::ZERO) else {
-                    break;
-                };
-                match result {
-                    Ok(m) => {
-                        let offset = m.offset();
-                        if p.end.is_some_and(|end| offset >= end) {
-                            // Past the bounded end: not ours to return.
-                            p.next = p.end.unwrap_or(p.next);
-                            p.done = true;
-                            break;
-                        }
-                        let ts = m.timestamp().to_millis().unwrap_or(0);
-                        out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
-                        p.next = offset + 1;
-                        p.max_timestamp = Some(p.max_timestamp.map_or(ts, |t| t.max(ts)));
-                        read += 1;
-                        if p.end.is_some_and(|end| p.next >= end) {
-                            p.done = true;
-                        }
-                    }
-                    Err(RdKafkaError::PartitionEOF(_)) => {
-                        // The consumer reached the partition's current end. Its position
-                        // has moved past transaction markers, which carry no record, so
-                        // it is the true next offset; never jump to `end` on the event
-                        // alone: an EOF seen before the end would skip input.
-                        let position = consumer.position().ok().and_then(|list| {
-                            list.find_partition(&p.topic, p.partition).and_then(|e| {
-                                match e.offset() {
-                                    Offset::Offset(o) => Some(o),
-                                    _ => None,
-                                }
-                            })
-                        });
-                        if let Some(position) = position {
-                            p.next = p.next.max(position);
-                        }
-                        if p.end.is_some_and(|end| p.next >= end) {
-                            p.done = true;
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        return Err(Self::fail(
-                            format!("cannot read {}-{}", p.topic, p.partition),
-                            &e,
-                        )
-                        .into());
-                    }
-                }
-            }
+            read += self.partitions[idx].read(&self.consumer, out, limit, max - read)?;
         }
         self.next_queue = (self.next_queue + 1) % n.max(1);
         self.pacer.released(read);
