@@ -97,7 +97,7 @@ pub enum TaskOutput {
 }
 
 /// A chain plus the task's dead-letter sink and output: what both task kinds drive.
-struct Pipe {
+pub struct Pipe {
     chain: Chain,
     /// The dead-letter output: an ordinary sink, in a set of its own.
     dead_letters: SinkSet,
@@ -105,6 +105,14 @@ struct Pipe {
 }
 
 impl Pipe {
+    pub fn new(chain: Chain, dead_letters: SinkSet, output: TaskOutput) -> Pipe {
+        Pipe {
+            chain,
+            dead_letters,
+            output,
+        }
+    }
+
     fn deliver(&mut self, ctx: &TaskContext, out: ChainOutput) -> Result<(), TaskError> {
         let metrics = &ctx.metrics;
         PipelineMetrics::add(&metrics.records_out, out.records_to_sinks);
@@ -222,31 +230,36 @@ pub struct SourceTask {
     pipe: Pipe,
 }
 
+/// What a source task reads, and how.
+pub struct SourceInput {
+    /// Operator id under which the source position is snapshotted (e.g. `source-0`).
+    pub id: String,
+    pub source: Box<dyn Source>,
+    /// Barrier requests from the coordinator.
+    pub barriers: Receiver<Barrier>,
+    /// What one batch of the source may hold: `batch_size` records, `batch_bytes` bytes.
+    pub batch_limit: BatchLimit,
+    /// Bounded out-of-orderness of event time, for watermarks.
+    pub out_of_orderness: Duration,
+}
+
 impl SourceTask {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        ctx: TaskContext,
-        source_id: String,
-        source: Box<dyn Source>,
-        barriers: Receiver<Barrier>,
-        batch_limit: BatchLimit,
-        out_of_orderness: Duration,
-        chain: Chain,
-        dead_letters: SinkSet,
-        output: TaskOutput,
-    ) -> Self {
-        Self {
-            ctx,
-            source_id,
+    pub fn new(ctx: TaskContext, input: SourceInput, pipe: Pipe) -> Self {
+        let SourceInput {
+            id,
             source,
             barriers,
             batch_limit,
             out_of_orderness,
-            pipe: Pipe {
-                chain,
-                dead_letters,
-                output,
-            },
+        } = input;
+        Self {
+            ctx,
+            source_id: id,
+            source,
+            barriers,
+            batch_limit,
+            out_of_orderness,
+            pipe,
         }
     }
 
@@ -355,22 +368,8 @@ pub struct StageTask {
 }
 
 impl StageTask {
-    pub fn new(
-        ctx: TaskContext,
-        gate: InputGate,
-        chain: Chain,
-        dead_letters: SinkSet,
-        output: TaskOutput,
-    ) -> Self {
-        Self {
-            ctx,
-            gate,
-            pipe: Pipe {
-                chain,
-                dead_letters,
-                output,
-            },
-        }
+    pub fn new(ctx: TaskContext, gate: InputGate, pipe: Pipe) -> Self {
+        Self { ctx, gate, pipe }
     }
 
     /// Runs until its inputs end, the task fails (or panics), or it is cancelled.
@@ -474,6 +473,17 @@ mod tests {
         SinkSet::new(Vec::new(), CheckpointId::NONE)
     }
 
+    /// `source-0` reading `source` in batches of at most 16 records, no out-of-orderness.
+    fn input(source: Box<dyn Source>, barriers: Receiver<Barrier>) -> SourceInput {
+        SourceInput {
+            id: "source-0".into(),
+            source,
+            barriers,
+            batch_limit: BatchLimit::records(16),
+            out_of_orderness: Duration::ZERO,
+        }
+    }
+
     /// Runs a source task over `source` on its own thread; returns the first event.
     fn first_event(source: Hostile) -> TaskEvent {
         task_panic::install_hook();
@@ -488,14 +498,12 @@ mod tests {
         };
         let task = SourceTask::new(
             ctx.clone(),
-            "source-0".into(),
-            Box::new(source),
-            barriers,
-            BatchLimit::records(16),
-            Duration::ZERO,
-            Chain::new(Vec::new(), no_sinks()),
-            SinkSet::new(vec![Box::new(Discard)], CheckpointId::NONE),
-            TaskOutput::Sinks,
+            input(Box::new(source), barriers),
+            Pipe::new(
+                Chain::new(Vec::new(), no_sinks()),
+                SinkSet::new(vec![Box::new(Discard)], CheckpointId::NONE),
+                TaskOutput::Sinks,
+            ),
         );
         let thread = std::thread::spawn(move || task.run());
         let event = received
@@ -768,9 +776,11 @@ mod tests {
         let task = StageTask::new(
             ctx.clone(),
             InputGate::new(receivers),
-            Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
-            Logged::sink("dead-letter", &log),
-            TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
+            Pipe::new(
+                Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
+                Logged::sink("dead-letter", &log),
+                TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
+            ),
         );
         run_to_end(&ctx, move || task.run());
         let log = settle(std::mem::take(&mut *log.lock().expect("log")));
@@ -974,14 +984,12 @@ mod tests {
         let (ctx, events) = context("source-0-0");
         let task = SourceTask::new(
             ctx.clone(),
-            "source-0".into(),
-            Box::new(source),
-            barriers,
-            BatchLimit::records(16),
-            Duration::ZERO,
-            Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
-            Logged::sink("dead-letter", &log),
-            TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
+            input(Box::new(source), barriers),
+            Pipe::new(
+                Chain::new(vec![Logged::boxed("step-0", &log)], no_sinks()),
+                Logged::sink("dead-letter", &log),
+                TaskOutput::Shuffle(ShuffleWriter::new(vec![out_tx], 128)),
+            ),
         );
         run_to_end(&ctx, move || task.run());
 

@@ -25,7 +25,7 @@ use crate::dataflow::operators::map::MapOperator;
 use crate::dataflow::partition::ShuffleWriter;
 use crate::dataflow::sink::SinkSet;
 use crate::dataflow::source::RestoredSource;
-use crate::dataflow::task::{SourceTask, StageTask, TaskContext, TaskOutput};
+use crate::dataflow::task::{Pipe, SourceInput, SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestModule};
 use crate::metrics::PipelineMetrics;
@@ -101,12 +101,15 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     for stage in &stages[1..] {
         for j in 0..spec.parallelism {
             let task = ids::stage_task(stage.index, j);
-            built.stage_tasks.push(StageTask::new(
-                context(cx, &task),
-                InputGate::new(channels.inputs(stage.index, j)),
+            let pipe = Pipe::new(
                 chain(cx, stage, &stages, &task)?,
                 dead_letter_sink(cx, &task)?,
                 channels.output(stage, j, spec.max_parallelism),
+            );
+            built.stage_tasks.push(StageTask::new(
+                context(cx, &task),
+                InputGate::new(channels.inputs(stage.index, j)),
+                pipe,
             ));
         }
     }
@@ -150,20 +153,22 @@ fn source_task(
     );
     let (barriers, barrier_rx) = crossbeam_channel::unbounded();
     let stage = &stages[0];
-    let task = SourceTask::new(
-        context(cx, &task),
-        source_op,
-        reader,
-        barrier_rx,
-        BatchLimit {
+    let input = SourceInput {
+        id: source_op,
+        source: reader,
+        barriers: barrier_rx,
+        batch_limit: BatchLimit {
             records: spec.batch_size,
             bytes: spec.batch_bytes,
         },
-        source.out_of_orderness,
+        out_of_orderness: source.out_of_orderness,
+    };
+    let pipe = Pipe::new(
         chain(cx, stage, stages, &task)?,
         dead_letter_sink(cx, &task)?,
         channels.output(stage, s * spec.parallelism + i, spec.max_parallelism),
     );
+    let task = SourceTask::new(context(cx, &task), input, pipe);
     Ok((task, barriers))
 }
 

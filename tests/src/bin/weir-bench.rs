@@ -24,7 +24,7 @@ use weir::dataflow::operator::{Operator, OperatorError, Output};
 use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use weir::dataflow::operators::map::MapOperator;
 use weir::dataflow::sink::{Sink, SinkSet};
-use weir::dataflow::task::{SourceTask, TaskContext, TaskEvent, TaskOutput};
+use weir::dataflow::task::{Pipe, SourceInput, SourceTask, TaskContext, TaskEvent, TaskOutput};
 use weir::dataflow::window::WindowAssigner;
 use weir::engine::{GuestLimits, WasmEngine};
 use weir::metrics::PipelineMetrics;
@@ -92,17 +92,19 @@ fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64> {
         metrics: Arc::new(PipelineMetrics::default()),
     };
     let chain = Chain::new(vec![op], sink_set(Discard(counted.clone())));
-    let task = SourceTask::new(
-        ctx,
-        "source-0".into(),
-        Box::new(source),
-        barrier_rx,
-        weir::record::batch::BatchLimit::records(BATCH),
-        Duration::ZERO,
+    let input = SourceInput {
+        id: "source-0".into(),
+        source: Box::new(source),
+        barriers: barrier_rx,
+        batch_limit: weir::record::batch::BatchLimit::records(BATCH),
+        out_of_orderness: Duration::ZERO,
+    };
+    let pipe = Pipe::new(
         chain,
         sink_set(Discard(Arc::new(AtomicU64::new(0)))),
         TaskOutput::Sinks,
     );
+    let task = SourceTask::new(ctx, input, pipe);
     let started = Instant::now();
     let thread = std::thread::spawn(move || task.run());
     loop {
