@@ -29,3 +29,6 @@ pub mod record;
 pub mod spec;
 pub mod state;
 pub mod storage;
+
+#[cfg(test)]
+mod test_support;

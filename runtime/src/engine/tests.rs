@@ -7,12 +7,12 @@
 //!   test with "run `make guests` first".
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::record::Window;
 use crate::record::batch::RecordBatch;
+use crate::test_support::guest_path;
 
 fn engine() -> WasmEngine {
     WasmEngine::new(None).expect("engine")
@@ -609,27 +609,6 @@ fn compiled_components_are_cached_on_disk() {
 }
 
 // ---------------------------------------------------------------- real guests
-
-fn guest_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("WEIR_GUESTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            home.join(".cache/weir/guest-target/wasm32-wasip2/release")
-        });
-    for candidate in [name.to_owned(), name.replace('_', "-")] {
-        let path = dir.join(format!("{candidate}.wasm"));
-        if path.exists() {
-            return path;
-        }
-    }
-    panic!(
-        "guest {name}.wasm not found in {}: run `make guests` first",
-        dir.display()
-    );
-}
 
 fn load_guest(engine: &WasmEngine, name: &str) -> GuestModule {
     engine

@@ -96,21 +96,10 @@ pub fn engine(spec: &PipelineSpec, options: &RunOptions) -> Result<WasmEngine, P
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
     use crate::spec::PipelineSpec;
-
-    fn guests_dir() -> PathBuf {
-        std::env::var_os("WEIR_GUESTS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let home = std::env::var_os("HOME")
-                    .map(PathBuf::from)
-                    .unwrap_or_default();
-                home.join(".cache/weir/guest-target/wasm32-wasip2/release")
-            })
-    }
+    use crate::test_support::guests_dir;
 
     /// Issue 7 §2: steps naming one module, however spelled (`./`, a symlink), share one
     /// loaded copy; another module gets its own.

@@ -178,9 +178,6 @@ impl Sink for FileSink {
         checkpoint: CheckpointId,
         batch: &RecordBatch,
     ) -> Result<(), OperatorError> {
-        if batch.is_empty() {
-            return Ok(());
-        }
         let format = self.format;
         let mut line = std::mem::take(&mut self.line);
         let file = self.open_file(checkpoint)?;

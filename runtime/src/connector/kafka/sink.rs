@@ -139,9 +139,6 @@ impl Sink for KafkaSink {
         checkpoint: CheckpointId,
         batch: &RecordBatch,
     ) -> Result<(), OperatorError> {
-        if batch.is_empty() {
-            return Ok(());
-        }
         if self.drain_before_next {
             // The previous checkpoint's records go first (see "Order" above).
             let timeout = self.unit.delivery_timeout();

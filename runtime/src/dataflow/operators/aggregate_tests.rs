@@ -4,30 +4,13 @@
 //! its state in a temporary RocksDB and checkpoint storage. What each window emits is
 //! asserted exactly; `tests/tests/windows.rs` proves the whole pipeline end to end.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::*;
 use crate::engine::WasmEngine;
 use crate::record::CheckpointId;
 use crate::record::DeadLetter;
-
-fn guest_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("WEIR_GUESTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default();
-            home.join(".cache/weir/guest-target/wasm32-wasip2/release")
-        });
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "guest {} not found: run `make guests` first",
-        path.display()
-    );
-    path
-}
+use crate::test_support::guest_path;
 
 /// `windowed_sum` over tumbling 10 s windows.
 fn config(allowed_lateness_ms: i64) -> AggregateConfig {
