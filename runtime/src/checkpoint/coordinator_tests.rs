@@ -437,7 +437,7 @@ fn a_failing_commit_fails_the_run_naming_the_checkpoint() {
 }
 
 /// Issue (c): checkpoint ids are never reused. A run commits 1 and aborts 2 (its
-/// pre-commit fails). The restarted run numbers after `pipeline::run::checkpoint_base`,
+/// pre-commit fails). The restarted run numbers after `CheckpointId::numbering_base`,
 /// from what storage holds and the restored checkpoint 1, exactly as `pipeline::run`
 /// does; its checkpoints are base + 1, base + 2, all above the aborted 2. Run with and
 /// without the aborted checkpoint's files in storage (a task uploads state before it

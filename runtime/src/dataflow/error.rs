@@ -1,10 +1,8 @@
-//! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns.
+//! `TaskError`: why a task stopped, with the pipeline, task and operator it concerns
+//! (the constructors that take them from a task's context live beside `TaskContext`).
 
-use crate::dataflow::chain::ChainError;
 use crate::dataflow::operator::OperatorError;
-use crate::dataflow::sink::SinkError;
 use crate::dataflow::source::SourceError;
-use crate::dataflow::task::TaskContext;
 use crate::record::batch::BatchTooLarge;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,31 +47,4 @@ pub enum TaskError {
     /// The pipeline is shutting down because something else failed.
     #[error("cancelled")]
     Cancelled,
-}
-
-impl TaskError {
-    pub(crate) fn chain(ctx: &TaskContext, e: ChainError) -> Self {
-        Self::operator(ctx, &e.operator, e.source)
-    }
-
-    pub(crate) fn panicked(ctx: &TaskContext, message: String) -> Self {
-        TaskError::Panicked {
-            pipeline: ctx.pipeline.clone(),
-            task: ctx.task.clone(),
-            message,
-        }
-    }
-
-    pub(crate) fn sink(ctx: &TaskContext, e: SinkError) -> Self {
-        Self::operator(ctx, &e.sink, e.source)
-    }
-
-    pub(crate) fn operator(ctx: &TaskContext, operator: &str, source: OperatorError) -> Self {
-        TaskError::Operator {
-            pipeline: ctx.pipeline.clone(),
-            task: ctx.task.clone(),
-            operator: operator.to_owned(),
-            source,
-        }
-    }
 }

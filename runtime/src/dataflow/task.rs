@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use crate::dataflow::alignment::{GateEvent, InputGate};
-use crate::dataflow::chain::{Chain, ChainOutput};
+use crate::dataflow::chain::{Chain, ChainError, ChainOutput};
 use crate::dataflow::error::TaskError;
+use crate::dataflow::operator::OperatorError;
 use crate::dataflow::partition::ShuffleWriter;
-use crate::dataflow::sink::SinkSet;
+use crate::dataflow::sink::{SinkError, SinkSet};
 use crate::dataflow::source::{Source, SourcePoll};
 use crate::dataflow::task_panic;
 use crate::dataflow::watermark_generator::WatermarkGenerator;
@@ -85,6 +86,34 @@ impl TaskContext {
                     error,
                 });
             }
+        }
+    }
+}
+
+/// Task errors named after the task's context.
+impl TaskError {
+    pub(crate) fn chain(ctx: &TaskContext, e: ChainError) -> Self {
+        Self::operator(ctx, &e.operator, e.source)
+    }
+
+    pub(crate) fn panicked(ctx: &TaskContext, message: String) -> Self {
+        TaskError::Panicked {
+            pipeline: ctx.pipeline.clone(),
+            task: ctx.task.clone(),
+            message,
+        }
+    }
+
+    pub(crate) fn sink(ctx: &TaskContext, e: SinkError) -> Self {
+        Self::operator(ctx, &e.sink, e.source)
+    }
+
+    pub(crate) fn operator(ctx: &TaskContext, operator: &str, source: OperatorError) -> Self {
+        TaskError::Operator {
+            pipeline: ctx.pipeline.clone(),
+            task: ctx.task.clone(),
+            operator: operator.to_owned(),
+            source,
         }
     }
 }

@@ -198,7 +198,7 @@ impl Sink for FileSink {
     }
 
     fn close(&mut self) -> Result<(), OperatorError> {
-        // Records after the final barrier cannot exist (see `dataflow::message`); if some
+        // Records after the final barrier cannot exist (see `record::message`); if some
         // did, they stay staged and are discarded at the next start.
         if let Some(open) = self.file.as_mut() {
             open.writer
