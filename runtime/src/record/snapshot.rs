@@ -59,18 +59,18 @@ pub enum SnapshotError {
     },
     #[error("{what}: invalid snapshot version {found} (expected a whole number from 1)")]
     BadVersion { what: String, found: String },
-    #[error("{what}: unreadable snapshot {snapshot}: {source}")]
+    /// The state's JSON is left out of the message: an operator's can list many files.
+    /// The serde reason is part of the line, not a `source()`, so that a CLI printing
+    /// the error chain does not repeat it (as in `ConnectorError`).
+    #[error("{what}: unreadable snapshot: {error}")]
     Invalid {
         what: String,
-        snapshot: String,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
-    #[error("{what}: cannot encode snapshot: {source}")]
+    #[error("{what}: cannot encode snapshot: {error}")]
     Encode {
         what: String,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
 }
 
@@ -78,9 +78,9 @@ pub enum SnapshotError {
 /// `what` names the source or operator for the error, which only a type that does not
 /// serialise as a JSON object (a bug in the type) can cause.
 pub fn encode<T: SnapshotState>(what: &str, state: &T) -> Result<serde_json::Value, SnapshotError> {
-    let encode_error = |source| SnapshotError::Encode {
+    let encode_error = |error| SnapshotError::Encode {
         what: what.to_owned(),
-        source,
+        error,
     };
     let mut value = serde_json::to_value(state).map_err(encode_error)?;
     let serde_json::Value::Object(fields) = &mut value else {
@@ -95,10 +95,9 @@ pub fn encode<T: SnapshotState>(what: &str, state: &T) -> Result<serde_json::Val
 /// Decodes a `T` written by [`encode`] of this or an older weir (see the module docs):
 /// no version field is version 1, a newer version than `T::VERSION` is refused.
 pub fn decode<T: SnapshotState>(what: &str, value: &serde_json::Value) -> Result<T, SnapshotError> {
-    let invalid = |source| SnapshotError::Invalid {
+    let invalid = |error| SnapshotError::Invalid {
         what: what.to_owned(),
-        snapshot: value.to_string(),
-        source,
+        error,
     };
     let mut fields = value.clone();
     let version = match fields.as_object_mut().and_then(|f| f.remove(VERSION_FIELD)) {
@@ -292,9 +291,11 @@ mod tests {
         let err = decode::<Counter>("test state", &json!(null)).expect_err("not an object");
         assert!(
             err.to_string()
-                .starts_with("test state: unreadable snapshot null: "),
+                .starts_with("test state: unreadable snapshot: "),
             "{err}"
         );
+        // The reason is in the line, not repeated as a `source()`.
+        assert!(std::error::Error::source(&err).is_none());
         let err =
             decode::<Counter>("test state", &json!({"count": 1, "extra": 2})).expect_err("extra");
         assert!(!err.to_string().contains('\n'), "{err}");
