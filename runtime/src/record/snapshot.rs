@@ -22,7 +22,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// A source's position, stored in checkpoint metadata.
+/// A source's position as [`encode`] wrote it, stored in checkpoint metadata.
 pub type SourcePosition = serde_json::Value;
 
 /// The key of a snapshot's format version inside its JSON object.
@@ -126,7 +126,8 @@ pub fn decode<T: SnapshotState>(what: &str, value: &serde_json::Value) -> Result
 /// An operator's snapshot for one checkpoint, stored in the checkpoint's metadata.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OperatorSnapshot {
-    /// Operator-defined: what it needs to restore (and, for sinks, to commit).
+    /// What the operator needs to restore (and, for sinks, to commit): its
+    /// [`SnapshotState`] as [`encode`] wrote it (a source's: its position).
     pub state: serde_json::Value,
     /// Files this checkpoint added to checkpoint storage (incremental state upload).
     #[serde(default)]
