@@ -88,3 +88,7 @@ impl CheckpointMetadata {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "metadata_tests.rs"]
+mod tests;

@@ -10,6 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::record::CheckpointId;
+use crate::record::SnapshotError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
@@ -72,6 +73,10 @@ pub enum ConnectorError {
         checkpoint: CheckpointId,
         reason: String,
     },
+
+    /// A position or snapshot that does not decode (or comes from a newer weir).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
 
     #[error("{connector} source: cannot resume from position {position}: {reason}")]
     BadPosition {

@@ -15,5 +15,5 @@ pub use batch::{BatchLimit, RecordBatch, RecordRef};
 pub use checkpoint_id::CheckpointId;
 pub use dead_letter::DeadLetter;
 pub use message::{Barrier, Message, Watermark};
-pub use snapshot::{OperatorSnapshot, SourcePosition};
+pub use snapshot::{OperatorSnapshot, SnapshotError, SnapshotState, SourcePosition};
 pub use window::Window;

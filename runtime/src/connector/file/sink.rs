@@ -11,9 +11,10 @@
 //!   rename it; an aborted checkpoint's staged files are deleted on recovery by
 //!   `FileSinkCommitter::discard_uncommitted`. Hence every record is in exactly one
 //!   committed file once its checkpoint commits, and in none if it never does.
-//! - Snapshot format: `{"files": [{"staged": ".staging/<file>", "committed": "<file>"}]}`,
-//!   names relative to the sink directory, so a checkpoint stays valid if the
-//!   directory is moved with it.
+//! - Snapshot format (a `FileSinkSnapshot`):
+//!   `{"v": 1, "files": [{"staged": ".staging/<file>", "committed": "<file>"}]}`, names
+//!   relative to the sink directory, so a checkpoint stays valid if the directory is
+//!   moved with it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -29,6 +30,7 @@ use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
+use crate::record::snapshot::{self, SnapshotState};
 use crate::spec::checks;
 
 /// Subdirectory of a sink directory holding files not yet committed.
@@ -62,6 +64,15 @@ pub struct StagedFile {
 #[serde(deny_unknown_fields)]
 pub struct FileSinkSnapshot {
     pub files: Vec<StagedFile>,
+}
+
+impl SnapshotState for FileSinkSnapshot {
+    const VERSION: u32 = 1;
+}
+
+/// How errors name the file sink `operator`'s snapshot.
+pub fn snapshot_name(operator: &str) -> String {
+    format!("file sink {operator} snapshot")
 }
 
 /// The file name (without directory) of `name`'s output for `task` and `checkpoint`.
@@ -194,7 +205,8 @@ impl Sink for FileSink {
 
     fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
         let snapshot = self.prepare_commit(barrier.id)?;
-        Ok(Some(OperatorSnapshot::new(serde_json::to_value(snapshot)?)))
+        let state = snapshot::encode(&snapshot_name(&self.id), &snapshot)?;
+        Ok(Some(OperatorSnapshot::new(state)))
     }
 
     fn close(&mut self) -> Result<(), OperatorError> {

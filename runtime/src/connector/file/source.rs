@@ -7,11 +7,12 @@
 //!   in increasing `k`, each from start to end.
 //! - One line is one record (see `record_format`); the terminator (`\n` or `\r\n`) is
 //!   not part of it, and a last line without a terminator is still a record.
-//! - The position `{"file": k, "offset": o, "name": "<file name>"}` says: the next
-//!   record is the line starting at byte `o` of file `k`. It is exact after every
-//!   returned line, so reopening at it (a seek) continues with the next line. Input
-//!   files must not change while the pipeline has checkpoints: a restore checks that
-//!   file `k` still has that name and is at least `o` bytes long.
+//! - The position `{"v": 1, "file": k, "offset": o, "name": "<file name>"}` (a
+//!   `FilePosition`) says: the next record is the line starting at byte `o` of file
+//!   `k`. It is exact after every returned line, so reopening at it (a seek) continues
+//!   with the next line. Input files must not change while the pipeline has
+//!   checkpoints: a restore checks that file `k` still has that name and is at least
+//!   `o` bytes long. At the end of the input the position has no `name` (nor `line`).
 //! - A line longer than `max_line_bytes` (terminator excluded) fails the source with
 //!   the file and line number; no more than that bound plus one read buffer is held for
 //!   it. The position also carries `"line"`, the next line's number, for that message.
@@ -25,7 +26,7 @@ use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{
@@ -35,6 +36,7 @@ use crate::connector::record_format::{
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
 use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
+use crate::record::snapshot::{self, SnapshotState};
 use crate::spec::{InvalidField, checks};
 
 /// Read buffer per open input file: 256 KiB keeps syscalls rare for short lines.
@@ -171,14 +173,15 @@ impl FileSource {
         for file in &files {
             File::open(file).map_err(|e| ConnectorError::read(file, e))?;
         }
-        let (current, offset) = match restored {
-            None => (subtask, 0),
-            Some(position) => check_position(&files, subtask, parallelism, position)?,
+        let (current, offset, line_number) = match restored {
+            None => (subtask, 0, 1),
+            Some(value) => {
+                let position: FilePosition = snapshot::decode(POSITION, value)?;
+                let (current, offset) =
+                    check_position(&files, subtask, parallelism, value, &position)?;
+                (current, offset, position.line.unwrap_or(1))
+            }
         };
-        let line_number = restored
-            .and_then(|p| p.get("line"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(1);
         Ok(FileSource {
             files,
             decoder: LineDecoder::new(
@@ -210,25 +213,43 @@ impl FileSource {
     }
 }
 
+/// What a checkpoint's snapshots name a file position as, in errors.
+const POSITION: &str = "file source position";
+
+/// A file source subtask's position (see the module docs); at the end of its input
+/// it has neither `line` nor `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePosition {
+    /// Global index of the file being read.
+    pub file: u64,
+    /// Byte offset in that file of the next line.
+    pub offset: u64,
+    /// 1-based number of the next line, for error messages (1 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// The file's name, checked on restore when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl SnapshotState for FilePosition {
+    const VERSION: u32 = 1;
+}
+
 fn check_position(
     files: &[PathBuf],
     subtask: usize,
     parallelism: usize,
-    position: &SourcePosition,
+    value: &SourcePosition,
+    position: &FilePosition,
 ) -> Result<(usize, u64), ConnectorError> {
     let bad = |reason: String| ConnectorError::BadPosition {
         connector: "file",
-        position: position.to_string(),
+        position: value.to_string(),
         reason,
     };
-    let file = position.get("file").and_then(serde_json::Value::as_u64);
-    let offset = position.get("offset").and_then(serde_json::Value::as_u64);
-    let (Some(file), Some(offset)) = (file, offset) else {
-        return Err(bad(
-            "expected {\"file\": <index>, \"offset\": <bytes>}".into()
-        ));
-    };
-    let k = usize::try_from(file).map_err(|_| bad("file index out of range".into()))?;
+    let offset = position.offset;
+    let k = usize::try_from(position.file).map_err(|_| bad("file index out of range".into()))?;
     if k % parallelism != subtask {
         return Err(bad(format!(
             "file {k} does not belong to subtask {subtask} of {parallelism}; \
@@ -240,8 +261,8 @@ fn check_position(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if let Some(expected) = position.get("name").and_then(serde_json::Value::as_str)
-            && expected != name
+        if let Some(expected) = &position.name
+            && *expected != name
         {
             return Err(bad(format!(
                 "input file {k} was {expected:?} and is now {}: input files must not change while the pipeline has checkpoints",
@@ -308,21 +329,60 @@ impl Source for FileSource {
     }
 
     fn position(&self) -> SourcePosition {
-        match self.files.get(self.current) {
-            Some(path) => serde_json::json!({
-                "file": self.current,
-                "offset": self.offset,
-                "line": self.line_number,
-                "name": path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
-            }),
-            None => serde_json::json!({ "file": self.current, "offset": 0 }),
-        }
+        let file = self.current as u64;
+        let position = match self.files.get(self.current) {
+            Some(path) => FilePosition {
+                file,
+                offset: self.offset,
+                line: Some(self.line_number),
+                name: Some(
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+            },
+            None => FilePosition {
+                file,
+                offset: 0,
+                line: None,
+                name: None,
+            },
+        };
+        // A struct of strings and integers always encodes.
+        snapshot::encode(POSITION, &position).unwrap_or(serde_json::Value::Null)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Catches: positions written before versions (mid-file with `line` and `name`, and
+    /// at the end without them) no longer restoring, `line`/`name` written when absent,
+    /// or a newer weir's position misread.
+    #[test]
+    fn position_is_versioned() {
+        snapshot::assert_versioned(
+            POSITION,
+            serde_json::json!({"file": 1, "offset": 3, "line": 2, "name": "b.txt"}),
+            &FilePosition {
+                file: 1,
+                offset: 3,
+                line: Some(2),
+                name: Some("b.txt".into()),
+            },
+        );
+        snapshot::assert_versioned(
+            POSITION,
+            serde_json::json!({"file": 5, "offset": 0}),
+            &FilePosition {
+                file: 5,
+                offset: 0,
+                line: None,
+                name: None,
+            },
+        );
+    }
 
     fn values(batch: &RecordBatch) -> Vec<String> {
         batch
@@ -384,7 +444,7 @@ mod tests {
         let p = s.position();
         assert_eq!(
             p,
-            serde_json::json!({"file": 1, "offset": 3, "line": 2, "name": "b.txt"})
+            serde_json::json!({"v": 1, "file": 1, "offset": 3, "line": 2, "name": "b.txt"})
         );
         let mut r = FileSource::open(&config, 1, 2, Some(&p)).expect("reopen");
         assert_eq!(drain(&mut r, 100), ["b2", "d1", "", "d3"]);

@@ -37,6 +37,7 @@ use crate::record::OperatorSnapshot;
 use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
+use crate::record::snapshot::{self, SnapshotState};
 use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
 use crate::storage::CheckpointStorage;
 
@@ -100,11 +101,20 @@ pub struct StateLocation {
     pub storage_task: String,
 }
 
-/// What the operator stores in a checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What the operator stores in a checkpoint: `{"v": 1, "watermark": w, "db": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AggregateSnapshot {
     pub watermark: i64,
     pub db: DbSnapshot,
+}
+
+impl SnapshotState for AggregateSnapshot {
+    const VERSION: u32 = 1;
+}
+
+/// How errors name the aggregate operator `id`'s snapshot.
+fn snapshot_name(id: &str) -> String {
+    format!("aggregate operator {id} state")
 }
 
 pub struct AggregateOperator {
@@ -134,8 +144,8 @@ impl AggregateOperator {
                 Watermark::START,
             ),
             Some(snapshot) => {
-                let s: AggregateSnapshot = serde_json::from_value(snapshot.state.clone())
-                    .map_err(|e| format!("operator {}: unreadable snapshot: {e}", config.id))?;
+                let s: AggregateSnapshot =
+                    snapshot::decode(&snapshot_name(&config.id), &snapshot.state)?;
                 let state = KeyedState::restore(
                     &location.work_dir,
                     &location.storage,
@@ -534,10 +544,13 @@ impl Operator for AggregateOperator {
         let (files_added, bytes_added) = (db.stats.files_added, db.stats.bytes_added);
         let state_bytes = db.total_bytes();
         let shared_files = db.shared_refs().collect();
-        let state = serde_json::to_value(AggregateSnapshot {
-            watermark: self.watermark.0,
-            db,
-        })?;
+        let state = snapshot::encode(
+            &snapshot_name(&self.config.id),
+            &AggregateSnapshot {
+                watermark: self.watermark.0,
+                db,
+            },
+        )?;
         Ok(Some(OperatorSnapshot {
             state,
             files_added,

@@ -276,6 +276,30 @@ fn restoring_a_mid_window_snapshot_fires_what_the_uninterrupted_run_fires() {
         AggregateOperator::open(config(0), location(&checkpoints, "work-2"), Some(&snapshot))
             .expect("restore");
     assert_eq!(after_barrier(&mut restored), expected);
+
+    // The same snapshot as weir wrote it before versions (no "v") restores the same
+    // way; one from a newer weir is refused, naming the operator and both versions.
+    assert_eq!(snapshot.state["v"], 1);
+    let mut unversioned = snapshot.clone();
+    if let Some(fields) = unversioned.state.as_object_mut() {
+        fields.remove("v");
+    }
+    let mut from_old = AggregateOperator::open(
+        config(0),
+        location(&checkpoints, "work-3"),
+        Some(&unversioned),
+    )
+    .expect("restore an unversioned snapshot");
+    assert_eq!(after_barrier(&mut from_old), expected);
+    let mut newer = snapshot;
+    newer.state["v"] = serde_json::json!(2);
+    match AggregateOperator::open(config(0), location(&checkpoints, "work-4"), Some(&newer)) {
+        Ok(_) => panic!("a snapshot from a newer weir was restored"),
+        Err(e) => assert_eq!(
+            e.to_string(),
+            "checkpoint written by a newer weir: aggregate operator step-0 state version 2, this weir reads up to 1"
+        ),
+    }
 }
 
 /// Issue 7 §2: a key in an error is one quoted line, escaped and cut.
@@ -303,5 +327,58 @@ fn keys_in_errors_are_escaped_and_cut() {
         "module m.wasm: the accumulator of key \"k\\n1\" (window ending at 10) is 2048 bytes, \
          more than max_accumulator_bytes (1024 bytes): raise max_accumulator_bytes or keep \
          less per key"
+    );
+}
+
+/// The JSON an aggregate snapshot had before versions: what today's main writes.
+fn unversioned_aggregate_state() -> serde_json::Value {
+    serde_json::json!({
+        "watermark": 5000,
+        "db": {
+            "task": "1-0",
+            "checkpoint_id": 3,
+            "shared": [{"local_name": "000012.sst", "shared_name": "1-0-a1b2-000012", "size": 1024}],
+            "private": [{"name": "CURRENT", "size": 16}, {"name": "MANIFEST-000005", "size": 200}],
+            "stats": {"files_added": 1, "bytes_added": 1024, "private_bytes": 216}
+        }
+    })
+}
+
+/// Catches: an aggregate state written before versions no longer restoring, the
+/// version missing from new snapshots, or a newer weir's state misread.
+#[test]
+fn snapshot_is_versioned() {
+    use crate::state::{PrivateFile, SharedFile, SnapshotStats};
+    let expected = AggregateSnapshot {
+        watermark: 5000,
+        db: DbSnapshot {
+            task: "1-0".into(),
+            checkpoint_id: CheckpointId(3),
+            shared: vec![SharedFile {
+                local_name: "000012.sst".into(),
+                shared_name: "1-0-a1b2-000012".into(),
+                size: 1024,
+            }],
+            private: vec![
+                PrivateFile {
+                    name: "CURRENT".into(),
+                    size: 16,
+                },
+                PrivateFile {
+                    name: "MANIFEST-000005".into(),
+                    size: 200,
+                },
+            ],
+            stats: SnapshotStats {
+                files_added: 1,
+                bytes_added: 1024,
+                private_bytes: 216,
+            },
+        },
+    };
+    snapshot::assert_versioned(
+        &snapshot_name("agg-1"),
+        unversioned_aggregate_state(),
+        &expected,
     );
 }
