@@ -17,7 +17,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
@@ -32,6 +32,7 @@ use crate::connector::kafka::marker::{
     FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
 };
 use crate::connector::kafka::preflight;
+use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
 use crate::record::ids;
@@ -124,7 +125,8 @@ struct OpenTransaction {
 struct Slot {
     /// The transactional id (or a description for the at-least-once producer).
     id: String,
-    producer: KafkaProducer,
+    /// rdkafka's producer in a run; a fake in the in-process tests.
+    producer: Box<dyn TransactionalProducer>,
     open: Mutex<Option<OpenTransaction>>,
 }
 
@@ -720,7 +722,7 @@ fn new_slot(
         .map_err(|e| KafkaError::client(format!("cannot create producer {id}"), &e))?;
     Ok(Slot {
         id,
-        producer,
+        producer: Box::new(producer),
         open: Mutex::new(None),
     })
 }
@@ -728,7 +730,6 @@ fn new_slot(
 /// Whether the producer's fatal error (if it has one) is a fencing.
 fn fatal_fenced(slot: &Slot) -> bool {
     slot.producer
-        .client()
         .fatal_error()
         .is_some_and(|(code, _)| classify_code(code) == ErrorClass::Fenced)
 }
@@ -827,3 +828,7 @@ fn marker_target(
     }
     Ok(target)
 }
+
+#[cfg(test)]
+#[path = "commit_unit_tests.rs"]
+mod tests;

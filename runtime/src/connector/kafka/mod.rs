@@ -13,6 +13,7 @@ pub mod marker;
 pub mod preflight;
 pub mod sink;
 pub mod source;
+pub mod transactional_producer;
 
 pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};
 pub use committer::KafkaCommitter;

@@ -1,0 +1,287 @@
+//! In-process tests of the exactly-once commit unit with fake producers: which
+//! producer carries which checkpoint's transaction, what phase one and phase two do on
+//! it, and the protocol errors. No broker: the fakes log every call, and acknowledge a
+//! record at once (or report it failed).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+use rdkafka::{ClientConfig, TopicPartitionList};
+
+use super::*;
+use crate::connector::kafka::client::QuietContext;
+use crate::connector::kafka::transactional_producer::UnitRecord;
+use crate::record::batch::RecordBatch;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A producer that logs `<name> <call>` and acknowledges every record at once; with
+/// `fail_deliveries`, reports every record failed instead.
+struct FakeProducer {
+    name: &'static str,
+    log: Log,
+    context: DeliveryContext,
+    fail_deliveries: AtomicBool,
+}
+
+impl FakeProducer {
+    fn note(&self, what: String) {
+        let mut log = self.log.lock().expect("log");
+        log.push(format!("{} {what}", self.name));
+    }
+}
+
+impl TransactionalProducer for FakeProducer {
+    fn context(&self) -> &DeliveryContext {
+        &self.context
+    }
+
+    fn fatal_error(&self) -> Option<(RDKafkaErrorCode, String)> {
+        None
+    }
+
+    fn init_transactions(&self, _: Duration) -> rdkafka::error::KafkaResult<()> {
+        self.note("init".into());
+        Ok(())
+    }
+
+    fn begin_transaction(&self) -> rdkafka::error::KafkaResult<()> {
+        self.note("begin".into());
+        Ok(())
+    }
+
+    fn send<'a>(&self, record: UnitRecord<'a>) -> Result<(), (RdKafkaError, UnitRecord<'a>)> {
+        let payload = String::from_utf8_lossy(record.payload.unwrap_or_default());
+        self.note(format!("send {} {payload}", record.topic));
+        if self.fail_deliveries.load(Ordering::SeqCst) {
+            let mut failure = self.context.failure();
+            failure.get_or_insert_with(|| format!("topic {}: broker said no", record.topic));
+        }
+        record.delivery_opaque.done();
+        Ok(())
+    }
+
+    fn flush(&self, _: Duration) -> rdkafka::error::KafkaResult<()> {
+        self.note("flush".into());
+        Ok(())
+    }
+
+    fn send_offsets_to_transaction(
+        &self,
+        offsets: &TopicPartitionList,
+        _: &rdkafka::consumer::ConsumerGroupMetadata,
+        _: Duration,
+    ) -> rdkafka::error::KafkaResult<()> {
+        let list: Vec<String> = offsets
+            .elements()
+            .iter()
+            .map(|e| format!("{}-{}@{:?}", e.topic(), e.partition(), e.offset()))
+            .collect();
+        self.note(format!("offsets {}", list.join(",")));
+        Ok(())
+    }
+
+    fn commit_transaction(&self, _: Duration) -> rdkafka::error::KafkaResult<()> {
+        self.note("commit".into());
+        Ok(())
+    }
+}
+
+/// An exactly-once unit of pipeline `p` over fake producers `p.0` and `p.1`, the last
+/// committed checkpoint `committed`; and the log of their calls.
+fn unit(committed: u64) -> (KafkaCommitUnit, Log) {
+    unit_failing(committed, None)
+}
+
+/// The same, with the producer named `failing` reporting every delivery failed.
+fn unit_failing(committed: u64, failing: Option<&str>) -> (KafkaCommitUnit, Log) {
+    let log = Log::default();
+    let fence = Fence::default();
+    let slot = |name: &'static str| Slot {
+        id: name.to_owned(),
+        producer: Box::new(FakeProducer {
+            name,
+            log: log.clone(),
+            context: DeliveryContext::new(fence.clone(), format!("{name} fenced")),
+            fail_deliveries: AtomicBool::new(failing == Some(name)),
+        }),
+        open: Mutex::new(None),
+    };
+    let group_consumer: BaseConsumer<QuietContext> = ClientConfig::new()
+        .set("bootstrap.servers", "127.0.0.1:9")
+        .set("group.id", "weir.p")
+        .create_with_context(QuietContext)
+        .expect("an offline consumer");
+    let mode = Mode::ExactlyOnce {
+        slots: [slot("p.0"), slot("p.1")],
+        marker: MarkerTarget {
+            pipeline: "p".into(),
+            unit: LOCAL_UNIT.into(),
+            group: "weir.p".into(),
+            sources: Vec::new(),
+            source_partitions: Vec::new(),
+            progress_topic: "weir.p.progress".into(),
+        },
+        group_consumer,
+        committed: Mutex::new(CheckpointId(committed)),
+        found: FoundMarkers::default(),
+        marker_records: Arc::new(InFlight::default()),
+    };
+    let unit = KafkaCommitUnit {
+        pipeline: "p".into(),
+        bootstrap: "127.0.0.1:9".into(),
+        transaction_timeout: Duration::from_secs(3600),
+        mode,
+        fence,
+    };
+    (unit, log)
+}
+
+fn batch(values: &[&str]) -> RecordBatch {
+    let mut b = RecordBatch::default();
+    for v in values {
+        b.push(b"", v.as_bytes(), 0);
+    }
+    b
+}
+
+fn metadata(id: u64) -> CheckpointMetadata {
+    CheckpointMetadata {
+        format: crate::checkpoint::metadata::METADATA_FORMAT,
+        pipeline: "p".into(),
+        id: CheckpointId(id),
+        completed_at_ms: 0,
+        parallelism: 1,
+        max_parallelism: 128,
+        is_final: false,
+        duration_ms: 0,
+        files_added: 0,
+        bytes_added: 0,
+        state_bytes: 0,
+        committed_before: CheckpointId::NONE,
+        tasks: BTreeMap::new(),
+    }
+}
+
+fn take(log: &Log) -> Vec<String> {
+    std::mem::take(&mut *log.lock().expect("log"))
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+/// T(n) is on producer n mod 2: T(n+1)'s records go to the other producer while T(n)
+/// is pre-committed and committed, and T(n+2) reopens the first one after T(n)
+/// committed. Phase one flushes T(n)'s producer; phase two sends the marker record and
+/// the offsets into T(n), then commits it.
+#[test]
+fn transactions_alternate_between_the_two_producers() {
+    let (unit, log) = unit(0);
+    let in_flight = Arc::new(InFlight::default());
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+        .expect("send 1");
+    unit.send_batch(CheckpointId(2), "out", &batch(&["b"]), &in_flight)
+        .expect("send 2");
+    unit.pre_commit(CheckpointId(1), far())
+        .expect("pre-commit 1");
+    unit.commit(&metadata(1), far()).expect("commit 1");
+    unit.send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
+        .expect("send 3");
+    unit.pre_commit(CheckpointId(2), far())
+        .expect("pre-commit 2");
+    unit.commit(&metadata(2), far()).expect("commit 2");
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin",
+            "p.1 send out a",
+            "p.0 begin",
+            "p.0 send out b",
+            "p.1 flush",
+            "p.1 send weir.p.progress weir:p:0:checkpoint=1",
+            "p.1 offsets weir.p.progress-0@Offset(1)",
+            "p.1 commit",
+            "p.1 begin",
+            "p.1 send out c",
+            "p.0 flush",
+            "p.0 send weir.p.progress weir:p:0:checkpoint=2",
+            "p.0 offsets weir.p.progress-0@Offset(2)",
+            "p.0 commit",
+        ]
+    );
+    assert_eq!(in_flight.count(), 0);
+}
+
+/// A checkpoint without output flushes nothing but still commits its marker, in a
+/// transaction begun for it.
+#[test]
+fn a_checkpoint_without_output_still_commits_its_marker() {
+    let (unit, log) = unit(4);
+    unit.pre_commit(CheckpointId(5), far()).expect("pre-commit");
+    unit.commit(&metadata(5), far()).expect("commit");
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin",
+            "p.1 send weir.p.progress weir:p:0:checkpoint=5",
+            "p.1 offsets weir.p.progress-0@Offset(5)",
+            "p.1 commit",
+        ]
+    );
+}
+
+/// Redoing the commit of a checkpoint at or before the last committed one (recovery)
+/// touches no producer.
+#[test]
+fn a_committed_checkpoint_is_not_committed_again() {
+    let (unit, log) = unit(7);
+    unit.commit(&metadata(7), far()).expect("redo 7");
+    unit.commit(&metadata(6), far()).expect("redo 6");
+    assert!(take(&log).is_empty());
+}
+
+/// T(n) still open when T(n+2) needs its producer is a protocol error: the two
+/// checkpoints' output would share one transaction.
+#[test]
+fn a_transaction_still_open_two_checkpoints_later_is_a_protocol_error() {
+    let (unit, log) = unit(0);
+    let in_flight = Arc::new(InFlight::default());
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+        .expect("send 1");
+    let err = unit
+        .send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
+        .expect_err("T(1) is open on p.1");
+    assert_eq!(
+        err.to_string(),
+        "transaction protocol violated on producer p.1: transaction of checkpoint 1 still \
+         open when checkpoint 3 needs it (a bug in weir; the pipeline stops and recovers \
+         from its last committed checkpoint)"
+    );
+    assert_eq!(take(&log), ["p.1 begin", "p.1 send out a"]);
+}
+
+/// A record the broker refused fails phase one of its checkpoint, before anything is
+/// committed, naming the checkpoint and the failure.
+#[test]
+fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
+    let (unit, log) = unit_failing(0, Some("p.1"));
+    let in_flight = Arc::new(InFlight::default());
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+        .expect("handed over; the report comes later");
+    let err = unit
+        .pre_commit(CheckpointId(1), far())
+        .expect_err("phase one must fail");
+    assert_eq!(
+        err.to_string(),
+        "delivery to Kafka failed for checkpoint 1: topic out: broker said no"
+    );
+    let err = unit
+        .commit(&metadata(1), far())
+        .expect_err("nor may phase two commit it");
+    assert_eq!(
+        err.to_string(),
+        "delivery to Kafka failed for checkpoint 1: topic out: broker said no"
+    );
+    assert_eq!(take(&log), ["p.1 begin", "p.1 send out a", "p.1 flush"]);
+}
