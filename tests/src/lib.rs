@@ -133,6 +133,47 @@ pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The one line a refused `weir` command printed: asserts exit code 1 and exactly one
+/// non-empty line on stderr.
+pub fn refusal_line(out: &Output) -> String {
+    let err = stderr_of(out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "expected exit code 1, stderr: {err}"
+    );
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    lines[0].to_owned()
+}
+
+/// Pipeline `name`: the lines of `input` (a file or directory) mapped through `module`
+/// into the file sink `<dir>/out`, state under `<dir>/state`.
+pub fn file_map_spec(name: &str, dir: &Path, input: &Path, module: &Path) -> String {
+    format!(
+        r#"
+name = "{name}"
+state_dir = {state}
+
+[[sources]]
+type = "file"
+path = {input}
+
+[[steps]]
+type = "map"
+module = {module}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+        state = toml_path(&dir.join("state")),
+        input = toml_path(input),
+        module = toml_path(module),
+        out = toml_path(&dir.join("out")),
+    )
+}
+
 /// A TOML string literal for a path.
 pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.display().to_string())

@@ -7,46 +7,21 @@
 
 use std::path::Path;
 
-use weir_tests::{committed_lines, guest, run_weir, stderr_of, toml_path, write_file};
+use weir_tests::{
+    committed_lines, file_map_spec, guest, refusal_line, run_weir, stderr_of, toml_path, write_file,
+};
 
 fn spec_text(dir: &Path, source_path: &Path, module: &Path) -> String {
-    format!(
-        r#"
-name = "bad-input"
-state_dir = {state}
-
-[[sources]]
-type = "file"
-path = {input}
-
-[[steps]]
-type = "map"
-module = {module}
-
-[[sinks]]
-type = "file"
-path = {out}
-"#,
-        state = toml_path(&dir.join("state")),
-        input = toml_path(source_path),
-        module = toml_path(module),
-        out = toml_path(&dir.join("out")),
-    )
+    file_map_spec("bad-input", dir, source_path, module)
 }
 
 /// Asserts a failed run: exit code 1, one `weir: error:` line naming `needle`, no output.
 fn assert_refused(dir: &Path, spec: &Path, needle: &str) -> String {
     let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
     let err = stderr_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "expected exit code 1, stderr: {err}"
-    );
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
-    assert!(lines[0].starts_with("weir: error: "), "{err}");
-    assert!(lines[0].contains(needle), "expected {needle:?} in: {err}");
+    let line = refusal_line(&out);
+    assert!(line.starts_with("weir: error: "), "{err}");
+    assert!(line.contains(needle), "expected {needle:?} in: {err}");
     assert!(
         committed_lines(&dir.join("out")).is_empty(),
         "a failed run committed output"

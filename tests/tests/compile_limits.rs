@@ -11,7 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use weir_tests::{committed_lines, guest, stderr_of, toml_path, weir, write_file};
+use weir_tests::{
+    committed_lines, file_map_spec, guest, refusal_line, stderr_of, weir, write_file,
+};
 
 /// Writes the compile bomb as `bomb.wasm` in `dir`.
 fn bomb(dir: &Path) -> PathBuf {
@@ -46,21 +48,12 @@ fn validate(dir: &Path, module: &Path, limits: &[&str]) -> Output {
         .expect("spawn weir validate")
 }
 
-/// The single stderr line of a failed command.
-fn refusal(out: &Output) -> String {
-    let err = stderr_of(out);
-    assert_eq!(out.status.code(), Some(1), "expected exit code 1: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line: {err}");
-    lines[0].to_owned()
-}
-
 #[test]
 fn a_compile_bomb_is_stopped_at_the_cpu_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = validate(dir.path(), &bomb(dir.path()), &["--compile-cpu", "1s"]);
     assert_eq!(
-        refusal(&out),
+        refusal_line(&out),
         "weir: error: bomb.wasm: took more than 1s of CPU time to compile and was stopped (compile_cpu)"
     );
 }
@@ -74,7 +67,7 @@ fn a_compile_bomb_is_stopped_at_the_memory_limit() {
         &["--compile-memory", "256MiB"],
     );
     assert_eq!(
-        refusal(&out),
+        refusal_line(&out),
         "weir: error: bomb.wasm: needed more than 256 MiB of memory to compile and was stopped (compile_memory)"
     );
 }
@@ -110,42 +103,16 @@ fn limits_out_of_range_are_refused() {
 fn run_refuses_a_compile_bomb_before_reading_its_input() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = write_file(dir.path(), "in.txt", "a\nb\n");
-    let spec = write_file(
-        dir.path(),
-        "spec.toml",
-        &format!(
-            r#"
-name = "bomb"
-state_dir = {state}
-
-[limits]
-compile_cpu = "1s"
-
-[[sources]]
-type = "file"
-path = {input}
-
-[[steps]]
-type = "map"
-module = {module}
-
-[[sinks]]
-type = "file"
-path = {out}
-"#,
-            state = toml_path(&dir.path().join("state")),
-            input = toml_path(&input),
-            module = toml_path(&bomb(dir.path())),
-            out = toml_path(&dir.path().join("out")),
-        ),
-    );
+    let text = file_map_spec("bomb", dir.path(), &input, &bomb(dir.path()))
+        + "\n[limits]\ncompile_cpu = \"1s\"\n";
+    let spec = write_file(dir.path(), "spec.toml", &text);
     let out = weir()
         .env("WEIR_CACHE_DIR", dir.path().join("cache"))
         .args(["run", "--quiet"])
         .arg(&spec)
         .output()
         .expect("spawn weir run");
-    let line = refusal(&out);
+    let line = refusal_line(&out);
     assert!(line.starts_with("weir: error: pipeline bomb"), "{line}");
     assert!(
         line.ends_with(

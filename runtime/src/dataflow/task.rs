@@ -247,15 +247,7 @@ impl Pipe {
 /// A source subtask and the chain that follows it up to the first shuffle.
 pub struct SourceTask {
     pub ctx: TaskContext,
-    /// Operator id under which the source position is snapshotted (e.g. `source-0`).
-    pub source_id: String,
-    pub source: Box<dyn Source>,
-    /// Barrier requests from the coordinator.
-    pub barriers: Receiver<Barrier>,
-    /// What one batch of the source may hold: `batch_size` records, `batch_bytes` bytes.
-    pub batch_limit: BatchLimit,
-    /// Bounded out-of-orderness of event time, for watermarks.
-    pub out_of_orderness: Duration,
+    input: SourceInput,
     pipe: Pipe,
 }
 
@@ -274,22 +266,7 @@ pub struct SourceInput {
 
 impl SourceTask {
     pub fn new(ctx: TaskContext, input: SourceInput, pipe: Pipe) -> Self {
-        let SourceInput {
-            id,
-            source,
-            barriers,
-            batch_limit,
-            out_of_orderness,
-        } = input;
-        Self {
-            ctx,
-            source_id: id,
-            source,
-            barriers,
-            batch_limit,
-            out_of_orderness,
-            pipe,
-        }
+        Self { ctx, input, pipe }
     }
 
     /// Runs until the final barrier has passed, the task fails (or panics), or it is
@@ -301,7 +278,7 @@ impl SourceTask {
     }
 
     fn run_inner(&mut self) -> Result<(), TaskError> {
-        let mut watermarks = WatermarkGenerator::new(self.out_of_orderness);
+        let mut watermarks = WatermarkGenerator::new(self.input.out_of_orderness);
         let mut drained = false;
         let new_batch = |limit: BatchLimit| {
             RecordBatch::with_capacity(
@@ -309,7 +286,7 @@ impl SourceTask {
                 limit.records.saturating_mul(64).min(limit.bytes),
             )
         };
-        let mut batch = new_batch(self.batch_limit);
+        let mut batch = new_batch(self.input.batch_limit);
         loop {
             if self.ctx.cancelled() {
                 return Err(TaskError::Cancelled);
@@ -319,8 +296,8 @@ impl SourceTask {
             if let Some(barrier) = self.next_barrier(wait)? {
                 let mut snapshots = BTreeMap::new();
                 snapshots.insert(
-                    self.source_id.clone(),
-                    OperatorSnapshot::new(self.source.position()),
+                    self.input.id.clone(),
+                    OperatorSnapshot::new(self.input.source.position()),
                 );
                 self.pipe.barrier(&self.ctx, barrier, snapshots)?;
                 if barrier.is_final {
@@ -332,8 +309,9 @@ impl SourceTask {
                 continue;
             }
             let status = self
+                .input
                 .source
-                .poll(&mut batch, self.batch_limit)
+                .poll(&mut batch, self.input.batch_limit)
                 .map_err(|source| TaskError::Source {
                     pipeline: self.ctx.pipeline.clone(),
                     task: self.ctx.task.clone(),
@@ -349,12 +327,13 @@ impl SourceTask {
             if !batch.is_empty() {
                 PipelineMetrics::add(&self.ctx.metrics.records_in, batch.len() as u64);
                 watermarks.observe(&batch.timestamps);
-                let full = std::mem::replace(&mut batch, new_batch(self.batch_limit));
+                let full = std::mem::replace(&mut batch, new_batch(self.input.batch_limit));
                 self.pipe.batch(&self.ctx, full)?;
             }
             // The source's own event-time frontier, when it tracks one, is preferred
             // to the largest timestamp seen (see `watermark_generator`).
-            if let Some(watermark) = watermarks.after_batch(self.source.event_time_frontier()) {
+            if let Some(watermark) = watermarks.after_batch(self.input.source.event_time_frontier())
+            {
                 self.pipe.watermark(&self.ctx, watermark)?;
             }
             match status {
@@ -375,12 +354,12 @@ impl SourceTask {
 
     fn next_barrier(&self, wait: Option<Duration>) -> Result<Option<Barrier>, TaskError> {
         match wait {
-            None => match self.barriers.try_recv() {
+            None => match self.input.barriers.try_recv() {
                 Ok(b) => Ok(Some(b)),
                 Err(TryRecvError::Empty) => Ok(None),
                 Err(TryRecvError::Disconnected) => Err(TaskError::Cancelled),
             },
-            Some(timeout) => match self.barriers.recv_timeout(timeout) {
+            Some(timeout) => match self.input.barriers.recv_timeout(timeout) {
                 Ok(b) => Ok(Some(b)),
                 Err(RecvTimeoutError::Timeout) => Ok(None),
                 Err(RecvTimeoutError::Disconnected) => Err(TaskError::Cancelled),

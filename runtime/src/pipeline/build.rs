@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::checkpoint::commit::Committer;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::kafka::KafkaCommitUnit;
 use crate::connector::{self, ConnectorError, PipelineSinks};
@@ -68,7 +67,6 @@ pub struct BuiltPipeline {
     pub stage_tasks: Vec<StageTask>,
     /// Barrier channel of each source task, by task name.
     pub barriers: BTreeMap<String, Sender<Barrier>>,
-    pub committers: Vec<Box<dyn Committer>>,
 }
 
 impl BuiltPipeline {
@@ -89,7 +87,6 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
         barriers: BTreeMap::new(),
-        committers: PipelineSinks::new(spec, cx.kafka.as_ref()).committers(),
     };
     for s in 0..spec.sources.len() {
         for i in 0..spec.parallelism {

@@ -52,6 +52,9 @@ pub struct Recovery {
     /// The id this run's checkpoints are numbered after (see
     /// `CheckpointId::numbering_base`).
     pub checkpoint_base: CheckpointId,
+    /// The transactional sinks' committers, which redid the restored checkpoint's
+    /// commit and commit the run's checkpoints from here on.
+    pub committers: Vec<Box<dyn Committer>>,
 }
 
 /// Recovers `spec` (steps 1 to 6 above).
@@ -94,11 +97,8 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         None => chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
     };
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
-    redo_commit(
-        spec,
-        &mut PipelineSinks::new(spec, kafka.as_ref()).committers(),
-        restored.as_ref(),
-    )?;
+    let mut committers = PipelineSinks::new(spec, kafka.as_ref()).committers();
+    redo_commit(spec, &mut committers, restored.as_ref())?;
     Ok(Recovery {
         spec: spec.clone(),
         lock,
@@ -107,6 +107,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         storage,
         restored,
         checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
+        committers,
     })
 }
 

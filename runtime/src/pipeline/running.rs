@@ -52,6 +52,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         storage,
         restored,
         checkpoint_base,
+        committers,
     } = recovery;
     let metrics = Arc::new(PipelineMetrics::default());
     let cancel = Arc::new(AtomicBool::new(false));
@@ -86,7 +87,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         events: events_rx,
         sources: built.barriers,
         tasks,
-        committers: built.committers,
+        committers,
         cancel,
         stop: options.stop.clone(),
         metrics: metrics.clone(),
