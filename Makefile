@@ -13,7 +13,7 @@ export WEIR_GUESTS_DIR := $(GUESTS_DIR)
 WEIR := $(CARGO_TARGET_DIR)/debug/weir
 KAFKA := bash scripts/kafka/kafka.sh
 
-DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev pkg-config build-essential
+DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup build guests test demo demo-kafka bench kafka-up kafka-down clean
@@ -35,6 +35,8 @@ setup:
 	fi
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	@command -v java >/dev/null || { $(SUDO) apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+	@# javac: `kafka.sh tenant` (the ACL tests) compiles its small admin program once.
+	@command -v javac >/dev/null || { $(SUDO) apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
 	@command -v mvn >/dev/null || { $(SUDO) apt-get install -y -qq maven >/dev/null; }
 
 build: setup
@@ -51,7 +53,7 @@ guests: setup
 
 test: setup guests
 	cargo build --workspace --bins --tests
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
 
 demo: build guests
@@ -63,7 +65,7 @@ demo: build guests
 
 # Kafka in, WASM in the middle, Kafka out, exactly once; starts and stops its broker.
 demo-kafka: build guests
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; set -eu; \
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; set -eu; \
 	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-lines --partitions 3 >/dev/null; \
 	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-word-counts --partitions 3 >/dev/null; \
 	  for i in $$(seq 1 20000); do echo 'the quick brown fox jumps over the lazy weir'; done \
@@ -77,7 +79,7 @@ demo-kafka: build guests
 bench: build guests
 	cargo build --quiet -p weir-tests --bins
 	$(CARGO_TARGET_DIR)/debug/weir-bench --out build/bench.json
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
 	  $(CARGO_TARGET_DIR)/debug/weir-kafka-bench --out build/kafka-bench.json
 
 kafka-up:

@@ -9,15 +9,28 @@
 #   up        Fetch the jars if missing, wipe and recreate the data dir, write
 #             server.properties, format storage with a random cluster id, start the
 #             broker in the background, wait (bounded) until it serves, and print
-#             `KAFKA_BOOTSTRAP=127.0.0.1:<port>` on stdout (progress goes to stderr,
-#             so `eval "$(bash scripts/kafka/kafka.sh up)"` works). Refuses if a
+#             `KAFKA_BOOTSTRAP=127.0.0.1:<port>` (PLAINTEXT, full rights) and
+#             `KAFKA_SASL_BOOTSTRAP=127.0.0.1:<sasl port>` (SASL/SCRAM, ACLs apply)
+#             on stdout (progress goes to stderr, so
+#             `eval "$(bash scripts/kafka/kafka.sh up)"` works). Refuses if a
 #             broker from the same data dir is already running.
 #   down      Stop exactly the process in the pidfile: SIGTERM, wait, SIGKILL after
 #             WEIR_KAFKA_STOP_TIMEOUT seconds. Idempotent. Keeps the data dir and log
 #             for a post-mortem; the next `up` wipes them.
 #   status    Say whether the broker is running. Exit 0 if so, 3 if not.
 #   fetch     Only fetch the jars into the cache (for setup / CI warm-up).
-#   env       Print `KAFKA_BOOTSTRAP=...` of the running broker (exit 3 if none).
+#   env       Print `KAFKA_BOOTSTRAP=...` and `KAFKA_SASL_BOOTSTRAP=...` of the
+#             running broker (exit 3 if none).
+#   tenant ID PASSWORD PREFIX
+#             Create or update the SCRAM user ID (SCRAM-SHA-256 and -512, password
+#             PASSWORD) and make its ACLs exactly: PREFIXED on PREFIX, topics Read,
+#             Write, Describe, Create, DescribeConfigs; groups Read, Describe;
+#             transactional ids Write, Describe; plus cluster IdempotentWrite. Any
+#             other ACL of User:ID is removed. Idempotent; one JVM (a small admin
+#             program, scripts/kafka/KafkaTenant.java, compiled once into the cache:
+#             needs `javac`, a JDK); returns once the broker enforces the new state.
+#             Example: kafka.sh tenant a s3cret a.   then connect to
+#             $KAFKA_SASL_BOOTSTRAP with SCRAM-SHA-256 (or -512), user a.
 #   topics ARGS...        org.apache.kafka.tools.TopicCommand
 #   groups ARGS...        org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
 #   transactions ARGS...  org.apache.kafka.tools.TransactionsCommand
@@ -48,6 +61,9 @@
 #                               `down`/`status`/tools must see the same value as `up`.
 #   WEIR_KAFKA_PORT             client (PLAINTEXT) port; default 19092.
 #   WEIR_KAFKA_CONTROLLER_PORT  KRaft controller port; default WEIR_KAFKA_PORT + 1.
+#   WEIR_KAFKA_SASL_PORT        SASL_PLAINTEXT (SCRAM) client port; default WEIR_KAFKA_PORT + 2.
+#   WEIR_KAFKA_ADMIN_PASSWORD   password of the SCRAM super user `admin` (created at
+#                               format time); default "admin-secret". A dev broker only.
 #   WEIR_KAFKA_START_TIMEOUT    seconds `up` waits for the broker; default 60.
 #   WEIR_KAFKA_STOP_TIMEOUT     seconds `down` waits after SIGTERM before SIGKILL; default 30.
 #   WEIR_KAFKA_HEAP_OPTS        broker heap; default "-Xmx512m -Xms256m".
@@ -65,6 +81,11 @@
 #   transaction.max.timeout.ms is NOT set: Kafka's default, 900000 ms (15 min). Weir
 #   validates its transaction.timeout.ms against it; tests should read it from the
 #   broker (DescribeConfigs on broker 1) rather than assume it.
+#   Two client listeners on one broker: PLAINTEXT (WEIR_KAFKA_PORT), whose principal
+#   User:ANONYMOUS is a super user, so every client there has full rights as without
+#   an authorizer; and SASL_PLAINTEXT (WEIR_KAFKA_SASL_PORT) with SCRAM-SHA-256/512,
+#   where Kafka's StandardAuthorizer enforces ACLs with allow.everyone.if.no.acl.found
+#   =false (a user with no ACL may do nothing). Super users: User:ANONYMOUS, User:admin.
 set -euo pipefail
 
 die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -87,6 +108,8 @@ PORT=${WEIR_KAFKA_PORT:-19092}
 # librdkafka release implements, so the tests run against that.
 TRANSACTION_VERSION=${WEIR_KAFKA_TRANSACTION_VERSION:-1}
 CONTROLLER_PORT=${WEIR_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}
+SASL_PORT=${WEIR_KAFKA_SASL_PORT:-$((PORT + 2))}
+ADMIN_PASSWORD=${WEIR_KAFKA_ADMIN_PASSWORD:-admin-secret}
 START_TIMEOUT=${WEIR_KAFKA_START_TIMEOUT:-60}
 STOP_TIMEOUT=${WEIR_KAFKA_STOP_TIMEOUT:-30}
 HEAP_OPTS=${WEIR_KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
@@ -101,10 +124,11 @@ MARKER="$DIR/.weir-kafka"
 
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=java; fi
 
-case "$PORT$CONTROLLER_PORT$START_TIMEOUT$STOP_TIMEOUT" in
-  *[!0-9]*) die "WEIR_KAFKA_PORT, WEIR_KAFKA_CONTROLLER_PORT and the timeouts must be integers" ;;
+case "$PORT$CONTROLLER_PORT$SASL_PORT$START_TIMEOUT$STOP_TIMEOUT" in
+  *[!0-9]*) die "WEIR_KAFKA_PORT, WEIR_KAFKA_CONTROLLER_PORT, WEIR_KAFKA_SASL_PORT and the timeouts must be integers" ;;
 esac
 [ "$PORT" != "$CONTROLLER_PORT" ] || die "client and controller ports are both $PORT"
+[ "$SASL_PORT" != "$PORT" ] && [ "$SASL_PORT" != "$CONTROLLER_PORT" ] || die "the SASL port $SASL_PORT collides with the client or controller port"
 
 check_java() {
   command -v "$JAVA" >/dev/null 2>&1 || die "java not found: install Java 17+ (apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
@@ -180,6 +204,10 @@ bootstrap() {
   if [ -f "$ENVFILE" ]; then sed -n 's/^KAFKA_BOOTSTRAP=//p' "$ENVFILE"; else printf '%s:%s\n' "$HOST" "$PORT"; fi
 }
 
+sasl_bootstrap() {
+  if [ -f "$ENVFILE" ]; then sed -n 's/^KAFKA_SASL_BOOTSTRAP=//p' "$ENVFILE"; else printf '%s:%s\n' "$HOST" "$SASL_PORT"; fi
+}
+
 log_tail() {
   if [ ! -s "$LOGFILE" ]; then
     say "$LOGFILE is empty"
@@ -205,12 +233,24 @@ write_server_properties() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://$HOST:$PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
+
+# Tenants connect to the SASL_PLAINTEXT listener with SCRAM; their credentials live in
+# the cluster metadata (admin's from format time, tenants' from 'kafka.sh tenant').
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# ACLs, enforced on every listener. PLAINTEXT and CONTROLLER clients are User:ANONYMOUS,
+# a super user: the tests and tools there keep full rights. A SCRAM user may do only
+# what its ACLs allow (kafka.sh tenant).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS;User:admin
 
 # Tests create their own topics.
 auto.create.topics.enable=false
@@ -285,9 +325,9 @@ cmd_up() {
   check_java
   fetch_libs
   local p
-  for p in "$PORT" "$CONTROLLER_PORT"; do
+  for p in "$PORT" "$CONTROLLER_PORT" "$SASL_PORT"; do
     if port_open "$p"; then
-      die "port $HOST:$p is already in use; stop what holds it or set WEIR_KAFKA_PORT / WEIR_KAFKA_CONTROLLER_PORT"
+      die "port $HOST:$p is already in use; stop what holds it or set WEIR_KAFKA_PORT / WEIR_KAFKA_CONTROLLER_PORT / WEIR_KAFKA_SASL_PORT"
     fi
   done
 
@@ -301,12 +341,15 @@ cmd_up() {
   if ! "$JAVA" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
       -cp "$LIBS/*" kafka.tools.StorageTool format \
       --cluster-id "$cluster_id" --config "$DIR/server.properties" \
-      --feature "transaction.version=$TRANSACTION_VERSION" >"$DIR/format.log" 2>&1; then
+      --feature "transaction.version=$TRANSACTION_VERSION" \
+      --add-scram "SCRAM-SHA-256=[name=admin,password=$ADMIN_PASSWORD]" \
+      --add-scram "SCRAM-SHA-512=[name=admin,password=$ADMIN_PASSWORD]" \
+      >"$DIR/format.log" 2>&1; then
     sed 's/^/  | /' "$DIR/format.log" >&2
     die "formatting the storage failed"
   fi
 
-  say "starting Kafka $VERSION on $HOST:$PORT (controller $CONTROLLER_PORT), log: $LOGFILE"
+  say "starting Kafka $VERSION on $HOST:$PORT (SASL $SASL_PORT, controller $CONTROLLER_PORT), log: $LOGFILE"
   # shellcheck disable=SC2086
   nohup "$JAVA" $HEAP_OPTS $JVM_OPTS \
     -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-server.properties" \
@@ -324,7 +367,7 @@ cmd_up() {
       rm -f "$PIDFILE"
       die "the broker exited during startup (see $LOGFILE)"
     fi
-    if port_open "$PORT" && grep -q 'Kafka Server started' "$LOGFILE" 2>/dev/null; then
+    if port_open "$PORT" && port_open "$SASL_PORT" && grep -q 'Kafka Server started' "$LOGFILE" 2>/dev/null; then
       break
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
@@ -337,9 +380,9 @@ cmd_up() {
     sleep 0.5
   done
 
-  printf 'KAFKA_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" >"$ENVFILE"
+  printf 'KAFKA_BOOTSTRAP=%s:%s\nKAFKA_SASL_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" "$HOST" "$SASL_PORT" >"$ENVFILE"
   say "broker up in $((SECONDS - start)) s (pid $pid)"
-  printf 'KAFKA_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT"
+  cat "$ENVFILE"
 }
 
 cmd_down() {
@@ -368,7 +411,8 @@ cmd_down() {
 cmd_status() {
   local pid
   if pid=$(running_pid); then
-    printf 'running: pid %s, KAFKA_BOOTSTRAP=%s, Kafka %s, dir %s\n' "$pid" "$(bootstrap)" "$VERSION" "$DIR"
+    printf 'running: pid %s, KAFKA_BOOTSTRAP=%s, KAFKA_SASL_BOOTSTRAP=%s, Kafka %s, dir %s\n' \
+      "$pid" "$(bootstrap)" "$(sasl_bootstrap)" "$VERSION" "$DIR"
     return 0
   fi
   printf 'not running (dir %s)\n' "$DIR"
@@ -377,7 +421,49 @@ cmd_status() {
 
 cmd_env() {
   running_pid >/dev/null || { say "no broker running from $DIR"; return 3; }
-  printf 'KAFKA_BOOTSTRAP=%s\n' "$(bootstrap)"
+  printf 'KAFKA_BOOTSTRAP=%s\nKAFKA_SASL_BOOTSTRAP=%s\n' "$(bootstrap)" "$(sasl_bootstrap)"
+}
+
+# The compiled KafkaTenant admin program: built with javac into the cache once per
+# source version (its hash names the directory), so each `tenant` call is one JVM.
+tenant_classes() {
+  local src="$SCRIPT_DIR/KafkaTenant.java" javac hash out
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/javac" ]; then javac="$JAVA_HOME/bin/javac"; else javac=javac; fi
+  hash=$(sha256sum "$src" | cut -c1-16)
+  out="$CACHE/$VERSION/tenant-tool/$hash"
+  if [ ! -f "$out/KafkaTenant.class" ]; then
+    command -v "$javac" >/dev/null 2>&1 || die "'tenant' compiles $src and needs javac: install a JDK (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME to one"
+    local tmp="$out.tmp.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    "$javac" -nowarn -d "$tmp" -cp "$LIBS/*" "$src" >&2 || { rm -rf "$tmp"; die "javac failed on $src"; }
+    rm -rf "$out"
+    mv "$tmp" "$out"
+  fi
+  printf '%s\n' "$out"
+}
+
+# kafka.sh tenant ID PASSWORD PREFIX: see the usage at the top.
+cmd_tenant() {
+  [ $# -eq 3 ] || die "usage: kafka.sh tenant ID PASSWORD PREFIX"
+  local id=$1 password=$2 prefix=$3
+  # SCRAM user names travel in the SASL exchange, where ',' and '=' are special;
+  # keep them to printable characters without those or blanks.
+  case "$id" in ''|*[!A-Za-z0-9._@-]*) die "tenant id must be non-empty, of letters, digits and ._@- only: $id" ;; esac
+  case "$prefix" in ''|*[!A-Za-z0-9._-]*) die "prefix must be non-empty, of letters, digits and ._- only (topic name characters): $prefix" ;; esac
+  [ -n "$password" ] || die "the password must not be empty"
+  running_pid >/dev/null || die "no broker running from $DIR; run 'kafka.sh up' first"
+  check_java
+  fetch_libs
+  local classes
+  classes=$(tenant_classes)
+  # The password goes to the JVM through its environment, not its command line.
+  # shellcheck disable=SC2086
+  WEIR_TENANT_PASSWORD=$password "$JAVA" $TOOL_JVM_OPTS \
+    -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
+    -cp "$LIBS/*:$classes" KafkaTenant "$(bootstrap)" "$id" "$prefix" \
+    || die "could not set up tenant $id (see above)"
+  say "tenant $id: SCRAM-SHA-256/512 user, ACLs prefixed on '$prefix' ($(sasl_bootstrap))"
 }
 
 # Run a Kafka main class; with add_bootstrap=yes, add --bootstrap-server of the
@@ -412,6 +498,7 @@ case "$cmd" in
   status) cmd_status ;;
   fetch) check_java; fetch_libs; say "jars in $LIBS" ;;
   env) cmd_env ;;
+  tenant) cmd_tenant "$@" ;;
   topics) run_tool yes org.apache.kafka.tools.TopicCommand "$@" ;;
   groups) run_tool yes org.apache.kafka.tools.consumer.group.ConsumerGroupCommand "$@" ;;
   transactions)
