@@ -254,6 +254,21 @@ topic = "{output}"
         )
     }
 
+    /// The broker's SASL/SCRAM listener (`kafka.sh up` prints it), where ACLs apply;
+    /// panics with what to do if unset.
+    pub fn sasl_bootstrap() -> String {
+        std::env::var("KAFKA_SASL_BOOTSTRAP").expect(
+            "KAFKA_SASL_BOOTSTRAP is not set: run the Kafka tests with `make test`, or start a broker \
+             with `eval \"$(bash scripts/kafka/kafka.sh up)\"` and export KAFKA_SASL_BOOTSTRAP",
+        )
+    }
+
+    /// `kafka.sh tenant ID PASSWORD PREFIX`: SCRAM user `id` whose ACLs are exactly
+    /// those of a tenant owning the names under `prefix` (see kafka.sh).
+    pub fn tenant(id: &str, password: &str, prefix: &str) {
+        kafka_tool(&["tenant", id, password, prefix]);
+    }
+
     /// A name no other test (or earlier run) uses: `<prefix>-<pid>-<time>-<n>`.
     pub fn unique_name(prefix: &str) -> String {
         static N: AtomicU64 = AtomicU64::new(0);

@@ -95,6 +95,18 @@
 //! bounded = false           # true: stop at the end offsets seen at start
 //! rate = 0                  # records/s over all subtasks; default 0 = unthrottled
 //! connect_timeout = "10s"   # bound on reaching the broker at start
+//! security = { protocol = "sasl_ssl", mechanism = "SCRAM-SHA-512", username = "a",
+//!              password_env = "WEIR_KAFKA_PASSWORD" }
+//!                           # optional; how every client of the connector connects:
+//!                           # protocol "plaintext" (default without the table),
+//!                           # "ssl", "sasl_plaintext" or "sasl_ssl"; with SASL,
+//!                           # mechanism "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512",
+//!                           # username, and exactly one of password_env (a variable's
+//!                           # name) or password_file (a file holding the password;
+//!                           # one trailing line break dropped); ca = "ca.pem": the
+//!                           # PEM CA certificates to trust (ssl, sasl_ssl only).
+//!                           # Paths are relative to the spec; the password is read
+//!                           # when the pipeline starts and never logged or shown
 //!
 //!
 //! # Steps: zero or more (at most 64), applied in order. Steps naming the same
@@ -154,8 +166,9 @@
 //!                           # transaction.max.timeout.ms
 //! restart_budget = "30s"    # default "30s"
 //! connect_timeout = "10s"   # bound on reaching the broker at start
+//! security = { ... }        # optional; as for a kafka source
 //! # Every Kafka sink of a pipeline must agree on bootstrap, delivery,
-//! # transactional_prefix, transaction_timeout and restart_budget: they share one
+//! # transactional_prefix, transaction_timeout, restart_budget and security: they share one
 //! # transaction per checkpoint, so output to all their topics commits atomically.
 //!
 //! [dead_letter]             # optional: records refused by a guest, or too late

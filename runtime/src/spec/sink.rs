@@ -66,8 +66,11 @@ pub(crate) fn parse_sink(item: Item<'_>, base_dir: &Path) -> Result<SinkSpec, Lo
         "stdout" => SinkSpec::Stdout(from_item(tagged.table)?),
         "kafka" => {
             let table = tagged.table;
-            let c: KafkaSinkConfig = from_item(table.clone())?;
+            let mut c: KafkaSinkConfig = from_item(table.clone())?;
             c.validate().map_err(|e| locate(&table, e))?;
+            if let Some(security) = &mut c.security {
+                security.resolve_paths(base_dir);
+            }
             SinkSpec::Kafka(c)
         }
         _ => {

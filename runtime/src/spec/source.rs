@@ -85,8 +85,11 @@ pub(crate) fn parse_source(item: Item<'_>, base_dir: &Path) -> Result<SourceSpec
             SourceConfig::Stdin(c)
         }
         "kafka" => {
-            let c: KafkaSourceConfig = from_item(table.clone())?;
+            let mut c: KafkaSourceConfig = from_item(table.clone())?;
             c.validate().map_err(|e| locate(&table, e))?;
+            if let Some(security) = &mut c.security {
+                security.resolve_paths(base_dir);
+            }
             SourceConfig::Kafka(c)
         }
         _ => {

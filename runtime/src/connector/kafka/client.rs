@@ -1,11 +1,14 @@
 //! Small, blocking helpers around librdkafka clients shared by the source, the sink and
-//! the start-up checks: client configuration, topic metadata, broker configuration,
-//! topic creation.
+//! the start-up checks: client configuration, the authentication check, topic metadata,
+//! broker configuration, topic creation.
 //!
 //! Invariants: every call here is bounded by the caller's timeout (an unreachable
 //! broker becomes `KafkaError::Unreachable` after it, never a hang); the admin API's
 //! futures are driven by `block_on` on the calling OS thread (the admin client has its
-//! own polling thread), so no async executor is involved.
+//! own polling thread), so no async executor is involved. Every Weir Kafka client is
+//! configured by [`client_config`] from an [`Endpoint`], so each carries its
+//! connector's security settings; a refused login is reported by [`authenticate`] as
+//! soon as the broker answers, not after a timeout.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,20 +19,43 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::ConsumerContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 
 use crate::connector::kafka::error::{KafkaError, reason};
-use crate::connector::kafka::error_class::{ErrorClass, classify};
+use crate::connector::kafka::error_class::{ErrorClass, classify, is_denied};
+use crate::connector::kafka::security::ClientSecurity;
 
 /// The broker setting bounding `transaction.timeout.ms`.
 pub const TRANSACTION_MAX_TIMEOUT: &str = "transaction.max.timeout.ms";
 
-/// Settings every Weir Kafka client shares.
-pub fn client_config(bootstrap: &str, connect_timeout: Duration) -> ClientConfig {
+/// How often [`authenticate`] looks for the broker's answer to the login.
+const AUTHENTICATE_STEP: Duration = Duration::from_millis(100);
+
+/// Where a connector's clients connect, and as whom: its bootstrap servers and its
+/// resolved security settings (password included, never shown by `Debug`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub bootstrap: String,
+    pub security: ClientSecurity,
+}
+
+impl Endpoint {
+    /// Plaintext, unauthenticated: as a connector without a `security` table.
+    pub fn plaintext(bootstrap: impl Into<String>) -> Self {
+        Endpoint {
+            bootstrap: bootstrap.into(),
+            security: ClientSecurity::default(),
+        }
+    }
+}
+
+/// Settings every Weir Kafka client shares, the endpoint's security settings included.
+pub fn client_config(endpoint: &Endpoint, connect_timeout: Duration) -> ClientConfig {
     let mut config = ClientConfig::new();
+    endpoint.security.apply(&mut config);
     config
-        .set("bootstrap.servers", bootstrap)
+        .set("bootstrap.servers", &endpoint.bootstrap)
         .set(
             "socket.connection.setup.timeout.ms",
             connect_timeout.as_millis().max(1000).to_string(),
@@ -140,10 +166,10 @@ pub fn topic_partitions<C: ClientContext>(
         let code = RDKafkaErrorCode::from(err);
         return Err(match code {
             RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic => missing(),
-            other => KafkaError::Client {
-                what: format!("cannot read the metadata of topic {topic} on {bootstrap}"),
-                reason: other.to_string(),
-            },
+            other => KafkaError::from_code(
+                format!("cannot read the metadata of topic {topic} on {bootstrap}"),
+                other,
+            ),
         });
     }
     let mut partitions: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
@@ -154,13 +180,61 @@ pub fn topic_partitions<C: ClientContext>(
     Ok(partitions)
 }
 
-/// An admin client for `bootstrap`.
-pub fn admin(bootstrap: &str, timeout: Duration) -> Result<AdminClient<QuietContext>, KafkaError> {
-    client_config(bootstrap, timeout)
+/// Logs in to `endpoint` with its credentials (a no-op without `security`): fails as
+/// soon as the broker refuses them (`AuthenticationFailed`), or after `timeout` if it
+/// never answers. librdkafka reports a refused login only as an error event and retries
+/// it forever, so without this check a wrong password would surface as a timeout (or
+/// not at all, in a consumer's poll loop).
+pub fn authenticate(endpoint: &Endpoint, timeout: Duration) -> Result<(), KafkaError> {
+    if endpoint.security == ClientSecurity::default() {
+        return Ok(());
+    }
+    let refused = |reason: String| KafkaError::AuthenticationFailed {
+        bootstrap: endpoint.bootstrap.clone(),
+        principal: endpoint.security.principal(),
+        reason,
+    };
+    // No group.id: error events stay on the main queue, which `poll` serves.
+    let probe: BaseConsumer<QuietContext> = client_config(endpoint, timeout)
+        .create_with_context(QuietContext)
+        .map_err(|e| KafkaError::client("cannot create a Kafka client", &e))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match probe.fetch_metadata(None, AUTHENTICATE_STEP) {
+            Ok(_) => return Ok(()),
+            Err(e) if is_denied(&e) => return Err(refused(reason(&e))),
+            Err(e) => reason(&e),
+        };
+        while let Some(event) = probe.poll(Duration::ZERO) {
+            if let Err(e) = event
+                && is_denied(&e)
+            {
+                return Err(refused(reason(&e)));
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(KafkaError::Unreachable {
+                bootstrap: endpoint.bootstrap.clone(),
+                timeout,
+                reason: last,
+            });
+        }
+    }
+}
+
+/// An admin client for `endpoint`.
+pub fn admin(
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<AdminClient<QuietContext>, KafkaError> {
+    client_config(endpoint, timeout)
         .create_with_context(QuietContext)
         .map_err(|e| {
             KafkaError::client(
-                format!("cannot create a Kafka admin client for {bootstrap}"),
+                format!(
+                    "cannot create a Kafka admin client for {}",
+                    endpoint.bootstrap
+                ),
                 &e,
             )
         })
@@ -172,12 +246,15 @@ fn admin_options(timeout: Duration) -> AdminOptions {
         .operation_timeout(Some(timeout))
 }
 
-/// The broker's `transaction.max.timeout.ms`, read with DescribeConfigs from one broker.
+/// The broker's `transaction.max.timeout.ms`, read with DescribeConfigs from one broker;
+/// `None` if the principal may not describe the cluster's configuration (a tenant's
+/// principal on a shared cluster usually may not: the broker then checks the
+/// transaction timeout itself, at `init_transactions`).
 pub fn broker_transaction_max_timeout_ms(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     timeout: Duration,
-) -> Result<u64, KafkaError> {
+) -> Result<Option<u64>, KafkaError> {
     let unreachable = |reason: String| KafkaError::Unreachable {
         bootstrap: bootstrap.to_owned(),
         timeout,
@@ -210,10 +287,11 @@ pub fn broker_transaction_max_timeout_ms(
             what: what(),
             reason: "empty answer".into(),
         })?
-        .map_err(|code| KafkaError::Client {
-            what: what(),
-            reason: code.to_string(),
-        })?;
+        .map_err(|code| KafkaError::from_code(what(), code));
+    let resource = match resource {
+        Err(KafkaError::NotAuthorized { .. }) => return Ok(None),
+        other => other?,
+    };
     let value = resource
         .get(TRANSACTION_MAX_TIMEOUT)
         .and_then(|e| e.value.clone())
@@ -221,7 +299,7 @@ pub fn broker_transaction_max_timeout_ms(
             what: what(),
             reason: "the broker did not report it".into(),
         })?;
-    value.parse().map_err(|_| KafkaError::Client {
+    value.parse().map(Some).map_err(|_| KafkaError::Client {
         what: what(),
         reason: format!("not a number: {value:?}"),
     })
@@ -258,12 +336,7 @@ pub fn ensure_topic(
         match result {
             Ok(_) => {}
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => {
-                return Err(KafkaError::Client {
-                    what: what(),
-                    reason: code.to_string(),
-                });
-            }
+            Err((_, code)) => return Err(KafkaError::from_code(what(), code)),
         }
     }
     Ok(())

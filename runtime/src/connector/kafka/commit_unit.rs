@@ -22,7 +22,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedPro
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
-    self, QuietContext, client_config, log_quietly, topic_partitions,
+    self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
 use crate::connector::kafka::error::{KafkaError, reason};
@@ -201,19 +201,23 @@ impl KafkaCommitUnit {
             spec.checkpoint.interval,
             spec.checkpoint.timeout,
         )?;
-        let bootstrap = sink.bootstrap()?;
+        let endpoint = sink.endpoint()?;
         let timeout = sink.connect_timeout;
-        let admin = client::admin(&bootstrap, timeout)?;
+        client::authenticate(&endpoint, timeout)?;
+        let bootstrap = endpoint.bootstrap.clone();
+        let admin = client::admin(&endpoint, timeout)?;
         if sink.delivery == DeliveryGuarantee::ExactlyOnce {
-            let max = client::broker_transaction_max_timeout_ms(&admin, &bootstrap, timeout)?;
-            preflight::check_broker_max(sink, max)?;
+            match client::broker_transaction_max_timeout_ms(&admin, &bootstrap, timeout)? {
+                Some(max) => preflight::check_broker_max(sink, max)?,
+                None => tracing::info!(%bootstrap, "kafka sink: may not read the broker's transaction.max.timeout.ms (no DescribeConfigs on the cluster); the broker checks transaction_timeout when the producers initialise"),
+            }
         }
         for (_, s) in &sinks {
             topic_partitions(admin.inner(), &bootstrap, &s.topic, timeout)?;
         }
         let mode = match sink.delivery {
             DeliveryGuarantee::AtLeastOnce => {
-                let mut config = producer_config(sink, &bootstrap);
+                let mut config = producer_config(sink, &endpoint);
                 config.set("enable.idempotence", "true");
                 let slot = new_slot(
                     &spec.name,
@@ -224,7 +228,7 @@ impl KafkaCommitUnit {
                 Mode::AtLeastOnce { slot }
             }
             DeliveryGuarantee::ExactlyOnce => {
-                let marker = marker_target(spec, sink, &bootstrap)?;
+                let marker = marker_target(spec, sink, &endpoint)?;
                 client::ensure_topic(
                     &admin,
                     &bootstrap,
@@ -232,7 +236,7 @@ impl KafkaCommitUnit {
                     &PROGRESS_TOPIC_CONFIG,
                     timeout,
                 )?;
-                open_exactly_once(spec, sink, &bootstrap, marker, from_scratch, &fence)?
+                open_exactly_once(spec, sink, &endpoint, marker, from_scratch, &fence)?
             }
         };
         Ok(Some(Arc::new(KafkaCommitUnit {
@@ -506,7 +510,7 @@ fn remaining(deadline: Instant) -> Duration {
 fn open_exactly_once(
     spec: &PipelineSpec,
     sink: &KafkaSinkConfig,
-    bootstrap: &str,
+    endpoint: &Endpoint,
     marker: MarkerTarget,
     from_scratch: bool,
     fence: &Fence,
@@ -514,7 +518,7 @@ fn open_exactly_once(
     let opener = ExactlyOnceOpener {
         spec,
         sink,
-        bootstrap,
+        endpoint,
         marker: &marker,
         fence,
     };
@@ -544,7 +548,7 @@ fn open_exactly_once(
 struct ExactlyOnceOpener<'a> {
     spec: &'a PipelineSpec,
     sink: &'a KafkaSinkConfig,
-    bootstrap: &'a str,
+    endpoint: &'a Endpoint,
     marker: &'a MarkerTarget,
     fence: &'a Fence,
 }
@@ -558,7 +562,7 @@ impl ExactlyOnceOpener<'_> {
     /// instance's open transaction can hold the group's offsets pending until it times
     /// out. Who owns the group is read from the committed offsets as they stand.
     fn offsets_consumer(&self, isolation: &str) -> Result<BaseConsumer<QuietContext>, KafkaError> {
-        client_config(self.bootstrap, self.sink.connect_timeout)
+        client_config(self.endpoint, self.sink.connect_timeout)
             .set("group.id", &self.marker.group)
             .set("enable.auto.commit", "false")
             .set("isolation.level", isolation)
@@ -592,7 +596,7 @@ impl ExactlyOnceOpener<'_> {
                 "{}{}.{LOCAL_UNIT}.{i}",
                 sink.transactional_prefix, spec.name
             );
-            let mut config = producer_config(sink, self.bootstrap);
+            let mut config = producer_config(sink, self.endpoint);
             config.set("transactional.id", &id).set(
                 "transaction.timeout.ms",
                 sink.transaction_timeout.as_millis().to_string(),
@@ -610,6 +614,13 @@ impl ExactlyOnceOpener<'_> {
             slot.producer
                 .init_transactions(TRANSACTION_CALL_TIMEOUT)
                 .map_err(|e| {
+                    // Reached when the principal may not read the broker's maximum
+                    // (see `open`): the broker refuses the timeout itself.
+                    if e.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidTransactionTimeout) {
+                        return KafkaError::TransactionTimeoutRefused {
+                            timeout: self.sink.transaction_timeout,
+                        };
+                    }
                     transactional_error(
                         &self.spec.name,
                         slot,
@@ -650,7 +661,7 @@ impl ExactlyOnceOpener<'_> {
                 .0,
             topic: self
                 .marker
-                .read_topic(self.bootstrap, TRANSACTION_CALL_TIMEOUT)?,
+                .read_topic(self.endpoint, TRANSACTION_CALL_TIMEOUT)?,
             foreign: None,
         })
     }
@@ -692,8 +703,8 @@ fn reset_marker(
         .map_err(|e| fail(&e))
 }
 
-fn producer_config(sink: &KafkaSinkConfig, bootstrap: &str) -> ClientConfig {
-    let mut config = client_config(bootstrap, sink.connect_timeout);
+fn producer_config(sink: &KafkaSinkConfig, endpoint: &Endpoint) -> ClientConfig {
+    let mut config = client_config(endpoint, sink.connect_timeout);
     config
         .set("linger.ms", LINGER_MS)
         // A record not delivered within the transaction's lifetime fails the checkpoint.
@@ -793,8 +804,9 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
 fn marker_target(
     spec: &PipelineSpec,
     sink: &KafkaSinkConfig,
-    bootstrap: &str,
+    endpoint: &Endpoint,
 ) -> Result<MarkerTarget, KafkaError> {
+    let bootstrap = endpoint.bootstrap.as_str();
     let mut target = MarkerTarget {
         pipeline: spec.name.clone(),
         unit: LOCAL_UNIT.into(),
@@ -817,7 +829,8 @@ fn marker_target(
             continue;
         }
         target.sources.push(ids::source_id(s));
-        let probe: BaseConsumer<QuietContext> = client_config(bootstrap, c.connect_timeout)
+        // The source's own credentials: those that read its topics.
+        let probe: BaseConsumer<QuietContext> = client_config(&c.endpoint()?, c.connect_timeout)
             .create_with_context(QuietContext)
             .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
         for topic in c.topic_names() {

@@ -6,14 +6,17 @@
 //! (reachability, topics exist, `transaction_timeout` within the broker's
 //! `transaction.max.timeout.ms`) happen when the pipeline starts, see `preflight`.
 //! `bootstrap` defaults to `$KAFKA_BOOTSTRAP`, resolved when the connector opens, so a
-//! spec stays portable between a laptop and CI.
+//! spec stays portable between a laptop and CI; so is `security` (see `security.rs`),
+//! whose password is read only then.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
 
+use crate::connector::kafka::client::Endpoint;
 use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::security::{ClientSecurity, SecurityConfig};
 use crate::spec::InvalidField;
 use crate::spec::units;
 
@@ -89,6 +92,9 @@ pub struct KafkaSourceConfig {
         deserialize_with = "units::positive_duration"
     )]
     pub connect_timeout: Duration,
+    /// How the clients authenticate and encrypt; default: plaintext, no authentication.
+    #[serde(default)]
+    pub security: Option<SecurityConfig>,
 }
 
 impl KafkaSourceConfig {
@@ -103,6 +109,7 @@ impl KafkaSourceConfig {
             bounded: true,
             rate: 0,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            security: None,
         }
     }
 
@@ -134,7 +141,7 @@ impl KafkaSourceConfig {
                 "group must not be empty: remove it to use the default weir.<pipeline>",
             ));
         }
-        Ok(())
+        validate_security(self.security.as_ref())
     }
 
     /// The topics read, in the order given.
@@ -148,6 +155,11 @@ impl KafkaSourceConfig {
 
     pub fn bootstrap(&self) -> Result<String, KafkaError> {
         resolve_bootstrap(self.bootstrap.as_deref(), "kafka source")
+    }
+
+    /// The bootstrap servers and security settings, password read now.
+    pub fn endpoint(&self) -> Result<Endpoint, KafkaError> {
+        resolve_endpoint(self.bootstrap()?, self.security.as_ref(), "kafka source")
     }
 }
 
@@ -182,6 +194,9 @@ pub struct KafkaSinkConfig {
         deserialize_with = "units::positive_duration"
     )]
     pub connect_timeout: Duration,
+    /// How the clients authenticate and encrypt; default: plaintext, no authentication.
+    #[serde(default)]
+    pub security: Option<SecurityConfig>,
 }
 
 impl KafkaSinkConfig {
@@ -194,6 +209,7 @@ impl KafkaSinkConfig {
             transaction_timeout: DEFAULT_TRANSACTION_TIMEOUT,
             restart_budget: DEFAULT_RESTART_BUDGET,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            security: None,
         }
     }
 
@@ -201,11 +217,16 @@ impl KafkaSinkConfig {
         if self.topic.is_empty() {
             return Err(InvalidField::new("topic", "topic must not be empty"));
         }
-        Ok(())
+        validate_security(self.security.as_ref())
     }
 
     pub fn bootstrap(&self) -> Result<String, KafkaError> {
         resolve_bootstrap(self.bootstrap.as_deref(), "kafka sink")
+    }
+
+    /// The bootstrap servers and security settings, password read now.
+    pub fn endpoint(&self) -> Result<Endpoint, KafkaError> {
+        resolve_endpoint(self.bootstrap()?, self.security.as_ref(), "kafka sink")
     }
 }
 
@@ -222,6 +243,25 @@ fn resolve_bootstrap(given: Option<&str>, what: &'static str) -> Result<String, 
             _ => Err(KafkaError::NoBootstrap { what }),
         },
     }
+}
+
+fn validate_security(security: Option<&SecurityConfig>) -> Result<(), InvalidField> {
+    security.map_or(Ok(()), SecurityConfig::validate)
+}
+
+fn resolve_endpoint(
+    bootstrap: String,
+    security: Option<&SecurityConfig>,
+    what: &'static str,
+) -> Result<Endpoint, KafkaError> {
+    let security = match security {
+        Some(s) => s.resolve(what)?,
+        None => ClientSecurity::default(),
+    };
+    Ok(Endpoint {
+        bootstrap,
+        security,
+    })
 }
 
 fn default_prefix() -> String {

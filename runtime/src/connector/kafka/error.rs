@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+
+use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_denied};
 
 use crate::record::CheckpointId;
 
@@ -49,6 +51,12 @@ pub enum KafkaError {
         ms(*.timeout)
     )]
     TransactionTimeoutTooLarge { timeout: Duration, max_ms: u64 },
+
+    #[error(
+        "the broker refused transaction_timeout {} (INVALID_TRANSACTION_TIMEOUT): it exceeds the broker's transaction.max.timeout.ms; lower transaction_timeout",
+        ms(*.timeout)
+    )]
+    TransactionTimeoutRefused { timeout: Duration },
 
     #[error(
         "the Kafka sinks of a pipeline share one pair of transactional producers, but {first} and {other} set `{field}` differently: give every Kafka sink the same {field}"
@@ -103,6 +111,23 @@ pub enum KafkaError {
     #[error("{what}: {reason}")]
     Client { what: String, reason: String },
 
+    #[error(
+        "{what}: refused by the broker ({reason}): the connector's Kafka principal (`security`) lacks an ACL for it, or the spec names a topic, group or transactional_prefix that is not the principal's"
+    )]
+    NotAuthorized { what: String, reason: String },
+
+    #[error(
+        "Kafka at {bootstrap} refused to authenticate {principal} ({reason}): check `security`'s username, mechanism and password (password_env / password_file)"
+    )]
+    AuthenticationFailed {
+        bootstrap: String,
+        principal: String,
+        reason: String,
+    },
+
+    #[error("{what}: cannot read the Kafka password: {reason}")]
+    Credentials { what: &'static str, reason: String },
+
     #[error("delivery to Kafka failed for checkpoint {checkpoint}: {reason}")]
     Delivery {
         checkpoint: CheckpointId,
@@ -129,11 +154,25 @@ pub enum KafkaError {
 }
 
 impl KafkaError {
-    /// A librdkafka failure while doing `what`; fencing gets its own message.
+    /// A librdkafka failure while doing `what`; a refusal by the broker (see
+    /// `error_class::DENIED`) becomes `NotAuthorized`.
     pub fn client(what: impl Into<String>, error: &RdKafkaError) -> KafkaError {
-        KafkaError::Client {
-            what: what.into(),
-            reason: reason(error),
+        let (what, reason) = (what.into(), reason(error));
+        if is_denied(error) {
+            KafkaError::NotAuthorized { what, reason }
+        } else {
+            KafkaError::Client { what, reason }
+        }
+    }
+
+    /// A bare error code answered while doing `what` (a per-topic or per-resource
+    /// answer); a refusal becomes `NotAuthorized`.
+    pub fn from_code(what: impl Into<String>, code: RDKafkaErrorCode) -> KafkaError {
+        let (what, reason) = (what.into(), code.to_string());
+        if classify_code(code) == ErrorClass::Denied {
+            KafkaError::NotAuthorized { what, reason }
+        } else {
+            KafkaError::Client { what, reason }
         }
     }
 }

@@ -13,6 +13,10 @@
 //! - `Retriable` is a request that may succeed unchanged a little later (a group
 //!   coordinator still loading, a request timeout); callers retry it only within their
 //!   own deadline.
+//! - `Denied` is decided by one list of codes ([`DENIED`]): the broker refused this
+//!   client's credentials or its principal lacks an ACL. Never retried, whatever the
+//!   call (librdkafka itself would retry some forever): the pipeline fails at once with
+//!   one line naming what was refused, since the same request can only be refused again.
 //! - `Fatal` means the client is unusable; `Abortable`, that the open transaction must be
 //!   aborted. Neither is retried: the pipeline fails and recovers from its last
 //!   committed checkpoint.
@@ -25,6 +29,16 @@ pub const FENCED: [RDKafkaErrorCode; 4] = [
     RDKafkaErrorCode::ProducerFenced,
     RDKafkaErrorCode::InvalidProducerEpoch,
     RDKafkaErrorCode::TransactionCoordinatorFenced,
+];
+
+/// Codes meaning the broker refused the client's credentials or an ACL is missing.
+pub const DENIED: [RDKafkaErrorCode; 6] = [
+    RDKafkaErrorCode::TopicAuthorizationFailed,
+    RDKafkaErrorCode::GroupAuthorizationFailed,
+    RDKafkaErrorCode::ClusterAuthorizationFailed,
+    RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+    RDKafkaErrorCode::SaslAuthenticationFailed,
+    RDKafkaErrorCode::Authentication,
 ];
 
 /// Codes of requests that may succeed if sent again a little later.
@@ -41,6 +55,8 @@ const RETRIABLE: [RDKafkaErrorCode; 5] = [
 pub enum ErrorClass {
     /// This producer's epoch is over: stop, another instance (or nobody) owns the output.
     Fenced,
+    /// The broker refused the credentials or the principal lacks an ACL: stop.
+    Denied,
     /// The client cannot be used any more.
     Fatal,
     /// The open transaction must be aborted; the client lives.
@@ -56,6 +72,7 @@ pub fn classify(error: &RdKafkaError) -> ErrorClass {
     if let RdKafkaError::Transaction(e) = error {
         return match classify_code(e.code()) {
             ErrorClass::Fenced => ErrorClass::Fenced,
+            ErrorClass::Denied => ErrorClass::Denied,
             _ if e.is_fatal() => ErrorClass::Fatal,
             _ if e.txn_requires_abort() => ErrorClass::Abortable,
             _ if e.is_retriable() => ErrorClass::Retriable,
@@ -71,11 +88,18 @@ pub fn classify(error: &RdKafkaError) -> ErrorClass {
 pub fn classify_code(code: RDKafkaErrorCode) -> ErrorClass {
     if FENCED.contains(&code) {
         ErrorClass::Fenced
+    } else if DENIED.contains(&code) {
+        ErrorClass::Denied
     } else if RETRIABLE.contains(&code) {
         ErrorClass::Retriable
     } else {
         ErrorClass::Failed
     }
+}
+
+/// Whether `error` means the broker refused the credentials or an ACL is missing.
+pub fn is_denied(error: &RdKafkaError) -> bool {
+    classify(error) == ErrorClass::Denied
 }
 
 /// Whether `error` means this producer's epoch is over.
@@ -95,6 +119,10 @@ mod tests {
                 is_fenced(&RdKafkaError::MessageProduction(code)),
                 "{code:?}"
             );
+        }
+        for code in DENIED {
+            assert_eq!(classify_code(code), ErrorClass::Denied, "{code:?}");
+            assert!(is_denied(&RdKafkaError::MetadataFetch(code)), "{code:?}");
         }
         for code in RETRIABLE {
             assert_eq!(classify_code(code), ErrorClass::Retriable, "{code:?}");

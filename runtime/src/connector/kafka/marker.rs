@@ -37,8 +37,8 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::kafka::client::{QuietContext, client_config, retry_read};
-use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::client::{Endpoint, QuietContext, client_config, retry_read};
+use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::source::KafkaPosition;
 use crate::record::CheckpointId;
 
@@ -220,12 +220,12 @@ impl MarkerTarget {
     /// the last stable offset is the log end.
     pub fn read_topic(
         &self,
-        bootstrap: &str,
+        endpoint: &Endpoint,
         timeout: Duration,
     ) -> Result<Option<CheckpointId>, KafkaError> {
         let topic = &self.progress_topic;
         let what = || format!("cannot read the progress topic {topic}");
-        let consumer: BaseConsumer<QuietContext> = client_config(bootstrap, timeout)
+        let consumer: BaseConsumer<QuietContext> = client_config(endpoint, timeout)
             .set("group.id", &self.group)
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
@@ -289,10 +289,10 @@ impl MarkerTarget {
                 // below `end` carry no record.
                 Some(Err(RdKafkaError::PartitionEOF(_))) => return Ok(newest),
                 Some(Err(e)) => {
-                    return Err(KafkaError::Client {
-                        what: format!("cannot read the progress topic {topic}"),
-                        reason: reason(&e),
-                    });
+                    return Err(KafkaError::client(
+                        format!("cannot read the progress topic {topic}"),
+                        &e,
+                    ));
                 }
             }
         }

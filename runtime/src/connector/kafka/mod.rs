@@ -11,6 +11,7 @@ pub mod error_class;
 pub mod in_flight;
 pub mod marker;
 pub mod preflight;
+pub mod security;
 pub mod sink;
 pub mod source;
 pub mod transactional_producer;

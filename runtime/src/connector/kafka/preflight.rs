@@ -43,6 +43,8 @@ pub fn shared_settings<'a>(
             Some("transaction_timeout")
         } else if c.restart_budget != first.restart_budget {
             Some("restart_budget")
+        } else if c.security != first.security {
+            Some("security")
         } else {
             None
         };

@@ -48,7 +48,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
-use crate::connector::kafka::client::{QuietContext, client_config, retry_read, topic_partitions};
+use crate::connector::kafka::client::{
+    Endpoint, QuietContext, authenticate, client_config, retry_read, topic_partitions,
+};
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
@@ -233,9 +235,11 @@ impl KafkaSource {
         parallelism: usize,
         restored: Option<&[&SourcePosition]>,
     ) -> Result<Self, ConnectorError> {
-        let bootstrap = config.bootstrap()?;
+        let endpoint = config.endpoint()?;
         let timeout = config.connect_timeout;
-        let consumer = Arc::new(create_consumer(config, group, &bootstrap)?);
+        authenticate(&endpoint, timeout)?;
+        let consumer = Arc::new(create_consumer(config, group, &endpoint)?);
+        let bootstrap = endpoint.bootstrap;
         let mine = owned_partitions(&consumer, config, &bootstrap, subtask, parallelism)?;
         let restored = restored.map(KafkaPosition::merged).transpose()?;
         let committed =
@@ -283,8 +287,9 @@ impl KafkaSource {
             match e {
                 RdKafkaError::PartitionEOF(_) => {}
                 // librdkafka recovers from the others itself (a broker down, a rebalance
-                // of the coordinator); a fatal one leaves the consumer unusable.
-                e if classify(&e) == ErrorClass::Fatal => {
+                // of the coordinator); a fatal one leaves the consumer unusable, and a
+                // refused login or ACL (which librdkafka retries forever) never heals.
+                e if matches!(classify(&e), ErrorClass::Fatal | ErrorClass::Denied) => {
                     return Err(Self::fail("the consumer failed".to_owned(), &e).into());
                 }
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
@@ -298,9 +303,9 @@ impl KafkaSource {
 fn create_consumer(
     config: &KafkaSourceConfig,
     group: &str,
-    bootstrap: &str,
+    endpoint: &Endpoint,
 ) -> Result<BaseConsumer<QuietContext>, KafkaError> {
-    let mut client = client_config(bootstrap, config.connect_timeout);
+    let mut client = client_config(endpoint, config.connect_timeout);
     client
         .set("group.id", group)
         .set("enable.auto.commit", "false")
@@ -314,7 +319,7 @@ fn create_consumer(
         .set("auto.offset.reset", "earliest");
     client.create_with_context(QuietContext).map_err(|e| {
         KafkaError::client(
-            format!("cannot create a Kafka consumer for {bootstrap}"),
+            format!("cannot create a Kafka consumer for {}", endpoint.bootstrap),
             &e,
         )
     })
