@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::{ClientConfig, TopicPartitionList};
 
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify, is_denied};
@@ -137,6 +137,36 @@ pub fn retry_read<T>(
             other => return other,
         }
     }
+}
+
+/// The longest single wait of [`committed_offsets`] before it looks for a refusal.
+const OFFSET_FETCH_STEP: Duration = Duration::from_secs(1);
+
+/// The offsets `consumer`'s group committed for `partitions`, read as `retry_read`
+/// does, in steps of at most `OFFSET_FETCH_STEP`: between them the consumer's queue is
+/// searched for a refusal. librdkafka reports a group the principal may not use
+/// (GROUP_AUTHORIZATION_FAILED on FindCoordinator) only as an error event there and
+/// keeps looking for the coordinator, so without this the read would just time out.
+pub fn committed_offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: &TopicPartitionList,
+    timeout: Duration,
+) -> Result<TopicPartitionList, RdKafkaError> {
+    let deadline = Instant::now() + timeout;
+    retry_read(timeout, || {
+        let step = deadline
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_millis(1), OFFSET_FETCH_STEP);
+        let result = consumer.committed_offsets(partitions.clone(), step);
+        while let Some(event) = consumer.poll(Duration::ZERO) {
+            if let Err(e) = event
+                && is_denied(&e)
+            {
+                return Err(e);
+            }
+        }
+        result
+    })
 }
 
 /// The partition ids of `topic`, sorted; a missing topic or an unreachable broker is
@@ -292,6 +322,12 @@ pub fn broker_transaction_max_timeout_ms(
         Err(KafkaError::NotAuthorized { .. }) => return Ok(None),
         other => other?,
     };
+    // rust-rdkafka drops a resource's own error code and answers with no entries: a
+    // broker that may be described reports hundreds, so none at all is that error, for
+    // a client without DescribeConfigs on the cluster: CLUSTER_AUTHORIZATION_FAILED.
+    if resource.entries.is_empty() {
+        return Ok(None);
+    }
     let value = resource
         .get(TRANSACTION_MAX_TIMEOUT)
         .and_then(|e| e.value.clone())

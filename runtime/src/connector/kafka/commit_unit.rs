@@ -209,7 +209,9 @@ impl KafkaCommitUnit {
         if sink.delivery == DeliveryGuarantee::ExactlyOnce {
             match client::broker_transaction_max_timeout_ms(&admin, &bootstrap, timeout)? {
                 Some(max) => preflight::check_broker_max(sink, max)?,
-                None => tracing::info!(%bootstrap, "kafka sink: may not read the broker's transaction.max.timeout.ms (no DescribeConfigs on the cluster); the broker checks transaction_timeout when the producers initialise"),
+                None => {
+                    tracing::info!(%bootstrap, "kafka sink: may not read the broker's transaction.max.timeout.ms (no DescribeConfigs on the cluster); the broker checks transaction_timeout when the producers initialise")
+                }
             }
         }
         for (_, s) in &sinks {

@@ -182,7 +182,10 @@ pub fn reason(error: &RdKafkaError) -> String {
     match error {
         RdKafkaError::Transaction(e) => e.to_string(),
         RdKafkaError::MessageProduction(code)
+        | RdKafkaError::MessageConsumption(code)
+        | RdKafkaError::MessageConsumptionFatal(code)
         | RdKafkaError::MetadataFetch(code)
+        | RdKafkaError::Global(code)
         | RdKafkaError::AdminOp(code) => code.to_string(),
         other => other.to_string(),
     }

@@ -37,7 +37,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::kafka::client::{Endpoint, QuietContext, client_config, retry_read};
+use crate::connector::kafka::client::{Endpoint, QuietContext, client_config, committed_offsets};
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::source::KafkaPosition;
 use crate::record::CheckpointId;
@@ -187,10 +187,7 @@ impl MarkerTarget {
         for (t, p) in self.partitions() {
             tpl.add_partition(&t, p);
         }
-        let committed = retry_read(timeout, || {
-            consumer.committed_offsets(tpl.clone(), Duration::from_secs(5))
-        })
-        .map_err(|e| {
+        let committed = committed_offsets(consumer, &tpl, timeout).map_err(|e| {
             KafkaError::client(
                 format!("cannot read the committed offsets of group {}", self.group),
                 &e,

@@ -169,7 +169,10 @@ impl SecurityConfig {
 
     /// Makes relative `password_file` and `ca` paths relative to the spec's directory.
     pub fn resolve_paths(&mut self, base_dir: &Path) {
-        for path in [&mut self.password_file, &mut self.ca].into_iter().flatten() {
+        for path in [&mut self.password_file, &mut self.ca]
+            .into_iter()
+            .flatten()
+        {
             *path = base_dir.join(&*path);
         }
     }
@@ -220,9 +223,7 @@ impl SecurityConfig {
             };
         }
         let Some(path) = &self.password_file else {
-            return Err(refused(
-                "security: no password_env or password_file".into(),
-            ));
+            return Err(refused("security: no password_env or password_file".into()));
         };
         read_password_file(path).map_err(|reason| {
             refused(format!(

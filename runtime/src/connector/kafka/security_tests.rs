@@ -93,9 +93,15 @@ fn each_refusal_names_its_field() {
         assert!(!e.contains('\n'), "one line: {e}");
     }
     // Serde's own refusals: unknown keys, bad values, a missing protocol.
-    assert!(refusal("protocol = \"sasl_plaintext\"\npassword = \"x\"").contains("unknown field `password`"));
+    assert!(
+        refusal("protocol = \"sasl_plaintext\"\npassword = \"x\"")
+            .contains("unknown field `password`")
+    );
     assert!(refusal("protocol = \"tls\"").contains("unknown variant `tls`"));
-    assert!(refusal("protocol = \"sasl_ssl\"\nmechanism = \"GSSAPI\"").contains("unknown variant `GSSAPI`"));
+    assert!(
+        refusal("protocol = \"sasl_ssl\"\nmechanism = \"GSSAPI\"")
+            .contains("unknown variant `GSSAPI`")
+    );
     assert!(refusal("username = \"a\"").contains("missing field `protocol`"));
 }
 
@@ -187,8 +193,15 @@ fn the_password_file_is_read_at_resolve_and_never_quoted() {
     let security = c.resolve("kafka source").expect("resolves");
     let mut config = rdkafka::ClientConfig::new();
     security.apply(&mut config);
-    assert_eq!(config.get("sasl.password"), Some(SECRET), "one line break dropped");
-    assert_eq!(config.get("ssl.ca.location"), Some(dir.path().join("ca.pem").to_str().unwrap()));
+    assert_eq!(
+        config.get("sasl.password"),
+        Some(SECRET),
+        "one line break dropped"
+    );
+    assert_eq!(
+        config.get("ssl.ca.location"),
+        Some(dir.path().join("ca.pem").to_str().unwrap())
+    );
     assert!(!format!("{security:?}").contains(SECRET));
 
     let refused = |content: Option<&[u8]>| {
@@ -202,7 +215,10 @@ fn the_password_file_is_read_at_resolve_and_never_quoted() {
         e
     };
     let e = refused(None);
-    assert!(e.starts_with("kafka source: cannot read the Kafka password: security.password_file "), "{e}");
+    assert!(
+        e.starts_with("kafka source: cannot read the Kafka password: security.password_file "),
+        "{e}"
+    );
     assert!(refused(Some(b"\n")).ends_with(": empty"));
     let mut not_utf8 = SECRET.as_bytes().to_vec();
     not_utf8.push(0xff);
@@ -212,7 +228,12 @@ fn the_password_file_is_read_at_resolve_and_never_quoted() {
     assert!(refused(Some(&huge)).contains("not a password file"));
     let _ = std::fs::remove_file(&file);
     std::fs::create_dir(&file).expect("mkdir");
-    assert!(c.resolve("kafka source").expect_err("a dir").to_string().ends_with(": not a regular file"));
+    assert!(
+        c.resolve("kafka source")
+            .expect_err("a dir")
+            .to_string()
+            .ends_with(": not a regular file")
+    );
 }
 
 #[test]

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
-    Endpoint, QuietContext, authenticate, client_config, retry_read, topic_partitions,
+    self, Endpoint, QuietContext, authenticate, client_config, topic_partitions,
 };
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
@@ -446,13 +446,12 @@ fn committed_offsets(
     for (t, p) in partitions {
         tpl.add_partition(t, *p);
     }
-    let committed = retry_read(timeout, || consumer.committed_offsets(tpl.clone(), timeout))
-        .map_err(|e| {
-            KafkaError::client(
-                format!("cannot read the committed offsets from {bootstrap}"),
-                &e,
-            )
-        })?;
+    let committed = client::committed_offsets(consumer, &tpl, timeout).map_err(|e| {
+        KafkaError::client(
+            format!("cannot read the committed offsets from {bootstrap}"),
+            &e,
+        )
+    })?;
     Ok(committed
         .elements()
         .iter()
