@@ -70,8 +70,8 @@ pub struct KafkaSourceConfig {
     /// Several topics; their partitions are spread over the subtasks together.
     #[serde(default)]
     pub topics: Option<Vec<String>>,
-    /// Consumer group for committed offsets; default `weir.<pipeline>` (filled in by the
-    /// spec once the pipeline name is known). Offsets are committed only inside the
+    /// Consumer group for committed offsets; default `{transactional_prefix}<pipeline>`
+    /// (`KafkaNames::group`, filled in by the spec once the pipeline name is known). Offsets are committed only inside the
     /// sink's transactions, never by auto-commit.
     #[serde(default)]
     pub group: Option<String>,
@@ -131,7 +131,7 @@ impl KafkaSourceConfig {
         if self.group.as_deref() == Some("") {
             return Err(InvalidField::new(
                 "group",
-                "group must not be empty: remove it to use the default weir.<pipeline>",
+                "group must not be empty: remove it to use the default <transactional_prefix><pipeline>",
             ));
         }
         Ok(())
@@ -207,11 +207,6 @@ impl KafkaSinkConfig {
     pub fn bootstrap(&self) -> Result<String, KafkaError> {
         resolve_bootstrap(self.bootstrap.as_deref(), "kafka sink")
     }
-}
-
-/// The default consumer group of pipeline `pipeline`.
-pub fn default_group(pipeline: &str) -> String {
-    format!("{DEFAULT_TRANSACTIONAL_PREFIX}{pipeline}")
 }
 
 fn resolve_bootstrap(given: Option<&str>, what: &'static str) -> Result<String, KafkaError> {
