@@ -26,6 +26,7 @@ pub mod fault;
 pub mod metrics;
 pub mod pipeline;
 pub mod record;
+pub mod server;
 pub mod spec;
 pub mod state;
 pub mod storage;

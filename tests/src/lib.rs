@@ -184,6 +184,8 @@ pub fn toml_path(path: &Path) -> String {
 // ---------------------------------------------------------------------------------
 
 /// Kafka helpers for tests: topics, input, and reading output back.
+pub mod server;
+
 pub mod kafka {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, Ordering};

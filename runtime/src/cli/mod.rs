@@ -3,6 +3,7 @@
 pub mod checkpoints;
 pub mod compile_module;
 pub mod run;
+pub mod serve;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Check that a .wasm file is a weir guest component and print the world it targets.
     Validate(validate::ValidateArgs),
+    /// Run the multi-tenant hosting server (HTTP API, supervised pipelines).
+    Serve(serve::ServeArgs),
     /// List a pipeline's checkpoints: id, time, size, files added.
     Checkpoints(checkpoints::CheckpointsArgs),
     /// Internal: compile one module from stdin under CPU and memory limits (the child
@@ -38,6 +41,7 @@ impl Command {
         match self {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => serve::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Checkpoints(args) => checkpoints::execute(args).map(|()| ExitCode::SUCCESS),
             Command::CompileModule(args) => Ok(compile_module::execute(args)),
         }

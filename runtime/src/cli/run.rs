@@ -37,9 +37,19 @@ pub struct RunArgs {
     /// Do not show progress, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write the run's counters to this JSON file twice a second (for a supervisor).
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub status_file: Option<PathBuf>,
+    /// Run as the worker of supervisor process PID: die with it (SIGKILL when it
+    /// exits, whatever way), so a killed server leaves no orphan pipeline behind.
+    #[arg(long, value_name = "PID", hide = true)]
+    pub supervised_by: Option<i32>,
 }
 
 pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(supervisor) = args.supervised_by {
+        die_with(supervisor)?;
+    }
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let stop = stop_on_signals()?;
@@ -50,6 +60,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         show_progress,
         stop,
         compile_program: Some(super::this_program()?),
+        status_file: args.status_file,
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
@@ -84,6 +95,18 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(exit_code(signal)))
         }
     }
+}
+
+/// Asks the kernel for SIGKILL when the parent (the supervisor's thread that started
+/// this worker) ends, then checks the parent is still `supervisor`: had it ended before
+/// the request, the signal would never come.
+fn die_with(supervisor: i32) -> anyhow::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .context("cannot ask to die with the supervisor")?;
+    if nix::unistd::getppid().as_raw() != supervisor {
+        anyhow::bail!("the supervisor (pid {supervisor}) is gone; not starting");
+    }
+    Ok(())
 }
 
 /// A flag set to the signal's number by the first SIGINT or SIGTERM; the second one

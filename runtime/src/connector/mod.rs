@@ -44,10 +44,10 @@ pub fn open_source(
         SourceConfig::Stdin(c) => Box::new(StdinSource::open(c, subtask, own)?),
         SourceConfig::Kafka(c) => {
             // The spec fills in the default group (it knows the pipeline's name).
-            let group = c
-                .group
-                .clone()
-                .unwrap_or_else(|| kafka::config::default_group("pipeline"));
+            let group = c.group.clone().unwrap_or_else(|| {
+                kafka::KafkaNames::new(kafka::config::DEFAULT_TRANSACTIONAL_PREFIX, "pipeline")
+                    .group()
+            });
             Box::new(kafka::KafkaSource::open(
                 c,
                 &group,

@@ -61,6 +61,9 @@ enum Pre {
 pub struct GuestModule {
     name: Arc<str>,
     sha256: String,
+    /// The component's export and import names, in its order.
+    exports: Vec<String>,
+    imports: Vec<String>,
     pre: Pre,
     /// Keeps deadlines firing while this module or its instances live.
     ticker: Arc<EpochTicker>,
@@ -146,6 +149,14 @@ impl GuestModule {
             reason,
         };
         let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(engine.engine())
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        let imports: Vec<String> = ty
+            .imports(engine.engine())
+            .map(|(n, _)| n.to_owned())
+            .collect();
         let world = world_of(ty.exports(engine.engine()).map(|(n, _)| n)).map_err(invalid)?;
         let forbidden = forbidden_imports(ty.imports(engine.engine()).map(|(n, _)| n));
         if !forbidden.is_empty() {
@@ -181,6 +192,8 @@ impl GuestModule {
         Ok(GuestModule {
             name: name.into(),
             sha256,
+            exports,
+            imports,
             pre,
             ticker: engine.ticker().clone(),
         })
@@ -194,6 +207,16 @@ impl GuestModule {
     /// Hex SHA-256 of the component's bytes.
     pub fn sha256_hex(&self) -> &str {
         &self.sha256
+    }
+
+    /// The component's exports (interface or function names), in its order.
+    pub fn exports(&self) -> &[String] {
+        &self.exports
+    }
+
+    /// The component's imports, in its order.
+    pub fn imports(&self) -> &[String] {
+        &self.imports
     }
 
     pub fn world(&self) -> World {

@@ -5,6 +5,7 @@
 //! Exactly-once is a property of committed output, never of these numbers.
 
 pub mod progress;
+pub mod status_file;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,7 +28,7 @@ pub struct PipelineMetrics {
 }
 
 /// A point-in-time copy of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MetricsSnapshot {
     pub records_in: u64,
     pub records_out: u64,

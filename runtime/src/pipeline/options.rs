@@ -22,6 +22,8 @@ pub struct RunOptions {
     /// The `weir` binary, to compile each module in a child process under the spec's
     /// `compile_cpu` and `compile_memory`; `None` compiles in this process, unbounded.
     pub compile_program: Option<PathBuf>,
+    /// Write the counters to this file twice a second (see `metrics::status_file`).
+    pub status_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]

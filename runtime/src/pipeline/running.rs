@@ -22,6 +22,7 @@ use crate::dataflow::task::TaskContext;
 use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::progress::Progress;
+use crate::metrics::status_file::StatusFile;
 use crate::pipeline::build::{self, BuildContext};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::options::{RunOptions, RunSummary};
@@ -38,6 +39,7 @@ pub struct RunningPipeline {
     stop: Arc<AtomicUsize>,
     metrics: Arc<PipelineMetrics>,
     progress: Option<Progress>,
+    status_file: Option<StatusFile>,
     restored_from: Option<CheckpointId>,
     _lock: StateDirLock,
 }
@@ -116,6 +118,10 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         progress: options
             .show_progress
             .then(|| Progress::start(metrics.clone())),
+        status_file: options
+            .status_file
+            .clone()
+            .map(|path| StatusFile::start(metrics.clone(), path)),
         metrics,
         restored_from: restored.map(|m| m.id),
         _lock: lock,
@@ -142,6 +148,7 @@ impl RunningPipeline {
             let _ = task.join();
         }
         drop(self.progress);
+        drop(self.status_file);
         let end = outcome.map_err(|message| PipelineError::CoordinatorPanicked {
             pipeline: self.pipeline.clone(),
             message,

@@ -89,7 +89,8 @@
 //! topic = "clicks"          # required (or topics = ["a", "b"]); must exist
 //! bootstrap = "host:9092"   # default: $KAFKA_BOOTSTRAP
 //! group = "weir.<name>"     # consumer group the sink commits offsets to; default
-//!                           # "weir.<pipeline name>"
+//!                           # "<transactional_prefix><pipeline name>": the Kafka
+//!                           # sinks' prefix ("weir." without one) namespaces it
 //! start = "committed"       # "earliest", "latest" or "committed" (the group's offsets,
 //!                           # else earliest); only without a checkpoint to resume from
 //! bounded = false           # true: stop at the end offsets seen at start

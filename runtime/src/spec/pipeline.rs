@@ -14,6 +14,7 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeTable;
 
+use crate::connector::kafka::KafkaNames;
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
 use crate::spec::error::{Located, SpecError};
@@ -287,7 +288,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
     let steps = parse_steps(steps, base_dir)?;
     let sinks = parse_sinks(sinks, base_dir)?;
     let dirs = Dirs::resolve(&raw, base_dir);
-    default_kafka_groups(&mut sources, &raw.name);
+    default_kafka_groups(&mut sources, &sinks, &raw.name);
     Ok(PipelineSpec {
         name: raw.name,
         parallelism,
@@ -445,12 +446,17 @@ impl Dirs {
     }
 }
 
-/// A Kafka source's consumer group defaults to one derived from the pipeline name.
-fn default_kafka_groups(sources: &mut [SourceSpec], pipeline: &str) {
+/// A Kafka source's consumer group defaults to the pipeline's group in its Kafka
+/// namespace (`KafkaNames::group`: the sinks' transactional prefix and its name).
+fn default_kafka_groups(sources: &mut [SourceSpec], sinks: &[SinkSpec], pipeline: &str) {
+    let kafka_sinks = sinks.iter().filter_map(|s| match s {
+        SinkSpec::Kafka(c) => Some(c),
+        _ => None,
+    });
+    let group = KafkaNames::for_sinks(pipeline, kafka_sinks).group();
     for source in sources {
         if let SourceConfig::Kafka(c) = &mut source.config {
-            c.group
-                .get_or_insert_with(|| crate::connector::kafka::config::default_group(pipeline));
+            c.group.get_or_insert_with(|| group.clone());
         }
     }
 }

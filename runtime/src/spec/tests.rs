@@ -424,6 +424,34 @@ fn missing_sources_or_sinks() {
 }
 
 #[test]
+fn a_custom_transactional_prefix_namespaces_the_default_source_group() {
+    let kafka = MINIMAL
+        .replace(
+            "type = \"generator\"\ncount = 10",
+            "type = \"kafka\"\ntopic = \"team-a.in\"",
+        )
+        .replace(
+            "type = \"stdout\"",
+            "type = \"kafka\"\ntopic = \"team-a.out\"\ntransactional_prefix = \"team-a.\"",
+        );
+    let spec = parse(&kafka).expect("kafka spec parses");
+    let SourceConfig::Kafka(c) = &spec.sources[0].config else {
+        panic!("not a kafka source");
+    };
+    assert_eq!(c.group.as_deref(), Some("team-a.p"));
+    // An explicit group stays the spec's.
+    let named = kafka.replace(
+        "topic = \"team-a.in\"",
+        "topic = \"team-a.in\"\ngroup = \"g\"",
+    );
+    let spec = parse(&named).expect("kafka spec parses");
+    let SourceConfig::Kafka(c) = &spec.sources[0].config else {
+        panic!("not a kafka source");
+    };
+    assert_eq!(c.group.as_deref(), Some("g"));
+}
+
+#[test]
 fn connector_types() {
     // Kafka: typed configs; the source's group defaults to one named for the pipeline.
     let kafka = MINIMAL

@@ -24,13 +24,12 @@ use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
 };
-use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig, default_group};
+use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced};
 use crate::connector::kafka::in_flight::InFlight;
-use crate::connector::kafka::marker::{
-    FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG, progress_topic,
-};
+use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
+use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::record::CheckpointId;
@@ -594,10 +593,8 @@ impl ExactlyOnceOpener<'_> {
     fn slots(&self) -> Result<[Slot; 2], KafkaError> {
         let (spec, sink) = (self.spec, self.sink);
         let slots = [0, 1].map(|i| {
-            let id = format!(
-                "{}{}.{LOCAL_UNIT}.{i}",
-                sink.transactional_prefix, spec.name
-            );
+            let id = KafkaNames::new(&sink.transactional_prefix, &spec.name)
+                .transactional_id(LOCAL_UNIT, i);
             let mut config = producer_config(sink, self.endpoint);
             config.set("transactional.id", &id).set(
                 "transaction.timeout.ms",
@@ -809,13 +806,14 @@ fn marker_target(
     endpoint: &Endpoint,
 ) -> Result<MarkerTarget, KafkaError> {
     let bootstrap = endpoint.bootstrap.as_str();
+    let names = KafkaNames::new(&sink.transactional_prefix, &spec.name);
     let mut target = MarkerTarget {
         pipeline: spec.name.clone(),
         unit: LOCAL_UNIT.into(),
-        group: format!("{}{}", sink.transactional_prefix, spec.name),
+        group: names.group(),
         sources: Vec::new(),
         source_partitions: Vec::new(),
-        progress_topic: progress_topic(&sink.transactional_prefix, &spec.name),
+        progress_topic: names.progress_topic(),
     };
     for (s, source) in spec.sources.iter().enumerate() {
         let SourceConfig::Kafka(c) = &source.config else {
@@ -824,7 +822,7 @@ fn marker_target(
         if c.bootstrap()? != bootstrap {
             continue;
         }
-        let group = c.group.clone().unwrap_or_else(|| default_group(&spec.name));
+        let group = c.group.clone().unwrap_or_else(|| names.group());
         if target.sources.is_empty() {
             target.group = group.clone();
         } else if target.group != group {

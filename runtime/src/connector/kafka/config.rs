@@ -73,8 +73,8 @@ pub struct KafkaSourceConfig {
     /// Several topics; their partitions are spread over the subtasks together.
     #[serde(default)]
     pub topics: Option<Vec<String>>,
-    /// Consumer group for committed offsets; default `weir.<pipeline>` (filled in by the
-    /// spec once the pipeline name is known). Offsets are committed only inside the
+    /// Consumer group for committed offsets; default `{transactional_prefix}<pipeline>`
+    /// (`KafkaNames::group`, filled in by the spec once the pipeline name is known). Offsets are committed only inside the
     /// sink's transactions, never by auto-commit.
     #[serde(default)]
     pub group: Option<String>,
@@ -138,7 +138,7 @@ impl KafkaSourceConfig {
         if self.group.as_deref() == Some("") {
             return Err(InvalidField::new(
                 "group",
-                "group must not be empty: remove it to use the default weir.<pipeline>",
+                "group must not be empty: remove it to use the default <transactional_prefix><pipeline>",
             ));
         }
         validate_security(self.security.as_ref())
@@ -228,11 +228,6 @@ impl KafkaSinkConfig {
     pub fn endpoint(&self) -> Result<Endpoint, KafkaError> {
         resolve_endpoint(self.bootstrap()?, self.security.as_ref(), "kafka sink")
     }
-}
-
-/// The default consumer group of pipeline `pipeline`.
-pub fn default_group(pipeline: &str) -> String {
-    format!("{DEFAULT_TRANSACTIONAL_PREFIX}{pipeline}")
 }
 
 fn resolve_bootstrap(given: Option<&str>, what: &'static str) -> Result<String, KafkaError> {

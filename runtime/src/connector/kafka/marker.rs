@@ -42,11 +42,6 @@ use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::source::KafkaPosition;
 use crate::record::CheckpointId;
 
-/// The progress topic of `pipeline` under a transactional prefix.
-pub fn progress_topic(prefix: &str, pipeline: &str) -> String {
-    format!("{prefix}{pipeline}.progress")
-}
-
 /// Topic configuration of a progress topic: compaction keeps the latest marker forever.
 pub const PROGRESS_TOPIC_CONFIG: [(&str, &str); 2] =
     [("cleanup.policy", "compact"), ("segment.ms", "3600000")];
@@ -352,7 +347,8 @@ mod tests {
             group: "weir.wc".into(),
             sources: vec![],
             source_partitions: vec![],
-            progress_topic: progress_topic("weir.", "wc"),
+            progress_topic: crate::connector::kafka::KafkaNames::new("weir.", "wc")
+                .progress_topic(),
         }
     }
 

@@ -1,0 +1,112 @@
+//! Admin routes (`/v1/admin`, admin token): tenants and their tokens.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use crate::server::app::{AdminAuth, SharedApp};
+use crate::server::catalog::{DeleteOutcome, TenantRow};
+use crate::server::config::quotas_over;
+use crate::server::error::ApiError;
+use crate::server::ids;
+use crate::server::tokens;
+use crate::server::wire::{CreateTenant, ErrorBody, IssuedToken, Tenant};
+
+pub fn tenant_view(app: &SharedApp, row: TenantRow) -> Tenant {
+    Tenant {
+        kafka_prefix: app.namespace(&row.id).kafka_prefix(),
+        quotas: quotas_over(&row.quotas, &app.config.quotas),
+        kafka_principal: row.kafka_principal,
+        tokens: row.tokens,
+        created_at: row.created_at,
+        id: row.id,
+    }
+}
+
+/// Create a tenant.
+#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", request_body = CreateTenant,
+    security(("bearer" = [])),
+    responses((status = 201, body = Tenant), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn create_tenant(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+    Json(body): Json<CreateTenant>,
+) -> Result<(StatusCode, Json<Tenant>), ApiError> {
+    let id = ids::tenant_id(&body.id)?;
+    if !app.catalog.put_tenant(id, &body.quotas, None, false)? {
+        return Err(ApiError::conflict(format!("tenant {id:?} exists")));
+    }
+    let row = app
+        .catalog
+        .tenant(id)?
+        .ok_or_else(|| ApiError::not_found("tenant", id))?;
+    Ok((StatusCode::CREATED, Json(tenant_view(&app, row))))
+}
+
+/// List tenants.
+#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", security(("bearer" = [])),
+    responses((status = 200, body = [Tenant]), (status = 401, body = ErrorBody)))]
+pub async fn list_tenants(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+) -> Result<Json<Vec<Tenant>>, ApiError> {
+    let rows = app.catalog.tenants()?;
+    Ok(Json(
+        rows.into_iter().map(|r| tenant_view(&app, r)).collect(),
+    ))
+}
+
+/// Delete a tenant (refused while it has pipelines).
+#[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin", security(("bearer" = [])),
+    params(("id" = String, Path, description = "tenant id")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)))]
+pub async fn delete_tenant(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = ids::tenant_id(&id)?;
+    let modules = app.catalog.modules(id)?;
+    match app.catalog.delete_tenant(id)? {
+        DeleteOutcome::Deleted => {
+            for m in modules {
+                if !app.catalog.module_in_store(&m.id)? {
+                    app.store.remove(&m.id);
+                }
+            }
+            Ok(StatusCode::NO_CONTENT)
+        }
+        DeleteOutcome::Missing => Err(ApiError::not_found("tenant", id)),
+        DeleteOutcome::InUse(what) => Err(ApiError::conflict(format!(
+            "tenant {id:?} still has {}: delete them first",
+            what.join(", ")
+        ))),
+    }
+}
+
+/// Issue an API token for a tenant. The token is shown once; only its hash is kept.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/tokens", tag = "admin", security(("bearer" = [])),
+    params(("id" = String, Path, description = "tenant id")),
+    responses((status = 201, body = IssuedToken), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn issue_token(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<IssuedToken>), ApiError> {
+    let id = ids::tenant_id(&id)?;
+    if app.catalog.tenant(id)?.is_none() {
+        return Err(ApiError::not_found("tenant", id));
+    }
+    let token = tokens::generate();
+    app.catalog.add_token(id, &token.key, &token.secret_hash)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(IssuedToken {
+            tenant: id.to_owned(),
+            token: token.token,
+        }),
+    ))
+}

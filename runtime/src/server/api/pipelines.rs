@@ -1,0 +1,314 @@
+//! Pipeline routes (`/v1/pipelines`, tenant token): create, list, status, start, stop,
+//! savepoint, upgrade, delete.
+//!
+//! A stop (and a savepoint, which is a stop that reports its checkpoint) answers once
+//! the worker has taken its final checkpoint and exited; an upgrade starts from that
+//! savepoint with the new modules and the old state.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+
+use crate::server::app::{SharedApp, TenantAuth};
+use crate::server::catalog::{PipelineRow, TenantRow, now};
+use crate::server::config::quotas_over;
+use crate::server::error::{ApiError, ServerError};
+use crate::server::ids;
+use crate::server::wire::{
+    CreatePipeline, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline,
+};
+use crate::server::worker::{last_complete_checkpoint, read_status};
+
+pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
+    let dir = app.namespace(&row.tenant).pipeline_dir(&row.name);
+    let counters = read_status(&dir).unwrap_or_default();
+    PipelineStatus {
+        state: row.state,
+        desired: row.desired,
+        modules: row.modules,
+        last_complete_checkpoint: last_complete_checkpoint(&dir),
+        last_committed_checkpoint: (counters.last_checkpoint_id > 0)
+            .then_some(counters.last_checkpoint_id),
+        records_in: counters.records_in,
+        records_out: counters.records_out,
+        dead_letters: counters.dead_letters,
+        consumer_lag: None,
+        restarts: row.restarts,
+        last_error: row.last_error,
+        savepoint: row.savepoint,
+        created_at: row.created_at,
+        name: row.name,
+    }
+}
+
+fn find(app: &SharedApp, tenant: &TenantRow, name: &str) -> Result<PipelineRow, ApiError> {
+    let name = ids::pipeline_name(name)?;
+    app.catalog
+        .pipeline(&tenant.id, name)?
+        .ok_or_else(|| ApiError::not_found("pipeline", name))
+}
+
+fn current(
+    app: &SharedApp,
+    tenant: &TenantRow,
+    name: &str,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    Ok(Json(status(app, find(app, tenant, name)?)))
+}
+
+/// Create a pipeline from a spec (and start it, unless `start` is false).
+#[utoipa::path(post, path = "/v1/pipelines", tag = "pipelines", security(("bearer" = [])),
+    request_body = CreatePipeline,
+    responses((status = 201, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn create(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Json(body): Json<CreatePipeline>,
+) -> Result<(StatusCode, Json<PipelineStatus>), ApiError> {
+    let hosted = app.hosted_spec(&tenant, &body.spec)?;
+    let quota = quotas_over(&tenant.quotas, &app.config.quotas)
+        .pipelines
+        .unwrap_or(u32::MAX);
+    if app.catalog.pipelines(&tenant.id)?.len() >= quota as usize {
+        return Err(ApiError::conflict(format!(
+            "you have {quota} pipelines, your quota: delete one first"
+        )));
+    }
+    let row = PipelineRow {
+        tenant: tenant.id.clone(),
+        name: hosted.name.clone(),
+        spec: body.spec,
+        modules: hosted.modules,
+        desired: if body.start { "running" } else { "stopped" }.into(),
+        state: if body.start {
+            PipelineState::Starting
+        } else {
+            PipelineState::Stopped
+        },
+        restarts: 0,
+        last_error: None,
+        savepoint: None,
+        start_from: None,
+        created_at: now(),
+    };
+    if !app.catalog.add_pipeline(&row)? {
+        return Err(ApiError::conflict(format!(
+            "pipeline {:?} exists",
+            row.name
+        )));
+    }
+    if body.start {
+        app.start_pipeline(&tenant, &row)?;
+    }
+    Ok((StatusCode::CREATED, current(&app, &tenant, &row.name)?))
+}
+
+/// List your pipelines.
+#[utoipa::path(get, path = "/v1/pipelines", tag = "pipelines", security(("bearer" = [])),
+    responses((status = 200, body = [PipelineStatus]), (status = 401, body = ErrorBody)))]
+pub async fn list(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+) -> Result<Json<Vec<PipelineStatus>>, ApiError> {
+    let rows = app.catalog.pipelines(&tenant.id)?;
+    Ok(Json(rows.into_iter().map(|r| status(&app, r)).collect()))
+}
+
+/// A pipeline's status.
+#[utoipa::path(get, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")),
+    responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    current(&app, &tenant, &name)
+}
+
+/// Start a pipeline (resuming from its last committed checkpoint).
+#[utoipa::path(post, path = "/v1/pipelines/{name}/start", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")),
+    responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn start(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    let mut row = find(&app, &tenant, &name)?;
+    if !app.supervisor.is_supervised(&tenant.id, &row.name) {
+        row.desired = "running".into();
+        row.state = PipelineState::Starting;
+        row.restarts = 0;
+        row.last_error = None;
+        app.catalog.update_pipeline(&row)?;
+        app.start_pipeline(&tenant, &row)?;
+    }
+    current(&app, &tenant, &row.name)
+}
+
+/// Stops the worker (final checkpoint) and records the desired state `stopped`.
+async fn stop_worker(
+    app: &SharedApp,
+    tenant: &TenantRow,
+    name: &str,
+) -> Result<PipelineRow, ApiError> {
+    let mut row = find(app, tenant, name)?;
+    row.desired = "stopped".into();
+    app.catalog.update_pipeline(&row)?;
+    let (stopping, t, n) = (app.clone(), tenant.id.clone(), row.name.clone());
+    tokio::task::spawn_blocking(move || stopping.supervisor.stop(&t, &n))
+        .await
+        .map_err(|e| ServerError::Other(format!("stop: {e}")))?;
+    find(app, tenant, &row.name)
+}
+
+/// Stop a pipeline after one more committed checkpoint.
+#[utoipa::path(post, path = "/v1/pipelines/{name}/stop", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")),
+    responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn stop(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    let row = stop_worker(&app, &tenant, &name).await?;
+    Ok(Json(status(&app, row)))
+}
+
+/// Stop with a savepoint: stop after one more committed checkpoint and keep it as the
+/// savepoint an upgrade starts from.
+#[utoipa::path(post, path = "/v1/pipelines/{name}/savepoint", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")),
+    responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)))]
+pub async fn savepoint(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    let mut row = stop_worker(&app, &tenant, &name).await?;
+    let dir = app.namespace(&tenant.id).pipeline_dir(&row.name);
+    row.savepoint = last_complete_checkpoint(&dir);
+    if row.savepoint.is_none() {
+        return Err(ApiError::conflict(format!(
+            "pipeline {:?} has no checkpoint yet to keep as a savepoint",
+            row.name
+        )));
+    }
+    app.catalog.update_pipeline(&row)?;
+    Ok(Json(status(&app, row)))
+}
+
+/// Upgrade a stopped pipeline's modules and start it from its savepoint, keeping state.
+#[utoipa::path(post, path = "/v1/pipelines/{name}/upgrade", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")), request_body = UpgradePipeline,
+    responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)))]
+pub async fn upgrade(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+    Json(body): Json<UpgradePipeline>,
+) -> Result<Json<PipelineStatus>, ApiError> {
+    let mut row = find(&app, &tenant, &name)?;
+    if app.supervisor.is_supervised(&tenant.id, &row.name) {
+        return Err(ApiError::conflict(
+            "the pipeline is running: take a savepoint first (it stops the pipeline)",
+        ));
+    }
+    let Some(savepoint) = row.savepoint else {
+        return Err(ApiError::conflict(
+            "the pipeline has no savepoint: take one first",
+        ));
+    };
+    for (step, id) in &body.modules {
+        replace_module(&app, &tenant, &mut row, step, id)?;
+    }
+    // Checked (and the new module paths resolved) before anything is recorded.
+    app.hosted_spec(&tenant, &row.spec)?;
+    row.start_from = Some(savepoint);
+    row.desired = "running".into();
+    row.state = PipelineState::Starting;
+    row.restarts = 0;
+    row.last_error = None;
+    app.catalog.update_pipeline(&row)?;
+    app.start_pipeline(&tenant, &row)?;
+    // Only this start resumes from the savepoint; later restarts from their own.
+    row.start_from = None;
+    app.catalog.update_pipeline(&row)?;
+    current(&app, &tenant, &row.name)
+}
+
+fn replace_module(
+    app: &SharedApp,
+    tenant: &TenantRow,
+    row: &mut PipelineRow,
+    step: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    let step = ids::step_name(step)?;
+    let id = ids::module_id(id)?;
+    let Some(old) = row.modules.get(step) else {
+        return Err(ApiError::bad_request(format!(
+            "pipeline {:?} has no step {step:?}",
+            row.name
+        )));
+    };
+    let new = app
+        .catalog
+        .module(&tenant.id, id)?
+        .ok_or_else(|| ApiError::not_found("module", id))?;
+    let old_world = app.catalog.module(&tenant.id, old)?.map(|m| m.world);
+    if old_world.as_deref() != Some(new.world.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "step {step:?}: module {id} is a {}, the step's module a {}",
+            new.world,
+            old_world.unwrap_or_else(|| "deleted module".into())
+        )));
+    }
+    let steps = row.spec.get_mut("steps").and_then(|s| s.as_array_mut());
+    for (i, s) in steps.into_iter().flatten().enumerate() {
+        let key = s
+            .get("name")
+            .and_then(|n| n.as_str())
+            .map_or_else(|| format!("step-{i}"), str::to_owned);
+        if key == step {
+            s["module"] = serde_json::json!(id);
+        }
+    }
+    row.modules.insert(step.to_owned(), id.to_owned());
+    Ok(())
+}
+
+/// Delete a pipeline: its worker is killed, its state and checkpoints removed.
+#[utoipa::path(delete, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "pipeline name")),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(app): State<SharedApp>,
+    TenantAuth(tenant): TenantAuth,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let row = find(&app, &tenant, &name)?;
+    let (deleting, t, n) = (app.clone(), tenant.id.clone(), row.name.clone());
+    tokio::task::spawn_blocking(move || {
+        deleting.supervisor.kill(&t, &n);
+        let dir = deleting.namespace(&t).pipeline_dir(&n);
+        std::fs::remove_dir_all(dir.root()).or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(ServerError::io("cannot remove", dir.root(), e)),
+        })
+    })
+    .await
+    .map_err(|e| ServerError::Other(format!("delete: {e}")))??;
+    app.catalog.delete_pipeline(&tenant.id, &row.name)?;
+    Ok(StatusCode::NO_CONTENT)
+}

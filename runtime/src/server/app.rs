@@ -1,0 +1,211 @@
+//! The server's shared state (`App`) and the steps every handler shares: who is
+//! calling (`TenantAuth`, `AdminAuth`), and how a pipeline is prepared and started.
+//!
+//! Invariants:
+//! - Every `/v1` route except the admin ones takes a `TenantAuth`, and every catalog
+//!   query it makes is by that tenant: the tenant is the token's, never the request's.
+//! - Admin routes take an `AdminAuth`: the admin token, compared in constant time.
+//! - A pipeline's spec is regenerated from the tenant's JSON at every start, so the
+//!   worker always runs with the current namespace, quotas and module paths.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde_json::json;
+
+use crate::server::catalog::{Catalog, PipelineRow, TenantRow};
+use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
+use crate::server::error::{ApiError, ServerError};
+use crate::server::hosted_spec::{HostedContext, HostedSpec, KafkaAccess, WORKER_PASSWORD_ENV};
+use crate::server::metrics::ServerMetrics;
+use crate::server::module_store::ModuleStore;
+use crate::server::namespace::TenantNamespace;
+use crate::server::supervisor::Supervisor;
+use crate::server::tokens;
+use crate::server::worker::Launch;
+
+#[derive(Debug)]
+pub struct App {
+    pub config: ServerConfig,
+    pub catalog: Arc<Catalog>,
+    pub store: ModuleStore,
+    pub supervisor: Supervisor,
+    pub metrics: Arc<ServerMetrics>,
+    /// The `weir` executable the workers run.
+    pub program: PathBuf,
+    pub ready: AtomicBool,
+}
+
+pub type SharedApp = Arc<App>;
+
+/// The tenant a request's token belongs to.
+#[derive(Debug, Clone)]
+pub struct TenantAuth(pub TenantRow);
+
+/// A request bearing the admin token.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminAuth;
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+impl FromRequestParts<SharedApp> for TenantAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &SharedApp) -> Result<Self, ApiError> {
+        let (key, secret) = bearer(parts)
+            .and_then(tokens::split)
+            .ok_or_else(ApiError::unauthorized)?;
+        let (tenant, hash) = app.catalog.token(key)?.ok_or_else(ApiError::unauthorized)?;
+        if !tokens::verify(secret, &hash) {
+            return Err(ApiError::unauthorized());
+        }
+        let row = app
+            .catalog
+            .tenant(&tenant)?
+            .ok_or_else(ApiError::unauthorized)?;
+        Ok(TenantAuth(row))
+    }
+}
+
+impl FromRequestParts<SharedApp> for AdminAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &SharedApp) -> Result<Self, ApiError> {
+        match bearer(parts) {
+            Some(t) if tokens::equal(t, &app.config.admin_token) => Ok(AdminAuth),
+            _ => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+impl App {
+    pub fn namespace(&self, tenant: &str) -> TenantNamespace {
+        TenantNamespace::new(&self.config.data_dir, tenant)
+    }
+
+    fn tenant_config(&self, tenant: &str) -> Option<&TenantConfig> {
+        self.config.tenants.iter().find(|t| t.id == tenant)
+    }
+
+    /// How the tenant's workers reach Kafka: the server's cluster, with the tenant's
+    /// own principal when the config gives it one.
+    fn kafka_access(&self, tenant: &str) -> KafkaAccess {
+        let kafka = &self.config.kafka;
+        let security = self
+            .tenant_config(tenant)
+            .and_then(|t| t.kafka.as_ref())
+            .map(|k| {
+                json!({
+                    "protocol": kafka.protocol.as_deref().unwrap_or("sasl_plaintext"),
+                    "mechanism": kafka.mechanism.as_deref().unwrap_or("SCRAM-SHA-256"),
+                    "username": k.username,
+                    "password_env": WORKER_PASSWORD_ENV,
+                })
+            });
+        KafkaAccess {
+            bootstrap: kafka
+                .bootstrap
+                .clone()
+                .or_else(|| std::env::var(crate::connector::kafka::config::BOOTSTRAP_ENV).ok()),
+            security,
+        }
+    }
+
+    /// The tenant's Kafka password, for its worker's environment.
+    fn kafka_password(&self, tenant: &str) -> Result<Vec<(String, String)>, ApiError> {
+        let Some(k) = self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()) else {
+            return Ok(Vec::new());
+        };
+        let password = match (&k.password_env, &k.password_file) {
+            (Some(var), _) => std::env::var(var).map_err(|_| {
+                ServerError::Other(format!(
+                    "tenant {tenant}: environment variable {var} (its Kafka password) is not set"
+                ))
+            })?,
+            (None, Some(file)) => std::fs::read_to_string(file)
+                .map_err(|e| ServerError::io("cannot read the Kafka password of tenant", file, e))?
+                .trim()
+                .to_owned(),
+            (None, None) => return Ok(Vec::new()),
+        };
+        Ok(vec![(WORKER_PASSWORD_ENV.to_owned(), password)])
+    }
+
+    /// Checks a tenant's spec and completes it in its namespace.
+    pub fn hosted_spec(
+        &self,
+        tenant: &TenantRow,
+        spec: &serde_json::Value,
+    ) -> Result<HostedSpec, ApiError> {
+        let namespace = self.namespace(&tenant.id);
+        let quotas = quotas_over(&tenant.quotas, &self.config.quotas);
+        let kafka = self.kafka_access(&tenant.id);
+        let module_path = |id: &str| -> Option<PathBuf> {
+            match self.catalog.module(&tenant.id, id) {
+                Ok(Some(_)) => Some(self.store.path(id)),
+                _ => None,
+            }
+        };
+        HostedSpec::build(
+            spec,
+            &HostedContext {
+                namespace: &namespace,
+                quotas: &quotas,
+                kafka: &kafka,
+                module_path: &module_path,
+            },
+        )
+    }
+
+    /// Writes the pipeline's generated spec and starts supervising its worker.
+    pub fn start_pipeline(&self, tenant: &TenantRow, row: &PipelineRow) -> Result<(), ApiError> {
+        let hosted = self.hosted_spec(tenant, &row.spec)?;
+        let dir = self.namespace(&tenant.id).pipeline_dir(&row.name);
+        std::fs::create_dir_all(dir.root())
+            .map_err(|e| ServerError::io("cannot create", dir.root(), e))?;
+        std::fs::write(dir.spec(), hosted.toml)
+            .map_err(|e| ServerError::io("cannot write", &dir.spec(), e))?;
+        let launch = Launch {
+            program: self.program.clone(),
+            dir,
+            env: self.kafka_password(&tenant.id)?,
+            from_checkpoint: row.start_from,
+        };
+        self.supervisor
+            .start(&tenant.id, &row.name, launch)
+            .map_err(|e| ApiError::from(ServerError::Other(e)))
+    }
+
+    /// Starts every pipeline whose desired state is running (at server start).
+    pub fn resume_pipelines(&self) -> Result<usize, ServerError> {
+        let mut started = 0;
+        for row in self.catalog.all_pipelines()? {
+            if row.desired != "running" {
+                continue;
+            }
+            let Some(tenant) = self.catalog.tenant(&row.tenant)? else {
+                continue;
+            };
+            match self.start_pipeline(&tenant, &row) {
+                Ok(()) => started += 1,
+                Err(e) => {
+                    tracing::error!(tenant = %row.tenant, pipeline = %row.name, error = %e.message(), "cannot resume pipeline")
+                }
+            }
+        }
+        self.ready.store(true, Ordering::SeqCst);
+        Ok(started)
+    }
+}

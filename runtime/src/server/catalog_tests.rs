@@ -1,0 +1,116 @@
+use super::*;
+
+fn module(id: &str) -> Module {
+    Module {
+        id: id.into(),
+        name: "m".into(),
+        world: "mapper".into(),
+        exports: vec!["weir:transform/map".into()],
+        imports: vec![],
+        size: 100,
+        uploaded_at: now(),
+    }
+}
+
+fn pipeline(tenant: &str, name: &str, module: &str) -> PipelineRow {
+    PipelineRow {
+        tenant: tenant.into(),
+        name: name.into(),
+        spec: serde_json::json!({"name": name}),
+        modules: BTreeMap::from([("step-0".to_owned(), module.to_owned())]),
+        desired: "running".into(),
+        state: PipelineState::Starting,
+        restarts: 0,
+        last_error: None,
+        savepoint: None,
+        start_from: None,
+        created_at: now(),
+    }
+}
+
+#[test]
+fn the_catalog_survives_a_reopen_at_the_same_schema_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("catalog.sqlite");
+    {
+        let c = Catalog::open(&path).expect("open");
+        assert!(
+            c.put_tenant("a", &Quotas::default(), None, false)
+                .expect("put")
+        );
+        c.add_token("a", "k1", "h1").expect("token");
+        assert!(c.add_module("a", &module("m1")).expect("module"));
+        assert!(c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline"));
+    }
+    let c = Catalog::open(&path).expect("reopen");
+    let version: usize = c
+        .conn()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, MIGRATIONS.len());
+    assert_eq!(c.tenants().expect("tenants")[0].tokens, 1);
+    assert_eq!(
+        c.token("k1").expect("token"),
+        Some(("a".into(), "h1".into()))
+    );
+    assert_eq!(
+        c.pipeline("a", "p").expect("p").map(|p| p.desired),
+        Some("running".into())
+    );
+}
+
+#[test]
+fn a_catalog_from_a_newer_server_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("catalog.sqlite");
+    drop(Catalog::open(&path).expect("open"));
+    let conn = Connection::open(&path).expect("raw");
+    conn.pragma_update(None, "user_version", MIGRATIONS.len() + 1)
+        .expect("bump");
+    drop(conn);
+    let e = Catalog::open(&path).expect_err("newer refused").to_string();
+    assert!(e.contains("use a newer weir"), "{e}");
+}
+
+#[test]
+fn a_tenants_rows_are_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Catalog::open(&dir.path().join("c.sqlite")).expect("open");
+    for t in ["a", "b"] {
+        c.put_tenant(t, &Quotas::default(), None, false)
+            .expect("put");
+    }
+    c.add_module("a", &module("m1")).expect("module");
+    c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline");
+    assert!(c.module("b", "m1").expect("q").is_none());
+    assert!(c.pipeline("b", "p").expect("q").is_none());
+    assert_eq!(
+        c.delete_module("b", "m1").expect("delete"),
+        DeleteOutcome::Missing
+    );
+    assert_eq!(c.module_bytes("b").expect("bytes"), 0);
+    assert_eq!(c.module_bytes("a").expect("bytes"), 100);
+    // The same bytes uploaded by b are b's own row; the file is shared.
+    assert!(c.add_module("b", &module("m1")).expect("module"));
+    assert!(!c.add_module("b", &module("m1")).expect("again"));
+}
+
+#[test]
+fn a_module_in_use_is_not_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Catalog::open(&dir.path().join("c.sqlite")).expect("open");
+    c.put_tenant("a", &Quotas::default(), None, false)
+        .expect("put");
+    c.add_module("a", &module("m1")).expect("module");
+    c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline");
+    assert_eq!(
+        c.delete_module("a", "m1").expect("delete"),
+        DeleteOutcome::InUse(vec!["p".into()])
+    );
+    assert!(c.delete_pipeline("a", "p").expect("delete p"));
+    assert_eq!(
+        c.delete_module("a", "m1").expect("delete"),
+        DeleteOutcome::Deleted
+    );
+    assert!(!c.module_in_store("m1").expect("store"));
+}

@@ -1,0 +1,216 @@
+//! `server.toml`: what `weir serve` listens on, where it keeps its data, how it
+//! supervises workers, the default quotas and the tenants it declares.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8080"        # default; port 0 picks a free port (printed at start)
+//! data_dir = "/var/lib/weir"       # required: catalog, modules, tenants' state
+//! admin_token_env = "WEIR_ADMIN_TOKEN"   # or admin_token_file = "..."; one is required
+//!
+//! [workers]
+//! restart_backoff = "1s"           # first wait after a failure, doubled each time
+//! max_backoff = "60s"
+//! restart_limit = 5                # failures in a row before a pipeline is left failed
+//! stop_timeout = "60s"             # a stop waits this long for the final checkpoint
+//!
+//! [kafka]                          # the cluster tenants' pipelines use
+//! bootstrap = "127.0.0.1:9092"     # default $KAFKA_BOOTSTRAP
+//! protocol = "sasl_plaintext"      # with tenants' principals: sasl_plaintext or sasl_ssl
+//! mechanism = "SCRAM-SHA-256"
+//!
+//! [quotas]                         # defaults for tenants that do not set their own
+//! pipelines = 10
+//! module_bytes = 268435456
+//!
+//! [[tenants]]
+//! id = "team-a"
+//! quotas = { pipelines = 4 }
+//! kafka = { username = "team-a", password_env = "TEAM_A_KAFKA_PASSWORD" }
+//! ```
+//!
+//! Invariants after `load`: the admin token is read and not empty; tenant ids are
+//! valid and unique; durations are positive. Passwords are never read here (the
+//! worker reads them from its environment) and never printed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::server::error::ServerError;
+use crate::server::ids;
+use crate::server::wire::Quotas;
+use crate::spec::units;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    /// The admin token (compared by hash; never logged).
+    pub admin_token: String,
+    pub workers: WorkersConfig,
+    pub kafka: ServerKafka,
+    /// Quotas of tenants that set none of their own.
+    pub quotas: Quotas,
+    pub tenants: Vec<TenantConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServerConfig {
+    #[serde(default = "default_listen")]
+    listen: String,
+    data_dir: PathBuf,
+    #[serde(default)]
+    admin_token_env: Option<String>,
+    #[serde(default)]
+    admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    workers: WorkersConfig,
+    #[serde(default)]
+    kafka: ServerKafka,
+    #[serde(default)]
+    quotas: Quotas,
+    #[serde(default)]
+    tenants: Vec<TenantConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkersConfig {
+    #[serde(deserialize_with = "units::positive_duration")]
+    pub restart_backoff: Duration,
+    #[serde(deserialize_with = "units::positive_duration")]
+    pub max_backoff: Duration,
+    pub restart_limit: u32,
+    #[serde(deserialize_with = "units::positive_duration")]
+    pub stop_timeout: Duration,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        WorkersConfig {
+            restart_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            restart_limit: 5,
+            stop_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The Kafka cluster of the tenants' pipelines.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerKafka {
+    /// Default `$KAFKA_BOOTSTRAP` (as a spec's).
+    pub bootstrap: Option<String>,
+    /// The security protocol used with tenants' principals.
+    pub protocol: Option<String>,
+    pub mechanism: Option<String>,
+}
+
+/// A tenant declared in the config file (created at start if missing; its quotas are
+/// the file's).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub id: String,
+    #[serde(default)]
+    pub quotas: Quotas,
+    /// The tenant's own Kafka principal: its pipelines run with it, so the broker's
+    /// ACLs hold them to the tenant's prefix whatever Weir's own checks miss.
+    #[serde(default)]
+    pub kafka: Option<TenantKafka>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantKafka {
+    pub username: String,
+    /// The environment variable of the server holding the password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+}
+
+/// Quotas when neither the tenant nor the server's `[quotas]` set one.
+pub fn builtin_quotas() -> Quotas {
+    Quotas {
+        pipelines: Some(10),
+        module_bytes: Some(256 << 20),
+        guest_memory: Some(256 << 20),
+        call_timeout_ms: Some(1_000),
+        parallelism: Some(4),
+        checkpoint_bytes: Some(10 << 30),
+    }
+}
+
+/// `quotas` with every field it leaves out taken from `defaults`.
+pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
+    Quotas {
+        pipelines: quotas.pipelines.or(defaults.pipelines),
+        module_bytes: quotas.module_bytes.or(defaults.module_bytes),
+        guest_memory: quotas.guest_memory.or(defaults.guest_memory),
+        call_timeout_ms: quotas.call_timeout_ms.or(defaults.call_timeout_ms),
+        parallelism: quotas.parallelism.or(defaults.parallelism),
+        checkpoint_bytes: quotas.checkpoint_bytes.or(defaults.checkpoint_bytes),
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+
+impl ServerConfig {
+    pub fn load(path: &Path) -> Result<Self, ServerError> {
+        let invalid = |reason: String| ServerError::Config {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ServerError::io("cannot read", path, e))?;
+        let raw: RawServerConfig =
+            toml::from_str(&text).map_err(|e| invalid(e.message().to_owned()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let admin_token = admin_token(&raw, base).map_err(invalid)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &raw.tenants {
+            ids::tenant_id(&t.id).map_err(|e| invalid(e.message().to_owned()))?;
+            if !seen.insert(t.id.clone()) {
+                return Err(invalid(format!("tenant {:?} is declared twice", t.id)));
+            }
+            if let Some(k) = &t.kafka
+                && k.password_env.is_some() == k.password_file.is_some()
+            {
+                return Err(invalid(format!(
+                    "tenant {:?}: kafka needs exactly one of password_env and password_file",
+                    t.id
+                )));
+            }
+        }
+        Ok(ServerConfig {
+            listen: raw.listen,
+            data_dir: base.join(raw.data_dir),
+            admin_token,
+            workers: raw.workers,
+            kafka: raw.kafka,
+            quotas: quotas_over(&raw.quotas, &builtin_quotas()),
+            tenants: raw.tenants,
+        })
+    }
+}
+
+fn admin_token(raw: &RawServerConfig, base: &Path) -> Result<String, String> {
+    let token = match (&raw.admin_token_env, &raw.admin_token_file) {
+        (Some(var), None) => std::env::var(var)
+            .map_err(|_| format!("admin_token_env: environment variable {var} is not set"))?,
+        (None, Some(file)) => std::fs::read_to_string(base.join(file))
+            .map_err(|e| format!("admin_token_file {}: {e}", file.display()))?,
+        _ => return Err("give exactly one of admin_token_env and admin_token_file".into()),
+    };
+    let token = token.trim().to_owned();
+    if token.len() < 16 {
+        return Err("the admin token must be at least 16 characters".into());
+    }
+    Ok(token)
+}

@@ -1,0 +1,334 @@
+//! A tenant's pipeline spec (JSON, the TOML spec's fields) turned into the TOML spec its
+//! worker runs, inside the tenant's namespace and quotas.
+//!
+//! Invariants of a spec that passes [`HostedSpec::build`]:
+//! - It names nothing the server chooses: no `state_dir`, `checkpoint.dir`,
+//!   `dead_letter`, `limits.compile_*`, Kafka `group`, `transactional_prefix`,
+//!   `bootstrap` or `security`. Each refusal names the field.
+//! - It touches nothing outside the tenant's namespace: sources are `kafka` or
+//!   `generator`, sinks `kafka` (no files or stdio on a shared host); every topic lies
+//!   under the tenant's prefix; every step's module is one of the tenant's, by id.
+//! - It stays within the tenant's quotas: `parallelism`, guest `memory`, `call_timeout`.
+//! - The server then sets the namespace: state and checkpoints under the pipeline's
+//!   directory, the Kafka sinks' `transactional_prefix` to the tenant's prefix (so
+//!   `KafkaNames` derives its groups, transactional ids and progress topic from it), the
+//!   cluster's `bootstrap`, and the tenant's principal as `security`.
+//! - The result parses as an ordinary spec (`PipelineSpec::parse`): the worker runs it
+//!   exactly as `weir run` would.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::server::error::ApiError;
+use crate::server::ids;
+use crate::server::namespace::{PipelineDir, TenantNamespace};
+use crate::server::wire::Quotas;
+use crate::spec::{PipelineSpec, units};
+
+/// The environment variable a worker reads its tenant's Kafka password from.
+pub const WORKER_PASSWORD_ENV: &str = "WEIR_TENANT_KAFKA_PASSWORD";
+
+/// How the tenant's workers reach Kafka.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaAccess {
+    pub bootstrap: Option<String>,
+    /// `security = {...}` for every Kafka source and sink (password from
+    /// `WORKER_PASSWORD_ENV`), when the tenant has a principal of its own.
+    pub security: Option<Value>,
+}
+
+/// Everything a spec is checked against and completed with.
+pub struct HostedContext<'a> {
+    pub namespace: &'a TenantNamespace,
+    pub quotas: &'a Quotas,
+    pub kafka: &'a KafkaAccess,
+    /// Path of each of the tenant's modules, by id.
+    pub module_path: &'a dyn Fn(&str) -> Option<std::path::PathBuf>,
+}
+
+/// A checked hosted spec: its name, its modules by step, and the TOML the worker runs.
+#[derive(Debug, Clone)]
+pub struct HostedSpec {
+    pub name: String,
+    pub modules: BTreeMap<String, String>,
+    pub toml: String,
+}
+
+fn refuse(field: &str, reason: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!("spec field {field}: {reason}"))
+}
+
+impl HostedSpec {
+    /// Checks `spec` and completes it for its directory in the tenant's namespace.
+    pub fn build(spec: &Value, ctx: &HostedContext<'_>) -> Result<Self, ApiError> {
+        let Value::Object(root) = spec else {
+            return Err(ApiError::bad_request(
+                "spec: a pipeline spec is a JSON object",
+            ));
+        };
+        let mut root = root.clone();
+        let name = match root.get("name") {
+            Some(Value::String(n)) => ids::pipeline_name(n)?.to_owned(),
+            _ => return Err(refuse("name", "required: the pipeline's name")),
+        };
+        for field in ["state_dir", "dead_letter"] {
+            if root.contains_key(field) {
+                return Err(refuse(field, "the server chooses it; remove it"));
+            }
+        }
+        reject_nulls(&Value::Object(root.clone()), "spec")?;
+        let dir = ctx.namespace.pipeline_dir(&name);
+        check_parallelism(&root, ctx.quotas)?;
+        set_checkpoint_dir(&mut root, &dir)?;
+        set_limits(&mut root, ctx.quotas)?;
+        root.insert("state_dir".into(), json!(dir.state()));
+        let modules = set_modules(&mut root, ctx)?;
+        set_sources(&mut root, ctx)?;
+        set_sinks(&mut root, ctx)?;
+        let toml =
+            toml::to_string(&root).map_err(|e| ApiError::bad_request(format!("spec: {e}")))?;
+        PipelineSpec::parse(&toml, dir.root(), "spec")
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(HostedSpec {
+            name,
+            modules,
+            toml,
+        })
+    }
+}
+
+fn reject_nulls(value: &Value, at: &str) -> Result<(), ApiError> {
+    match value {
+        Value::Null => Err(refuse(at, "null is not a value; leave the field out")),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| reject_nulls(v, &format!("{at}[{i}]"))),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| reject_nulls(v, &format!("{at}.{k}"))),
+        _ => Ok(()),
+    }
+}
+
+fn check_parallelism(root: &Map<String, Value>, quotas: &Quotas) -> Result<(), ApiError> {
+    let allowed = u64::from(quotas.parallelism.unwrap_or(1));
+    match root.get("parallelism") {
+        None => Ok(()),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|p| p <= allowed) => Ok(()),
+        Some(v) => Err(refuse(
+            "parallelism",
+            format!("{v} exceeds the tenant's quota of {allowed}"),
+        )),
+    }
+}
+
+fn set_checkpoint_dir(root: &mut Map<String, Value>, dir: &PipelineDir) -> Result<(), ApiError> {
+    let checkpoint = root.entry("checkpoint").or_insert_with(|| json!({}));
+    let Value::Object(c) = checkpoint else {
+        return Err(refuse("checkpoint", "must be an object"));
+    };
+    if c.contains_key("dir") {
+        return Err(refuse("checkpoint.dir", "the server chooses it; remove it"));
+    }
+    c.insert("dir".into(), json!(dir.checkpoints()));
+    Ok(())
+}
+
+/// Guest memory and call deadline within the quota (filled in with the quota's or the
+/// runtime's default, whichever is smaller).
+fn set_limits(root: &mut Map<String, Value>, quotas: &Quotas) -> Result<(), ApiError> {
+    let limits = root.entry("limits").or_insert_with(|| json!({}));
+    let Value::Object(l) = limits else {
+        return Err(refuse("limits", "must be an object"));
+    };
+    for field in ["compile_cpu", "compile_memory"] {
+        if l.contains_key(field) {
+            return Err(refuse(
+                &format!("limits.{field}"),
+                "the server sets compile limits",
+            ));
+        }
+    }
+    let memory_quota = quotas.guest_memory.unwrap_or(u64::MAX);
+    let memory = match l.get("memory") {
+        Some(Value::String(s)) => {
+            units::parse_size(s).map_err(|e| refuse("limits.memory", e))? as u64
+        }
+        Some(_) => return Err(refuse("limits.memory", "a size such as \"64MiB\"")),
+        None => (crate::engine::DEFAULT_GUEST_MEMORY as u64).min(memory_quota),
+    };
+    if memory > memory_quota {
+        return Err(refuse(
+            "limits.memory",
+            format!("{memory} bytes exceeds the tenant's quota of {memory_quota}"),
+        ));
+    }
+    l.insert("memory".into(), json!(format!("{memory}B")));
+    let timeout_quota = Duration::from_millis(quotas.call_timeout_ms.unwrap_or(u64::MAX));
+    let timeout = match l.get("call_timeout") {
+        Some(Value::String(s)) => {
+            units::parse_duration(s).map_err(|e| refuse("limits.call_timeout", e))?
+        }
+        Some(_) => return Err(refuse("limits.call_timeout", "a duration such as \"1s\"")),
+        None => crate::engine::DEFAULT_CALL_TIMEOUT.min(timeout_quota),
+    };
+    if timeout > timeout_quota {
+        return Err(refuse(
+            "limits.call_timeout",
+            format!(
+                "{} exceeds the tenant's quota of {}",
+                units::format_duration(timeout),
+                units::format_duration(timeout_quota)
+            ),
+        ));
+    }
+    l.insert(
+        "call_timeout".into(),
+        json!(format!("{}ms", timeout.as_millis())),
+    );
+    Ok(())
+}
+
+fn entries<'a>(
+    root: &'a mut Map<String, Value>,
+    field: &str,
+) -> Result<&'a mut Vec<Value>, ApiError> {
+    match root.get_mut(field) {
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(refuse(field, "must be an array of objects")),
+        None => Err(refuse(field, "required")),
+    }
+}
+
+fn object<'a>(item: &'a mut Value, at: &str) -> Result<&'a mut Map<String, Value>, ApiError> {
+    match item {
+        Value::Object(m) => Ok(m),
+        _ => Err(refuse(at, "must be an object")),
+    }
+}
+
+fn set_modules(
+    root: &mut Map<String, Value>,
+    ctx: &HostedContext<'_>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    let mut modules = BTreeMap::new();
+    for (i, step) in entries(root, "steps")?.iter_mut().enumerate() {
+        let at = format!("steps[{i}]");
+        let step = object(step, &at)?;
+        let key = match step.get("name") {
+            Some(Value::String(n)) => ids::step_name(n)?.to_owned(),
+            _ => format!("step-{i}"),
+        };
+        let id = match step.get("module") {
+            Some(Value::String(id)) => ids::module_id(id)?.to_owned(),
+            _ => {
+                return Err(refuse(
+                    &format!("{at}.module"),
+                    "required: the id of one of your modules",
+                ));
+            }
+        };
+        let path = (ctx.module_path)(&id)
+            .ok_or_else(|| refuse(&format!("{at}.module"), format!("you have no module {id}")))?;
+        step.insert("module".into(), json!(path));
+        modules.insert(key, id);
+    }
+    Ok(modules)
+}
+
+fn check_topic(ns: &TenantNamespace, at: &str, topic: &Value) -> Result<(), ApiError> {
+    match topic {
+        Value::String(t) if ns.owns_topic(t) => Ok(()),
+        Value::String(t) => Err(refuse(
+            at,
+            format!("topic {t:?} is outside your prefix {:?}", ns.kafka_prefix()),
+        )),
+        _ => Err(refuse(at, "a topic name")),
+    }
+}
+
+fn server_chosen(c: &Map<String, Value>, at: &str, fields: &[&str]) -> Result<(), ApiError> {
+    match fields.iter().find(|f| c.contains_key(**f)) {
+        Some(f) => Err(refuse(
+            &format!("{at}.{f}"),
+            "the server chooses it; remove it",
+        )),
+        None => Ok(()),
+    }
+}
+
+fn set_kafka_access(c: &mut Map<String, Value>, kafka: &KafkaAccess) {
+    if let Some(b) = &kafka.bootstrap {
+        c.insert("bootstrap".into(), json!(b));
+    }
+    if let Some(s) = &kafka.security {
+        c.insert("security".into(), s.clone());
+    }
+}
+
+fn set_sources(root: &mut Map<String, Value>, ctx: &HostedContext<'_>) -> Result<(), ApiError> {
+    for (i, source) in entries(root, "sources")?.iter_mut().enumerate() {
+        let at = format!("sources[{i}]");
+        let c = object(source, &at)?;
+        match c.get("type").and_then(Value::as_str) {
+            Some("generator") => {}
+            Some("kafka") => {
+                server_chosen(c, &at, &["group", "bootstrap", "security"])?;
+                if let Some(t) = c.get("topic") {
+                    check_topic(ctx.namespace, &format!("{at}.topic"), t)?;
+                }
+                if let Some(Value::Array(ts)) = c.get("topics") {
+                    for (j, t) in ts.iter().enumerate() {
+                        check_topic(ctx.namespace, &format!("{at}.topics[{j}]"), t)?;
+                    }
+                }
+                set_kafka_access(c, ctx.kafka);
+            }
+            Some(other) => {
+                return Err(refuse(
+                    &format!("{at}.type"),
+                    format!("{other:?} is not available on a shared server (kafka or generator)"),
+                ));
+            }
+            None => return Err(refuse(&format!("{at}.type"), "required")),
+        }
+    }
+    Ok(())
+}
+
+fn set_sinks(root: &mut Map<String, Value>, ctx: &HostedContext<'_>) -> Result<(), ApiError> {
+    for (i, sink) in entries(root, "sinks")?.iter_mut().enumerate() {
+        let at = format!("sinks[{i}]");
+        let c = object(sink, &at)?;
+        match c.get("type").and_then(Value::as_str) {
+            Some("kafka") => {
+                server_chosen(c, &at, &["transactional_prefix", "bootstrap", "security"])?;
+                check_topic(
+                    ctx.namespace,
+                    &format!("{at}.topic"),
+                    c.get("topic").unwrap_or(&Value::Null),
+                )?;
+                c.insert(
+                    "transactional_prefix".into(),
+                    json!(ctx.namespace.kafka_prefix()),
+                );
+                set_kafka_access(c, ctx.kafka);
+            }
+            Some(other) => {
+                return Err(refuse(
+                    &format!("{at}.type"),
+                    format!("{other:?} is not available on a shared server (kafka)"),
+                ));
+            }
+            None => return Err(refuse(&format!("{at}.type"), "required")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "hosted_spec_tests.rs"]
+mod tests;

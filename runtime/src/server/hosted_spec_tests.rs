@@ -1,0 +1,169 @@
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::*;
+
+const MODULE: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn spec() -> Value {
+    json!({
+        "name": "wc",
+        "parallelism": 2,
+        "sources": [{"type": "kafka", "topic": "a.in", "bounded": true}],
+        "steps": [{"type": "map", "name": "upper", "module": MODULE}],
+        "sinks": [{"type": "kafka", "topic": "a.out"}],
+    })
+}
+
+fn build_in(dir: &Path, spec: &Value) -> Result<HostedSpec, ApiError> {
+    let module_file = dir.join(format!("{MODULE}.wasm"));
+    std::fs::write(&module_file, b"not read here").expect("module file");
+    let ns = TenantNamespace::new(dir, "a");
+    let quotas = Quotas {
+        parallelism: Some(2),
+        guest_memory: Some(128 << 20),
+        call_timeout_ms: Some(500),
+        ..Quotas::default()
+    };
+    let kafka = KafkaAccess {
+        bootstrap: Some("127.0.0.1:1".into()),
+        security: None,
+    };
+    let module_path = |id: &str| (id == MODULE).then(|| module_file.clone());
+    HostedSpec::build(
+        spec,
+        &HostedContext {
+            namespace: &ns,
+            quotas: &quotas,
+            kafka: &kafka,
+            module_path: &module_path,
+        },
+    )
+}
+
+fn refusal(mut edit: impl FnMut(&mut Value)) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec();
+    edit(&mut s);
+    build_in(dir.path(), &s)
+        .expect_err("refused")
+        .message()
+        .to_owned()
+}
+
+#[test]
+fn a_good_spec_is_completed_inside_the_namespace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hosted = build_in(dir.path(), &spec()).expect("accepted");
+    assert_eq!(hosted.name, "wc");
+    assert_eq!(
+        hosted.modules,
+        BTreeMap::from([("upper".to_owned(), MODULE.to_owned())])
+    );
+    let parsed = PipelineSpec::parse(&hosted.toml, dir.path(), "spec").expect("parses");
+    let pipeline_dir = dir.path().join("tenants/a/pipelines/wc");
+    assert_eq!(parsed.state_dir, pipeline_dir.join("state"));
+    assert_eq!(parsed.checkpoint.dir, pipeline_dir.join("checkpoints"));
+    assert_eq!(parsed.limits.memory, 64 << 20);
+    assert_eq!(parsed.limits.call_timeout, Duration::from_millis(500));
+    let crate::spec::sink::SinkSpec::Kafka(sink) = &parsed.sinks[0] else {
+        panic!("kafka sink");
+    };
+    assert_eq!(sink.transactional_prefix, "a.");
+    let crate::spec::source::SourceConfig::Kafka(source) = &parsed.sources[0].config else {
+        panic!("kafka source");
+    };
+    assert_eq!(source.group.as_deref(), Some("a.wc"));
+    assert_eq!(
+        parsed.steps[0].module(),
+        PathBuf::from(dir.path().join(format!("{MODULE}.wasm")))
+    );
+}
+
+#[test]
+fn fields_the_server_chooses_are_refused_by_name() {
+    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+        (
+            Box::new(|s| s["sources"][0]["group"] = json!("b.wc")),
+            "spec field sources[0].group:",
+        ),
+        (
+            Box::new(|s| s["sinks"][0]["transactional_prefix"] = json!("b.")),
+            "spec field sinks[0].transactional_prefix:",
+        ),
+        (
+            Box::new(|s| s["state_dir"] = json!("/tmp/x")),
+            "spec field state_dir:",
+        ),
+        (
+            Box::new(|s| s["checkpoint"] = json!({"dir": "/tmp/x"})),
+            "spec field checkpoint.dir:",
+        ),
+        (
+            Box::new(|s| s["dead_letter"] = json!({"path": "/tmp/x"})),
+            "spec field dead_letter:",
+        ),
+        (
+            Box::new(|s| s["sinks"][0]["bootstrap"] = json!("evil:9092")),
+            "spec field sinks[0].bootstrap:",
+        ),
+        (
+            Box::new(|s| s["limits"] = json!({"compile_cpu": "3600s"})),
+            "spec field limits.compile_cpu:",
+        ),
+    ];
+    for (edit, expected) in cases {
+        let e = refusal(edit);
+        assert!(e.starts_with(expected), "{e}");
+    }
+}
+
+#[test]
+fn topics_outside_the_prefix_and_foreign_connectors_are_refused() {
+    let e = refusal(|s| s["sources"][0]["topic"] = json!("b.in"));
+    assert_eq!(
+        e,
+        "spec field sources[0].topic: topic \"b.in\" is outside your prefix \"a.\""
+    );
+    let e = refusal(|s| s["sinks"][0]["topic"] = json!("ab.out"));
+    assert!(
+        e.starts_with("spec field sinks[0].topic: topic \"ab.out\" is outside"),
+        "{e}"
+    );
+    let e = refusal(|s| s["sources"][0] = json!({"type": "kafka", "topics": ["a.x", "b.y"]}));
+    assert!(e.starts_with("spec field sources[0].topics[1]:"), "{e}");
+    let e = refusal(|s| s["sources"][0] = json!({"type": "file", "path": "/etc/passwd"}));
+    assert!(
+        e.starts_with("spec field sources[0].type: \"file\" is not available"),
+        "{e}"
+    );
+    let e = refusal(|s| s["sinks"][0] = json!({"type": "stdout"}));
+    assert!(
+        e.starts_with("spec field sinks[0].type: \"stdout\" is not available"),
+        "{e}"
+    );
+}
+
+#[test]
+fn quotas_and_foreign_modules_are_enforced() {
+    let e = refusal(|s| s["parallelism"] = json!(3));
+    assert!(
+        e.starts_with("spec field parallelism: 3 exceeds the tenant's quota of 2"),
+        "{e}"
+    );
+    let e = refusal(|s| s["limits"] = json!({"memory": "1GiB"}));
+    assert!(e.starts_with("spec field limits.memory:"), "{e}");
+    let e = refusal(|s| s["limits"] = json!({"call_timeout": "2s"}));
+    assert!(e.starts_with("spec field limits.call_timeout:"), "{e}");
+    let other = "f".repeat(64);
+    let e = refusal(|s| s["steps"][0]["module"] = json!(other));
+    assert!(
+        e.starts_with("spec field steps[0].module: you have no module"),
+        "{e}"
+    );
+    let e = refusal(|s| s["steps"][0]["module"] = json!("../../etc/passwd"));
+    assert!(e.starts_with("module id"), "{e}");
+    let e = refusal(|s| s["name"] = json!("../x"));
+    assert!(e.starts_with("pipeline name"), "{e}");
+}

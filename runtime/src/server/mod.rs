@@ -1,0 +1,109 @@
+//! `weir serve`: the multi-tenant hosting server.
+//!
+//! The control plane is an HTTP JSON API (`api`) over a SQLite catalog (`catalog`);
+//! the data plane is one worker process per pipeline (`worker`), each the same code
+//! path as `weir run`, started and restarted by the `supervisor`.
+//!
+//! Invariants:
+//! - A tenant reaches only its own objects (`app::TenantAuth`, every catalog query by
+//!   tenant), and its pipelines only its own namespace (`namespace`, `hosted_spec`):
+//!   Kafka names under `{tenant}.`, files under `{data_dir}/tenants/{tenant}/`. With a
+//!   Kafka principal per tenant, the broker's ACLs enforce the same prefix again.
+//! - No tenant's guest or pipeline runs in the server's process: a trap, a hang or an
+//!   abort costs that pipeline's worker, which the supervisor restarts or leaves failed.
+//! - The catalog is the truth across restarts: on start, every pipeline whose desired
+//!   state is `running` is started again and resumes from its checkpoints; on SIGTERM or
+//!   SIGINT, every worker stops with a final checkpoint before the server exits; on
+//!   SIGKILL, the kernel kills the workers (`worker`), and the next start resumes them.
+
+pub mod api;
+pub mod app;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod hosted_spec;
+pub mod ids;
+pub mod metrics;
+pub mod module_store;
+pub mod namespace;
+pub mod supervisor;
+pub mod tokens;
+pub mod wire;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use crate::engine::{CompileIsolation, CompileLimits, WasmEngine};
+use crate::pipeline::compile_cache_dir;
+use crate::server::app::App;
+use crate::server::catalog::Catalog;
+use crate::server::config::ServerConfig;
+use crate::server::error::ServerError;
+use crate::server::metrics::ServerMetrics;
+use crate::server::module_store::ModuleStore;
+use crate::server::supervisor::Supervisor;
+
+/// Compile limits of an uploaded module (as a spec's defaults).
+const UPLOAD_COMPILE: CompileLimits = CompileLimits {
+    cpu: std::time::Duration::from_secs(300),
+    memory_bytes: 4 << 30,
+};
+
+/// Opens the catalog and module store and builds the server's state. `program` is the
+/// `weir` executable workers and module compiles run.
+pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerError> {
+    let data_dir = &config.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|e| ServerError::io("cannot create", data_dir, e))?;
+    let catalog = Arc::new(Catalog::open(&data_dir.join("catalog.sqlite"))?);
+    for t in &config.tenants {
+        let principal = t.kafka.as_ref().map(|k| format!("User:{}", k.username));
+        catalog.put_tenant(&t.id, &t.quotas, principal.as_deref(), true)?;
+    }
+    let engine = WasmEngine::new(compile_cache_dir().as_deref())
+        .map_err(|e| ServerError::Other(e.to_string()))?
+        .with_compile_isolation(CompileIsolation {
+            program: program.clone(),
+            limits: UPLOAD_COMPILE,
+        });
+    let store = ModuleStore::open(data_dir.join("modules"), engine)?;
+    let metrics = Arc::new(ServerMetrics::default());
+    let supervisor = Supervisor::new(config.workers.clone(), catalog.clone(), metrics.clone());
+    Ok(Arc::new(App {
+        config,
+        catalog,
+        store,
+        supervisor,
+        metrics,
+        program,
+        ready: AtomicBool::new(false),
+    }))
+}
+
+/// Serves until `shutdown` resolves, then stops every worker with a final checkpoint.
+/// `bound` is told the address listened on (port 0 picks one).
+pub async fn serve(
+    app: Arc<App>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    bound: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), ServerError> {
+    let listen = app.config.listen.clone();
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .map_err(|e| ServerError::Other(format!("cannot listen on {listen}: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServerError::Other(format!("cannot listen on {listen}: {e}")))?;
+    let resuming = app.clone();
+    let resumed = tokio::task::spawn_blocking(move || resuming.resume_pipelines());
+    bound(addr);
+    let served = axum::serve(listener, api::router(app.clone()))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| ServerError::Other(format!("server: {e}")));
+    let _ = resumed.await;
+    let stopping = app.clone();
+    let _ = tokio::task::spawn_blocking(move || stopping.supervisor.shutdown()).await;
+    served
+}

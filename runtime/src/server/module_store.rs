@@ -1,0 +1,139 @@
+//! The module store: uploaded components, one file per distinct content,
+//! `{data_dir}/modules/{sha256}.wasm`.
+//!
+//! Invariants:
+//! - An upload is streamed to a part file while it is hashed and counted; it is never
+//!   held in memory whole, and it stops (413) the moment it passes the tenant's
+//!   remaining module quota, or at once when `Content-Length` says it will.
+//! - A module is admitted only if it is a component of a weir world whose imports the
+//!   runtime allows (`WasmEngine::load`, the same check as `weir validate`), compiled in
+//!   a child process under the server's compile limits so a compile bomb costs a
+//!   refusal, not the server. The compiled code lands in wasmtime's cache, so a worker
+//!   that starts the module compiles nothing.
+//! - Its file is renamed into place only after that, under its SHA-256: the same bytes
+//!   uploaded twice (by anyone) are one file. A file is removed when no tenant's catalog
+//!   row names it.
+
+use std::path::{Path, PathBuf};
+
+use axum::body::Body;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use crate::engine::{GuestModule, WasmEngine};
+use crate::server::catalog::now;
+use crate::server::error::{ApiError, ServerError};
+use crate::server::wire::Module;
+
+#[derive(Debug)]
+pub struct ModuleStore {
+    dir: PathBuf,
+    engine: WasmEngine,
+}
+
+/// An upload on disk, not yet admitted.
+#[derive(Debug)]
+pub struct Received {
+    part: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl Drop for Received {
+    fn drop(&mut self) {
+        // Admitted uploads were renamed away; anything left is a refusal's.
+        let _ = std::fs::remove_file(&self.part);
+    }
+}
+
+impl ModuleStore {
+    pub fn open(dir: PathBuf, engine: WasmEngine) -> Result<Self, ServerError> {
+        std::fs::create_dir_all(&dir).map_err(|e| ServerError::io("cannot create", &dir, e))?;
+        Ok(ModuleStore { dir, engine })
+    }
+
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.wasm"))
+    }
+
+    /// Streams `body` to a part file, refusing it once it exceeds `limit` bytes.
+    pub async fn receive(&self, body: Body, limit: u64) -> Result<Received, ApiError> {
+        let part = self
+            .dir
+            .join(format!("upload-{:016x}.part", rand::random::<u64>()));
+        let io = |e: std::io::Error| ServerError::io("cannot write", &part, e);
+        let mut file = tokio::fs::File::create(&part).await.map_err(io)?;
+        let mut received = Received {
+            part: part.clone(),
+            sha256: String::new(),
+            size: 0,
+        };
+        let mut hasher = Sha256::new();
+        let mut stream = body.into_data_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")))?;
+            received.size += chunk.len() as u64;
+            if received.size > limit {
+                return Err(over_quota(limit));
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).await.map_err(io)?;
+        }
+        file.sync_all().await.map_err(io)?;
+        if received.size == 0 {
+            return Err(ApiError::bad_request(
+                "the upload is empty: send the .wasm bytes as the body",
+            ));
+        }
+        received.sha256 = hex::encode(hasher.finalize());
+        Ok(received)
+    }
+
+    /// Checks the upload is a weir component (compiling it in a child process) and
+    /// moves it into place. Blocking: call from a blocking thread.
+    pub fn admit(&self, received: &Received, name: &str) -> Result<Module, ApiError> {
+        let module = self.engine.load(&received.part).map_err(|e| {
+            ApiError::bad_request(without_part_name(&e.to_string(), &received.part))
+        })?;
+        let target = self.path(&received.sha256);
+        std::fs::rename(&received.part, &target)
+            .map_err(|e| ServerError::io("cannot store module", &target, e))?;
+        Ok(describe(&module, &received.sha256, name, received.size))
+    }
+
+    /// Removes a module's file (when no tenant has it any more).
+    pub fn remove(&self, id: &str) {
+        let _ = std::fs::remove_file(self.path(id));
+    }
+}
+
+pub fn over_quota(limit: u64) -> ApiError {
+    ApiError::too_large(format!(
+        "the module does not fit in your module quota: {limit} bytes left"
+    ))
+}
+
+fn describe(module: &GuestModule, sha256: &str, name: &str, size: u64) -> Module {
+    Module {
+        id: sha256.to_owned(),
+        name: name.to_owned(),
+        world: module.world().to_string(),
+        exports: module.exports().to_vec(),
+        imports: module.imports().to_vec(),
+        size,
+        uploaded_at: now(),
+    }
+}
+
+/// The engine names the file it loaded; the client knows its upload as "the module".
+fn without_part_name(message: &str, part: &Path) -> String {
+    let name = part
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    message
+        .replace(&format!("{name}: "), "module: ")
+        .replace(&name, "module")
+}

@@ -1,0 +1,114 @@
+//! A tenant's namespace: the Kafka prefix and the directories that are its own. Derived
+//! by the server from the tenant id, never chosen by a spec.
+//!
+//! Invariants:
+//! - Kafka: every name of tenant `t`'s pipeline `p` starts with `{t}.`: topics it may
+//!   read and write, and, through `KafkaNames`, its transactional ids `{t}.{p}.0.{0|1}`,
+//!   its consumer group `{t}.{p}` and progress topic `{t}.{p}.progress`. Tenant ids hold
+//!   no `.`, so no tenant's prefix is a prefix of another's (`a.` vs `ab.`).
+//! - Files: everything of tenant `t` lies under `{data_dir}/tenants/{t}/`, and of its
+//!   pipeline `p` under `.../pipelines/{p}/`: the generated spec, state, checkpoints,
+//!   worker log and status. Both components are checked ids (`ids`), so no path
+//!   escapes it.
+
+use std::path::{Path, PathBuf};
+
+use crate::connector::kafka::KafkaNames;
+
+#[derive(Debug, Clone)]
+pub struct TenantNamespace {
+    tenant: String,
+    dir: PathBuf,
+}
+
+impl TenantNamespace {
+    /// `tenant` must be a checked tenant id.
+    pub fn new(data_dir: &Path, tenant: &str) -> Self {
+        TenantNamespace {
+            tenant: tenant.to_owned(),
+            dir: data_dir.join("tenants").join(tenant),
+        }
+    }
+
+    /// The prefix of every Kafka name of the tenant.
+    pub fn kafka_prefix(&self) -> String {
+        format!("{}.", self.tenant)
+    }
+
+    /// Whether the tenant may read or write `topic`. A pipeline's progress topics lie
+    /// under the prefix too, but only its own commit unit writes them.
+    pub fn owns_topic(&self, topic: &str) -> bool {
+        topic
+            .strip_prefix(&self.kafka_prefix())
+            .is_some_and(|rest| !rest.is_empty())
+    }
+
+    /// Every Kafka name of pipeline `pipeline` (a checked name).
+    pub fn kafka_names(&self, pipeline: &str) -> KafkaNames {
+        KafkaNames::new(self.kafka_prefix(), pipeline)
+    }
+
+    /// The directory of pipeline `pipeline` (a checked name).
+    pub fn pipeline_dir(&self, pipeline: &str) -> PipelineDir {
+        PipelineDir(self.dir.join("pipelines").join(pipeline))
+    }
+}
+
+/// The files of one hosted pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineDir(PathBuf);
+
+impl PipelineDir {
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+    /// The TOML spec the worker runs (generated from the tenant's JSON spec).
+    pub fn spec(&self) -> PathBuf {
+        self.0.join("spec.toml")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.0.join("state")
+    }
+    pub fn checkpoints(&self) -> PathBuf {
+        self.0.join("checkpoints")
+    }
+    /// The worker's stderr, appended to over restarts.
+    pub fn log(&self) -> PathBuf {
+        self.0.join("worker.log")
+    }
+    /// The worker's counters and last checkpoint, rewritten once a second.
+    pub fn status(&self) -> PathBuf {
+        self.0.join("status.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kafka_name_lies_under_the_tenants_prefix() {
+        let ns = TenantNamespace::new(Path::new("/d"), "a");
+        let names = ns.kafka_names("wc");
+        for name in [
+            names.group(),
+            names.progress_topic(),
+            names.transactional_id("0", 1),
+        ] {
+            assert!(name.starts_with("a."), "{name}");
+        }
+        assert!(ns.owns_topic("a.in"));
+        assert!(!ns.owns_topic("a."));
+        assert!(!ns.owns_topic("ab.in"));
+        assert!(!ns.owns_topic("b.in"));
+        assert!(!ns.owns_topic("in"));
+    }
+
+    #[test]
+    fn a_pipelines_files_lie_under_its_tenants_dir() {
+        let ns = TenantNamespace::new(Path::new("/d"), "a");
+        let dir = ns.pipeline_dir("p");
+        assert_eq!(dir.spec(), Path::new("/d/tenants/a/pipelines/p/spec.toml"));
+        assert!(dir.checkpoints().starts_with("/d/tenants/a/"));
+    }
+}

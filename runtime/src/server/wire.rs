@@ -1,0 +1,148 @@
+//! The JSON bodies of `weir serve`'s HTTP API: what a client sends and receives.
+//!
+//! Invariants: these types are the API's contract, shared by the server's handlers,
+//! its OpenAPI document (`ToSchema`) and the CLI client (`weir module`, `weir
+//! pipeline`). Every error answer is an [`ErrorBody`] whose `error` is one line. Ids are
+//! checked where they enter (see `names`), never trusted here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Every error answer: one line saying what was refused and why.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+/// A tenant's quotas. Absent fields take the server's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Quotas {
+    /// Pipelines the tenant may have at once.
+    pub pipelines: Option<u32>,
+    /// Total bytes of the tenant's modules.
+    pub module_bytes: Option<u64>,
+    /// Linear memory per guest instance, bytes (the spec's `limits.memory` at most).
+    pub guest_memory: Option<u64>,
+    /// CPU deadline per guest call, milliseconds (the spec's `limits.call_timeout` at most).
+    pub call_timeout_ms: Option<u64>,
+    /// Subtasks per operator (the spec's `parallelism` at most).
+    pub parallelism: Option<u32>,
+    /// Bytes of state and checkpoints per pipeline; a pipeline over it is stopped as failed.
+    pub checkpoint_bytes: Option<u64>,
+}
+
+/// `POST /v1/admin/tenants`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenant {
+    /// `[a-z0-9-]{1,32}`, not starting with `-`.
+    pub id: String,
+    #[serde(default)]
+    pub quotas: Quotas,
+}
+
+/// A tenant as the admin sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Tenant {
+    pub id: String,
+    /// Quotas in force (defaults filled in).
+    pub quotas: Quotas,
+    /// The prefix of every Kafka name of the tenant: transactional ids, consumer groups,
+    /// progress topics and the topics its pipelines may read and write.
+    pub kafka_prefix: String,
+    /// Whether the server runs its pipelines with a Kafka principal of its own.
+    pub kafka_principal: Option<String>,
+    pub tokens: u32,
+    pub created_at: String,
+}
+
+/// `POST /v1/admin/tenants/{id}/tokens`: the token, shown this once (only its hash is kept).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct IssuedToken {
+    pub tenant: String,
+    pub token: String,
+}
+
+/// A module (component) uploaded by a tenant. Its id is the SHA-256 of its bytes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Module {
+    pub id: String,
+    /// The name given at upload (`?name=`), for people; pipelines name modules by id.
+    pub name: String,
+    /// `mapper` or `aggregator`.
+    pub world: String,
+    pub exports: Vec<String>,
+    pub imports: Vec<String>,
+    pub size: u64,
+    pub uploaded_at: String,
+}
+
+/// `POST /v1/pipelines`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePipeline {
+    /// The pipeline spec: the TOML spec's fields as JSON. Steps name modules by id
+    /// (`"module": "<sha256>"`); topics lie under the tenant's prefix; the server sets
+    /// the transactional prefix, groups, state and checkpoint directories itself.
+    #[schema(value_type = Object)]
+    pub spec: serde_json::Value,
+    /// Start it at once (default true).
+    #[serde(default = "yes")]
+    pub start: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /v1/pipelines/{name}/upgrade`: new module ids by step name, started from the
+/// pipeline's savepoint with its state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradePipeline {
+    pub modules: BTreeMap<String, String>,
+}
+
+/// Where a pipeline is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PipelineState {
+    /// Its worker is starting (recovering from its checkpoints).
+    Starting,
+    Running,
+    /// Its worker failed and waits out its backoff before the next start.
+    Restarting,
+    /// Its worker failed more often than the restart limit allows; see `last_error`.
+    Failed,
+    /// Stopped on request, with a final checkpoint.
+    Stopped,
+    /// Its bounded sources are drained and the last checkpoint committed.
+    Finished,
+}
+
+/// `GET /v1/pipelines/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PipelineStatus {
+    pub name: String,
+    pub state: PipelineState,
+    /// `running` or `stopped`: what the tenant asked for.
+    pub desired: String,
+    /// Module ids by step name (or `step-N`).
+    pub modules: BTreeMap<String, String>,
+    pub last_complete_checkpoint: Option<u64>,
+    pub last_committed_checkpoint: Option<u64>,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub dead_letters: u64,
+    /// Records in the Kafka sources' partitions not yet read (last seen by the worker).
+    pub consumer_lag: Option<u64>,
+    /// Worker restarts after failures, since the last start on request.
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    /// The checkpoint the last stop kept as a savepoint (upgrades start from it).
+    pub savepoint: Option<u64>,
+    pub created_at: String,
+}

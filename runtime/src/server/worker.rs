@@ -1,0 +1,132 @@
+//! One worker process: `weir run` of a hosted pipeline's generated spec, started by the
+//! supervisor, and what it left behind (its status file, the last error in its log).
+//!
+//! Invariants:
+//! - A worker is the same program and code path as `weir run` (`recover`, then
+//!   `start`); exactly-once does not depend on the server at all.
+//! - Its environment is cleared and rebuilt: `PATH`, `HOME` (wasmtime's compiled-code
+//!   cache), logging variables and, for a tenant with a Kafka principal, that tenant's
+//!   password. The server's admin token and other tenants' passwords never reach it.
+//! - It runs with `--supervised-by <server pid>`: the kernel kills it when the thread
+//!   that started it ends, so a SIGKILLed server leaves no orphan. That thread is the
+//!   supervisor's own for this pipeline, which lives exactly as long as the worker.
+//! - Its stderr is appended to the pipeline's `worker.log`; the last `weir: error:` line
+//!   there is the pipeline's `last_error`.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::metrics::MetricsSnapshot;
+use crate::server::error::ServerError;
+use crate::server::namespace::PipelineDir;
+
+/// Variables a worker inherits from the server (all others are dropped).
+const INHERITED_ENV: [&str; 7] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "WEIR_FAULT",
+];
+
+/// What a worker is started with.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub dir: PipelineDir,
+    /// Extra environment (the tenant's Kafka password).
+    pub env: Vec<(String, String)>,
+    /// Resume from this checkpoint explicitly (after an upgrade).
+    pub from_checkpoint: Option<u64>,
+}
+
+impl Launch {
+    pub fn spawn(&self) -> Result<Child, ServerError> {
+        let log = self.dir.log();
+        let stderr = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| ServerError::io("cannot open worker log", &log, e))?;
+        let mut command = Command::new(&self.program);
+        command
+            .arg("run")
+            .arg(self.dir.spec())
+            .arg("--quiet")
+            .arg("--status-file")
+            .arg(self.dir.status())
+            .arg("--supervised-by")
+            .arg(std::process::id().to_string());
+        if let Some(n) = self.from_checkpoint {
+            command.arg("--from-checkpoint").arg(n.to_string());
+        }
+        command.env_clear();
+        for var in INHERITED_ENV {
+            if let Some(value) = std::env::var_os(var) {
+                command.env(var, value);
+            }
+        }
+        command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .current_dir(self.dir.root())
+            .spawn()
+            .map_err(|e| ServerError::io("cannot start worker", &self.program, e))
+    }
+}
+
+/// The worker's last written counters, if any.
+pub fn read_status(dir: &PipelineDir) -> Option<MetricsSnapshot> {
+    let text = std::fs::read(dir.status()).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// The pipeline's last complete checkpoint, if its storage holds one.
+pub fn last_complete_checkpoint(dir: &PipelineDir) -> Option<u64> {
+    let root = dir.checkpoints();
+    if !root.exists() {
+        return None;
+    }
+    let storage = crate::storage::CheckpointStorage::open(root).ok()?;
+    storage.complete_checkpoints().ok()?.last().map(|id| id.0)
+}
+
+/// The last error line of a worker log (`weir: error: ...`), from its last 64 KiB.
+pub fn last_error(log: &Path) -> Option<String> {
+    let mut file = std::fs::File::open(log).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(64 << 10)))
+        .ok()?;
+    BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| line.strip_prefix("weir: error: ").map(str::to_owned))
+        .last()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_error_line_of_the_log_is_the_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("worker.log");
+        assert_eq!(last_error(&log), None);
+        std::fs::write(
+            &log,
+            "weir: error: first\nsome log line\nweir: error: pipeline p: guest exceeded its 1s deadline\nweir: pipeline p stopped\n",
+        )
+        .expect("write");
+        assert_eq!(
+            last_error(&log).as_deref(),
+            Some("pipeline p: guest exceeded its 1s deadline")
+        );
+    }
+}
