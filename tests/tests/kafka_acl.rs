@@ -252,7 +252,10 @@ fn another_tenants_credentials_are_refused_by_the_broker() {
         "{line}"
     );
     // librdkafka keeps looking for the group's coordinator; Weir must not wait with it.
-    assert!(took < Duration::from_secs(20), "refused only after {took:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "refused only after {took:?}"
+    );
     assert_eq!(contents(&b_names.output).1, 0, "b's output changed");
 }
 
