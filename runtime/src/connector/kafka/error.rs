@@ -9,7 +9,6 @@ use std::time::Duration;
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 
 use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_denied};
-
 use crate::record::CheckpointId;
 
 #[derive(Debug, thiserror::Error)]
