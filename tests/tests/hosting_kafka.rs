@@ -254,3 +254,39 @@ fn an_upgrade_from_a_savepoint_keeps_the_counts() {
     let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
     assert_eq!(stopped.body["state"], "stopped");
 }
+
+#[test]
+fn a_pipeline_over_its_disk_quota_is_stopped_as_failed() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), WORKERS);
+    let s = TestServer::start(dir.path());
+    let c = s.tenant("c", json!({"checkpoint_bytes": 100_000}));
+    let count = s.push(&c, "word_count");
+    let name = kafka::unique_name("big");
+    let output = format!("c.{name}-out");
+    kafka::create_topic(&output, 1);
+    let spec = json!({
+        "name": name,
+        "checkpoint": {"interval": "100ms"},
+        "sources": [{"type": "generator", "count": 100_000_000u64, "keys": 10_000_000, "rate": 20_000}],
+        "steps": [{"type": "aggregate", "module": count}],
+        "sinks": [{"type": "kafka", "topic": output}],
+    });
+    assert_eq!(
+        s.post("/v1/pipelines", Some(&c), &json!({"spec": spec}))
+            .status,
+        201
+    );
+    let failed = s.wait_status(&c, &name, RUN_LIMIT, |v| state(v) == "failed");
+    let error = failed["last_error"].as_str().unwrap_or("");
+    assert!(
+        error.starts_with("the pipeline's state and checkpoints take "),
+        "{failed}"
+    );
+    assert!(
+        error.ends_with(" bytes, over the tenant's quota of 100000: stopped"),
+        "{failed}"
+    );
+    assert_eq!(failed["restarts"], 0);
+}
