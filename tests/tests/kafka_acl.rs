@@ -26,10 +26,14 @@ const PASSWORD_B: &str = "b-secret-91d2";
 const PASSWORD_ENV: &str = "WEIR_ACL_TEST_PASSWORD";
 const RECORDS: usize = 400;
 
-/// Tenants `a` and `b`, each owning the names under `a.` / `b.`.
+/// Tenants `a` and `b`, each owning the names under `a.` / `b.` (set once per run of
+/// this binary: `kafka.sh tenant` makes their ACLs exactly these).
 fn tenants() {
-    kafka::tenant("a", PASSWORD_A, "a.");
-    kafka::tenant("b", PASSWORD_B, "b.");
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        kafka::tenant("a", PASSWORD_A, "a.");
+        kafka::tenant("b", PASSWORD_B, "b.");
+    });
 }
 
 /// A pipeline's Kafka names.

@@ -193,3 +193,28 @@ pub fn reason(error: &RdKafkaError) -> String {
 fn ms(d: Duration) -> String {
     crate::spec::units::format_duration(d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connector::kafka::error_class::DENIED;
+
+    #[test]
+    fn refusals_by_the_broker_say_so_in_one_line() {
+        for code in DENIED {
+            let e = KafkaError::from_code("cannot read topic t", code);
+            assert!(matches!(e, KafkaError::NotAuthorized { .. }), "{code:?}");
+            let e = KafkaError::client("cannot read topic t", &RdKafkaError::MetadataFetch(code));
+            let line = e.to_string();
+            assert!(
+                line.starts_with(&format!(
+                    "cannot read topic t: refused by the broker ({code})"
+                )),
+                "{line}"
+            );
+            assert!(!line.contains('\n'));
+        }
+        let e = KafkaError::from_code("x", RDKafkaErrorCode::UnknownTopic);
+        assert!(matches!(e, KafkaError::Client { .. }));
+    }
+}
