@@ -200,7 +200,7 @@ fn the_password_file_is_read_at_resolve_and_never_quoted() {
     );
     assert_eq!(
         config.get("ssl.ca.location"),
-        Some(dir.path().join("ca.pem").to_str().unwrap())
+        Some(dir.path().join("ca.pem").to_str().expect("utf-8 path"))
     );
     assert!(!format!("{security:?}").contains(SECRET));
 
