@@ -184,10 +184,8 @@ fn the_password_file_is_read_at_resolve_and_never_quoted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("pw");
     std::fs::write(&file, format!("{SECRET}\n")).expect("write");
-    let text = format!(
-        "protocol = \"sasl_ssl\"\nmechanism = \"SCRAM-SHA-512\"\nusername = \"u\"\npassword_file = \"pw\"\nca = \"ca.pem\""
-    );
-    let mut c = parse(&text).expect("parses");
+    let text = "protocol = \"sasl_ssl\"\nmechanism = \"SCRAM-SHA-512\"\nusername = \"u\"\npassword_file = \"pw\"\nca = \"ca.pem\"";
+    let mut c = parse(text).expect("parses");
     c.resolve_paths(dir.path());
     assert_eq!(c.ca.as_deref(), Some(dir.path().join("ca.pem").as_path()));
     let security = c.resolve("kafka source").expect("resolves");
