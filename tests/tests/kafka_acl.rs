@@ -7,6 +7,8 @@
 //!   topics, group or transactional prefix), tenant `b`'s credentials are refused by
 //!   the broker (topic and group authorization failures): `weir run` fails with one line naming the authorization failure and
 //!   nothing new is committed (were the ACLs off, these runs would succeed and write);
+//! - a principal that may use a prefix's topics and groups but not its transactional
+//!   ids is refused at `init_transactions` (transactional id authorization failure);
 //! - a wrong password fails at once with one line about authentication, never
 //!   printing the password.
 //!
@@ -22,6 +24,7 @@ use weir_tests::{guest, multiset, multiset_diff, refusal_line, toml_path, weir, 
 
 const PASSWORD_A: &str = "a-secret-7f3c";
 const PASSWORD_B: &str = "b-secret-91d2";
+const PASSWORD_C: &str = "c-secret-04be";
 /// The variable the specs name in `password_env`.
 const PASSWORD_ENV: &str = "WEIR_ACL_TEST_PASSWORD";
 const RECORDS: usize = 400;
@@ -146,7 +149,7 @@ fn assert_no_password(out: &Output) {
         stderr(out),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     ] {
-        for password in [PASSWORD_A, PASSWORD_B, "wrong-password"] {
+        for password in [PASSWORD_A, PASSWORD_B, PASSWORD_C, "wrong-password"] {
             assert!(!text.contains(password), "the password was printed: {text}");
         }
     }
@@ -301,4 +304,87 @@ fn a_wrong_password_fails_at_once_with_one_line() {
         line.contains(&format!("security.password_env: {PASSWORD_ENV} is not set")),
         "{line}"
     );
+}
+
+/// Adds ALLOW ACLs for `User:c` on the names under `prefix` of `resource` (`--topic`,
+/// `--group`) with Kafka's own AclCommand, then waits until the broker answers with them.
+fn grant_c(resource: &str, prefix: &str, operations: &[&str]) {
+    let bootstrap = kafka::bootstrap();
+    let mut args = vec![
+        "run",
+        "org.apache.kafka.tools.AclCommand",
+        "--bootstrap-server",
+        &bootstrap,
+        "--add",
+        "--allow-principal",
+        "User:c",
+        "--resource-pattern-type",
+        "prefixed",
+        resource,
+        prefix,
+    ];
+    for op in operations {
+        args.extend(["--operation", op]);
+    }
+    kafka::kafka_tool(&args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let kind = if resource == "--topic" {
+        "TOPIC"
+    } else {
+        "GROUP"
+    };
+    loop {
+        let listed = kafka::kafka_tool(&[
+            "run",
+            "org.apache.kafka.tools.AclCommand",
+            "--bootstrap-server",
+            &bootstrap,
+            "--list",
+            "--principal",
+            "User:c",
+        ]);
+        if listed.contains(&format!(
+            "resourceType={kind}, name={prefix}, patternType=PREFIXED"
+        )) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ACLs of User:c not applied: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_transactional_prefix_outside_the_principals_acls_is_refused_at_init() {
+    let _one_at_a_time = kafka::exclusive();
+    tenants();
+    // Tenant c owns c., and may also use the topics and groups under x. (a hand-made
+    // ACL set, not kafka.sh's), but not the transactional ids under x.
+    kafka::tenant("c", PASSWORD_C, "c.");
+    grant_c("--topic", "x.", &["Read", "Write", "Describe", "Create"]);
+    grant_c("--group", "x.", &["Read", "Describe"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (names, _) = topics_of("x.", "acl-txn");
+    let (out, took) = run(&spec(dir.path(), &names, "c"), PASSWORD_C);
+    let line = refused(&out);
+    assert!(
+        line.contains(&format!(
+            "producer x.{}.0.0: initialising transactions: refused by the broker",
+            names.pipeline
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains("Transactional Id authorization failed"),
+        "{line}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "refused only after {took:?}"
+    );
+    assert_eq!(contents(&names.output).1, 0, "nothing written");
+    // Back to kafka.sh's exact set: the x. ACLs go.
+    kafka::tenant("c", PASSWORD_C, "c.");
 }
