@@ -29,6 +29,8 @@
 #             other ACL of User:ID is removed. Idempotent; one JVM (a small admin
 #             program, scripts/kafka/KafkaTenant.java, compiled once into the cache:
 #             needs `javac`, a JDK); returns once the broker enforces the new state.
+#             PASSWORD `-` reads it from the first line of stdin instead (a
+#             command line is visible to `ps`).
 #             Example: kafka.sh tenant a s3cret a.   then connect to
 #             $KAFKA_SASL_BOOTSTRAP with SCRAM-SHA-256 (or -512), user a.
 #   topics ARGS...        org.apache.kafka.tools.TopicCommand
@@ -447,6 +449,7 @@ tenant_classes() {
 cmd_tenant() {
   [ $# -eq 3 ] || die "usage: kafka.sh tenant ID PASSWORD PREFIX"
   local id=$1 password=$2 prefix=$3
+  if [ "$password" = - ]; then IFS= read -r password || true; fi
   # SCRAM user names travel in the SASL exchange, where ',' and '=' are special;
   # keep them to printable characters without those or blanks.
   case "$id" in ''|*[!A-Za-z0-9._@-]*) die "tenant id must be non-empty, of letters, digits and ._@- only: $id" ;; esac
