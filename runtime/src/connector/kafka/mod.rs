@@ -14,6 +14,7 @@ pub mod names;
 pub mod preflight;
 pub mod sink;
 pub mod source;
+pub mod source_context;
 pub mod transactional_producer;
 
 pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};
