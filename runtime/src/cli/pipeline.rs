@@ -296,18 +296,19 @@ mod tests {
         let toml = "name = \"p\"\n[[steps]]\ntype = \"map\"\nmodule = \"abc\"\n[checkpoint]\ninterval = \"1s\"\n";
         let json = r#"{"name":"p","steps":[{"type":"map","module":"abc"}],"checkpoint":{"interval":"1s"}}"#;
         assert_eq!(
-            spec_json(toml, "p.toml", true).unwrap(),
-            spec_json(json, "p.json", false).unwrap()
+            spec_json(toml, "p.toml", true).expect("a value"),
+            spec_json(json, "p.json", false).expect("a value")
         );
     }
 
     #[test]
     fn a_bad_toml_spec_is_one_line_naming_file_and_line() {
-        let e = spec_json("name = \"p\"\nparallelism = = 2\n", "p.toml", true).unwrap_err();
+        let e =
+            spec_json("name = \"p\"\nparallelism = = 2\n", "p.toml", true).expect_err("an error");
         let text = e.to_string();
         assert!(text.starts_with("p.toml line 2: "), "{text}");
         assert_eq!(text.lines().count(), 1, "{text}");
-        let e = spec_json("[1]", "p.json", false).unwrap_err();
+        let e = spec_json("[1]", "p.json", false).expect_err("an error");
         assert_eq!(
             e.to_string(),
             "p.json: a pipeline spec is an object of the spec's fields"
@@ -317,7 +318,7 @@ mod tests {
     #[test]
     fn step_modules_parse() {
         assert_eq!(
-            step_module("count=abc").unwrap(),
+            step_module("count=abc").expect("a value"),
             ("count".into(), "abc".into())
         );
         assert!(step_module("count").is_err());
@@ -327,7 +328,7 @@ mod tests {
     #[test]
     fn ls_shortens_the_last_error_and_status_shows_it_whole() {
         let table = pipelines_table(&[status()]);
-        let row = table.lines().nth(1).unwrap();
+        let row = table.lines().nth(1).expect("a value");
         assert!(
             row.starts_with("upper  failed  3          10  9    2         module uppercase: xxx"),
             "{table}"

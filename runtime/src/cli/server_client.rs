@@ -434,14 +434,14 @@ mod tests {
     #[test]
     fn base_url_takes_http_and_drops_trailing_slashes() {
         assert_eq!(
-            base_url("http://127.0.0.1:8080/").unwrap(),
+            base_url("http://127.0.0.1:8080/").expect("a value"),
             "http://127.0.0.1:8080"
         );
         assert_eq!(
-            base_url(" https://weir.example ").unwrap(),
+            base_url(" https://weir.example ").expect("a value"),
             "https://weir.example"
         );
-        let e = base_url("127.0.0.1:8080").unwrap_err();
+        let e = base_url("127.0.0.1:8080").expect_err("an error");
         assert_eq!(
             e.to_string(),
             "server URL \"127.0.0.1:8080\": use http://HOST:PORT (or https://)"
@@ -480,15 +480,16 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_token() {
-        let client = ServerClient::new("http://127.0.0.1:1", "secret-token-value").unwrap();
+        let client =
+            ServerClient::new("http://127.0.0.1:1", "secret-token-value").expect("a value");
         assert!(!format!("{client:?}").contains("secret-token-value"));
     }
 
     #[test]
     fn an_empty_success_decodes_as_unit_and_json_is_kept() {
-        let r: Reply<()> = decode("u", 204, "").unwrap();
+        let r: Reply<()> = decode("u", 204, "").expect("a value");
         assert_eq!(r.json, Value::Null);
-        let r: Reply<Vec<u32>> = decode("u", 200, "[1, 2]").unwrap();
+        let r: Reply<Vec<u32>> = decode("u", 200, "[1, 2]").expect("a value");
         assert_eq!(r.value, vec![1, 2]);
         assert_eq!(r.json, serde_json::json!([1, 2]));
         assert!(decode::<Vec<u32>>("u", 200, "{}").is_err());
