@@ -12,11 +12,15 @@ GUESTS_DIR := $(CURDIR)/build/guests
 export WEIR_GUESTS_DIR := $(GUESTS_DIR)
 WEIR := $(CARGO_TARGET_DIR)/debug/weir
 KAFKA := bash scripts/kafka/kafka.sh
+# schemathesis (PyPI), pinned, in a venv outside the clone: fuzzes `weir serve`'s API.
+VENV ?= $(HOME)/.cache/weir/venv
+SCHEMATHESIS_VERSION := 4.32.5
+export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev pkg-config build-essential
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests test demo demo-kafka bench kafka-up kafka-down clean
+.PHONY: help setup build guests test demo demo-kafka bench kafka-up kafka-down clean fuzz-tools
 
 help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
@@ -49,7 +53,13 @@ guests: setup
 	@for f in $(GUEST_TARGET_DIR)/wasm32-wasip2/release/*.wasm; do cp "$$f" $(GUESTS_DIR)/; done
 	@ls $(GUESTS_DIR)
 
-test: setup guests
+# The API fuzzer the hosting tests run (tests/tests/hosting_fuzz.rs).
+fuzz-tools:
+	@$(WEIR_SCHEMATHESIS) --version 2>/dev/null | grep -q "$(SCHEMATHESIS_VERSION)" || { \
+	  echo "installing schemathesis $(SCHEMATHESIS_VERSION) into $(VENV)"; \
+	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; }
+
+test: setup guests fuzz-tools
 	cargo build --workspace --bins --tests
 	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2

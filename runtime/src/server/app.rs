@@ -182,6 +182,7 @@ impl App {
             dir,
             env: self.kafka_password(&tenant.id)?,
             from_checkpoint: row.start_from,
+            disk_quota: quotas_over(&tenant.quotas, &self.config.quotas).checkpoint_bytes,
         };
         self.supervisor
             .start(&tenant.id, &row.name, launch)

@@ -34,6 +34,8 @@ use crate::server::wire::PipelineState;
 use crate::server::worker::{Launch, last_complete_checkpoint, last_error};
 
 const POLL: Duration = Duration::from_millis(50);
+/// How often a running worker's directory is measured against the disk quota.
+const DISK_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// What the supervisor was asked to do with a running worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +186,8 @@ enum Exit {
     Requested(Request),
     Finished,
     Failed(String),
+    /// Killed for using more disk than its quota: not restarted.
+    OverQuota(String),
 }
 
 impl Run {
@@ -204,6 +208,10 @@ impl Run {
                 Exit::Requested(_) => return,
                 Exit::Finished => {
                     self.record(PipelineState::Finished, restarts, None);
+                    return;
+                }
+                Exit::OverQuota(error) => {
+                    self.record(PipelineState::Failed, restarts, Some(&error));
                     return;
                 }
                 Exit::Failed(error) => {
@@ -249,8 +257,11 @@ impl Run {
         if self.control.request() != Request::None {
             self.control.ask(self.control.request());
         }
-        let status = self.wait(&mut child);
+        let (status, over_quota) = self.wait(&mut child);
         self.control.pid.store(0, Ordering::SeqCst);
+        if let Some(error) = over_quota {
+            return Exit::OverQuota(error);
+        }
         match (self.control.request(), status) {
             (Request::None, Some(s)) if s.success() => Exit::Finished,
             (Request::None, status) => Exit::Failed(
@@ -263,14 +274,24 @@ impl Run {
         }
     }
 
-    /// Waits for the child; once a stop is asked, for at most `stop_timeout`.
-    fn wait(&self, child: &mut Child) -> Option<std::process::ExitStatus> {
+    /// Waits for the child; once a stop is asked, for at most `stop_timeout`. Kills it
+    /// (and says why) if its directory grows past the disk quota.
+    fn wait(&self, child: &mut Child) -> (Option<std::process::ExitStatus>, Option<String>) {
         let mut asked_at: Option<Instant> = None;
+        let mut measured_at = Instant::now();
+        let mut over_quota = None;
         loop {
             match child.try_wait() {
-                Ok(Some(status)) => return Some(status),
+                Ok(Some(status)) => return (Some(status), over_quota),
                 Ok(None) => {}
-                Err(_) => return None,
+                Err(_) => return (None, over_quota),
+            }
+            if over_quota.is_none() && measured_at.elapsed() > DISK_CHECK_EVERY {
+                measured_at = Instant::now();
+                over_quota = self.over_disk_quota();
+                if over_quota.is_some() {
+                    let _ = child.kill();
+                }
             }
             if self.control.request() != Request::None {
                 let at = *asked_at.get_or_insert_with(Instant::now);
@@ -280,6 +301,14 @@ impl Run {
             }
             std::thread::sleep(POLL);
         }
+    }
+
+    fn over_disk_quota(&self) -> Option<String> {
+        let quota = self.launch.disk_quota?;
+        let used = crate::server::worker::disk_usage(self.launch.dir.root());
+        (used > quota).then(|| {
+            format!("the pipeline's state and checkpoints take {used} bytes, over the tenant's quota of {quota}: stopped")
+        })
     }
 
     /// Sleeps `backoff` unless a request comes; false if one did.

@@ -42,6 +42,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Resume from this checkpoint explicitly (after an upgrade).
     pub from_checkpoint: Option<u64>,
+    /// Bytes the pipeline's directory (state, checkpoints, log) may hold.
+    pub disk_quota: Option<u64>,
 }
 
 impl Launch {
@@ -87,6 +89,31 @@ pub fn read_status(dir: &PipelineDir) -> Option<MetricsSnapshot> {
     serde_json::from_slice(&text).ok()
 }
 
+/// Bytes under `root`, each file counted once however many hard links it has (RocksDB
+/// checkpoints hard-link the state's files).
+pub fn disk_usage(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
 /// The pipeline's last complete checkpoint, if its storage holds one.
 pub fn last_complete_checkpoint(dir: &PipelineDir) -> Option<u64> {
     let root = dir.checkpoints();
@@ -113,6 +140,16 @@ pub fn last_error(log: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_usage_counts_a_hard_linked_file_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("sub")).expect("sub");
+        std::fs::write(dir.path().join("a"), [0u8; 1000]).expect("a");
+        std::fs::hard_link(dir.path().join("a"), dir.path().join("sub/a")).expect("link");
+        std::fs::write(dir.path().join("sub/b"), [0u8; 24]).expect("b");
+        assert_eq!(disk_usage(dir.path()), 1024);
+    }
 
     #[test]
     fn the_last_error_line_of_the_log_is_the_error() {

@@ -41,7 +41,7 @@ fn display_name(name: Option<String>) -> Result<String, ApiError> {
 
 /// Upload a component (`.wasm` bytes as the body). The same bytes twice are one module.
 #[utoipa::path(post, path = "/v1/modules", tag = "modules", security(("bearer" = [])), params(UploadQuery),
-    request_body(content = Vec<u8>, content_type = "application/wasm"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the .wasm bytes (any content type is taken)"),
     responses((status = 201, body = Module), (status = 200, body = Module, description = "already uploaded"),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn upload(

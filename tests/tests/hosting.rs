@@ -1,0 +1,369 @@
+//! `weir serve`, tried as a tenant and as an attacker would: the walls between tenants
+//! (tokens, ids, specs, uploads), each case its own test, against a real server on a
+//! port of its own. The Kafka end-to-end runs are in `hosting_kafka.rs`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_tests::server::{ADMIN_TOKEN, TestServer, write_config};
+
+fn server(extra: &str) -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), extra);
+    let server = TestServer::start(dir.path());
+    (dir, server)
+}
+
+/// A spec of tenant `t`'s: `t.in` -> uppercase `module` -> `t.out`.
+fn spec(t: &str, name: &str, module: &str) -> Value {
+    json!({
+        "name": name,
+        "sources": [{"type": "kafka", "topic": format!("{t}.in"), "bounded": true}],
+        "steps": [{"type": "map", "name": "upper", "module": module}],
+        "sinks": [{"type": "kafka", "topic": format!("{t}.out")}],
+    })
+}
+
+#[test]
+fn no_token_or_a_wrong_token_gets_401() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({}));
+    let wrong_secret = format!(
+        "{}{}",
+        &a[..a.len() - 1],
+        if a.ends_with('0') { '1' } else { '0' }
+    );
+    for token in [
+        None,
+        Some("nonsense"),
+        Some(wrong_secret.as_str()),
+        Some(ADMIN_TOKEN),
+    ] {
+        let answer = s.get("/v1/modules", token);
+        assert_eq!(answer.status, 401, "{token:?}: {answer:?}");
+        assert_eq!(
+            answer.error(),
+            "missing or unknown token: send `Authorization: Bearer <token>`"
+        );
+    }
+    // A tenant's token is not the admin's.
+    assert_eq!(s.get("/v1/admin/tenants", Some(&a)).status, 401);
+    assert_eq!(
+        s.post_empty("/v1/admin/tenants/a/tokens", Some(&a)).status,
+        401
+    );
+    assert_eq!(s.get("/v1/modules", Some(&a)).status, 200);
+}
+
+#[test]
+fn another_tenants_modules_and_pipelines_are_not_found() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({}));
+    let b = s.tenant("b", json!({}));
+    let module = s.push(&a, "uppercase");
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec("a", "wc", &module), "start": false}),
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+
+    assert_eq!(s.get("/v1/modules", Some(&b)).body, json!([]));
+    assert_eq!(s.get("/v1/pipelines", Some(&b)).body, json!([]));
+    let module_path = format!("/v1/modules/{module}");
+    for answer in [
+        s.get(&module_path, Some(&b)),
+        s.delete(&module_path, Some(&b)),
+    ] {
+        assert_eq!(answer.status, 404, "{answer:?}");
+        assert_eq!(answer.error(), format!("no module {module:?}"));
+    }
+    let upgrade = json!({"modules": {"upper": module}});
+    for answer in [
+        s.get("/v1/pipelines/wc", Some(&b)),
+        s.post_empty("/v1/pipelines/wc/start", Some(&b)),
+        s.post_empty("/v1/pipelines/wc/stop", Some(&b)),
+        s.post_empty("/v1/pipelines/wc/savepoint", Some(&b)),
+        s.post("/v1/pipelines/wc/upgrade", Some(&b), &upgrade),
+        s.delete("/v1/pipelines/wc", Some(&b)),
+    ] {
+        assert_eq!(answer.status, 404, "{answer:?}");
+        assert_eq!(answer.error(), "no pipeline \"wc\"");
+    }
+    // B cannot use A's module in a spec of its own either.
+    let refused = s.post(
+        "/v1/pipelines",
+        Some(&b),
+        &json!({"spec": spec("b", "p", &module)}),
+    );
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        refused.error(),
+        format!("spec field steps[0].module: you have no module {module}")
+    );
+    // A's objects are untouched.
+    assert_eq!(s.get(&module_path, Some(&a)).status, 200);
+    assert_eq!(s.get("/v1/pipelines/wc", Some(&a)).body["state"], "stopped");
+}
+
+#[test]
+fn a_spec_naming_another_tenants_topic_group_or_prefix_is_refused() {
+    let (_dir, s) = server("");
+    let b = s.tenant("b", json!({}));
+    let module = s.push(&b, "uppercase");
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"topic": "a.in", "type": "kafka"}),
+            "spec field sources[0].topic: topic \"a.in\" is outside your prefix \"b.\"",
+        ),
+        (
+            json!({"topic": "b.in", "type": "kafka", "group": "a.wc"}),
+            "spec field sources[0].group: the server chooses it; remove it",
+        ),
+        (
+            json!({"topic": "b.in", "type": "kafka", "bootstrap": "10.0.0.1:9092"}),
+            "spec field sources[0].bootstrap: the server chooses it; remove it",
+        ),
+        (
+            json!({"type": "file", "path": "/etc/passwd"}),
+            "spec field sources[0].type: \"file\" is not available on a shared server (kafka or generator)",
+        ),
+    ];
+    for (source, expected) in cases {
+        let mut sp = spec("b", "p", &module);
+        sp["sources"][0] = source;
+        let answer = s.post("/v1/pipelines", Some(&b), &json!({"spec": sp}));
+        assert_eq!((answer.status, answer.error()), (400, expected));
+    }
+    let mut sp = spec("b", "p", &module);
+    sp["sinks"][0]["transactional_prefix"] = json!("a.");
+    let answer = s.post("/v1/pipelines", Some(&b), &json!({"spec": sp}));
+    assert_eq!(
+        answer.error(),
+        "spec field sinks[0].transactional_prefix: the server chooses it; remove it"
+    );
+    let mut sp = spec("b", "p", &module);
+    sp["state_dir"] = json!("../a");
+    let answer = s.post("/v1/pipelines", Some(&b), &json!({"spec": sp}));
+    assert_eq!(
+        answer.error(),
+        "spec field state_dir: the server chooses it; remove it"
+    );
+    assert_eq!(s.get("/v1/pipelines", Some(&b)).body, json!([]));
+}
+
+/// Sends a request head by hand and returns the status of the answer.
+fn raw_upload(
+    s: &TestServer,
+    token: &str,
+    head_extra: &str,
+    body: impl FnOnce(&mut TcpStream) + Send + 'static,
+) -> u16 {
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    write!(
+        stream,
+        "POST /v1/modules HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/wasm\r\n{head_extra}\r\n"
+    )
+    .expect("head");
+    let mut writer = stream.try_clone().expect("clone");
+    let sender = std::thread::spawn(move || body(&mut writer));
+    let mut answer = [0u8; 12];
+    stream.read_exact(&mut answer).expect("an answer");
+    drop(sender);
+    String::from_utf8_lossy(&answer[9..12])
+        .parse()
+        .expect("status")
+}
+
+#[test]
+fn an_upload_over_the_quota_gets_413_without_being_buffered() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({"module_bytes": 1_000_000}));
+    // Declared too large: refused before a byte of the body is sent.
+    let status = raw_upload(&s, &a, "Content-Length: 1000000000\r\n", |_| {});
+    assert_eq!(status, 413);
+    // Chunked and endless: a server that buffered the body first would never answer.
+    let status = raw_upload(&s, &a, "Transfer-Encoding: chunked\r\n", |w| {
+        let chunk = vec![0u8; 64 << 10];
+        loop {
+            let ok = write!(w, "{:x}\r\n", chunk.len()).is_ok()
+                && w.write_all(&chunk).is_ok()
+                && w.write_all(b"\r\n").is_ok();
+            if !ok {
+                return;
+            }
+        }
+    });
+    assert_eq!(status, 413);
+    // Nothing was kept, and a module that fits still goes in.
+    assert_eq!(s.get("/v1/modules", Some(&a)).body, json!([]));
+    let leftovers: Vec<_> = std::fs::read_dir(s.dir.join("data/modules"))
+        .expect("store")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    s.push(&a, "uppercase");
+}
+
+#[test]
+fn a_core_module_or_a_component_of_another_world_gets_400_with_the_reason() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({}));
+    let core = wat::parse_str("(module (func (export \"f\")))").expect("core module");
+    let answer = s.post_bytes("/v1/modules", Some(&a), &core);
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.error(),
+        "module: is a core WebAssembly module, not a component; build with --target wasm32-wasip2"
+    );
+    let foreign = wat::parse_str("(component (core module $m (func (export \"f\"))) (core instance $i (instantiate $m)) (func (export \"run\") (canon lift (core func $i \"f\"))))").expect("component");
+    let answer = s.post_bytes("/v1/modules", Some(&a), &foreign);
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.error(),
+        "module: exports run; a weir guest exports weir:transform/map or weir:transform/aggregate"
+    );
+    let answer = s.post_bytes("/v1/modules", Some(&a), b"\0asm but not really");
+    assert_eq!(answer.status, 400, "{answer:?}");
+    let importer = std::fs::read(weir_tests::guest("fs_importer")).expect("guest");
+    let answer = s.post_bytes("/v1/modules", Some(&a), &importer);
+    assert_eq!(answer.status, 400);
+    assert!(
+        answer.error().contains("imports wasi:filesystem"),
+        "{answer:?}"
+    );
+    assert_eq!(s.get("/v1/modules", Some(&a)).body, json!([]));
+}
+
+#[test]
+fn ids_with_dots_slashes_or_control_characters_are_refused() {
+    let (_dir, s) = server("");
+    for id in ["../x", "a/b", "a\u{1}", "..", "A", "a.b", ""] {
+        let answer = s.post("/v1/admin/tenants", Some(ADMIN_TOKEN), &json!({"id": id}));
+        assert_eq!(answer.status, 400, "{id:?}: {answer:?}");
+        assert!(answer.error().starts_with("tenant id "), "{answer:?}");
+    }
+    let a = s.tenant("a", json!({}));
+    for path in [
+        "/v1/pipelines/..%2F..%2Fetc",
+        "/v1/pipelines/a%0Ab",
+        "/v1/pipelines/a.b",
+    ] {
+        let answer = s.get(path, Some(&a));
+        assert_eq!(answer.status, 400, "{path}: {answer:?}");
+        assert!(answer.error().starts_with("pipeline name "), "{answer:?}");
+    }
+    for path in ["/v1/modules/..%2F..%2Fcatalog.sqlite", "/v1/modules/abc"] {
+        let answer = s.get(path, Some(&a));
+        assert_eq!(answer.status, 400, "{path}: {answer:?}");
+        assert!(answer.error().starts_with("module id "), "{answer:?}");
+    }
+    let answer = s.post_bytes("/v1/modules?name=..%2Fx", Some(&a), b"x");
+    assert_eq!(answer.status, 400, "{answer:?}");
+    let mut sp = spec("a", "../x", &"0".repeat(64));
+    let answer = s.post("/v1/pipelines", Some(&a), &json!({"spec": sp.clone()}));
+    assert_eq!(answer.status, 400);
+    assert!(
+        answer.error().starts_with("pipeline name \"../x\""),
+        "{answer:?}"
+    );
+    sp["name"] = json!("ok");
+    sp["steps"][0]["name"] = json!("a/b");
+    let answer = s.post("/v1/pipelines", Some(&a), &json!({"spec": sp}));
+    assert!(
+        answer.error().starts_with("step name \"a/b\""),
+        "{answer:?}"
+    );
+}
+
+#[test]
+fn the_same_bytes_twice_are_one_module_and_a_module_in_use_is_kept() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({}));
+    let bytes = std::fs::read(weir_tests::guest("uppercase")).expect("guest");
+    let first = s.post_bytes("/v1/modules?name=upper", Some(&a), &bytes);
+    let again = s.post_bytes("/v1/modules?name=upper2", Some(&a), &bytes);
+    assert_eq!((first.status, again.status), (201, 200));
+    assert_eq!(first.body, again.body);
+    let id = first.body["id"].as_str().expect("id").to_owned();
+    assert_eq!(first.body["world"], "mapper");
+    assert_eq!(first.body["size"], bytes.len());
+    assert!(
+        first.body["exports"]
+            .as_array()
+            .expect("exports")
+            .iter()
+            .any(|e| e
+                .as_str()
+                .is_some_and(|e| e.starts_with("weir:transform/map"))),
+        "{first:?}"
+    );
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec("a", "p", &id), "start": false}),
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    let answer = s.delete(&format!("/v1/modules/{id}"), Some(&a));
+    assert_eq!(
+        (answer.status, answer.error()),
+        (409, format!("module {id} is used by pipelines p").as_str())
+    );
+    assert_eq!(s.delete("/v1/pipelines/p", Some(&a)).status, 204);
+    assert_eq!(s.delete(&format!("/v1/modules/{id}"), Some(&a)).status, 204);
+    assert!(!s.dir.join(format!("data/modules/{id}.wasm")).exists());
+}
+
+#[test]
+fn the_catalog_survives_a_sigkill_of_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let s = TestServer::start(dir.path());
+    let a = s.tenant("a", json!({"pipelines": 3}));
+    let id = s.push(&a, "uppercase");
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec("a", "p", &id), "start": false}),
+    );
+    assert_eq!(created.status, 201);
+    s.kill();
+    let s = TestServer::start(dir.path());
+    assert_eq!(s.get(&format!("/v1/modules/{id}"), Some(&a)).status, 200);
+    let p = s.get("/v1/pipelines/p", Some(&a));
+    assert_eq!(
+        (p.body["state"].as_str(), p.body["desired"].as_str()),
+        (Some("stopped"), Some("stopped"))
+    );
+    let tenants = s.get("/v1/admin/tenants", Some(ADMIN_TOKEN));
+    assert_eq!(tenants.body[0]["quotas"]["pipelines"], 3);
+    assert_eq!(tenants.body[0]["kafka_prefix"], "a.");
+}
+
+#[test]
+fn health_metrics_and_the_openapi_document_answer() {
+    let (_dir, s) = server("");
+    assert_eq!(s.get("/healthz", None).status, 200);
+    assert_eq!(s.get("/readyz", None).status, 200);
+    let _ = s.get("/v1/modules", None);
+    let metrics = s.get("/metrics", None);
+    let text = metrics.body.as_str().expect("text");
+    assert!(
+        text.contains("weir_server_http_requests_total{method=\"GET\",status=\"401\"} 1"),
+        "{text}"
+    );
+    let doc = s.get("/openapi.json", None).body;
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in [
+        "/v1/modules",
+        "/v1/pipelines/{name}/upgrade",
+        "/v1/admin/tenants/{id}/tokens",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} missing");
+    }
+}

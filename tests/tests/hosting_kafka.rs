@@ -1,0 +1,292 @@
+//! `weir serve` end to end against the real broker: two tenants, one well-behaved and
+//! one hostile, a SIGKILL of the server mid-run, and an upgrade that keeps state. Every
+//! count is exact, read back with read_committed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_tests::kafka::{self, Input};
+use weir_tests::multiset;
+use weir_tests::server::{TestServer, write_config};
+
+const WORKERS: &str = "[workers]\nrestart_backoff = \"100ms\"\nmax_backoff = \"200ms\"\nrestart_limit = 2\nstop_timeout = \"60s\"\n";
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn inputs(tag: &str, partitions: i32, per_partition: u64) -> Vec<Input> {
+    (0..partitions)
+        .flat_map(|p| {
+            (0..per_partition).map(move |i| Input {
+                partition: p,
+                key: format!("k{}", i % 7),
+                value: format!("{tag}-p{p}-r{i}"),
+                timestamp: 1_700_000_000_000 + i as i64,
+            })
+        })
+        .collect()
+}
+
+/// A `{t}.{tag}-in` -> `module` -> `{t}.{tag}-out` spec; topics created.
+fn map_pipeline(
+    t: &str,
+    name: &str,
+    module: &str,
+    partitions: i32,
+    rate: u64,
+) -> (Value, String, String) {
+    let (input, output) = (format!("{t}.{name}-in"), format!("{t}.{name}-out"));
+    kafka::create_topic(&input, partitions);
+    kafka::create_topic(&output, 1);
+    let spec = json!({
+        "name": name,
+        "parallelism": 2,
+        "checkpoint": {"interval": "200ms"},
+        "sources": [{"type": "kafka", "topic": input, "start": "earliest", "bounded": true, "rate": rate}],
+        "steps": [{"type": "map", "name": "main", "module": module}],
+        "sinks": [{"type": "kafka", "topic": output}],
+    });
+    (spec, input, output)
+}
+
+fn state(v: &Value) -> &str {
+    v["state"].as_str().unwrap_or("")
+}
+
+/// Whether a process whose command line mentions `needle` is alive.
+fn process_alive(needle: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(needle))
+                .unwrap_or(false)
+        })
+}
+
+#[test]
+fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), WORKERS);
+    let s = TestServer::start(dir.path());
+    let a = s.tenant("a", json!({}));
+    let b = s.tenant("b", json!({}));
+    let upper = s.push(&a, "uppercase");
+    let looper = s.push(&b, "infinite_loop");
+
+    let name_a = kafka::unique_name("up");
+    let (spec_a, input_a, output_a) = map_pipeline("a", &name_a, &upper, 3, 1500);
+    let records = inputs(&name_a, 3, 1000);
+    kafka::produce(&input_a, &records);
+    let name_b = kafka::unique_name("loop");
+    let (spec_b, input_b, output_b) = map_pipeline("b", &name_b, &looper, 1, 0);
+    kafka::produce(
+        &input_b,
+        &[Input {
+            partition: 0,
+            key: "k".into(),
+            value: "loop".into(),
+            timestamp: 0,
+        }],
+    );
+
+    for (token, spec) in [(&a, &spec_a), (&b, &spec_b)] {
+        let created = s.post("/v1/pipelines", Some(token), &json!({"spec": spec}));
+        assert_eq!(created.status, 201, "{created:?}");
+    }
+    // A commits some output; then the server is killed, and its workers with it.
+    s.wait_status(&a, &name_a, RUN_LIMIT, |v| {
+        v["last_committed_checkpoint"]
+            .as_u64()
+            .is_some_and(|c| c >= 2)
+    });
+    s.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !process_alive(&format!("pipelines/{name_a}/spec.toml")),
+        "A's worker outlived the server"
+    );
+
+    let s = TestServer::start(dir.path());
+    let done = s.wait_status(&a, &name_a, RUN_LIMIT, |v| state(v) == "finished");
+    assert_eq!(done["desired"], "running");
+    let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
+    let committed = multiset(kafka::committed_values(&output_a));
+    assert_eq!(committed, expected, "A's output is not exactly once");
+
+    // B: failed after its restart limit, with the deadline named; nothing committed.
+    let failed = s.wait_status(&b, &name_b, RUN_LIMIT, |v| state(v) == "failed");
+    let error = failed["last_error"].as_str().unwrap_or("");
+    assert!(error.contains("exceeded its time limit of 1s"), "{failed}");
+    assert!(
+        error.ends_with("(failed 3 times in a row; restart limit 2)"),
+        "{failed}"
+    );
+    assert!(kafka::committed_values(&output_b).is_empty());
+
+    // Every transactional id of A's pipeline the broker knows starts with A's prefix.
+    let listed = kafka::kafka_tool(&[
+        "transactions",
+        "--bootstrap-server",
+        &kafka::bootstrap(),
+        "list",
+    ]);
+    let ids: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|id| id.contains(&name_a))
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    assert!(
+        ids.iter().all(|id| id.starts_with(&format!("a.{name_a}."))),
+        "{ids:?}"
+    );
+    let _ = (input_b, s.terminate());
+}
+
+/// The last count of every word in `topic` (its record values are word-count JSON).
+fn last_counts(topic: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for (_, value) in kafka::read_all(topic, "read_committed") {
+        let v: Value = serde_json::from_str(&value).expect("count JSON");
+        counts.insert(
+            v["word"].as_str().expect("word").to_owned(),
+            v["count"].as_u64().expect("count"),
+        );
+    }
+    counts
+}
+
+fn words(tag: &str, list: &[(&str, usize)]) -> Vec<Input> {
+    list.iter()
+        .flat_map(|(w, n)| std::iter::repeat_n(w.to_string(), *n))
+        .enumerate()
+        .map(|(i, w)| Input {
+            partition: 0,
+            key: w.clone(),
+            value: format!("{tag}-{i}"),
+            timestamp: 1_700_000_000_000 + i as i64,
+        })
+        .collect()
+}
+
+fn wait_counts(topic: &str, want: &BTreeMap<String, u64>) {
+    let deadline = std::time::Instant::now() + RUN_LIMIT;
+    loop {
+        let got = last_counts(topic);
+        if &got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "counts {got:?}, want {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_upgrade_from_a_savepoint_keeps_the_counts() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), WORKERS);
+    let s = TestServer::start(dir.path());
+    let a = s.tenant("a", json!({}));
+    let v1 = s.push(&a, "word_count");
+    let v2 = s.push(&a, "count_twice");
+    let name = kafka::unique_name("wc");
+    let (input, output) = (format!("a.{name}-in"), format!("a.{name}-out"));
+    kafka::create_topic(&input, 1);
+    kafka::create_topic(&output, 1);
+    let spec = json!({
+        "name": name,
+        "checkpoint": {"interval": "200ms"},
+        "sources": [{"type": "kafka", "topic": input, "start": "earliest"}],
+        "steps": [{"type": "aggregate", "name": "count", "module": v1}],
+        "sinks": [{"type": "kafka", "topic": output}],
+    });
+    assert_eq!(
+        s.post("/v1/pipelines", Some(&a), &json!({"spec": spec}))
+            .status,
+        201
+    );
+    kafka::produce(&input, &words("one", &[("x", 3), ("y", 2)]));
+    wait_counts(&output, &BTreeMap::from([("x".into(), 3), ("y".into(), 2)]));
+
+    let saved = s.post_empty(&format!("/v1/pipelines/{name}/savepoint"), Some(&a));
+    assert_eq!(saved.status, 200, "{saved:?}");
+    assert_eq!(saved.body["state"], "stopped");
+    let savepoint = saved.body["savepoint"].as_u64().expect("a savepoint");
+    // Upgrading the wrong step, or to a module of another world, is refused.
+    let upper = s.push(&a, "uppercase");
+    let wrong = s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(&a),
+        &json!({"modules": {"count": upper}}),
+    );
+    assert_eq!(wrong.status, 400);
+    assert_eq!(
+        wrong.error(),
+        format!("step \"count\": module {upper} is a mapper, the step's module a aggregator")
+    );
+
+    kafka::produce(&input, &words("two", &[("x", 1), ("z", 2)]));
+    let upgraded = s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(&a),
+        &json!({"modules": {"count": v2}}),
+    );
+    assert_eq!(upgraded.status, 200, "{upgraded:?}");
+    assert_eq!(upgraded.body["modules"]["count"], v2.as_str());
+    // x: 3 counted by v1, then 1 counted twice by v2; z only by v2; y untouched.
+    wait_counts(
+        &output,
+        &BTreeMap::from([("x".into(), 5), ("y".into(), 2), ("z".into(), 4)]),
+    );
+    let status = s.get(&format!("/v1/pipelines/{name}"), Some(&a)).body;
+    assert!(
+        status["last_complete_checkpoint"]
+            .as_u64()
+            .is_some_and(|c| c > savepoint),
+        "{status}"
+    );
+    let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
+    assert_eq!(stopped.body["state"], "stopped");
+}
+
+#[test]
+fn a_pipeline_over_its_disk_quota_is_stopped_as_failed() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), WORKERS);
+    let s = TestServer::start(dir.path());
+    let c = s.tenant("c", json!({"checkpoint_bytes": 100_000}));
+    let count = s.push(&c, "word_count");
+    let name = kafka::unique_name("big");
+    let output = format!("c.{name}-out");
+    kafka::create_topic(&output, 1);
+    let spec = json!({
+        "name": name,
+        "checkpoint": {"interval": "100ms"},
+        "sources": [{"type": "generator", "count": 100_000_000u64, "keys": 10_000_000, "rate": 20_000}],
+        "steps": [{"type": "aggregate", "module": count}],
+        "sinks": [{"type": "kafka", "topic": output}],
+    });
+    assert_eq!(
+        s.post("/v1/pipelines", Some(&c), &json!({"spec": spec}))
+            .status,
+        201
+    );
+    let failed = s.wait_status(&c, &name, RUN_LIMIT, |v| state(v) == "failed");
+    let error = failed["last_error"].as_str().unwrap_or("");
+    assert!(
+        error.starts_with("the pipeline's state and checkpoints take "),
+        "{failed}"
+    );
+    assert!(
+        error.ends_with(" bytes, over the tenant's quota of 100000: stopped"),
+        "{failed}"
+    );
+    assert_eq!(failed["restarts"], 0);
+}
