@@ -360,6 +360,30 @@ fn json_output_is_the_apis_json() {
     assert_eq!(listed[0]["name"], "p-json");
 }
 
+/// What `weir pipeline status` shows of a pipeline created stopped that never ran.
+fn never_run_status(name: &str, step: &str, id: &str, created_at: &str) -> Vec<(String, String)> {
+    let module = format!("module {step}");
+    [
+        ("name", name),
+        ("state", "stopped"),
+        ("desired", "stopped"),
+        (module.as_str(), id),
+        ("last complete checkpoint", "-"),
+        ("last committed checkpoint", "-"),
+        ("savepoint", "-"),
+        ("records in", "0"),
+        ("records out", "0"),
+        ("dead letters", "0"),
+        ("consumer lag", "-"),
+        ("restarts", "0"),
+        ("last error", "-"),
+        ("created", created_at),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect()
+}
+
 #[test]
 fn pipeline_create_from_toml_then_ls_status_rm() {
     // A TOML spec naming a module by id, created stopped: listed, its status shown,
@@ -404,25 +428,7 @@ fn pipeline_create_from_toml_then_ls_status_rm() {
 
     let status = ok_stdout(&cli(&server, &token, &["pipeline", "status", "upper"]));
     let created_at = api.body["created_at"].as_str().expect("created_at");
-    let expected: Vec<(String, String)> = [
-        ("name", "upper"),
-        ("state", "stopped"),
-        ("desired", "stopped"),
-        ("module upper", id.as_str()),
-        ("last complete checkpoint", "-"),
-        ("last committed checkpoint", "-"),
-        ("savepoint", "-"),
-        ("records in", "0"),
-        ("records out", "0"),
-        ("dead letters", "0"),
-        ("consumer lag", "-"),
-        ("restarts", "0"),
-        ("last error", "-"),
-        ("created", created_at),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
+    let expected = never_run_status("upper", "upper", &id, created_at);
     assert_eq!(key_values(&status), expected, "{status}");
     // Values start in one column.
     let column = status
