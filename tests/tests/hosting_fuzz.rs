@@ -21,7 +21,16 @@ fn fuzz(server: &TestServer, token: &str) -> u64 {
     let program = schemathesis();
     let out = Command::new(&program)
         .args(["run", &format!("{}/openapi.json", server.url)])
-        .args(["--checks", "not_a_server_error", "--max-examples", "25", "--seed", "7", "-w", "2"])
+        .args([
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "25",
+            "--seed",
+            "7",
+            "-w",
+            "2",
+        ])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args(["-H", &format!("Authorization: Bearer {token}")])
         .env("SCHEMATHESIS_TELEMETRY", "false")
@@ -32,13 +41,27 @@ fn fuzz(server: &TestServer, token: &str) -> u64 {
     // generator (seen: a KeyError inside Hypothesis) is not the server's and is
     // reported, not failed on. A server that died shows as failures and as the health
     // check below.
-    assert!(!text.contains("FAILURES") && !text.contains("Server error"), "schemathesis found failures:\n{text}");
+    assert!(
+        !text.contains("FAILURES") && !text.contains("Server error"),
+        "schemathesis found failures:\n{text}"
+    );
     if !out.status.success() {
-        eprintln!("schemathesis reported errors of its own (no failed check):\n{}", text.lines().filter(|l| l.contains("Error")).take(5).collect::<Vec<_>>().join("\n"));
+        eprintln!(
+            "schemathesis reported errors of its own (no failed check):\n{}",
+            text.lines()
+                .filter(|l| l.contains("Error"))
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
     let generated = text
         .lines()
-        .find_map(|l| l.trim().split_once(" generated, ").map(|(n, _)| n.trim().to_owned()))
+        .find_map(|l| {
+            l.trim()
+                .split_once(" generated, ")
+                .map(|(n, _)| n.trim().to_owned())
+        })
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in schemathesis output:\n{text}"));
     generated
@@ -58,10 +81,23 @@ fn generated_requests_never_get_a_server_error() {
         "steps": [{"type": "map", "module": module}],
         "sinks": [{"type": "kafka", "topic": "a.out"}],
     });
-    assert_eq!(s.post("/v1/pipelines", Some(&a), &json!({"spec": spec, "start": false})).status, 201);
+    assert_eq!(
+        s.post(
+            "/v1/pipelines",
+            Some(&a),
+            &json!({"spec": spec, "start": false})
+        )
+        .status,
+        201
+    );
     let as_tenant = fuzz(&s, &a);
     let as_admin = fuzz(&s, ADMIN_TOKEN);
-    eprintln!("schemathesis: {as_tenant} requests with a tenant's token, {as_admin} with the admin's, no 5xx");
-    assert!(as_tenant > 100 && as_admin > 100, "{as_tenant} / {as_admin}");
+    eprintln!(
+        "schemathesis: {as_tenant} requests with a tenant's token, {as_admin} with the admin's, no 5xx"
+    );
+    assert!(
+        as_tenant > 100 && as_admin > 100,
+        "{as_tenant} / {as_admin}"
+    );
     assert_eq!(s.get("/healthz", None).status, 200);
 }

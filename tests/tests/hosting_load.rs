@@ -1,0 +1,128 @@
+//! Load on one `weir serve`: 20 concurrent pipelines of 4 tenants for about a minute
+//! (Kafka -> WASM uppercase -> Kafka, each paced to run that long), every one
+//! exactly-once at the end. Prints the server's peak RSS and the workers' RSS per
+//! pipeline (the README's hosting figures come from this test's output).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use weir_tests::kafka::{self, Input};
+use weir_tests::multiset;
+use weir_tests::server::{TestServer, write_config};
+
+const TENANTS: [&str; 4] = ["t1", "t2", "t3", "t4"];
+const PER_TENANT: usize = 5;
+const RECORDS: u64 = 3_000;
+/// Records per second per pipeline: RECORDS / RATE is about a minute.
+const RATE: u64 = 50;
+
+/// Resident set size of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Pids of the worker processes of the server whose data dir is `data`.
+fn workers(data: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            (cmdline.contains(data) && cmdline.contains("--supervised-by")).then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn twenty_pipelines_of_four_tenants_on_one_server() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let s = TestServer::start(dir.path());
+    let data = dir.path().join("data").display().to_string();
+    let mut pipelines = Vec::new();
+    for t in TENANTS {
+        let token = s.tenant(t, json!({"pipelines": PER_TENANT}));
+        let module = s.push(&token, "uppercase");
+        for i in 0..PER_TENANT {
+            let name = format!("p{i}-{}", kafka::unique_name("load"));
+            let (input, output) = (format!("{t}.{name}-in"), format!("{t}.{name}-out"));
+            kafka::create_topic(&input, 1);
+            kafka::create_topic(&output, 1);
+            let records: Vec<Input> = (0..RECORDS)
+                .map(|r| Input {
+                    partition: 0,
+                    key: format!("k{r}"),
+                    value: format!("{name}-{r}"),
+                    timestamp: 1_700_000_000_000,
+                })
+                .collect();
+            kafka::produce(&input, &records);
+            let spec = json!({
+                "name": name,
+                "checkpoint": {"interval": "1s"},
+                "sources": [{"type": "kafka", "topic": input, "start": "earliest", "bounded": true, "rate": RATE}],
+                "steps": [{"type": "map", "module": module}],
+                "sinks": [{"type": "kafka", "topic": output}],
+            });
+            let created = s.post("/v1/pipelines", Some(&token), &json!({"spec": spec}));
+            assert_eq!(created.status, 201, "{created:?}");
+            pipelines.push((token.clone(), name, output, records));
+        }
+    }
+    let started = Instant::now();
+    let (mut server_peak, mut workers_peak, mut workers_seen) = (0, 0, 0);
+    loop {
+        server_peak = server_peak.max(rss_kib(s.pid()));
+        let pids = workers(&data);
+        workers_seen = workers_seen.max(pids.len());
+        workers_peak = workers_peak.max(pids.iter().map(|p| rss_kib(*p)).sum::<u64>());
+        let finished = pipelines
+            .iter()
+            .filter(|(token, name, ..)| {
+                s.get(&format!("/v1/pipelines/{name}"), Some(token)).body["state"] == "finished"
+            })
+            .count();
+        if finished == pipelines.len() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "{finished} of {} finished",
+            pipelines.len()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for (_, name, output, records) in &pipelines {
+        let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
+        assert_eq!(
+            multiset(kafka::committed_values(output)),
+            expected,
+            "pipeline {name}"
+        );
+    }
+    let n = pipelines.len() as u64;
+    eprintln!(
+        "hosting load: {n} pipelines of {} tenants ran concurrently ({workers_seen} workers at most) in {:.0} s; \
+         server peak RSS {} MiB; workers' peak RSS {} MiB in all, {} MiB per pipeline",
+        TENANTS.len(),
+        started.elapsed().as_secs_f64(),
+        server_peak / 1024,
+        workers_peak / 1024,
+        workers_peak / 1024 / n
+    );
+    assert_eq!(
+        workers_seen,
+        pipelines.len(),
+        "not all pipelines ran at once"
+    );
+}
