@@ -49,11 +49,21 @@ impl TestServer {
         Self::start_with_env(dir, &[])
     }
 
+    /// As `start`, with `weir serve --config server.toml` run in `dir` (a relative path).
+    pub fn start_relative(dir: &Path) -> TestServer {
+        Self::spawn(dir, Path::new("server.toml"), &[])
+    }
+
     pub fn start_with_env(dir: &Path, env: &[(&str, &str)]) -> TestServer {
+        Self::spawn(dir, &dir.join("server.toml"), env)
+    }
+
+    fn spawn(dir: &Path, config: &Path, env: &[(&str, &str)]) -> TestServer {
         let mut child = crate::weir()
             .arg("serve")
             .arg("--config")
-            .arg(dir.join("server.toml"))
+            .arg(config)
+            .current_dir(dir)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -346,6 +346,21 @@ fn the_catalog_survives_a_sigkill_of_the_server() {
 }
 
 #[test]
+fn a_server_started_with_a_relative_config_path_creates_pipelines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let s = TestServer::start_relative(dir.path());
+    let a = s.tenant("a", json!({}));
+    let id = s.push(&a, "uppercase");
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec("a", "p", &id), "start": false}),
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+}
+
+#[test]
 fn health_metrics_and_the_openapi_document_answer() {
     let (_dir, s) = server("");
     assert_eq!(s.get("/healthz", None).status, 200);

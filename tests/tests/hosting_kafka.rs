@@ -76,7 +76,7 @@ fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
     let looper = s.push(&b, "infinite_loop");
 
     let name_a = kafka::unique_name("up");
-    let (spec_a, input_a, output_a) = map_pipeline("a", &name_a, &upper, 3, 1500);
+    let (spec_a, input_a, output_a) = map_pipeline("a", &name_a, &upper, 3, 600);
     let records = inputs(&name_a, 3, 1000);
     kafka::produce(&input_a, &records);
     let name_b = kafka::unique_name("loop");
@@ -96,11 +96,18 @@ fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
         assert_eq!(created.status, 201, "{created:?}");
     }
     // A commits some output; then the server is killed, and its workers with it.
+    let lag_seen = std::cell::Cell::new(0);
     s.wait_status(&a, &name_a, RUN_LIMIT, |v| {
+        lag_seen.set(lag_seen.get().max(v["consumer_lag"].as_u64().unwrap_or(0)));
         v["last_committed_checkpoint"]
             .as_u64()
             .is_some_and(|c| c >= 2)
     });
+    // Paced at 600 records/s, the 3000 records wait in Kafka for a while.
+    assert!(
+        lag_seen.get() > 0,
+        "no consumer lag reported while the input waited"
+    );
     s.kill();
     std::thread::sleep(Duration::from_millis(500));
     assert!(
@@ -111,6 +118,7 @@ fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
     let s = TestServer::start(dir.path());
     let done = s.wait_status(&a, &name_a, RUN_LIMIT, |v| state(v) == "finished");
     assert_eq!(done["desired"], "running");
+    assert_eq!(done["consumer_lag"], 0, "{done}");
     let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
     let committed = multiset(kafka::committed_values(&output_a));
     assert_eq!(committed, expected, "A's output is not exactly once");
@@ -289,4 +297,48 @@ fn a_pipeline_over_its_disk_quota_is_stopped_as_failed() {
         "{failed}"
     );
     assert_eq!(failed["restarts"], 0);
+}
+
+#[test]
+fn a_pipeline_stopped_while_it_waits_to_restart_is_stopped() {
+    let _one = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let slow = WORKERS
+        .replace("restart_backoff = \"100ms\"", "restart_backoff = \"30s\"")
+        .replace("max_backoff = \"200ms\"", "max_backoff = \"60s\"");
+    write_config(dir.path(), &slow);
+    let s = TestServer::start(dir.path());
+    let a = s.tenant("a", json!({}));
+    let upper = s.push(&a, "uppercase");
+    let name = kafka::unique_name("nosink");
+    let input = format!("a.{name}-in");
+    kafka::create_topic(&input, 1);
+    // Its output topic does not exist: every start fails, and the worker waits 30 s.
+    let spec = json!({
+        "name": name,
+        "sources": [{"type": "kafka", "topic": input}],
+        "steps": [{"type": "map", "module": upper}],
+        "sinks": [{"type": "kafka", "topic": format!("a.{name}-missing")}],
+    });
+    assert_eq!(
+        s.post("/v1/pipelines", Some(&a), &json!({"spec": spec}))
+            .status,
+        201
+    );
+    let waiting = s.wait_status(&a, &name, RUN_LIMIT, |v| state(v) == "restarting");
+    assert!(
+        waiting["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("missing")),
+        "{waiting}"
+    );
+    let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
+    assert_eq!(
+        (
+            stopped.body["state"].as_str(),
+            stopped.body["desired"].as_str()
+        ),
+        (Some("stopped"), Some("stopped")),
+        "{stopped:?}"
+    );
 }

@@ -2,8 +2,12 @@
 
 pub mod checkpoints;
 pub mod compile_module;
+pub mod module;
+pub mod pipeline;
 pub mod run;
 pub mod serve;
+pub mod server_client;
+pub mod table;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -26,6 +30,11 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Run the multi-tenant hosting server (HTTP API, supervised pipelines).
     Serve(serve::ServeArgs),
+    /// Manage your modules on a weir server: push, ls, rm.
+    Module(module::ModuleArgs),
+    /// Manage your pipelines on a weir server: create, ls, start, stop, status,
+    /// savepoint, upgrade, rm.
+    Pipeline(pipeline::PipelineArgs),
     /// List a pipeline's checkpoints: id, time, size, files added.
     Checkpoints(checkpoints::CheckpointsArgs),
     /// Internal: compile one module from stdin under CPU and memory limits (the child
@@ -42,6 +51,8 @@ impl Command {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => serve::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Module(args) => module::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Pipeline(args) => pipeline::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Checkpoints(args) => checkpoints::execute(args).map(|()| ExitCode::SUCCESS),
             Command::CompileModule(args) => Ok(compile_module::execute(args)),
         }

@@ -50,6 +50,12 @@ pub trait Source: Send {
         0
     }
 
+    /// Records in this subtask's input not read yet, as last known (a Kafka source: the
+    /// partitions' high watermarks minus its next offsets); `None` if it cannot tell.
+    fn lag(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether reopening at `position()` replays exactly what followed it.
     fn is_replayable(&self) -> bool {
         true

@@ -264,6 +264,28 @@ pub struct SourceInput {
     pub out_of_orderness: Duration,
 }
 
+/// A source subtask's share of the pipeline's consumer lag, refreshed once a second.
+#[derive(Debug, Default)]
+struct LagShare {
+    reported: u64,
+    at: Option<Instant>,
+}
+
+impl LagShare {
+    const EVERY: Duration = Duration::from_secs(1);
+
+    fn report(&mut self, source: &dyn Source, metrics: &PipelineMetrics) {
+        if self.at.is_some_and(|at| at.elapsed() < Self::EVERY) {
+            return;
+        }
+        self.at = Some(Instant::now());
+        if let Some(lag) = source.lag() {
+            PipelineMetrics::replace_share(&metrics.consumer_lag, self.reported, lag);
+            self.reported = lag;
+        }
+    }
+}
+
 impl SourceTask {
     pub fn new(ctx: TaskContext, input: SourceInput, pipe: Pipe) -> Self {
         Self { ctx, input, pipe }
@@ -287,7 +309,9 @@ impl SourceTask {
             )
         };
         let mut batch = new_batch(self.input.batch_limit);
+        let mut lag = LagShare::default();
         loop {
+            lag.report(self.input.source.as_ref(), &self.ctx.metrics);
             if self.ctx.cancelled() {
                 return Err(TaskError::Cancelled);
             }
@@ -341,6 +365,8 @@ impl SourceTask {
                 SourcePoll::Idle => std::thread::sleep(IDLE_BACKOFF),
                 SourcePoll::Drained => {
                     drained = true;
+                    // A drained source's last figure (0 for a bounded one) at once.
+                    lag.at = None;
                     if let Some(end) = watermarks.at_end_of_input() {
                         self.pipe.watermark(&self.ctx, end)?;
                     }

@@ -23,6 +23,9 @@ pub struct PipelineMetrics {
     /// Kafka offset already deleted by retention): lost to the pipeline, not replayed.
     pub records_skipped: AtomicU64,
     pub checkpoints_completed: AtomicU64,
+    /// Records in the sources' input not read yet, summed over subtasks (each adds its
+    /// new figure before taking back its old one, so the sum never underflows).
+    pub consumer_lag: AtomicU64,
     pub last_checkpoint_id: AtomicU64,
     pub last_checkpoint_duration_ms: AtomicU64,
 }
@@ -36,6 +39,8 @@ pub struct MetricsSnapshot {
     pub late_records: u64,
     pub records_skipped: u64,
     pub checkpoints_completed: u64,
+    #[serde(default)]
+    pub consumer_lag: u64,
     pub last_checkpoint_id: u64,
     pub last_checkpoint_duration_ms: u64,
 }
@@ -43,6 +48,12 @@ pub struct MetricsSnapshot {
 impl PipelineMetrics {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Replaces one subtask's share of `counter` (`old`) with `new`.
+    pub fn replace_share(counter: &AtomicU64, old: u64, new: u64) {
+        counter.fetch_add(new, Ordering::Relaxed);
+        counter.fetch_sub(old, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {
@@ -54,6 +65,7 @@ impl PipelineMetrics {
             late_records: get(&self.late_records),
             records_skipped: get(&self.records_skipped),
             checkpoints_completed: get(&self.checkpoints_completed),
+            consumer_lag: get(&self.consumer_lag),
             last_checkpoint_id: get(&self.last_checkpoint_id),
             last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
         }

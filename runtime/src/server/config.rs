@@ -171,7 +171,11 @@ impl ServerConfig {
             std::fs::read_to_string(path).map_err(|e| ServerError::io("cannot read", path, e))?;
         let raw: RawServerConfig =
             toml::from_str(&text).map_err(|e| invalid(e.message().to_owned()))?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        // Absolute, so that the data dir means the same to the workers (which run in
+        // their pipeline's directory) as to the server.
+        let path =
+            std::path::absolute(path).map_err(|e| ServerError::io("cannot resolve", path, e))?;
+        let base = path.parent().unwrap_or(Path::new("/"));
         let admin_token = admin_token(&raw, base).map_err(invalid)?;
         let mut seen = std::collections::BTreeSet::new();
         for t in &raw.tenants {

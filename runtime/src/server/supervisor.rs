@@ -200,12 +200,7 @@ impl Run {
             let exit = self.run_once();
             self.launch.from_checkpoint = None;
             match exit {
-                Exit::Requested(Request::Stop) => {
-                    let savepoint = last_complete_checkpoint(&self.launch.dir);
-                    self.record_stop(restarts, savepoint);
-                    return;
-                }
-                Exit::Requested(_) => return,
+                Exit::Requested(request) => return self.requested(request, restarts),
                 Exit::Finished => {
                     self.record(PipelineState::Finished, restarts, None);
                     return;
@@ -231,11 +226,20 @@ impl Run {
                     }
                     self.record(PipelineState::Restarting, restarts, Some(&error));
                     if !self.wait_out(backoff) {
-                        return;
+                        return self.requested(self.control.request(), restarts);
                     }
                     backoff = (backoff * 2).min(self.config.max_backoff);
                 }
             }
+        }
+    }
+
+    /// Ends supervision on a request: a tenant's stop records the state and savepoint;
+    /// a shutdown or a delete leaves the catalog to the server.
+    fn requested(&self, request: Request, restarts: u32) {
+        if request == Request::Stop {
+            let savepoint = last_complete_checkpoint(&self.launch.dir);
+            self.record_stop(restarts, savepoint);
         }
     }
 

@@ -137,7 +137,8 @@ pub struct PipelineStatus {
     pub records_in: u64,
     pub records_out: u64,
     pub dead_letters: u64,
-    /// Records in the Kafka sources' partitions not yet read (last seen by the worker).
+    /// Records in the Kafka sources' partitions not read yet, as the worker last saw
+    /// them (0 without Kafka sources; none before the worker first reported).
     pub consumer_lag: Option<u64>,
     /// Worker restarts after failures, since the last start on request.
     pub restarts: u32,

@@ -15,6 +15,7 @@ pub mod preflight;
 pub mod security;
 pub mod sink;
 pub mod source;
+pub mod source_context;
 pub mod transactional_producer;
 
 pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};

@@ -49,11 +49,12 @@ use serde::{Deserialize, Serialize};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
-    self, Endpoint, QuietContext, authenticate, client_config, topic_partitions,
+    self, Endpoint, authenticate, client_config, topic_partitions,
 };
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
+use crate::connector::kafka::source_context::{STATS_INTERVAL_MS, SourceContext};
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
 use crate::record::SourcePosition;
@@ -113,7 +114,7 @@ impl KafkaPosition {
 struct PartitionState {
     topic: String,
     partition: i32,
-    queue: PartitionQueue<QuietContext>,
+    queue: PartitionQueue<SourceContext>,
     /// Offset of the next record to return.
     next: i64,
     /// Bounded mode: the end offset captured at open.
@@ -129,7 +130,7 @@ impl PartitionState {
     /// many it read.
     fn read(
         &mut self,
-        consumer: &BaseConsumer<QuietContext>,
+        consumer: &BaseConsumer<SourceContext>,
         out: &mut RecordBatch,
         limit: BatchLimit,
         room: usize,
@@ -185,7 +186,7 @@ impl PartitionState {
 
 /// The consumer's position in `topic`-`partition`, if it has a numeric one.
 fn consumer_position(
-    consumer: &BaseConsumer<QuietContext>,
+    consumer: &BaseConsumer<SourceContext>,
     topic: &str,
     partition: i32,
 ) -> Option<i64> {
@@ -200,7 +201,7 @@ fn consumer_position(
 
 /// One subtask of a Kafka source.
 pub struct KafkaSource {
-    consumer: Arc<BaseConsumer<QuietContext>>,
+    consumer: Arc<BaseConsumer<SourceContext>>,
     partitions: Vec<PartitionState>,
     bounded: bool,
     /// Records lost to retention between the checkpoint and this open.
@@ -304,7 +305,7 @@ fn create_consumer(
     config: &KafkaSourceConfig,
     group: &str,
     endpoint: &Endpoint,
-) -> Result<BaseConsumer<QuietContext>, KafkaError> {
+) -> Result<BaseConsumer<SourceContext>, KafkaError> {
     let mut client = client_config(endpoint, config.connect_timeout);
     client
         .set("group.id", group)
@@ -316,19 +317,23 @@ fn create_consumer(
             if config.bounded { "true" } else { "false" },
         )
         // A restored offset already deleted by retention: continue at the earliest.
-        .set("auto.offset.reset", "earliest");
-    client.create_with_context(QuietContext).map_err(|e| {
-        KafkaError::client(
-            format!("cannot create a Kafka consumer for {}", endpoint.bootstrap),
-            &e,
-        )
-    })
+        .set("auto.offset.reset", "earliest")
+        // The partitions' high watermarks, for the lag (see `source_context`).
+        .set("statistics.interval.ms", STATS_INTERVAL_MS);
+    client
+        .create_with_context(SourceContext::default())
+        .map_err(|e| {
+            KafkaError::client(
+                format!("cannot create a Kafka consumer for {}", endpoint.bootstrap),
+                &e,
+            )
+        })
 }
 
 /// The partitions of the configured topics that `assignment::owner` gives to
 /// `subtask`, sorted.
 fn owned_partitions(
-    consumer: &BaseConsumer<QuietContext>,
+    consumer: &BaseConsumer<SourceContext>,
     config: &KafkaSourceConfig,
     bootstrap: &str,
     subtask: usize,
@@ -349,7 +354,7 @@ fn owned_partitions(
 /// Opens a subtask's partitions one by one: where each starts, its queue, its
 /// assignment.
 struct PartitionOpener<'a> {
-    consumer: &'a Arc<BaseConsumer<QuietContext>>,
+    consumer: &'a Arc<BaseConsumer<SourceContext>>,
     config: &'a KafkaSourceConfig,
     bootstrap: &'a str,
     /// Every partition's offset in the restored checkpoint, if resuming from one.
@@ -437,7 +442,7 @@ impl PartitionOpener<'_> {
 
 /// The group's committed offsets of `partitions` (those with one).
 fn committed_offsets(
-    consumer: &BaseConsumer<QuietContext>,
+    consumer: &BaseConsumer<SourceContext>,
     partitions: &[(String, i32)],
     bootstrap: &str,
     timeout: Duration,
@@ -512,6 +517,20 @@ impl Source for KafkaSource {
 
     fn skipped_at_open(&self) -> u64 {
         self.skipped
+    }
+
+    fn lag(&self) -> Option<u64> {
+        let context = self.consumer.context();
+        let lag = self
+            .partitions
+            .iter()
+            .filter_map(|p| {
+                let high = context.high_watermark(&p.topic, p.partition)?;
+                let end = p.end.map_or(high, |end| end.min(high));
+                Some(u64::try_from(end - p.next).unwrap_or(0))
+            })
+            .sum();
+        Some(lag)
     }
 
     fn event_time_frontier(&self) -> Option<i64> {

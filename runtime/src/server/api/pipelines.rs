@@ -21,7 +21,8 @@ use crate::server::worker::{last_complete_checkpoint, read_status};
 
 pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
     let dir = app.namespace(&row.tenant).pipeline_dir(&row.name);
-    let counters = read_status(&dir).unwrap_or_default();
+    let reported = read_status(&dir);
+    let counters = reported.unwrap_or_default();
     PipelineStatus {
         state: row.state,
         desired: row.desired,
@@ -32,7 +33,7 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
         records_in: counters.records_in,
         records_out: counters.records_out,
         dead_letters: counters.dead_letters,
-        consumer_lag: None,
+        consumer_lag: reported.map(|c| c.consumer_lag),
         restarts: row.restarts,
         last_error: row.last_error,
         savepoint: row.savepoint,
