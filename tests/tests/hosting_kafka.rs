@@ -64,14 +64,29 @@ fn process_alive(needle: &str) -> bool {
         })
 }
 
+/// The server's config for tenants `a` and `b` with Kafka principals of their own, on
+/// the broker's SASL listener (where the ACLs that `kafka.sh tenant` grants apply).
+fn sasl_config() -> String {
+    format!(
+        "{WORKERS}\n[kafka]\nbootstrap = \"{}\"\nprotocol = \"sasl_plaintext\"\nmechanism = \"SCRAM-SHA-256\"\n\n\
+         [[tenants]]\nid = \"a\"\nkafka = {{ username = \"a\", password_env = \"PW_A\" }}\n\n\
+         [[tenants]]\nid = \"b\"\nkafka = {{ username = \"b\", password_env = \"PW_B\" }}\n",
+        kafka::sasl_bootstrap()
+    )
+}
+
+const PASSWORDS: [(&str, &str); 2] = [("PW_A", "a-secret-1"), ("PW_B", "b-secret-2")];
+
 #[test]
 fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
     let _one = kafka::exclusive();
+    kafka::tenant("a", PASSWORDS[0].1, "a.");
+    kafka::tenant("b", PASSWORDS[1].1, "b.");
     let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), WORKERS);
-    let s = TestServer::start(dir.path());
-    let a = s.tenant("a", json!({}));
-    let b = s.tenant("b", json!({}));
+    write_config(dir.path(), &sasl_config());
+    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
+    let a = s.token("a");
+    let b = s.token("b");
     let upper = s.push(&a, "uppercase");
     let looper = s.push(&b, "infinite_loop");
 
@@ -115,7 +130,7 @@ fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
         "A's worker outlived the server"
     );
 
-    let s = TestServer::start(dir.path());
+    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
     let done = s.wait_status(&a, &name_a, RUN_LIMIT, |v| state(v) == "finished");
     assert_eq!(done["desired"], "running");
     assert_eq!(done["consumer_lag"], 0, "{done}");
@@ -340,5 +355,42 @@ fn a_pipeline_stopped_while_it_waits_to_restart_is_stopped() {
         ),
         (Some("stopped"), Some("stopped")),
         "{stopped:?}"
+    );
+}
+
+#[test]
+fn a_pipeline_whose_kafka_password_is_missing_at_restart_is_failed_with_the_reason() {
+    let _one = kafka::exclusive();
+    kafka::tenant("a", PASSWORDS[0].1, "a.");
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), &sasl_config());
+    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
+    let a = s.token("a");
+    let upper = s.push(&a, "uppercase");
+    let name = kafka::unique_name("nopw");
+    let (spec, _, _) = map_pipeline("a", &name, &upper, 1, 0);
+    assert_eq!(
+        s.post(
+            "/v1/pipelines",
+            Some(&a),
+            &json!({"spec": spec, "start": false})
+        )
+        .status,
+        201
+    );
+    s.kill();
+    // Started again without the tenant's password in its environment.
+    let s = TestServer::start(dir.path());
+    let started = s.post_empty(&format!("/v1/pipelines/{name}/start"), Some(&a));
+    assert_eq!(started.status, 500, "{started:?}");
+    assert_eq!(
+        started.error(),
+        "tenant a: environment variable PW_A (its Kafka password) is not set"
+    );
+    let status = s.get(&format!("/v1/pipelines/{name}"), Some(&a)).body;
+    assert_eq!(
+        (state(&status), status["last_error"].as_str()),
+        ("failed", Some(started.error())),
+        "{status}"
     );
 }

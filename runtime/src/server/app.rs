@@ -17,7 +17,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde_json::json;
 
-use crate::server::catalog::{Catalog, PipelineRow, TenantRow};
+use crate::server::catalog::{Catalog, PipelineRow, RunRecord, TenantRow};
 use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
 use crate::server::error::{ApiError, ServerError};
 use crate::server::hosted_spec::{HostedContext, HostedSpec, KafkaAccess, WORKER_PASSWORD_ENV};
@@ -26,6 +26,7 @@ use crate::server::module_store::ModuleStore;
 use crate::server::namespace::TenantNamespace;
 use crate::server::supervisor::Supervisor;
 use crate::server::tokens;
+use crate::server::wire::PipelineState;
 use crate::server::worker::Launch;
 
 #[derive(Debug)]
@@ -169,8 +170,24 @@ impl App {
         )
     }
 
-    /// Writes the pipeline's generated spec and starts supervising its worker.
+    /// Writes the pipeline's generated spec and starts supervising its worker. A start
+    /// that fails here (its spec no longer passes, a password is missing) leaves the
+    /// pipeline `failed` with the reason, not `starting` for ever.
     pub fn start_pipeline(&self, tenant: &TenantRow, row: &PipelineRow) -> Result<(), ApiError> {
+        self.try_start(tenant, row).inspect_err(|e| {
+            let failed = RunRecord {
+                state: PipelineState::Failed,
+                restarts: row.restarts,
+                last_error: Some(e.message()),
+                savepoint: None,
+            };
+            if let Err(e) = self.catalog.record_run(&tenant.id, &row.name, &failed) {
+                tracing::error!(tenant = %tenant.id, pipeline = %row.name, error = %e, "cannot record the failed start");
+            }
+        })
+    }
+
+    fn try_start(&self, tenant: &TenantRow, row: &PipelineRow) -> Result<(), ApiError> {
         let hosted = self.hosted_spec(tenant, &row.spec)?;
         let dir = self.namespace(&tenant.id).pipeline_dir(&row.name);
         std::fs::create_dir_all(dir.root())
