@@ -20,11 +20,12 @@ export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests test demo demo-kafka bench kafka-up kafka-down clean fuzz-tools
+.PHONY: help setup build guests test demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
 
 help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
 	@echo "make demo-kafka the same words through Kafka: topic -> WASM -> exactly-once topic (own broker)"
+	@echo "make demo-serve the hosting walk-through: weir serve, a tenant, modules pushed and a pipeline run with the CLI"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
 	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
@@ -85,6 +86,11 @@ demo-kafka: build guests
 	  echo '--- committed output (read_committed):'; \
 	  $(KAFKA) consume --topic weir-demo-word-counts --from-beginning --isolation-level read_committed --timeout-ms 5000 2>/dev/null | head -n 10 || true; \
 	  $(KAFKA) groups --describe --group weir.word-count-kafka
+
+# Hosting: a broker with ACLs, `weir serve`, a tenant pushing modules and running a
+# pipeline with the `weir` CLI (the README's walk-through); stops everything at exit.
+demo-serve: build guests
+	bash scripts/demo-serve.sh
 
 bench: build guests
 	cargo build --quiet -p weir-tests --bins
