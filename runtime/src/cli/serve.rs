@@ -23,8 +23,8 @@ pub fn execute(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the server's runtime")?;
     runtime.block_on(async move {
-        server::serve(app, shutdown_signal(), |addr| {
-            eprintln!("weir: serving on http://{addr}");
+        server::serve(app, shutdown_signal(), |url| {
+            eprintln!("weir: serving on {url}");
         })
         .await
     })?;

@@ -13,7 +13,7 @@
 //!   any byte of the body is sent): it is never read whole into memory.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -49,6 +49,34 @@ pub struct ServerArgs {
     /// Print the server's JSON answer (pretty) instead of a table
     #[arg(long, global = true)]
     pub json: bool,
+    /// Trust this CA (PEM) for an https:// server, instead of the public roots
+    /// [default: $WEIR_CA_CERT]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// Environment variable naming the CA file of an https:// server.
+pub const CA_CERT_ENV: &str = "WEIR_CA_CERT";
+
+/// The certificates of a PEM file.
+fn read_ca(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, ClientError> {
+    let bad = |reason: String| ClientError::File {
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate in it".into()));
+    }
+    Ok(certs)
 }
 
 /// Why a call to the server failed: always one line.
@@ -173,16 +201,27 @@ impl ServerClient {
         let server =
             resolve(args.server.as_deref(), SERVER_ENV, env).ok_or(ClientError::NoServer)?;
         let token = resolve(args.token.as_deref(), TOKEN_ENV, env).ok_or(ClientError::NoToken)?;
-        Self::new(&server, &token)
+        let ca = args.ca_cert.clone().or_else(|| env(CA_CERT_ENV).map(PathBuf::from));
+        Self::with_ca(&server, &token, ca.as_deref())
     }
 
     pub fn new(server: &str, token: &str) -> Result<Self, ClientError> {
+        Self::with_ca(server, token, None)
+    }
+
+    /// A client that trusts `ca` (PEM) instead of the public roots for https.
+    pub fn with_ca(server: &str, token: &str, ca: Option<&Path>) -> Result<Self, ClientError> {
         let base = base_url(server)?;
         let token = token.trim();
         if token.chars().any(|c| c.is_control() || c == ' ') {
             return Err(ClientError::BadToken);
         }
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(ca) = ca {
+            tls = tls.root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(read_ca(ca)?)));
+        }
         let agent = ureq::Agent::config_builder()
+            .tls_config(tls.build())
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(REQUEST_TIMEOUT))

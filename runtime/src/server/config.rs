@@ -5,6 +5,7 @@
 //! listen = "127.0.0.1:8080"        # default; port 0 picks a free port (printed at start)
 //! data_dir = "/var/lib/weir"       # required: catalog, modules, tenants' state
 //! admin_token_env = "WEIR_ADMIN_TOKEN"   # or admin_token_file = "..."; one is required
+//! tls = { cert = "server.pem", key = "server.key" }   # optional: HTTPS (rustls), PEM
 //!
 //! [workers]
 //! restart_backoff = "1s"           # first wait after a failure, doubled each time
@@ -52,6 +53,17 @@ pub struct ServerConfig {
     /// Quotas of tenants that set none of their own.
     pub quotas: Quotas,
     pub tenants: Vec<TenantConfig>,
+    /// Serve HTTPS with this certificate chain and key (PEM), absolute paths.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `tls = { cert = "server.pem", key = "server.key" }`: PEM files, relative to the
+/// config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +84,8 @@ struct RawServerConfig {
     quotas: Quotas,
     #[serde(default)]
     tenants: Vec<TenantConfig>,
+    #[serde(default)]
+    tls: Option<TlsConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -200,6 +214,10 @@ impl ServerConfig {
             kafka: raw.kafka,
             quotas: quotas_over(&raw.quotas, &builtin_quotas()),
             tenants: raw.tenants,
+            tls: raw.tls.map(|t| TlsConfig {
+                cert: base.join(t.cert),
+                key: base.join(t.key),
+            }),
         })
     }
 }

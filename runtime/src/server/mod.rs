@@ -35,6 +35,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use axum_server::tls_rustls::RustlsConfig;
+
 use crate::engine::{CompileIsolation, CompileLimits, WasmEngine};
 use crate::pipeline::compile_cache_dir;
 use crate::server::app::App;
@@ -82,11 +84,11 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
 }
 
 /// Serves until `shutdown` resolves, then stops every worker with a final checkpoint.
-/// `bound` is told the address listened on (port 0 picks one).
+/// `bound` is told the URL listened on (port 0 picks one).
 pub async fn serve(
     app: Arc<App>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    bound: impl FnOnce(std::net::SocketAddr),
+    bound: impl FnOnce(String),
 ) -> Result<(), ServerError> {
     let listen = app.config.listen.clone();
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -95,15 +97,58 @@ pub async fn serve(
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::Other(format!("cannot listen on {listen}: {e}")))?;
+    let tls = match &app.config.tls {
+        Some(tls) => Some(tls_config(tls).await?),
+        None => None,
+    };
     let resuming = app.clone();
     let resumed = tokio::task::spawn_blocking(move || resuming.resume_pipelines());
-    bound(addr);
-    let served = axum::serve(listener, api::router(app.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| ServerError::Other(format!("server: {e}")));
+    bound(format!("{}://{addr}", if tls.is_some() { "https" } else { "http" }));
+    let router = api::router(app.clone());
+    let served = match tls {
+        None => axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|e| ServerError::Other(format!("server: {e}"))),
+        Some(tls) => serve_tls(listener, tls, router, shutdown).await,
+    };
     let _ = resumed.await;
     let stopping = app.clone();
     let _ = tokio::task::spawn_blocking(move || stopping.supervisor.shutdown()).await;
     served
+}
+
+/// The rustls configuration of `tls` (ring as the crypto provider).
+async fn tls_config(tls: &config::TlsConfig) -> Result<RustlsConfig, ServerError> {
+    // Fails only if a provider is installed already: then that one serves.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    RustlsConfig::from_pem_file(&tls.cert, &tls.key).await.map_err(|e| {
+        ServerError::Other(format!(
+            "tls: cannot load certificate {} and key {}: {e}",
+            tls.cert.display(),
+            tls.key.display()
+        ))
+    })
+}
+
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: RustlsConfig,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let failed = |e: std::io::Error| ServerError::Other(format!("server: {e}"));
+    let listener = listener.into_std().map_err(failed)?;
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+    });
+    axum_server::from_tcp_rustls(listener, tls)
+        .map_err(failed)?
+        .handle(handle)
+        .serve(router.into_make_service())
+        .await
+        .map_err(failed)
 }
