@@ -389,13 +389,62 @@ fn the_server_speaks_tls_when_configured() {
     let d = dir.path();
     // A CA, and a server certificate for 127.0.0.1 signed by it.
     let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl").args(args).current_dir(d).output().expect("openssl");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=weir test CA", "-keyout", "ca.key", "-out", "ca.pem"]);
-    openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "server.csr"]);
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=weir test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "server.csr",
+    ]);
     std::fs::write(d.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
-    openssl(&["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1", "-extfile", "san.ext", "-out", "cert.pem"]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "cert.pem",
+    ]);
     write_config(d, "tls = { cert = \"cert.pem\", key = \"key.pem\" }");
     let mut child = weir_tests::weir()
         .arg("serve")
@@ -414,26 +463,71 @@ fn the_server_speaks_tls_when_configured() {
     std::thread::spawn(move || lines.for_each(drop));
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     let curl = |args: &[&str]| {
-        let out = std::process::Command::new("curl").args(["-s", "--max-time", "10"]).args(args).output().expect("curl");
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "10"])
+            .args(args)
+            .output()
+            .expect("curl");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let ca = d.join("ca.pem").display().to_string();
     assert_eq!(curl(&["--cacert", &ca, &format!("{url}/healthz")]), "ok\n");
     // Not without the CA, and not in plain HTTP.
     assert_eq!(curl(&[&format!("{url}/healthz")]), "");
-    assert_eq!(curl(&[&format!("{}/healthz", url.replace("https", "http"))]), "");
+    assert_eq!(
+        curl(&[&format!("{}/healthz", url.replace("https", "http"))]),
+        ""
+    );
     // The CLI trusts the server's CA when told to, and only then.
     let admin = format!("Authorization: Bearer {ADMIN_TOKEN}");
-    curl(&["--cacert", &ca, "-X", "POST", "-H", &admin, "-H", "Content-Type: application/json", "-d", r#"{"id":"a"}"#, &format!("{url}/v1/admin/tenants")]);
-    let issued: Value = serde_json::from_str(&curl(&["--cacert", &ca, "-X", "POST", "-H", &admin, &format!("{url}/v1/admin/tenants/a/tokens")])).expect("token JSON");
+    curl(&[
+        "--cacert",
+        &ca,
+        "-X",
+        "POST",
+        "-H",
+        &admin,
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"id":"a"}"#,
+        &format!("{url}/v1/admin/tenants"),
+    ]);
+    let issued: Value = serde_json::from_str(&curl(&[
+        "--cacert",
+        &ca,
+        "-X",
+        "POST",
+        "-H",
+        &admin,
+        &format!("{url}/v1/admin/tenants/a/tokens"),
+    ]))
+    .expect("token JSON");
     let token = issued["token"].as_str().expect("token");
-    let ls = |extra: &[&str]| weir_tests::weir().args(["module", "ls", "--server", &url, "--token", token]).args(extra).output().expect("weir module ls");
+    let ls = |extra: &[&str]| {
+        weir_tests::weir()
+            .args(["module", "ls", "--server", &url, "--token", token])
+            .args(extra)
+            .output()
+            .expect("weir module ls")
+    };
     let trusted = ls(&["--ca-cert", &ca]);
-    assert!(trusted.status.success(), "{}", weir_tests::stderr_of(&trusted));
-    assert!(String::from_utf8_lossy(&trusted.stdout).starts_with("ID "), "{trusted:?}");
+    assert!(
+        trusted.status.success(),
+        "{}",
+        weir_tests::stderr_of(&trusted)
+    );
+    assert!(
+        String::from_utf8_lossy(&trusted.stdout).starts_with("ID "),
+        "{trusted:?}"
+    );
     let untrusted = ls(&[]);
     assert!(!untrusted.status.success());
-    assert!(weir_tests::refusal_line(&untrusted).starts_with(&format!("weir: error: cannot reach the server at {url}")), "{untrusted:?}");
+    assert!(
+        weir_tests::refusal_line(&untrusted)
+            .starts_with(&format!("weir: error: cannot reach the server at {url}")),
+        "{untrusted:?}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -201,7 +201,10 @@ impl ServerClient {
         let server =
             resolve(args.server.as_deref(), SERVER_ENV, env).ok_or(ClientError::NoServer)?;
         let token = resolve(args.token.as_deref(), TOKEN_ENV, env).ok_or(ClientError::NoToken)?;
-        let ca = args.ca_cert.clone().or_else(|| env(CA_CERT_ENV).map(PathBuf::from));
+        let ca = args
+            .ca_cert
+            .clone()
+            .or_else(|| env(CA_CERT_ENV).map(PathBuf::from));
         Self::with_ca(&server, &token, ca.as_deref())
     }
 
@@ -218,7 +221,9 @@ impl ServerClient {
         }
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(ca) = ca {
-            tls = tls.root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(read_ca(ca)?)));
+            tls = tls.root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(
+                read_ca(ca)?,
+            )));
         }
         let agent = ureq::Agent::config_builder()
             .tls_config(tls.build())

@@ -172,9 +172,16 @@ impl App {
 
     /// Writes the pipeline's generated spec and starts supervising its worker. A start
     /// that fails here (its spec no longer passes, a password is missing) leaves the
-    /// pipeline `failed` with the reason, not `starting` for ever.
-    pub fn start_pipeline(&self, tenant: &TenantRow, row: &PipelineRow) -> Result<(), ApiError> {
-        self.try_start(tenant, row).inspect_err(|e| {
+    /// pipeline `failed` with the reason, not `starting` for ever. `from_checkpoint`:
+    /// the first worker resumes from this checkpoint explicitly (an upgrade's savepoint);
+    /// restarts resume from their own last committed one.
+    pub fn start_pipeline(
+        &self,
+        tenant: &TenantRow,
+        row: &PipelineRow,
+        from_checkpoint: Option<u64>,
+    ) -> Result<(), ApiError> {
+        self.try_start(tenant, row, from_checkpoint).inspect_err(|e| {
             let failed = RunRecord {
                 state: PipelineState::Failed,
                 restarts: row.restarts,
@@ -187,7 +194,12 @@ impl App {
         })
     }
 
-    fn try_start(&self, tenant: &TenantRow, row: &PipelineRow) -> Result<(), ApiError> {
+    fn try_start(
+        &self,
+        tenant: &TenantRow,
+        row: &PipelineRow,
+        from_checkpoint: Option<u64>,
+    ) -> Result<(), ApiError> {
         let hosted = self.hosted_spec(tenant, &row.spec)?;
         let dir = self.namespace(&tenant.id).pipeline_dir(&row.name);
         std::fs::create_dir_all(dir.root())
@@ -198,7 +210,7 @@ impl App {
             program: self.program.clone(),
             dir,
             env: self.kafka_password(&tenant.id)?,
-            from_checkpoint: row.start_from,
+            from_checkpoint,
             disk_quota: quotas_over(&tenant.quotas, &self.config.quotas).checkpoint_bytes,
         };
         self.supervisor
@@ -216,7 +228,7 @@ impl App {
             let Some(tenant) = self.catalog.tenant(&row.tenant)? else {
                 continue;
             };
-            match self.start_pipeline(&tenant, &row) {
+            match self.start_pipeline(&tenant, &row, None) {
                 Ok(()) => started += 1,
                 Err(e) => {
                     tracing::error!(tenant = %row.tenant, pipeline = %row.name, error = %e.message(), "cannot resume pipeline")

@@ -57,7 +57,6 @@ const MIGRATIONS: &[&str] = &[
          restarts INTEGER NOT NULL DEFAULT 0,
          last_error TEXT,
          savepoint INTEGER,
-         start_from INTEGER,
          created_at TEXT NOT NULL,
          PRIMARY KEY (tenant, name)
      );",
@@ -88,8 +87,6 @@ pub struct PipelineRow {
     pub restarts: u32,
     pub last_error: Option<String>,
     pub savepoint: Option<u64>,
-    /// The checkpoint the next start resumes from explicitly (set by an upgrade).
-    pub start_from: Option<u64>,
     pub created_at: String,
 }
 
@@ -187,27 +184,34 @@ impl Catalog {
         filter: &str,
         args: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<TenantRow>, ServerError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT t.id, t.quotas, t.kafka_principal, t.created_at,
-                        (SELECT count(*) FROM tokens k WHERE k.tenant = t.id)
-                 FROM tenants t {filter} ORDER BY t.id"
-            ))
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(args, |r| {
-                Ok(TenantRow {
-                    id: r.get(0)?,
-                    quotas: from_json(&r.get::<_, String>(1)?),
-                    kafka_principal: r.get(2)?,
-                    created_at: r.get(3)?,
-                    tokens: r.get(4)?,
-                })
+        let sql = format!(
+            "SELECT t.id, t.quotas, t.kafka_principal, t.created_at,
+                    (SELECT count(*) FROM tokens k WHERE k.tenant = t.id)
+             FROM tenants t {filter} ORDER BY t.id"
+        );
+        self.query(&sql, args, |r| {
+            Ok(TenantRow {
+                id: r.get(0)?,
+                quotas: from_json(&r.get::<_, String>(1)?),
+                kafka_principal: r.get(2)?,
+                created_at: r.get(3)?,
+                tokens: r.get(4)?,
             })
+        })
+    }
+
+    /// The rows `sql` selects, each made by `row`.
+    fn query<T>(
+        &self,
+        sql: &str,
+        args: &[&dyn rusqlite::ToSql],
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, ServerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(sql).map_err(|e| self.err(e))?;
+        stmt.query_map(args, row)
             .and_then(Iterator::collect)
-            .map_err(|e| self.err(e))?;
-        Ok(rows)
+            .map_err(|e| self.err(e))
     }
 
     /// Deletes a tenant with its tokens and modules; refused (false) while it has
@@ -293,27 +297,20 @@ impl Catalog {
         filter: &str,
         args: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<Module>, ServerError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT id, name, world, exports, imports, size, uploaded_at FROM modules {filter} ORDER BY uploaded_at, id"
-            ))
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(args, |r| {
-                Ok(Module {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    world: r.get(2)?,
-                    exports: from_json(&r.get::<_, String>(3)?),
-                    imports: from_json(&r.get::<_, String>(4)?),
-                    size: r.get(5)?,
-                    uploaded_at: r.get(6)?,
-                })
+        let sql = format!(
+            "SELECT id, name, world, exports, imports, size, uploaded_at FROM modules {filter} ORDER BY uploaded_at, id"
+        );
+        self.query(&sql, args, |r| {
+            Ok(Module {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                world: r.get(2)?,
+                exports: from_json(&r.get::<_, String>(3)?),
+                imports: from_json(&r.get::<_, String>(4)?),
+                size: r.get(5)?,
+                uploaded_at: r.get(6)?,
             })
-            .and_then(Iterator::collect)
-            .map_err(|e| self.err(e))?;
-        Ok(rows)
+        })
     }
 
     /// Bytes of all of a tenant's modules.
@@ -368,8 +365,8 @@ impl Catalog {
             .conn()
             .execute(
                 "INSERT OR IGNORE INTO pipelines
-                   (tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, start_from, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                   (tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     p.tenant,
                     p.name,
@@ -380,7 +377,6 @@ impl Catalog {
                     p.restarts,
                     p.last_error,
                     p.savepoint,
-                    p.start_from,
                     p.created_at
                 ],
             )
@@ -393,7 +389,7 @@ impl Catalog {
         self.conn()
             .execute(
                 "UPDATE pipelines SET spec = ?3, modules = ?4, desired = ?5, state = ?6, restarts = ?7,
-                        last_error = ?8, savepoint = ?9, start_from = ?10
+                        last_error = ?8, savepoint = ?9
                  WHERE tenant = ?1 AND name = ?2",
                 params![
                     p.tenant,
@@ -404,8 +400,7 @@ impl Catalog {
                     state_text(p.state),
                     p.restarts,
                     p.last_error,
-                    p.savepoint,
-                    p.start_from
+                    p.savepoint
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -458,32 +453,24 @@ impl Catalog {
         filter: &str,
         args: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<PipelineRow>, ServerError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, start_from, created_at
-                 FROM pipelines {filter} ORDER BY tenant, name"
-            ))
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(args, |r| {
-                Ok(PipelineRow {
-                    tenant: r.get(0)?,
-                    name: r.get(1)?,
-                    spec: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or_default(),
-                    modules: from_json(&r.get::<_, String>(3)?),
-                    desired: r.get(4)?,
-                    state: parse_state(&r.get::<_, String>(5)?),
-                    restarts: r.get(6)?,
-                    last_error: r.get(7)?,
-                    savepoint: r.get(8)?,
-                    start_from: r.get(9)?,
-                    created_at: r.get(10)?,
-                })
+        let sql = format!(
+            "SELECT tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at
+             FROM pipelines {filter} ORDER BY tenant, name"
+        );
+        self.query(&sql, args, |r| {
+            Ok(PipelineRow {
+                tenant: r.get(0)?,
+                name: r.get(1)?,
+                spec: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or_default(),
+                modules: from_json(&r.get::<_, String>(3)?),
+                desired: r.get(4)?,
+                state: parse_state(&r.get::<_, String>(5)?),
+                restarts: r.get(6)?,
+                last_error: r.get(7)?,
+                savepoint: r.get(8)?,
+                created_at: r.get(9)?,
             })
-            .and_then(Iterator::collect)
-            .map_err(|e| self.err(e))?;
-        Ok(rows)
+        })
     }
 
     pub fn delete_pipeline(&self, tenant: &str, name: &str) -> Result<bool, ServerError> {

@@ -23,7 +23,6 @@ fn pipeline(tenant: &str, name: &str, module: &str) -> PipelineRow {
         restarts: 0,
         last_error: None,
         savepoint: None,
-        start_from: None,
         created_at: now(),
     }
 }

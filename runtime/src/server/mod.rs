@@ -103,7 +103,10 @@ pub async fn serve(
     };
     let resuming = app.clone();
     let resumed = tokio::task::spawn_blocking(move || resuming.resume_pipelines());
-    bound(format!("{}://{addr}", if tls.is_some() { "https" } else { "http" }));
+    bound(format!(
+        "{}://{addr}",
+        if tls.is_some() { "https" } else { "http" }
+    ));
     let router = api::router(app.clone());
     let served = match tls {
         None => axum::serve(listener, router)
@@ -122,13 +125,15 @@ pub async fn serve(
 async fn tls_config(tls: &config::TlsConfig) -> Result<RustlsConfig, ServerError> {
     // Fails only if a provider is installed already: then that one serves.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    RustlsConfig::from_pem_file(&tls.cert, &tls.key).await.map_err(|e| {
-        ServerError::Other(format!(
-            "tls: cannot load certificate {} and key {}: {e}",
-            tls.cert.display(),
-            tls.key.display()
-        ))
-    })
+    RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+        .await
+        .map_err(|e| {
+            ServerError::Other(format!(
+                "tls: cannot load certificate {} and key {}: {e}",
+                tls.cert.display(),
+                tls.key.display()
+            ))
+        })
 }
 
 async fn serve_tls(

@@ -90,7 +90,6 @@ pub async fn create(
         restarts: 0,
         last_error: None,
         savepoint: None,
-        start_from: None,
         created_at: now(),
     };
     if !app.catalog.add_pipeline(&row)? {
@@ -100,7 +99,7 @@ pub async fn create(
         )));
     }
     if body.start {
-        app.start_pipeline(&tenant, &row)?;
+        app.start_pipeline(&tenant, &row, None)?;
     }
     Ok((StatusCode::CREATED, current(&app, &tenant, &row.name)?))
 }
@@ -146,7 +145,7 @@ pub async fn start(
         row.restarts = 0;
         row.last_error = None;
         app.catalog.update_pipeline(&row)?;
-        app.start_pipeline(&tenant, &row)?;
+        app.start_pipeline(&tenant, &row, None)?;
     }
     current(&app, &tenant, &row.name)
 }
@@ -234,16 +233,12 @@ pub async fn upgrade(
     }
     // Checked (and the new module paths resolved) before anything is recorded.
     app.hosted_spec(&tenant, &row.spec)?;
-    row.start_from = Some(savepoint);
     row.desired = "running".into();
     row.state = PipelineState::Starting;
     row.restarts = 0;
     row.last_error = None;
     app.catalog.update_pipeline(&row)?;
-    app.start_pipeline(&tenant, &row)?;
-    // Only this start resumes from the savepoint; later restarts from their own.
-    row.start_from = None;
-    app.catalog.update_pipeline(&row)?;
+    app.start_pipeline(&tenant, &row, Some(savepoint))?;
     current(&app, &tenant, &row.name)
 }
 
