@@ -1,0 +1,117 @@
+//! `weir-bench` (`make bench`): Weir's benchmarks, each figure beside a baseline
+//! measured in the same run on the same machine, so ratios survive a noisy host.
+//!
+//! 1. map: generator -> WASM `uppercase` -> discard, against the same transform as a
+//!    native Rust operator in the same dataflow (one source task, same batches).
+//! 2. aggregate: keyed `word-count` over 1,000,000 distinct keys with RocksDB state,
+//!    against a native HashMap count fed the same batches.
+//! 3. checkpoint: duration and bytes written for that state, first checkpoint and a
+//!    second one of unchanged state (incremental: should copy nothing).
+//!
+//! Writes a JSON file (`--out`) and prints a table. A benchmark, not a test: nothing
+//! here passes or fails.
+
+mod aggregate;
+mod map;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use weir::dataflow::operators::map::MapOperator;
+use weir::engine::{GuestLimits, WasmEngine};
+
+use aggregate::aggregate_figures;
+use map::{NativeUppercase, map_throughput};
+
+/// Records per batch, in every benchmark.
+pub const BATCH: usize = 1024;
+
+fn main() -> anyhow::Result<()> {
+    let mut out = PathBuf::from("build/bench.json");
+    let mut records: u64 = 2_000_000;
+    let mut keys: u64 = 1_000_000;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--out" => out = PathBuf::from(args.next().context("--out PATH")?),
+            "--records" => records = args.next().context("--records N")?.parse()?,
+            "--keys" => keys = args.next().context("--keys N")?.parse()?,
+            other => anyhow::bail!(
+                "unknown argument {other}; usage: weir-bench [--out PATH] [--records N] [--keys N]"
+            ),
+        }
+    }
+    let guests = weir_tests::guests_dir();
+    let engine = WasmEngine::new(None)?;
+    let uppercase = Arc::new(engine.load(&guests.join("uppercase.wasm"))?);
+
+    eprintln!("map: {records} records, WASM uppercase vs native ...");
+    // Warm up both paths once (page faults, instantiation), then measure.
+    map_throughput(records / 10, Box::new(NativeUppercase))?;
+    let native_map = map_throughput(records, Box::new(NativeUppercase))?;
+    let wasm_map = map_throughput(
+        records,
+        Box::new(MapOperator::new(
+            "step-0".into(),
+            uppercase,
+            GuestLimits::default(),
+            BTreeMap::new(),
+        )),
+    )?;
+
+    eprintln!("aggregate: word-count over {keys} distinct keys, RocksDB vs HashMap ...");
+    let agg = aggregate_figures(&engine, &guests, keys)?;
+
+    let mb = |b: u64| b as f64 / (1 << 20) as f64;
+    let rows = [
+        (
+            "map: WASM uppercase (records/s)",
+            wasm_map,
+            native_map,
+            "native Rust uppercase",
+        ),
+        (
+            "aggregate: WASM word-count + RocksDB (records/s)",
+            agg.wasm_rps,
+            agg.native_rps,
+            "native HashMap count",
+        ),
+    ];
+    println!("| benchmark | Weir | baseline | ratio | baseline is |");
+    println!("|---|---:|---:|---:|---|");
+    for (name, weir, base, what) in rows {
+        println!(
+            "| {name} | {weir:.0} | {base:.0} | {:.2} | {what} |",
+            weir / base
+        );
+    }
+    let (d1, f1, b1) = agg.first_checkpoint;
+    let (d2, f2, b2) = agg.second_checkpoint;
+    println!();
+    println!("| checkpoint of {keys} keys | duration | SST files added | MiB added |");
+    println!("|---|---:|---:|---:|");
+    println!("| first | {} ms | {f1} | {:.1} |", d1.as_millis(), mb(b1));
+    println!(
+        "| second, state unchanged | {} ms | {f2} | {:.1} |",
+        d2.as_millis(),
+        mb(b2)
+    );
+
+    let json = serde_json::json!({
+        "machine": { "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) },
+        "map": { "records": records, "wasm_records_per_s": wasm_map, "native_records_per_s": native_map, "ratio": wasm_map / native_map },
+        "aggregate": { "keys": keys, "wasm_rocksdb_records_per_s": agg.wasm_rps, "native_hashmap_records_per_s": agg.native_rps, "ratio": agg.wasm_rps / agg.native_rps },
+        "checkpoint": {
+            "first": { "ms": d1.as_millis() as u64, "files_added": f1, "bytes_added": b1 },
+            "second_unchanged": { "ms": d2.as_millis() as u64, "files_added": f2, "bytes_added": b2 },
+        },
+    });
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
