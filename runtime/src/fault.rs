@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum FaultPoint {
     /// Barriers injected, acknowledgements pending: a crash in the middle of a checkpoint.
     CheckpointTriggered,
+    /// A state file was uploaded to checkpoint storage, others of the same snapshot
+    /// maybe not yet: a crash in the middle of a state upload (off the task thread).
+    StateUpload,
     /// Every task acknowledged; sinks not yet pre-committed (flushed).
     BeforePreCommit,
     /// Sinks pre-committed; metadata not yet written.
@@ -27,8 +30,9 @@ pub enum FaultPoint {
 }
 
 impl FaultPoint {
-    pub const ALL: [FaultPoint; 6] = [
+    pub const ALL: [FaultPoint; 7] = [
         FaultPoint::CheckpointTriggered,
+        FaultPoint::StateUpload,
         FaultPoint::BeforePreCommit,
         FaultPoint::AfterPreCommit,
         FaultPoint::BeforeCommit,
@@ -39,6 +43,7 @@ impl FaultPoint {
     pub fn name(self) -> &'static str {
         match self {
             FaultPoint::CheckpointTriggered => "checkpoint-triggered",
+            FaultPoint::StateUpload => "state-upload",
             FaultPoint::BeforePreCommit => "before-pre-commit",
             FaultPoint::AfterPreCommit => "after-pre-commit",
             FaultPoint::BeforeCommit => "before-commit",

@@ -81,19 +81,27 @@ fn start(spec: &Path, fault: Option<&str>, stdout: Stdio) -> Child {
     cmd.spawn().expect("spawn weir")
 }
 
+/// Self-inflicted SIGKILLs, by attempt: while checkpoint 3 is in flight, and in the
+/// middle of a state upload (off the task thread: the third SST file a run uploads,
+/// before the rest of its snapshot and the checkpoint's metadata).
+const FAULTS: [(usize, &str); 2] = [(1, "checkpoint-triggered:3"), (3, "state-upload:3")];
+
 /// Runs `spec` to completion through `RANDOM_KILLS` external SIGKILLs at random moments
-/// and one self-inflicted SIGKILL while checkpoint 3 is in flight. Returns the stdout of
-/// every attempt, concatenated, and how many kills landed.
+/// and the [`FAULTS`]. Returns the stdout of every attempt, concatenated, and how many
+/// kills landed.
 fn run_with_kills(spec: &Path, seed: u64) -> (String, usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut stdout = String::new();
-    let (mut random_kills, mut fault_kill_done) = (0, false);
+    let (mut random_kills, mut fault_kills) = (0, 0);
     for attempt in 0.. {
         assert!(
             attempt < 40,
             "pipeline did not finish after {attempt} attempts"
         );
-        let fault = (attempt == 1).then_some("checkpoint-triggered:3");
+        let fault = FAULTS
+            .iter()
+            .find(|(at, _)| *at == attempt)
+            .map(|(_, fault)| *fault);
         let mut child = start(spec, fault, Stdio::piped());
         let out = child.stdout.take().expect("stdout");
         let reader = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
@@ -119,12 +127,12 @@ fn run_with_kills(spec: &Path, seed: u64) -> (String, usize) {
                 Some(9),
                 "fault injection must SIGKILL the run: {err}"
             );
-            fault_kill_done = true;
+            fault_kills += 1;
             continue;
         }
         assert!(status.success(), "attempt {attempt} failed: {err}");
-        if random_kills == RANDOM_KILLS && fault_kill_done {
-            return (stdout, random_kills + 1);
+        if random_kills == RANDOM_KILLS && fault_kills == FAULTS.len() {
+            return (stdout, random_kills + fault_kills);
         }
     }
     unreachable!()

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
 use crate::dataflow::sink::{SinkError, SinkSet};
 use crate::record::DeadLetter;
 use crate::record::OperatorSnapshot;
@@ -36,6 +36,8 @@ pub struct ChainOutput {
     pub late_records: u64,
     /// Records handed to the sinks.
     pub records_to_sinks: u64,
+    /// Snapshots of this barrier still being finished off the task thread, by operator.
+    pub deferred: Vec<(String, DeferredSnapshot)>,
 }
 
 pub struct Chain {
@@ -91,11 +93,15 @@ impl Chain {
         for i in 0..self.operators.len() {
             let mut emitted = Output::default();
             let op = &mut self.operators[i];
-            if let Some(s) = op
+            match op
                 .handle_barrier(barrier, &mut emitted)
                 .map_err(|e| fail(op.as_ref(), e))?
             {
-                snapshots.insert(op.id().to_owned(), s);
+                Some(Snapshot::Taken(s)) => {
+                    snapshots.insert(op.id().to_owned(), s);
+                }
+                Some(Snapshot::Deferred(d)) => out.deferred.push((op.id().to_owned(), d)),
+                None => {}
             }
             self.absorb(i + 1, emitted, &mut out)?;
         }

@@ -81,10 +81,12 @@ impl Operator for Recorder {
         &mut self,
         barrier: Barrier,
         out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+    ) -> Result<Option<crate::dataflow::operator::Snapshot>, OperatorError> {
         self.note(format!("snapshot {}", barrier.id));
         out.emit(one(&format!("{}@snapshot{}", self.id, barrier.id)));
-        Ok(Some(OperatorSnapshot::new(serde_json::json!(self.id))))
+        Ok(Some(
+            OperatorSnapshot::new(serde_json::json!(self.id)).into(),
+        ))
     }
 
     fn on_close(&mut self) -> Result<(), OperatorError> {

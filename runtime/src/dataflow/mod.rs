@@ -1,5 +1,6 @@
 //! The dataflow: tasks, operators, chaining, shuffles, barrier alignment, windows and the
 //! `Source` trait connectors implement (the data they move lives in `record`).
+mod acker;
 pub mod alignment;
 pub mod chain;
 pub mod error;

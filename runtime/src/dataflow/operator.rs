@@ -3,10 +3,12 @@
 //! Invariants a task guarantees to every operator:
 //! - calls come from one thread, in stream order: `handle_batch` / `handle_watermark`
 //!   for everything before barrier n, then `handle_barrier(n)`, then what follows n;
-//! - `handle_barrier(n)` returns the operator's snapshot for checkpoint n; everything
-//!   the operator emitted before returning belongs to checkpoint n, everything after to
-//!   n + 1. An operator never blocks waiting for a commit: commits are the coordinator's
-//!   (see `checkpoint::commit`).
+//! - `handle_barrier(n)` returns the operator's snapshot for checkpoint n, taken or
+//!   [`Deferred`](Snapshot::Deferred) (finished off the task thread: the task forwards
+//!   the barrier at once and acknowledges n only when every deferred part has finished);
+//!   everything the operator emitted before returning belongs to checkpoint n,
+//!   everything after to n + 1. An operator never blocks waiting for a commit: commits
+//!   are the coordinator's (see `checkpoint::commit`).
 //! - Records an operator refuses go to `Output::dead_letters`, never dropped silently.
 
 use crate::record::batch::RecordBatch;
@@ -51,6 +53,56 @@ impl Output {
 /// Why an operator failed; the task adds pipeline, task and operator context.
 pub type OperatorError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// An operator's part of one checkpoint.
+#[derive(Debug)]
+pub enum Snapshot {
+    /// Complete when `handle_barrier` returns.
+    Taken(OperatorSnapshot),
+    /// Still being written off the task thread (state files uploading).
+    Deferred(DeferredSnapshot),
+}
+
+impl Snapshot {
+    /// The snapshot, waiting for a deferred one to finish.
+    pub fn wait(self) -> Result<OperatorSnapshot, OperatorError> {
+        match self {
+            Snapshot::Taken(snapshot) => Ok(snapshot),
+            Snapshot::Deferred(deferred) => deferred.wait(),
+        }
+    }
+}
+
+impl From<OperatorSnapshot> for Snapshot {
+    fn from(snapshot: OperatorSnapshot) -> Self {
+        Snapshot::Taken(snapshot)
+    }
+}
+
+/// The rest of a snapshot's work, run by the task's acknowledger thread (see
+/// `dataflow::acker`): typically waiting for an upload and describing what it stored.
+pub struct DeferredSnapshot(
+    Box<dyn FnOnce() -> Result<OperatorSnapshot, OperatorError> + Send + 'static>,
+);
+
+impl DeferredSnapshot {
+    pub fn new(
+        finish: impl FnOnce() -> Result<OperatorSnapshot, OperatorError> + Send + 'static,
+    ) -> Self {
+        DeferredSnapshot(Box::new(finish))
+    }
+
+    /// Waits for the work to finish; the snapshot or why it failed.
+    pub fn wait(self) -> Result<OperatorSnapshot, OperatorError> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for DeferredSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferredSnapshot")
+    }
+}
+
 pub trait Operator: Send {
     /// A stable id, unique in the pipeline (e.g. `step-1`, `sink-0`): snapshots are
     /// stored and restored under it.
@@ -73,7 +125,7 @@ pub trait Operator: Send {
         &mut self,
         _barrier: Barrier,
         _out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+    ) -> Result<Option<Snapshot>, OperatorError> {
         Ok(None)
     }
 

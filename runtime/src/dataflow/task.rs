@@ -8,7 +8,9 @@
 //! - A downstream task snapshots only on `Aligned(n)` from its `InputGate` (see
 //!   `alignment`), then forwards the barrier, then acknowledges n to the coordinator.
 //!   The ack carries every snapshot of the task's operators, sinks included; the
-//!   coordinator declares n complete only when every task acknowledged it.
+//!   coordinator declares n complete only when every task acknowledged it. A snapshot
+//!   finished off the task thread (a state upload) is waited for by the task's `Acker`,
+//!   which sends the ack; the task forwards the barrier and goes on at once.
 //! - A task that fails reports `TaskEvent::Failed` and stops; the coordinator cancels
 //!   the others through the shared cancel flag. Nothing staged by a failed checkpoint
 //!   is ever committed. A panic on a task thread is such a failure: `run` catches it
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
+use crate::dataflow::acker::{Acker, PendingAck};
 use crate::dataflow::alignment::{GateEvent, InputGate};
 use crate::dataflow::chain::{Chain, ChainError, ChainOutput};
 use crate::dataflow::error::TaskError;
@@ -74,7 +77,7 @@ pub struct TaskContext {
 }
 
 impl TaskContext {
-    fn cancelled(&self) -> bool {
+    pub(crate) fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
 
@@ -131,6 +134,9 @@ pub struct Pipe {
     /// The dead-letter output: an ordinary sink, in a set of its own.
     dead_letters: SinkSet,
     output: TaskOutput,
+    /// Sends the acks from the first deferred snapshot on (dropped after the chain, so
+    /// an operator's upload is stopped before the acker waits for it).
+    acker: Option<Acker>,
 }
 
 impl Pipe {
@@ -139,6 +145,7 @@ impl Pipe {
             chain,
             dead_letters,
             output,
+            acker: None,
         }
     }
 
@@ -214,10 +221,11 @@ impl Pipe {
         barrier: Barrier,
         mut snapshots: BTreeMap<String, OperatorSnapshot>,
     ) -> Result<(), TaskError> {
-        let out = self
+        let mut out = self
             .chain
             .process_barrier(barrier, &mut snapshots)
             .map_err(|e| TaskError::chain(ctx, e))?;
+        let deferred = std::mem::take(&mut out.deferred);
         self.deliver(ctx, out)?;
         self.dead_letters
             .barrier(barrier, &mut snapshots)
@@ -227,20 +235,36 @@ impl Pipe {
                 .send_barrier(barrier)
                 .map_err(|_| TaskError::Cancelled)?;
         }
-        ctx.events
-            .send(TaskEvent::Ack {
-                task: ctx.task.clone(),
+        if !deferred.is_empty() && self.acker.is_none() {
+            self.acker = Some(Acker::start(ctx)?);
+        }
+        match &self.acker {
+            Some(acker) => acker.send(PendingAck {
                 checkpoint: barrier.id,
                 snapshots,
-            })
-            .map_err(|_| TaskError::Cancelled)
+                deferred,
+            }),
+            None => ctx
+                .events
+                .send(TaskEvent::Ack {
+                    task: ctx.task.clone(),
+                    checkpoint: barrier.id,
+                    snapshots,
+                })
+                .map_err(|_| TaskError::Cancelled),
+        }
     }
 
+    /// Closes the chain and the dead-letter sink, then waits until every ack is sent.
     fn close(&mut self, ctx: &TaskContext) -> Result<(), TaskError> {
         self.chain.close().map_err(|e| TaskError::chain(ctx, e))?;
         self.dead_letters
             .close()
-            .map_err(|e| TaskError::sink(ctx, e))
+            .map_err(|e| TaskError::sink(ctx, e))?;
+        if let Some(acker) = &mut self.acker {
+            acker.close();
+        }
+        Ok(())
     }
 }
 
@@ -661,7 +685,7 @@ mod tests {
             &mut self,
             barrier: Barrier,
             out: &mut Output,
-        ) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        ) -> Result<Option<crate::dataflow::operator::Snapshot>, OperatorError> {
             self.note(format!("snapshot {}", barrier.id));
             let mut b = RecordBatch::default();
             b.push(
@@ -670,7 +694,9 @@ mod tests {
                 0,
             );
             out.emit(b);
-            Ok(Some(OperatorSnapshot::new(serde_json::json!(barrier.id.0))))
+            Ok(Some(
+                OperatorSnapshot::new(serde_json::json!(barrier.id.0)).into(),
+            ))
         }
 
         fn on_close(&mut self) -> Result<(), OperatorError> {

@@ -9,16 +9,21 @@
 //!   by checkpoints. A subtask (re)starts from `open_fresh` (empty) or `restore`, never by
 //!   reopening a previous run's directory.
 //! - Reads and writes go through a write-back cache (see `cache`) of at most
-//!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). Dirty
-//!   entries (values and tombstones) reach RocksDB as ONE `WriteBatch` at each barrier
-//!   (`flush`, `begin_snapshot`); when the cache passes either bound, its least recently
-//!   used entries are evicted down to 7/8 of both, the dirty ones among them written back
-//!   in ONE `WriteBatch` before they are dropped; never one write per record.
-//! - What `get` and `scan` return is the cache merged over RocksDB, the cache winning.
-//! - A snapshot is: flush, RocksDB checkpoint into `<work_dir>/snapshot-<id>/` (hard links;
-//!   flushes the memtable), then upload of the SSTs the storage does not hold yet plus the
-//!   small non-SST files. SSTs are immutable, so they are shared between checkpoints under
-//!   names unique across DB lineages (see `shared_names`).
+//!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). When
+//!   the cache passes either bound, its least recently used entries are evicted down to
+//!   7/8 of both; the dirty ones among them go to the state writer as one sorted
+//!   write-back, never one write per record.
+//! - Only the state writer thread (see `writer`) writes the live DB, in the order the
+//!   task sent write-backs; the task thread only reads it. What `get` returns is the
+//!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
+//!   RocksDB holds every write-back and merges the cache over it.
+//! - A snapshot has a short synchronous part on the task thread, at the barrier (copy
+//!   the dirty entries, sorted, into one write-back, mark them clean, and ask the
+//!   writer for checkpoint n), and an asynchronous part on the writer thread (write
+//!   them, RocksDB checkpoint into `<work_dir>/snapshot-<id>/` by hard links, upload of
+//!   the SSTs the storage does not hold yet plus the small non-SST files). SSTs are
+//!   immutable, so they are shared between checkpoints under names unique across DB
+//!   lineages (see `shared_names`).
 //! - `restore` rebuilds `<work_dir>/db/` from storage (SSTs hard-linked where possible,
 //!   other files copied), starts with an empty cache, and remembers the restored files'
 //!   shared names, so the next checkpoint uploads only SSTs created since.
@@ -27,15 +32,17 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rocksdb::checkpoint::Checkpoint;
-use rocksdb::{DB, DBCompressionType, Options, WriteBatch, WriteOptions};
+use rocksdb::{DB, DBCompressionType, Options};
 
 use crate::record::CheckpointId;
-use crate::state::cache::StateCache;
-use crate::state::pending::{PendingSnapshot, TempDir};
+use crate::state::cache::{StateCache, slot_bytes};
 use crate::state::shared_names::SharedNames;
-use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError, StateScan};
+use crate::state::writer::{
+    InFlight, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
+};
+use crate::state::{DbSnapshot, StateError, StateScan};
 use crate::storage::CheckpointStorage;
 
 /// Default cache capacity, in entries (keys): a few tens of MiB for small accumulators.
@@ -74,19 +81,15 @@ const INFO_LOG_FILES_KEPT: usize = 2;
 
 /// Sub-directory of the work dir holding the live DB.
 const DB_DIR: &str = "db";
-/// Prefix of the temp directories holding a RocksDB checkpoint before upload.
-const SNAPSHOT_DIR_PREFIX: &str = "snapshot-";
-/// Extension of the files shared between checkpoints.
-const SST_EXTENSION: &str = ".sst";
-
 /// Keyed state of one stateful operator subtask. See the module doc.
 pub struct KeyedState {
-    db: DB,
+    cache: StateCache,
+    /// Write-backs sent to the writer, served to reads until RocksDB holds them.
+    in_flight: InFlight,
+    /// Owns the DB; dropped (thread joined) before anything else of the state goes.
+    writer: StateWriter,
     work_dir: PathBuf,
     db_dir: PathBuf,
-    cache: StateCache,
-    write_options: WriteOptions,
-    names: SharedNames,
 }
 
 impl std::fmt::Debug for KeyedState {
@@ -110,13 +113,7 @@ impl KeyedState {
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
         let db = open_db(&db_dir)?;
-        Ok(Self::new(
-            db,
-            work_dir,
-            db_dir,
-            cache_capacity,
-            SharedNames::new(),
-        ))
+        Self::new(db, work_dir, db_dir, cache_capacity, SharedNames::new())
     }
 
     /// Rebuilds `<work_dir>/db` from `snapshot`'s files in `storage` and opens it. The cache
@@ -146,13 +143,7 @@ impl KeyedState {
             }
             let db = open_db(&db_dir)?;
             let names = SharedNames::restored(snapshot);
-            Ok(Self::new(
-                db,
-                work_dir.clone(),
-                db_dir,
-                cache_capacity,
-                names,
-            ))
+            Self::new(db, work_dir.clone(), db_dir, cache_capacity, names)
         };
         let state = restore()
             .map_err(|e| e.in_checkpoint("restore", &snapshot.task, snapshot.checkpoint_id))?;
@@ -172,85 +163,83 @@ impl KeyedState {
         db_dir: PathBuf,
         cache_capacity: CacheBounds,
         names: SharedNames,
-    ) -> Self {
-        let mut write_options = WriteOptions::default();
-        write_options.disable_wal(true);
-        Self {
-            db,
+    ) -> Result<Self, StateError> {
+        let writer = StateWriter::start(db, work_dir.clone(), db_dir.clone(), names)?;
+        Ok(Self {
+            cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
+            in_flight: InFlight::default(),
+            writer,
             work_dir,
             db_dir,
-            cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
-            write_options,
-            names,
-        }
+        })
     }
 
-    /// The current value of `key`, from the cache, else from RocksDB (then cached).
+    /// The current value of `key`: from the cache, else from the write-backs in flight,
+    /// else from RocksDB (then cached, clean).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
-        if self.cache.contains(key) {
-            self.cache.touch(key);
+        if self.cache.lookup_touch(key).is_some() {
             return Ok(self.cache.lookup(key).flatten());
         }
-        let value = self
-            .db
-            .get(key)
-            .map_err(|e| StateError::db("get", &self.db_dir, e))?;
-        let incoming = crate::state::cache::slot_bytes(key, value.as_deref());
+        self.in_flight.prune(self.writer.applied());
+        let value = match self.in_flight.lookup(key) {
+            Some(value) => value.map(<[u8]>::to_vec),
+            None => self
+                .writer
+                .db()
+                .get(key)
+                .map_err(|e| StateError::db("get", &self.db_dir, e))?,
+        };
+        let incoming = slot_bytes(key, value.as_deref());
         if self.cache.would_overflow(incoming) {
             self.evict(incoming, true)?;
         }
         Ok(self.cache.insert_clean(key.to_vec(), value))
     }
 
-    /// Sets `key` to `value` in the cache (reaches RocksDB at the next flush or eviction).
+    /// Sets `key` to `value` in the cache (written back at the next barrier or eviction).
     pub fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), StateError> {
         self.cache.put(key, value);
         self.shrink()
     }
 
-    /// Deletes `key` (a tombstone in the cache until the next flush or eviction).
+    /// Deletes `key` (a tombstone in the cache until the next barrier or eviction).
     pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
         self.cache.delete(key);
         self.shrink()
     }
 
-    /// Writes every dirty cache entry to RocksDB in one `WriteBatch`; entries stay cached.
+    /// Writes every dirty cache entry to RocksDB and waits until it is there; entries
+    /// stay cached, clean.
     pub fn flush(&mut self) -> Result<(), StateError> {
-        if self.cache.dirty_len() == 0 {
-            return Ok(());
-        }
-        let mut batch = WriteBatch::default();
-        for (key, value) in self.cache.dirty() {
-            match value {
-                Some(value) => batch.put(key, value),
-                None => batch.delete(key),
-            }
-        }
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(|e| StateError::db("write batch", &self.db_dir, e))?;
-        self.cache.mark_clean();
+        self.write_back_dirty()?;
+        self.writer.sync()?;
+        self.in_flight.prune(self.writer.applied());
+        debug_assert!(self.in_flight.is_empty());
         Ok(())
     }
 
-    /// Every live entry, cache merged over RocksDB, in key order.
-    pub fn scan(&self) -> StateScan<'_> {
+    /// Every live entry, cache merged over RocksDB, in key order. Waits until RocksDB
+    /// holds every write-back sent.
+    pub fn scan(&self) -> Result<StateScan<'_>, StateError> {
         self.scan_prefix(&[])
     }
 
     /// Every live entry whose key starts with `prefix` (e.g. a key group), in key order.
-    pub fn scan_prefix(&self, prefix: &[u8]) -> StateScan<'_> {
-        StateScan::new(
-            &self.db,
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<StateScan<'_>, StateError> {
+        self.writer.sync()?;
+        Ok(StateScan::new(
+            self.writer.db(),
             &self.db_dir,
             self.cache.sorted_with_prefix(prefix),
             prefix,
-        )
+        ))
     }
 
     /// Every live key, in key order (e.g. to rebuild a window index after a restore).
     pub fn keys(&self) -> Result<Vec<Vec<u8>>, StateError> {
-        self.scan().map(|entry| entry.map(|(key, _)| key)).collect()
+        self.scan()?
+            .map(|entry| entry.map(|(key, _)| key))
+            .collect()
     }
 
     /// Entries in the cache (values, tombstones and negative lookups).
@@ -263,7 +252,7 @@ impl KeyedState {
         self.cache.bytes()
     }
 
-    /// Cache entries not yet written to RocksDB.
+    /// Cache entries not yet written back.
     pub fn len_dirty(&self) -> usize {
         self.cache.dirty_len()
     }
@@ -274,91 +263,49 @@ impl KeyedState {
     }
 
     /// Snapshots the state for checkpoint `checkpoint_id` and uploads it to `storage`
-    /// under `task`: [`begin_snapshot`](Self::begin_snapshot) then
-    /// [`PendingSnapshot::upload`], both on the calling (task) thread, which blocks
-    /// until the upload is done.
+    /// under `task`, waiting for the upload: [`begin_snapshot`](Self::begin_snapshot)
+    /// then [`SnapshotInProgress::wait`].
     pub fn snapshot(
         &mut self,
-        storage: &CheckpointStorage,
+        storage: &Arc<CheckpointStorage>,
         checkpoint_id: CheckpointId,
         task: &str,
     ) -> Result<DbSnapshot, StateError> {
-        self.begin_snapshot(checkpoint_id, task)?.upload(storage)
+        self.begin_snapshot(storage.clone(), checkpoint_id, task)?
+            .wait()
     }
 
-    /// The first part of a snapshot, done at the barrier: flush the cache (one
-    /// `WriteBatch`) and take a RocksDB checkpoint into a temp directory. The returned
-    /// `PendingSnapshot` is uploaded next, on the same thread (see `snapshot`).
+    /// The synchronous part of a snapshot, done at the barrier: hand the dirty entries,
+    /// copied and sorted, to the writer, then ask it for the checkpoint. The writer
+    /// writes them, takes the RocksDB checkpoint and uploads it while the task goes on;
+    /// what the task writes from now on is not in this snapshot.
     pub fn begin_snapshot(
         &mut self,
+        storage: Arc<CheckpointStorage>,
         checkpoint_id: CheckpointId,
         task: &str,
-    ) -> Result<PendingSnapshot, StateError> {
-        self.checkpoint_locally(checkpoint_id, task)
-            .map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))
+    ) -> Result<SnapshotInProgress, StateError> {
+        let begin = |state: &mut Self| {
+            state.write_back_dirty()?;
+            state.writer.checkpoint(storage, checkpoint_id, task)
+        };
+        begin(self).map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))
     }
 
-    fn checkpoint_locally(
-        &mut self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-    ) -> Result<PendingSnapshot, StateError> {
-        self.flush()?;
-        let path = self
-            .work_dir
-            .join(format!("{SNAPSHOT_DIR_PREFIX}{:010}", checkpoint_id.0));
-        remove_dir_if_exists(&path)?;
-        let checkpoint = Checkpoint::new(&self.db)
-            .map_err(|e| StateError::db("create checkpoint object", &self.db_dir, e))?;
-        checkpoint
-            .create_checkpoint(&path)
-            .map_err(|e| StateError::db("create checkpoint", &path, e))?;
-        let dir = TempDir::adopt(path);
-
-        let mut shared = Vec::new();
-        let mut private = Vec::new();
-        let entries =
-            fs::read_dir(dir.path()).map_err(|e| StateError::io("list", dir.path(), e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| StateError::io("list", dir.path(), e))?;
-            let path = entry.path();
-            let meta = entry
-                .metadata()
-                .map_err(|e| StateError::io("stat", &path, e))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                return Err(StateError::UnexpectedFile { path });
-            };
-            if !meta.is_file() {
-                return Err(StateError::UnexpectedFile { path });
-            }
-            if name.ends_with(SST_EXTENSION) {
-                let shared_name = self.names.shared_name(&name);
-                shared.push(SharedFile {
-                    local_name: name,
-                    shared_name,
-                    size: meta.len(),
-                });
-            } else {
-                private.push(PrivateFile {
-                    name,
-                    size: meta.len(),
-                });
-            }
+    /// Sends a copy of every dirty entry, sorted, to the writer; they stay cached, clean.
+    fn write_back_dirty(&mut self) -> Result<(), StateError> {
+        if self.cache.dirty_len() == 0 {
+            return Ok(());
         }
-        shared.sort_by(|a, b| a.local_name.cmp(&b.local_name));
-        private.sort_by(|a, b| a.name.cmp(&b.name));
-        self.names.replace(
-            shared
-                .iter()
-                .map(|f| (f.local_name.clone(), f.shared_name.clone())),
-        );
-        Ok(PendingSnapshot {
-            task: task.to_owned(),
-            checkpoint_id,
-            dir,
-            shared,
-            private,
-        })
+        let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
+            .cache
+            .dirty()
+            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
+            .collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.cache.mark_clean();
+        self.in_flight.prune(self.writer.applied());
+        self.writer.write_back(entries, &mut self.in_flight)
     }
 
     /// Evicts down to the cache's bounds if an insert took it past them.
@@ -370,29 +317,12 @@ impl KeyedState {
     }
 
     /// Evicts the least recently used entries down to 7/8 of the cache's bounds, leaving
-    /// room for `incoming` bytes (and one more entry if `new_slot`): the dirty ones are
-    /// written back in one `WriteBatch`, then all of them are dropped.
+    /// room for `incoming` bytes (and one more entry if `new_slot`): the dirty ones go
+    /// to the writer as one sorted write-back, the clean ones are dropped.
     fn evict(&mut self, incoming: usize, new_slot: bool) -> Result<(), StateError> {
-        let victims = self.cache.eviction_candidates(incoming, new_slot);
-        let mut batch = WriteBatch::default();
-        let mut writes = 0usize;
-        for &key in &victims {
-            if self.cache.is_dirty(key) {
-                match self.cache.lookup(key).flatten() {
-                    Some(value) => batch.put(key, value),
-                    None => batch.delete(key),
-                }
-                writes += 1;
-            }
-        }
-        let victims: Vec<Vec<u8>> = victims.into_iter().map(<[u8]>::to_vec).collect();
-        if writes > 0 {
-            self.db
-                .write_opt(batch, &self.write_options)
-                .map_err(|e| StateError::db("write batch", &self.db_dir, e))?;
-        }
-        self.cache.remove(&victims);
-        Ok(())
+        let dirty = self.cache.take_victims(incoming, new_slot);
+        self.in_flight.prune(self.writer.applied());
+        self.writer.write_back(dirty, &mut self.in_flight)
     }
 }
 
@@ -427,14 +357,6 @@ fn prepare_work_dir(work_dir: &Path) -> Result<PathBuf, StateError> {
     remove_dir_if_exists(&db_dir)?;
     fs::create_dir(&db_dir).map_err(|e| StateError::io("create directory", &db_dir, e))?;
     Ok(db_dir)
-}
-
-fn remove_dir_if_exists(path: &Path) -> Result<(), StateError> {
-    match fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StateError::io("remove", path, e)),
-    }
 }
 
 /// A file name from a snapshot, refused if it could escape the DB directory.

@@ -75,8 +75,41 @@ impl StateCache {
         self.slots.get(key).map(|slot| slot.value.as_deref())
     }
 
-    pub(crate) fn contains(&self, key: &[u8]) -> bool {
-        self.slots.contains_key(key)
+    /// Like [`lookup`](Self::lookup), and marks a cached `key` as the most recently used.
+    pub(crate) fn lookup_touch(&mut self, key: &[u8]) -> Option<Option<&[u8]>> {
+        if !self.slots.contains_key(key) {
+            return None;
+        }
+        self.touch(key);
+        self.lookup(key)
+    }
+
+    /// Evicts the least recently used slots (see
+    /// [`eviction_candidates`](Self::eviction_candidates)) and returns the dirty ones
+    /// among them, values moved out, sorted by key: the caller must write them back.
+    pub(crate) fn take_victims(
+        &mut self,
+        incoming: usize,
+        new_slot: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let victims: Vec<Vec<u8>> = self
+            .eviction_candidates(incoming, new_slot)
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut dirty = Vec::new();
+        for key in victims {
+            if let Some(slot) = self.slots.remove(key.as_slice()) {
+                self.order.remove(&slot.tick);
+                self.bytes -= slot_bytes(&key, slot.value.as_deref());
+                if slot.dirty {
+                    self.dirty -= 1;
+                    dirty.push((key, slot.value));
+                }
+            }
+        }
+        dirty.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        dirty
     }
 
     /// Marks `key` (if cached) as the most recently used slot.
@@ -126,6 +159,7 @@ impl StateCache {
     }
 
     /// Drops the slots of `keys` (their dirty values written by the caller first).
+    #[cfg(test)]
     pub(crate) fn remove(&mut self, keys: &[Vec<u8>]) {
         for key in keys {
             if let Some(slot) = self.slots.remove(key.as_slice()) {
@@ -190,6 +224,7 @@ impl StateCache {
     }
 
     /// Whether `key`'s slot is dirty (false if not cached).
+    #[cfg(test)]
     pub(crate) fn is_dirty(&self, key: &[u8]) -> bool {
         self.slots.get(key).is_some_and(|slot| slot.dirty)
     }

@@ -45,6 +45,10 @@ pub enum StateError {
     /// A RocksDB checkpoint directory held something that is not a plain file.
     #[error("unexpected entry {} in a RocksDB checkpoint", path.display())]
     UnexpectedFile { path: PathBuf },
+    /// The state writer thread stopped (a RocksDB write failed, or the operator is
+    /// closing), so the state cannot take writes or checkpoints any more.
+    #[error("the state writer thread stopped: {reason}")]
+    WriterStopped { reason: String },
     /// A stored key is shorter than the fixed key-group and window parts.
     #[error("malformed state key: {len} bytes, at least {min} needed")]
     KeyTooShort { len: usize, min: usize },

@@ -1,11 +1,9 @@
-//! `PendingSnapshot`: a RocksDB checkpoint taken at a barrier, not yet uploaded.
+//! `PendingSnapshot`: a RocksDB checkpoint taken into a temp directory, not yet uploaded.
 //!
-//! Taking it (`KeyedState::begin_snapshot`) is the fast part: flush the cache, let
-//! RocksDB hard-link a consistent checkpoint into a temp directory. Uploading it
-//! ([`PendingSnapshot::upload`]) is the slow part. Today both run on the task thread, one
-//! after the other, inside the barrier (`KeyedState::snapshot`): the operator processes
-//! nothing until the upload is done. The upload does not touch the live DB and the type
-//! is `Send`, so it could move to another thread, but nothing does that yet.
+//! The state writer thread (see `writer`) takes it, after every write-back the task sent
+//! before the barrier, by letting RocksDB hard-link a consistent checkpoint into a temp
+//! directory, then uploads it ([`PendingSnapshot::upload_unless`]). Neither runs on the
+//! task thread.
 //!
 //! Invariants:
 //! - The temp directory holds hard links to immutable SSTs plus RocksDB's fresh copies of
@@ -19,6 +17,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::fault::{self, FaultPoint};
 use crate::record::CheckpointId;
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, SnapshotStats, StateError};
 use crate::storage::CheckpointStorage;
@@ -36,32 +35,43 @@ pub struct PendingSnapshot {
 }
 
 impl PendingSnapshot {
-    pub fn task(&self) -> &str {
-        &self.task
-    }
-
-    pub fn checkpoint_id(&self) -> CheckpointId {
-        self.checkpoint_id
-    }
-
-    /// Hands the storage the SSTs it does not hold yet and every private file.
-    pub fn upload(self, storage: &CheckpointStorage) -> Result<DbSnapshot, StateError> {
+    /// Hands the storage the SSTs it does not hold yet and every private file, unless
+    /// `stop` says to give up (checked before each file).
+    pub(crate) fn upload_unless(
+        self,
+        storage: &CheckpointStorage,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<DbSnapshot, StateError> {
         let (task, checkpoint_id) = (self.task.clone(), self.checkpoint_id);
-        self.upload_files(storage)
+        self.upload_files(storage, stop)
             .map_err(|e| e.in_checkpoint("upload", &task, checkpoint_id))
     }
 
-    fn upload_files(self, storage: &CheckpointStorage) -> Result<DbSnapshot, StateError> {
+    fn upload_files(
+        self,
+        storage: &CheckpointStorage,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<DbSnapshot, StateError> {
         let (mut files_added, mut bytes_added, mut private_bytes) = (0, 0, 0);
+        let stopped = || StateError::WriterStopped {
+            reason: "the operator closed during the upload".into(),
+        };
         for file in &self.shared {
+            if stop() {
+                return Err(stopped());
+            }
             let src = self.dir.path().join(&file.local_name);
             let added = storage.put_shared(&self.task, &file.shared_name, &src)?;
             if added > 0 {
                 files_added += 1;
                 bytes_added += added;
+                fault::hit(FaultPoint::StateUpload);
             }
         }
         for file in &self.private {
+            if stop() {
+                return Err(stopped());
+            }
             let src = self.dir.path().join(&file.name);
             private_bytes +=
                 storage.put_private(self.checkpoint_id, &self.task, &file.name, &src)?;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::record::CheckpointId;
 use crate::state::{DbSnapshot, KeyedState, StateKey};
@@ -14,7 +15,11 @@ type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
 const CACHE: usize = 1_000;
 
 fn contents(state: &KeyedState) -> Contents {
-    state.scan().map(|entry| entry.expect("scan")).collect()
+    state
+        .scan()
+        .expect("scan")
+        .map(|entry| entry.expect("scan"))
+        .collect()
 }
 
 fn key(user: &str, window_end: Option<i64>) -> Vec<u8> {
@@ -33,15 +38,15 @@ fn open(dir: &Path, name: &str) -> KeyedState {
     KeyedState::open_fresh(dir.join(name), CACHE).expect("open")
 }
 
-fn storage(dir: &Path) -> CheckpointStorage {
-    CheckpointStorage::open(dir.join("checkpoints")).expect("storage")
+fn storage(dir: &Path) -> Arc<CheckpointStorage> {
+    Arc::new(CheckpointStorage::open(dir.join("checkpoints")).expect("storage"))
 }
 
 #[test]
 fn state_is_send() {
     fn assert_send<T: Send>() {}
     assert_send::<KeyedState>();
-    assert_send::<crate::state::PendingSnapshot>();
+    assert_send::<crate::state::SnapshotInProgress>();
 }
 
 #[test]
@@ -149,12 +154,17 @@ fn state_scan_merges_cache_over_rocksdb_in_key_order() {
         .put(&StateKey::encode(2, b"z", None), b"other group".to_vec())
         .expect("put");
 
-    let keys: Vec<Vec<u8>> = state.scan().map(|e| e.expect("scan").0).collect();
+    let keys: Vec<Vec<u8>> = state
+        .scan()
+        .expect("scan")
+        .map(|e| e.expect("scan").0)
+        .collect();
     let mut sorted = keys.clone();
     sorted.sort();
     assert_eq!(keys, sorted, "key order");
     let group_1: Vec<(String, String)> = state
         .scan_prefix(&StateKey::key_group_prefix(1))
+        .expect("scan")
         .map(|e| {
             let (k, v) = e.expect("scan");
             let decoded = StateKey::decode(&k).expect("decode");
@@ -171,7 +181,7 @@ fn state_scan_merges_cache_over_rocksdb_in_key_order() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     assert_eq!(group_1, expected);
-    assert_eq!(state.scan().count(), 4);
+    assert_eq!(state.scan().expect("scan").count(), 4);
     assert_eq!(state.keys().expect("keys"), keys);
 }
 
@@ -381,9 +391,9 @@ fn state_gc_keeps_what_kept_checkpoints_reference() {
     // A 4th checkpoint in flight: files uploaded, no metadata yet.
     put_all(&mut state, &[("4", "4")]);
     state
-        .begin_snapshot(CheckpointId(4), "agg-0")
+        .begin_snapshot(storage.clone(), CheckpointId(4), "agg-0")
         .expect("begin")
-        .upload(&storage)
+        .wait()
         .expect("upload");
     drop(state);
 
@@ -407,5 +417,52 @@ fn state_gc_keeps_what_kept_checkpoints_reference() {
             .join(format!("restore-{}", snapshot.checkpoint_id));
         let restored = KeyedState::restore(&work, &storage, snapshot, CACHE).expect("restore kept");
         assert_eq!(contents(&restored).len() as u64, snapshot.checkpoint_id.0);
+    }
+}
+
+/// Reads see every write whatever the writer thread has applied yet, and a snapshot holds
+/// exactly the state at its barrier while the task writes on: a tiny cache makes most
+/// reads of recently evicted keys go to write-backs still in flight.
+#[test]
+fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut state = KeyedState::open_fresh(dir.path().join("agg"), 16).expect("open");
+    let mut model: Contents = BTreeMap::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut at_barrier = Vec::new();
+    for step in 0..20_000u32 {
+        let k = key(&format!("k{}", rng.random_range(0..300)), None);
+        match rng.random_range(0..10) {
+            0 => {
+                state.delete(&k).expect("delete");
+                model.remove(&k);
+            }
+            1..=4 => {
+                let v = step.to_be_bytes().to_vec();
+                state.put(&k, v.clone()).expect("put");
+                model.insert(k, v);
+            }
+            _ => assert_eq!(
+                state.get(&k).expect("get"),
+                model.get(&k).map(Vec::as_slice),
+                "step {step}"
+            ),
+        }
+        if step % 5_000 == 4_999 {
+            let id = CheckpointId(u64::from(step / 5_000) + 1);
+            let upload = state
+                .begin_snapshot(storage.clone(), id, "agg-0")
+                .expect("begin");
+            at_barrier.push((upload, model.clone()));
+        }
+    }
+    assert_eq!(contents(&state), model);
+    for (i, (upload, expected)) in at_barrier.into_iter().enumerate() {
+        let snapshot = upload.wait().expect("upload");
+        let work = dir.path().join(format!("restore-{i}"));
+        let restored = KeyedState::restore(&work, &storage, &snapshot, CACHE).expect("restore");
+        assert_eq!(contents(&restored), expected, "checkpoint {}", i + 1);
     }
 }

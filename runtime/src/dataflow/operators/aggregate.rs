@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
 use crate::dataflow::operators::map::{GuestCallError, memory_note};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
@@ -531,34 +531,44 @@ impl Operator for AggregateOperator {
         self.fire(out)
     }
 
+    /// The synchronous part (the dirty accumulators handed to the state writer) runs
+    /// here; the RocksDB checkpoint and its upload finish off the task thread, and the
+    /// snapshot is deferred until they are durable.
     fn handle_barrier(
         &mut self,
         barrier: Barrier,
         _out: &mut Output,
-    ) -> Result<Option<OperatorSnapshot>, OperatorError> {
-        let db = self.state.snapshot(
-            &self.location.storage,
+    ) -> Result<Option<Snapshot>, OperatorError> {
+        let upload = self.state.begin_snapshot(
+            self.location.storage.clone(),
             barrier.id,
             &self.location.storage_task,
         )?;
-        let (files_added, bytes_added) = (db.stats.files_added, db.stats.bytes_added);
-        let state_bytes = db.total_bytes();
-        let shared_files = db.shared_refs().collect();
-        let state = snapshot::encode(
-            &snapshot_name(&self.config.id),
-            &AggregateSnapshot {
-                watermark: self.watermark.0,
-                db,
-            },
-        )?;
-        Ok(Some(OperatorSnapshot {
-            state,
-            files_added,
-            bytes_added,
-            state_bytes,
-            shared_files,
-        }))
+        let (id, watermark) = (self.config.id.clone(), self.watermark.0);
+        Ok(Some(Snapshot::Deferred(DeferredSnapshot::new(move || {
+            let db = upload.wait()?;
+            snapshot_of(&id, watermark, db)
+        }))))
     }
+}
+
+/// The operator's snapshot of checkpoint state `db`, at `watermark`.
+fn snapshot_of(
+    id: &str,
+    watermark: i64,
+    db: DbSnapshot,
+) -> Result<OperatorSnapshot, OperatorError> {
+    let (files_added, bytes_added) = (db.stats.files_added, db.stats.bytes_added);
+    let state_bytes = db.total_bytes();
+    let shared_files = db.shared_refs().collect();
+    let state = snapshot::encode(&snapshot_name(id), &AggregateSnapshot { watermark, db })?;
+    Ok(OperatorSnapshot {
+        state,
+        files_added,
+        bytes_added,
+        state_bytes,
+        shared_files,
+    })
 }
 
 #[cfg(test)]

@@ -251,6 +251,10 @@ fn restoring_a_mid_window_snapshot_fires_what_the_uninterrupted_run_fires() {
             .expect("barrier")
             .expect("an aggregate has state to snapshot");
         assert!(out.batches.is_empty() && out.dead_letters.is_empty());
+        assert!(
+            matches!(snapshot, Snapshot::Deferred(_)),
+            "the upload runs off the task thread"
+        );
         snapshot
     };
 
@@ -269,8 +273,12 @@ fn restoring_a_mid_window_snapshot_fires_what_the_uninterrupted_run_fires() {
     );
 
     let checkpoints = dir.path().join("restored");
+    // The interrupted run goes on past the barrier before its snapshot is finished:
+    // what it does after the barrier must not leak into the snapshot.
     let mut interrupted = open(config(0), location(&checkpoints, "work"));
     let snapshot = before(&mut interrupted);
+    assert_eq!(after_barrier(&mut interrupted), expected);
+    let snapshot = snapshot.wait().expect("upload");
     drop(interrupted);
     let mut restored =
         AggregateOperator::open(config(0), location(&checkpoints, "work-2"), Some(&snapshot))

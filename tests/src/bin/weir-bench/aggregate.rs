@@ -115,7 +115,9 @@ pub fn aggregate_figures(
                 &mut Output::default(),
             )
             .map_err(|e| anyhow::anyhow!(e))?
-            .context("aggregate snapshot")?;
+            .context("aggregate snapshot")?
+            .wait()
+            .map_err(|e| anyhow::anyhow!(e))?;
         Ok((
             started.elapsed(),
             snapshot.files_added,

@@ -13,6 +13,7 @@
 
 mod aggregate;
 mod map;
+mod pause;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -61,6 +62,17 @@ fn main() -> anyhow::Result<()> {
         )),
     )?;
 
+    eprintln!("pause: checkpoints of a {keys}-key state, deferred vs inline upload ...");
+    let word_count = Arc::new(engine.load(&guests.join("word_count.wasm"))?);
+    let pause_records = 3 * keys;
+    let deferred = pause::pause_figures(
+        word_count.clone(),
+        pause_records,
+        keys,
+        pause::Mode::Deferred,
+    )?;
+    let inline = pause::pause_figures(word_count, pause_records, keys, pause::Mode::Inline)?;
+
     eprintln!("aggregate: word-count over {keys} distinct keys, RocksDB vs HashMap ...");
     let agg = aggregate_figures(&engine, &guests, keys)?;
 
@@ -99,7 +111,36 @@ fn main() -> anyhow::Result<()> {
         mb(b2)
     );
 
+    println!();
+    println!(
+        "| checkpoints of a {keys}-key state, {pause_records} records | longest output pause | longest gap without a barrier | longest barrier-to-durable | checkpoints | records/s |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, f) in [
+        ("upload deferred (Weir)", &deferred),
+        ("upload inline on the task thread (baseline)", &inline),
+    ] {
+        println!(
+            "| {name} | {} ms | {} ms | {} ms | {} | {:.0} |",
+            f.longest_pause.as_millis(),
+            f.longest_gap_without_barrier.as_millis(),
+            f.longest_checkpoint.as_millis(),
+            f.checkpoints,
+            f.records_per_s
+        );
+    }
+    let pause_json = |f: &pause::PauseFigures| {
+        serde_json::json!({
+            "longest_pause_ms": f.longest_pause.as_secs_f64() * 1e3,
+            "longest_gap_without_barrier_ms": f.longest_gap_without_barrier.as_secs_f64() * 1e3,
+            "longest_checkpoint_ms": f.longest_checkpoint.as_secs_f64() * 1e3,
+            "checkpoints": f.checkpoints,
+            "records_per_s": f.records_per_s,
+        })
+    };
+
     let json = serde_json::json!({
+        "pause": { "keys": keys, "records": pause_records, "deferred": pause_json(&deferred), "inline": pause_json(&inline) },
         "machine": { "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) },
         "map": { "records": records, "wasm_records_per_s": wasm_map, "native_records_per_s": native_map, "ratio": wasm_map / native_map },
         "aggregate": { "keys": keys, "wasm_rocksdb_records_per_s": agg.wasm_rps, "native_hashmap_records_per_s": agg.native_rps, "ratio": agg.wasm_rps / agg.native_rps },

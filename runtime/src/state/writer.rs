@@ -1,0 +1,425 @@
+//! `StateWriter`: the thread that writes a `KeyedState`'s dirty entries into RocksDB and
+//! takes and uploads its checkpoints, so the task thread does neither (Flink's split of a
+//! snapshot into a short synchronous part and an asynchronous one).
+//!
+//! Invariants:
+//! - The writer thread is the ONLY writer of the live DB, and it runs jobs in the order
+//!   they were sent. A write-back sent before checkpoint n's job is in checkpoint n; one
+//!   sent after it is not. So a checkpoint holds exactly the state as of its barrier,
+//!   whatever the task does meanwhile.
+//! - A write-back ([`WriteLayer`]) is visible to the task's reads from the moment it is
+//!   sent: the task keeps every layer it sent in [`InFlight`] until the writer reports
+//!   it applied (`applied`, a sequence number stored with Release after the RocksDB
+//!   write and loaded with Acquire), and looks keys up in those layers, newest first,
+//!   before it asks RocksDB. A layer dropped from `InFlight` is in RocksDB.
+//! - At most [`MAX_QUEUED`] jobs wait for the writer: a task whose write-backs come
+//!   faster than RocksDB absorbs them blocks on `send` (backpressure), so the memory the
+//!   layers hold stays a small multiple of the cache's byte bound.
+//! - A checkpoint job answers on its reply channel once every file of the snapshot is
+//!   durable in checkpoint storage (or with the error that stopped it). The coordinator
+//!   learns of the checkpoint only through that answer, so "complete" still means
+//!   "every upload durable".
+//! - Dropping the `StateWriter` asks the thread to stop (an upload in progress stops
+//!   between two files and answers with an error), waits for it, and only then drops
+//!   the DB: no thread of a dropped `KeyedState` touches its directory or its storage.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use rocksdb::checkpoint::Checkpoint;
+use rocksdb::{DB, WriteBatch, WriteOptions};
+
+use crate::record::CheckpointId;
+use crate::state::pending::{PendingSnapshot, TempDir};
+use crate::state::shared_names::SharedNames;
+use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError};
+use crate::storage::CheckpointStorage;
+
+/// Jobs that may wait for the writer before the task blocks.
+pub(crate) const MAX_QUEUED: usize = 4;
+
+/// Prefix of the temp directories holding a RocksDB checkpoint before upload.
+pub(crate) const SNAPSHOT_DIR_PREFIX: &str = "snapshot-";
+/// Extension of the files shared between checkpoints.
+const SST_EXTENSION: &str = ".sst";
+
+/// Entries written back together: sorted by key, a `None` value is a delete.
+#[derive(Debug)]
+pub(crate) struct WriteLayer {
+    seq: u64,
+    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteLayer {
+    /// `Some(value)` (`Some(None)`: deleted) if this layer writes `key`.
+    fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.entries
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+            .ok()
+            .map(|i| self.entries[i].1.as_deref())
+    }
+}
+
+/// The layers sent to the writer and not yet known to be applied, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    layers: VecDeque<Arc<WriteLayer>>,
+}
+
+impl InFlight {
+    /// Forgets the layers the writer has applied (they are in RocksDB now).
+    pub(crate) fn prune(&mut self, applied: u64) {
+        while self.layers.front().is_some_and(|l| l.seq <= applied) {
+            self.layers.pop_front();
+        }
+    }
+
+    /// The newest in-flight value of `key`, if a layer writes it.
+    pub(crate) fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.layers.iter().rev().find_map(|layer| layer.lookup(key))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+}
+
+/// What the writer thread is asked to do.
+enum Job {
+    Write(Arc<WriteLayer>),
+    Checkpoint {
+        checkpoint_id: CheckpointId,
+        task: String,
+        storage: Arc<CheckpointStorage>,
+        reply: Sender<Result<DbSnapshot, StateError>>,
+    },
+    /// Answered once every job sent before it is done.
+    Sync(Sender<()>),
+}
+
+/// The writer thread of one `KeyedState`, and the task side of its bookkeeping.
+pub(crate) struct StateWriter {
+    db: Arc<DB>,
+    db_dir: PathBuf,
+    jobs: Option<Sender<Job>>,
+    applied: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    /// Why the writer thread stopped, if it failed.
+    failure: Arc<Mutex<Option<String>>>,
+    thread: Option<JoinHandle<()>>,
+    next_seq: u64,
+}
+
+impl std::fmt::Debug for StateWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateWriter")
+            .field("db_dir", &self.db_dir)
+            .field("sent", &self.next_seq)
+            .field("applied", &self.applied.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A checkpoint the writer is taking and uploading.
+#[derive(Debug)]
+pub struct SnapshotInProgress {
+    reply: Receiver<Result<DbSnapshot, StateError>>,
+    task: String,
+    checkpoint_id: CheckpointId,
+}
+
+impl SnapshotInProgress {
+    /// Waits until the snapshot is durable in checkpoint storage.
+    pub fn wait(self) -> Result<DbSnapshot, StateError> {
+        self.reply.recv().unwrap_or_else(|_| {
+            let stopped = StateError::WriterStopped {
+                reason: "it ended before answering".into(),
+            };
+            Err(stopped.in_checkpoint("upload", &self.task, self.checkpoint_id))
+        })
+    }
+}
+
+impl StateWriter {
+    /// Starts the writer thread of `db` (a DB opened in `work_dir/db`), whose SSTs are
+    /// shared under `names`.
+    pub(crate) fn start(
+        db: DB,
+        work_dir: PathBuf,
+        db_dir: PathBuf,
+        names: SharedNames,
+    ) -> Result<Self, StateError> {
+        let db = Arc::new(db);
+        let (jobs, queue) = crossbeam_channel::bounded(MAX_QUEUED);
+        let applied = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let failure = Arc::new(Mutex::new(None));
+        let mut write_options = WriteOptions::default();
+        write_options.disable_wal(true);
+        let worker = Worker {
+            db: db.clone(),
+            work_dir,
+            db_dir: db_dir.clone(),
+            names,
+            write_options,
+            applied: applied.clone(),
+            stop: stop.clone(),
+            failure: failure.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("weir-state-writer".into())
+            .spawn(move || worker.run(queue))
+            .map_err(|e| StateError::io("start the state writer thread for", &db_dir, e))?;
+        Ok(Self {
+            db,
+            db_dir,
+            jobs: Some(jobs),
+            applied,
+            stop,
+            failure,
+            thread: Some(thread),
+            next_seq: 0,
+        })
+    }
+
+    /// The live DB, for reads.
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
+    }
+
+    /// The highest layer sequence number RocksDB holds.
+    pub(crate) fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
+
+    /// Hands `entries` (sorted by key, distinct) to the writer; `in_flight` serves them
+    /// to reads until the writer has applied them. Blocks while the queue is full.
+    pub(crate) fn write_back(
+        &mut self,
+        entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        in_flight: &mut InFlight,
+    ) -> Result<(), StateError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        debug_assert!(
+            entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "sorted, distinct"
+        );
+        self.next_seq += 1;
+        let layer = Arc::new(WriteLayer {
+            seq: self.next_seq,
+            entries,
+        });
+        in_flight.layers.push_back(layer.clone());
+        self.send(Job::Write(layer))
+    }
+
+    /// Asks for a checkpoint of everything written back so far.
+    pub(crate) fn checkpoint(
+        &self,
+        storage: Arc<CheckpointStorage>,
+        checkpoint_id: CheckpointId,
+        task: &str,
+    ) -> Result<SnapshotInProgress, StateError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.send(Job::Checkpoint {
+            checkpoint_id,
+            task: task.to_owned(),
+            storage,
+            reply,
+        })?;
+        Ok(SnapshotInProgress {
+            reply: answer,
+            task: task.to_owned(),
+            checkpoint_id,
+        })
+    }
+
+    /// Waits until every job sent so far is done (RocksDB holds every write-back).
+    pub(crate) fn sync(&self) -> Result<(), StateError> {
+        let (done, wait) = crossbeam_channel::bounded(1);
+        self.send(Job::Sync(done))?;
+        wait.recv().map_err(|_| self.stopped())
+    }
+
+    fn send(&self, job: Job) -> Result<(), StateError> {
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.stopped())?;
+        jobs.send(job).map_err(|_| self.stopped())
+    }
+
+    fn stopped(&self) -> StateError {
+        let reason = self.failure.lock().ok().and_then(|f| f.clone());
+        StateError::WriterStopped {
+            reason: reason.unwrap_or_else(|| "it is closing".into()),
+        }
+    }
+}
+
+impl Drop for StateWriter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writer thread's side.
+struct Worker {
+    db: Arc<DB>,
+    work_dir: PathBuf,
+    db_dir: PathBuf,
+    names: SharedNames,
+    write_options: WriteOptions,
+    applied: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Worker {
+    /// Runs jobs until the task side hangs up. A failed write is fatal to the writer:
+    /// it stops, and the task sees `WriterStopped` at its next send or wait.
+    fn run(mut self, queue: Receiver<Job>) {
+        for job in queue {
+            match job {
+                Job::Write(layer) => {
+                    if let Err(e) = self.write(&layer) {
+                        if let Ok(mut failure) = self.failure.lock() {
+                            *failure = Some(one_line(&e));
+                        }
+                        return;
+                    }
+                    self.applied.store(layer.seq, Ordering::Release);
+                }
+                Job::Checkpoint {
+                    checkpoint_id,
+                    task,
+                    storage,
+                    reply,
+                } => {
+                    let result = self
+                        .checkpoint(checkpoint_id, &task, &storage)
+                        .map_err(|e| e.in_checkpoint("snapshot", &task, checkpoint_id));
+                    let _ = reply.send(result);
+                }
+                Job::Sync(done) => {
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+
+    fn write(&self, layer: &WriteLayer) -> Result<(), StateError> {
+        let mut batch = WriteBatch::default();
+        for (key, value) in &layer.entries {
+            match value {
+                Some(value) => batch.put(key, value),
+                None => batch.delete(key),
+            }
+        }
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(|e| StateError::db("write batch", &self.db_dir, e))
+    }
+
+    fn checkpoint(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        storage: &CheckpointStorage,
+    ) -> Result<DbSnapshot, StateError> {
+        let pending = self.checkpoint_locally(checkpoint_id, task)?;
+        let stop = self.stop.clone();
+        pending.upload_unless(storage, &|| stop.load(Ordering::Relaxed))
+    }
+
+    /// Takes a RocksDB checkpoint (hard links; flushes the memtable) into a temp dir.
+    fn checkpoint_locally(
+        &mut self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+    ) -> Result<PendingSnapshot, StateError> {
+        let path = self
+            .work_dir
+            .join(format!("{SNAPSHOT_DIR_PREFIX}{:010}", checkpoint_id.0));
+        remove_dir_if_exists(&path)?;
+        let checkpoint = Checkpoint::new(&self.db)
+            .map_err(|e| StateError::db("create checkpoint object", &self.db_dir, e))?;
+        checkpoint
+            .create_checkpoint(&path)
+            .map_err(|e| StateError::db("create checkpoint", &path, e))?;
+        let dir = TempDir::adopt(path);
+
+        let mut shared = Vec::new();
+        let mut private = Vec::new();
+        let entries =
+            fs::read_dir(dir.path()).map_err(|e| StateError::io("list", dir.path(), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StateError::io("list", dir.path(), e))?;
+            let path = entry.path();
+            let meta = entry
+                .metadata()
+                .map_err(|e| StateError::io("stat", &path, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                return Err(StateError::UnexpectedFile { path });
+            };
+            if !meta.is_file() {
+                return Err(StateError::UnexpectedFile { path });
+            }
+            if name.ends_with(SST_EXTENSION) {
+                let shared_name = self.names.shared_name(&name);
+                shared.push(SharedFile {
+                    local_name: name,
+                    shared_name,
+                    size: meta.len(),
+                });
+            } else {
+                private.push(PrivateFile {
+                    name,
+                    size: meta.len(),
+                });
+            }
+        }
+        shared.sort_by(|a, b| a.local_name.cmp(&b.local_name));
+        private.sort_by(|a, b| a.name.cmp(&b.name));
+        self.names.replace(
+            shared
+                .iter()
+                .map(|f| (f.local_name.clone(), f.shared_name.clone())),
+        );
+        Ok(PendingSnapshot {
+            task: task.to_owned(),
+            checkpoint_id,
+            dir,
+            shared,
+            private,
+        })
+    }
+}
+
+pub(crate) fn remove_dir_if_exists(path: &Path) -> Result<(), StateError> {
+    match fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StateError::io("remove", path, e)),
+    }
+}
+
+/// `e` and its causes on one line, for the task's `WriterStopped` error.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    line
+}
