@@ -2,8 +2,9 @@
 //! two-phase commit.
 //!
 //! Protocol, for checkpoint n (DESIGN.md, "Checkpoints"):
-//! 1. Trigger: send barrier n to every source task. At most one checkpoint is in
-//!    flight: n is triggered only after n - 1 is complete AND committed.
+//! 1. Trigger: send barrier n to every source task, `interval` after n - 1 was
+//!    triggered (at once if n - 1 took longer). At most one checkpoint is in flight:
+//!    n is triggered only after n - 1 is complete AND committed.
 //! 2. Collect: every task acknowledges n with its operators' snapshots, after its
 //!    inputs aligned on n (see `dataflow::alignment`). A missing ack within the
 //!    checkpoint timeout, or any task failure, fails the pipeline: nothing of n is
@@ -160,6 +161,7 @@ impl Coordinator {
             let signal = self.stop.load(Ordering::SeqCst);
             if all_drained || signal != 0 || Instant::now() >= next {
                 let id = self.last.next();
+                let triggered = Instant::now();
                 self.checkpoint(id, all_drained, &mut drained)?;
                 if all_drained {
                     return Ok(RunEnd::Finished(id));
@@ -170,7 +172,10 @@ impl Coordinator {
                         signal,
                     });
                 }
-                next = Instant::now() + self.config.interval;
+                // On the interval, not interval-after-commit: output is visible when its
+                // checkpoint commits, so the interval is the latency users see. A
+                // checkpoint that took longer is followed by the next one at once.
+                next = triggered + self.config.interval;
                 continue;
             }
             let wait = next

@@ -12,7 +12,8 @@
 //!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). When
 //!   the cache passes either bound, its least recently used entries are evicted down to
 //!   7/8 of both; the dirty ones among them go to the state writer as one sorted
-//!   write-back, never one write per record.
+//!   write-back, never one write per record. More than `dirty_limit` dirty entries are
+//!   written back together between barriers, so a barrier has little to copy.
 //! - Only the state writer thread (see `writer`) writes the live DB, in the order the
 //!   task sent write-backs; the task thread only reads it. What `get` returns is the
 //!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
@@ -88,6 +89,8 @@ pub struct KeyedState {
     in_flight: InFlight,
     /// Owns the DB; dropped (thread joined) before anything else of the state goes.
     writer: StateWriter,
+    /// Most dirty entries kept between barriers (see [`dirty_limit`]).
+    dirty_limit: usize,
     work_dir: PathBuf,
     db_dir: PathBuf,
 }
@@ -169,6 +172,7 @@ impl KeyedState {
             cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
             in_flight: InFlight::default(),
             writer,
+            dirty_limit: dirty_limit(cache_capacity.entries),
             work_dir,
             db_dir,
         })
@@ -196,13 +200,14 @@ impl KeyedState {
         Ok(self.cache.insert_clean(key.to_vec(), value))
     }
 
-    /// Sets `key` to `value` in the cache (written back at the next barrier or eviction).
+    /// Sets `key` to `value` in the cache (written back at the next barrier or eviction,
+    /// or when too many entries are dirty).
     pub fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), StateError> {
         self.cache.put(key, value);
         self.shrink()
     }
 
-    /// Deletes `key` (a tombstone in the cache until the next barrier or eviction).
+    /// Deletes `key` (a tombstone in the cache until written back).
     pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
         self.cache.delete(key);
         self.shrink()
@@ -308,10 +313,14 @@ impl KeyedState {
         self.writer.write_back(entries, &mut self.in_flight)
     }
 
-    /// Evicts down to the cache's bounds if an insert took it past them.
+    /// Evicts down to the cache's bounds if an insert took it past them, and writes the
+    /// dirty entries back if there are more than `dirty_limit`.
     fn shrink(&mut self) -> Result<(), StateError> {
         if self.cache.over_budget() {
             self.evict(0, false)?;
+        }
+        if self.cache.dirty_len() > self.dirty_limit {
+            self.write_back_dirty()?;
         }
         Ok(())
     }
@@ -325,6 +334,17 @@ impl KeyedState {
         self.writer.write_back(dirty, &mut self.in_flight)
     }
 }
+
+/// Most dirty entries a cache of `capacity` entries keeps between barriers: past it,
+/// every dirty entry is written back (and stays cached, clean), so the synchronous part
+/// of a snapshot copies at most this many entries, whatever the cache's size. An
+/// eighth of the cache (an eviction's worth), between 1,024 and [`MAX_DIRTY_ENTRIES`].
+fn dirty_limit(capacity: usize) -> usize {
+    (capacity / 8).clamp(1_024, MAX_DIRTY_ENTRIES)
+}
+
+/// The largest dirty limit: some 10 ms of copying at a barrier.
+const MAX_DIRTY_ENTRIES: usize = 65_536;
 
 fn db_options() -> Options {
     let mut options = Options::default();

@@ -466,3 +466,20 @@ fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
         assert_eq!(contents(&restored), expected, "checkpoint {}", i + 1);
     }
 }
+
+/// A barrier copies at most an eighth of the cache: past that many dirty entries, they
+/// are written back between barriers and stay cached, clean.
+#[test]
+fn state_keeps_at_most_an_eighth_of_the_cache_dirty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = KeyedState::open_fresh(dir.path().join("agg"), 16_384).expect("open");
+    for i in 0..10_000 {
+        state
+            .put(&key(&format!("k{i}"), None), b"v".to_vec())
+            .expect("put");
+        assert!(state.len_dirty() <= 2_048, "{} dirty", state.len_dirty());
+    }
+    assert_eq!(state.len_cached(), 10_000, "written back, not evicted");
+    state.flush().expect("flush");
+    assert_eq!(contents(&state).len(), 10_000);
+}

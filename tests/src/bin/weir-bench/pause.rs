@@ -11,8 +11,9 @@
 //! - `inline`: the snapshot waited for on the task thread (what Weir did before issue
 //!   10: the pipeline stops until the upload is durable), the baseline.
 //!
-//! Beside it, the longest gap between outputs with no barrier in it (the batch's own
-//! cost), and the longest barrier-to-durable time.
+//! Beside it, the longest `handle_barrier` call (the synchronous part), the longest gap
+//! between outputs with no barrier in it (a batch's own cost, the floor of the pause),
+//! and the longest barrier-to-durable time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,6 +47,8 @@ pub struct PauseFigures {
     pub longest_pause: Duration,
     /// Longest gap between two output batches with no barrier between them.
     pub longest_gap_without_barrier: Duration,
+    /// Longest `handle_barrier` call: the synchronous part, on the task thread.
+    pub longest_barrier_call: Duration,
     /// Longest time from a barrier to its snapshot being durable.
     pub longest_checkpoint: Duration,
     pub records_per_s: f64,
@@ -138,6 +141,7 @@ pub fn pause_figures(
                 .handle_barrier(barrier, &mut Output::default())
                 .map_err(|e| anyhow::anyhow!(e))?
                 .ok_or_else(|| anyhow::anyhow!("an aggregate has state to snapshot"))?;
+            figures.longest_barrier_call = figures.longest_barrier_call.max(barrier_at.elapsed());
             match mode {
                 Mode::Deferred => {
                     pending_tx
