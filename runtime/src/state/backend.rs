@@ -13,7 +13,9 @@
 //!   the cache passes either bound, its least recently used entries are evicted down to
 //!   7/8 of both; the dirty ones among them go to the state writer as one sorted
 //!   write-back, never one write per record. More than `dirty_limit` dirty entries are
-//!   written back together between barriers, so a barrier has little to copy.
+//!   written back together between barriers, so a barrier has little to copy. Write-backs
+//!   in flight hold at most the byte bound more (see `writer`): the state's memory is at
+//!   most twice `CacheBounds::bytes` plus RocksDB's own (memtables, block cache).
 //! - Only the state writer thread (see `writer`) writes the live DB, in the order the
 //!   task sent write-backs; the task thread only reads it. What `get` returns is the
 //!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
@@ -91,6 +93,8 @@ pub struct KeyedState {
     writer: StateWriter,
     /// Most dirty entries kept between barriers (see [`dirty_limit`]).
     dirty_limit: usize,
+    /// The cache's byte bound, also the most bytes write-backs in flight may hold.
+    max_bytes: usize,
     work_dir: PathBuf,
     db_dir: PathBuf,
 }
@@ -173,6 +177,7 @@ impl KeyedState {
             in_flight: InFlight::default(),
             writer,
             dirty_limit: dirty_limit(cache_capacity.entries),
+            max_bytes: cache_capacity.bytes,
             work_dir,
             db_dir,
         })
@@ -309,8 +314,8 @@ impl KeyedState {
             .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.cache.mark_clean();
-        self.in_flight.prune(self.writer.applied());
-        self.writer.write_back(entries, &mut self.in_flight)
+        self.writer
+            .write_back(entries, &mut self.in_flight, self.max_bytes)
     }
 
     /// Evicts down to the cache's bounds if an insert took it past them, and writes the
@@ -330,8 +335,8 @@ impl KeyedState {
     /// to the writer as one sorted write-back, the clean ones are dropped.
     fn evict(&mut self, incoming: usize, new_slot: bool) -> Result<(), StateError> {
         let dirty = self.cache.take_victims(incoming, new_slot);
-        self.in_flight.prune(self.writer.applied());
-        self.writer.write_back(dirty, &mut self.in_flight)
+        self.writer
+            .write_back(dirty, &mut self.in_flight, self.max_bytes)
     }
 }
 

@@ -12,9 +12,10 @@
 //!   it applied (`applied`, a sequence number stored with Release after the RocksDB
 //!   write and loaded with Acquire), and looks keys up in those layers, newest first,
 //!   before it asks RocksDB. A layer dropped from `InFlight` is in RocksDB.
-//! - At most [`MAX_QUEUED`] jobs wait for the writer: a task whose write-backs come
-//!   faster than RocksDB absorbs them blocks on `send` (backpressure), so the memory the
-//!   layers hold stays a small multiple of the cache's byte bound.
+//! - At most [`MAX_QUEUED`] jobs wait for the writer, and a new layer is only sent
+//!   while the layers in flight hold at most the cache's byte bound: a task whose
+//!   write-backs come faster than RocksDB absorbs them blocks (backpressure), so the
+//!   layers never hold more than the cache's byte bound plus one layer.
 //! - A checkpoint job answers on its reply channel once every file of the snapshot is
 //!   durable in checkpoint storage (or with the error that stopped it). The coordinator
 //!   learns of the checkpoint only through that answer, so "complete" still means
@@ -53,6 +54,7 @@ const SST_EXTENSION: &str = ".sst";
 pub(crate) struct WriteLayer {
     seq: u64,
     entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    bytes: usize,
 }
 
 impl WriteLayer {
@@ -69,13 +71,17 @@ impl WriteLayer {
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     layers: VecDeque<Arc<WriteLayer>>,
+    /// Keys and values the layers hold.
+    bytes: usize,
 }
 
 impl InFlight {
     /// Forgets the layers the writer has applied (they are in RocksDB now).
     pub(crate) fn prune(&mut self, applied: u64) {
         while self.layers.front().is_some_and(|l| l.seq <= applied) {
-            self.layers.pop_front();
+            if let Some(layer) = self.layers.pop_front() {
+                self.bytes -= layer.bytes;
+            }
         }
     }
 
@@ -198,11 +204,13 @@ impl StateWriter {
     }
 
     /// Hands `entries` (sorted by key, distinct) to the writer; `in_flight` serves them
-    /// to reads until the writer has applied them. Blocks while the queue is full.
+    /// to reads until the writer has applied them. Blocks while the queue is full, and
+    /// first until the writer has caught up if `in_flight` holds more than `max_bytes`.
     pub(crate) fn write_back(
         &mut self,
         entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
         in_flight: &mut InFlight,
+        max_bytes: usize,
     ) -> Result<(), StateError> {
         if entries.is_empty() {
             return Ok(());
@@ -211,11 +219,22 @@ impl StateWriter {
             entries.windows(2).all(|w| w[0].0 < w[1].0),
             "sorted, distinct"
         );
+        in_flight.prune(self.applied());
+        if in_flight.bytes > max_bytes {
+            self.sync()?;
+            in_flight.prune(self.applied());
+        }
+        let bytes = entries
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum();
         self.next_seq += 1;
         let layer = Arc::new(WriteLayer {
             seq: self.next_seq,
             entries,
+            bytes,
         });
+        in_flight.bytes += bytes;
         in_flight.layers.push_back(layer.clone());
         self.send(Job::Write(layer))
     }
