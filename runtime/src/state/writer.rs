@@ -16,12 +16,14 @@
 //!   while the layers in flight hold at most the cache's byte bound: a task whose
 //!   write-backs come faster than RocksDB absorbs them blocks (backpressure), so the
 //!   layers never hold more than the cache's byte bound plus one layer.
-//! - A checkpoint job answers on its reply channel once every file of the snapshot is
+//! - The writer takes the RocksDB checkpoint in job order and hands it to its upload
+//!   thread (uploads in checkpoint order, while later write-backs are applied). A
+//!   checkpoint answers on its reply channel once every file of the snapshot is
 //!   durable in checkpoint storage (or with the error that stopped it). The coordinator
 //!   learns of the checkpoint only through that answer, so "complete" still means
 //!   "every upload durable".
-//! - Dropping the `StateWriter` asks the thread to stop (an upload in progress stops
-//!   between two files and answers with an error), waits for it, and only then drops
+//! - Dropping the `StateWriter` asks its threads to stop (an upload in progress stops
+//!   between two files and answers with an error), waits for them, and only then drops
 //!   the DB: no thread of a dropped `KeyedState` touches its directory or its storage.
 
 use std::collections::VecDeque;
@@ -290,6 +292,13 @@ impl Drop for StateWriter {
     }
 }
 
+/// A checkpoint taken, for the upload thread.
+struct Upload {
+    pending: PendingSnapshot,
+    storage: Arc<CheckpointStorage>,
+    reply: Sender<Result<DbSnapshot, StateError>>,
+}
+
 /// The writer thread's side.
 struct Worker {
     db: Arc<DB>,
@@ -304,35 +313,56 @@ struct Worker {
 
 impl Worker {
     /// Runs jobs until the task side hangs up. A failed write is fatal to the writer:
-    /// it stops, and the task sees `WriterStopped` at its next send or wait.
+    /// it stops, and the task sees `WriterStopped` at its next send or wait. Uploads run
+    /// on a thread of their own, in checkpoint order, so write-backs keep being applied
+    /// while a checkpoint uploads; the writer only takes the RocksDB checkpoint.
     fn run(mut self, queue: Receiver<Job>) {
-        for job in queue {
-            match job {
-                Job::Write(layer) => {
-                    if let Err(e) = self.write(&layer) {
-                        if let Ok(mut failure) = self.failure.lock() {
-                            *failure = Some(one_line(&e));
+        let stop = self.stop.clone();
+        std::thread::scope(|scope| {
+            let (uploads, to_upload) = crossbeam_channel::unbounded::<Upload>();
+            scope.spawn(move || {
+                for upload in to_upload {
+                    let result = upload
+                        .pending
+                        .upload_unless(&upload.storage, &|| stop.load(Ordering::Relaxed));
+                    let _ = upload.reply.send(result);
+                }
+            });
+            for job in queue {
+                match job {
+                    Job::Write(layer) => {
+                        if let Err(e) = self.write(&layer) {
+                            if let Ok(mut failure) = self.failure.lock() {
+                                *failure = Some(one_line(&e));
+                            }
+                            return;
                         }
-                        return;
+                        self.applied.store(layer.seq, Ordering::Release);
                     }
-                    self.applied.store(layer.seq, Ordering::Release);
-                }
-                Job::Checkpoint {
-                    checkpoint_id,
-                    task,
-                    storage,
-                    reply,
-                } => {
-                    let result = self
-                        .checkpoint(checkpoint_id, &task, &storage)
-                        .map_err(|e| e.in_checkpoint("snapshot", &task, checkpoint_id));
-                    let _ = reply.send(result);
-                }
-                Job::Sync(done) => {
-                    let _ = done.send(());
+                    Job::Checkpoint {
+                        checkpoint_id,
+                        task,
+                        storage,
+                        reply,
+                    } => match self.checkpoint_locally(checkpoint_id, &task) {
+                        Ok(pending) => {
+                            let _ = uploads.send(Upload {
+                                pending,
+                                storage,
+                                reply,
+                            });
+                        }
+                        Err(e) => {
+                            let _ =
+                                reply.send(Err(e.in_checkpoint("snapshot", &task, checkpoint_id)));
+                        }
+                    },
+                    Job::Sync(done) => {
+                        let _ = done.send(());
+                    }
                 }
             }
-        }
+        });
     }
 
     fn write(&self, layer: &WriteLayer) -> Result<(), StateError> {
@@ -346,17 +376,6 @@ impl Worker {
         self.db
             .write_opt(batch, &self.write_options)
             .map_err(|e| StateError::db("write batch", &self.db_dir, e))
-    }
-
-    fn checkpoint(
-        &mut self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-        storage: &CheckpointStorage,
-    ) -> Result<DbSnapshot, StateError> {
-        let pending = self.checkpoint_locally(checkpoint_id, task)?;
-        let stop = self.stop.clone();
-        pending.upload_unless(storage, &|| stop.load(Ordering::Relaxed))
     }
 
     /// Takes a RocksDB checkpoint (hard links; flushes the memtable) into a temp dir.
