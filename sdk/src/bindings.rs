@@ -56,7 +56,7 @@ use crate::aggregator::{EmitBatch, GroupBatch, UpdateOutput};
 use crate::framing::Batch;
 use crate::mapper::Rejection;
 use crate::output::{IntoRecords, UpdateResult};
-use crate::{Error, Record, Window};
+use crate::{Record, Window};
 
 impl From<wit_types::RecordBatch> for Batch {
     fn from(b: wit_types::RecordBatch) -> Self {
@@ -138,10 +138,9 @@ impl From<wit_aggregate::EmitBatch> for EmitBatch {
 }
 
 /// Body of the `map` export for the user function `f`.
-pub fn map<F, O>(batch: wit_types::RecordBatch, f: F) -> wit_map::MapOutput
+pub fn map<Form, F>(batch: wit_types::RecordBatch, f: F) -> wit_map::MapOutput
 where
-    F: FnMut(Record) -> Result<O, Error>,
-    O: IntoRecords,
+    F: crate::mapper::MapFunction<Form>,
 {
     let (records, rejected) = crate::mapper::run_map(&batch.into(), f);
     wit_map::MapOutput {

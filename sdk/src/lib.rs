@@ -25,6 +25,24 @@
 //! carries on. A panic, by contrast, traps: the whole pipeline fails and restarts from
 //! its last checkpoint.
 //!
+//! A `Record` owns copies of its key and value. To skip that copy, take a
+//! [`RecordRef<'_>`](RecordRef) instead, borrowed from the input batch, and return the
+//! same `Result<O>`; or take an [`Emitter`] too and write the output straight into the
+//! output batch (nothing is copied into or out of a `Record`):
+//!
+//! ```ignore
+//! use weir_guest::{Emitter, RecordRef, Result};
+//!
+//! #[weir_guest::map]
+//! fn uppercase(record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<()> {
+//!     out.emit(record.key, record.value_str()?.to_uppercase(), record.timestamp);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! In that form `Err` refuses the input record as well and discards whatever the
+//! function emitted for it. See [`MapFunction`] for the three forms.
+//!
 //! # Aggregate
 //!
 //! ```ignore
@@ -89,17 +107,22 @@ mod bindings;
 
 mod aggregator;
 mod config;
+mod emitter;
 mod error;
 mod framing;
 pub mod log;
 mod mapper;
 mod output;
 mod record;
+mod record_ref;
 
 pub use config::{config, config_or};
+pub use emitter::{Emitter, ValueWriter};
 pub use error::{Error, Result};
+pub use mapper::MapFunction;
 pub use output::{IntoRecords, UpdateResult};
 pub use record::{Record, Window};
+pub use record_ref::RecordRef;
 
 /// Makes a function the `map` step of this component.
 ///

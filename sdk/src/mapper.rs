@@ -1,8 +1,15 @@
 //! The `map` export: one call per batch, the user function once per record.
+//!
+//! Invariants: the input batch is read in place (a `RecordRef` per record, copied into a
+//! `Record` only for the owned form); the output is written into one batch allocated
+//! once per call with the input's sizes; an input record's output and its rejection are
+//! exclusive (on `Err`, what it emitted is truncated away), and rejections are in input
+//! order with each index once.
 
+use crate::emitter::Emitter;
 use crate::framing::Batch;
 use crate::output::IntoRecords;
-use crate::{Error, Record};
+use crate::{Error, Record, RecordRef};
 
 /// A refused input record: its position in the input batch and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,25 +31,87 @@ impl Rejection {
     }
 }
 
-/// Runs `f` over every record of `input`, in order: its `Ok` output records are
-/// appended to the output batch, its `Err` becomes a rejection of that input record.
-pub fn run_map<F, O>(input: &Batch, mut f: F) -> (Batch, Vec<Rejection>)
+/// A function the `#[map]` attribute accepts, in one of three forms (the `Form` type
+/// parameter only tells them apart; it is inferred):
+///
+/// - `fn(Record) -> Result<O>`: the record owned (its key and value copied out of the
+///   batch), `O` one of [`IntoRecords`]' types;
+/// - `fn(RecordRef<'_>) -> Result<O>`: the record borrowed from the batch, no copy;
+/// - `fn(RecordRef<'_>, &mut Emitter<'_>) -> Result<()>`: borrowed in, and written
+///   straight into the output batch.
+///
+/// In every form `Err` refuses that input record and it contributes no output.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a weir map function",
+    note = "a map function is `fn(Record) -> Result<O>` or `fn(RecordRef<'_>) -> Result<O>` \
+            with `O` = `Record`, `Option<Record>` or `Vec<Record>`, or \
+            `fn(RecordRef<'_>, &mut Emitter<'_>) -> Result<()>`"
+)]
+pub trait MapFunction<Form> {
+    /// Maps one record into `out`; `Err` refuses it (the caller discards its output).
+    fn call(&mut self, record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<(), Error>;
+}
+
+/// Marks the `fn(Record) -> Result<O>` form.
+#[derive(Debug)]
+pub struct Owned<O>(core::marker::PhantomData<O>);
+/// Marks the `fn(RecordRef<'_>) -> Result<O>` form.
+#[derive(Debug)]
+pub struct Borrowed<O>(core::marker::PhantomData<O>);
+/// Marks the `fn(RecordRef<'_>, &mut Emitter<'_>) -> Result<()>` form.
+#[derive(Debug)]
+pub struct Emitting;
+
+impl<F, O> MapFunction<Owned<O>> for F
 where
     F: FnMut(Record) -> Result<O, Error>,
     O: IntoRecords,
 {
+    fn call(&mut self, record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<(), Error> {
+        self(record.to_owned()).map(|records| out.extend(records))
+    }
+}
+
+impl<F, O> MapFunction<Borrowed<O>> for F
+where
+    F: for<'a> FnMut(RecordRef<'a>) -> Result<O, Error>,
+    O: IntoRecords,
+{
+    fn call(&mut self, record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<(), Error> {
+        self(record).map(|records| out.extend(records))
+    }
+}
+
+impl<F> MapFunction<Emitting> for F
+where
+    F: for<'a, 'e, 'b> FnMut(RecordRef<'a>, &'e mut Emitter<'b>) -> Result<(), Error>,
+{
+    fn call(&mut self, record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<(), Error> {
+        self(record, out)
+    }
+}
+
+/// Runs `f` over every record of `input`, in order: what it emits is appended to the
+/// output batch, its `Err` becomes a rejection of that input record and drops whatever
+/// it had emitted for it.
+pub fn run_map<Form, F>(input: &Batch, mut f: F) -> (Batch, Vec<Rejection>)
+where
+    F: MapFunction<Form>,
+{
     // Most maps emit about one record per input of about its size.
     let mut output = Batch::with_capacity(input.len(), input.keys.len(), input.values.len());
     let mut rejections = Vec::new();
+    let mut out = Emitter::new(&mut output);
     for (index, (key, value, timestamp)) in input.iter().enumerate() {
-        let record = Record {
-            key: key.to_vec(),
-            value: value.to_vec(),
+        let record = RecordRef {
+            key,
+            value,
             timestamp,
         };
-        match f(record) {
-            Ok(records) => records.push_into(&mut output),
-            Err(error) => rejections.push(Rejection::new(index, error)),
+        let mark = out.mark();
+        if let Err(error) = f.call(record, &mut out) {
+            out.truncate(mark);
+            rejections.push(Rejection::new(index, error));
         }
     }
     (output, rejections)

@@ -1,13 +1,16 @@
-//! `uppercase`: the smallest map step. Shows one `#[weir_guest::map]` function.
+//! `uppercase`: the smallest map step. Shows one `#[weir_guest::map]` function that reads
+//! each record in place (`RecordRef`) and writes its output straight into the output
+//! batch (`Emitter`): no key or value is copied into a `Record` on the way.
 //!
 //! Each record comes out with its value uppercased (Unicode-aware), its key and event
 //! time unchanged; a value that is not UTF-8 is rejected to the dead-letter output.
 //! Build: `make guests` (-> build/guests/uppercase.wasm), then name it in a map step.
 
-use weir_guest::{Record, Result};
+use weir_guest::{Emitter, RecordRef, Result};
 
 #[weir_guest::map]
-fn uppercase(mut record: Record) -> Result<Record> {
-    record.value = record.value_str()?.to_uppercase().into_bytes();
-    Ok(record)
+fn uppercase(record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<()> {
+    let text = record.value_str()?;
+    out.emit(record.key, text.to_uppercase(), record.timestamp);
+    Ok(())
 }

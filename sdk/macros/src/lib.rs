@@ -22,10 +22,14 @@ pub fn map(args: TokenStream, item: TokenStream) -> TokenStream {
             .to_compile_error()
             .into();
     }
+    // The argument types pick the form (owned, borrowed, emitting): the SDK's
+    // `MapFunction` trait tells them apart, here only the arity is checked.
+    let arity = if function.sig.inputs.len() == 2 { 2 } else { 1 };
     match check_signature(
         &function,
-        1,
-        "fn(Record) -> Result<Record | Option<Record> | Vec<Record>>",
+        arity,
+        "fn(Record | RecordRef<'_>) -> Result<Record | Option<Record> | Vec<Record>>, \
+         or fn(RecordRef<'_>, &mut Emitter<'_>) -> Result<()>",
     ) {
         Ok(()) => expand_map(&function).into(),
         Err(error) => error.to_compile_error().into(),

@@ -1,6 +1,7 @@
 //! `run_map`: decode, call per record, encode, reject.
 
 use super::*;
+use crate::Emitter;
 
 fn batch(records: &[(&str, &str, i64)]) -> Batch {
     let mut batch = Batch::default();
@@ -111,4 +112,67 @@ fn an_empty_batch_calls_nothing() {
         panic!("called")
     });
     assert!(output.is_empty() && rejections.is_empty());
+}
+
+#[test]
+fn a_borrowed_map_reads_the_batch_in_place() {
+    let input = batch(&[("a", "x", 1), ("", "yz", 2)]);
+    let (output, rejections) = run_map(&input, |r: RecordRef<'_>| {
+        // The view points into the input's columns: no copy was made.
+        assert!(input.values.as_ptr_range().contains(&r.value.as_ptr()));
+        Ok(Record::new(r.key, r.value_str()?.to_uppercase()).with_timestamp(r.timestamp))
+    });
+    assert!(rejections.is_empty());
+    assert_eq!(
+        records(&output),
+        [("a".into(), "X".into(), 1), ("".into(), "YZ".into(), 2)]
+    );
+}
+
+fn shout(r: RecordRef<'_>, out: &mut Emitter<'_>) -> crate::Result<()> {
+    let text = r.value_str()?;
+    out.emit(r.key, text.to_uppercase(), r.timestamp);
+    Ok(())
+}
+
+#[test]
+fn an_emitting_map_gives_the_same_output_as_the_owned_form() {
+    let mut input = batch(&[("a", "one", 1), ("", "", 2), ("c", "Grüße", 3)]);
+    input.push(b"d", &[0xff], 4);
+    let owned = |mut r: Record| -> crate::Result<Record> {
+        r.value = r.value_str()?.to_uppercase().into_bytes();
+        Ok(r)
+    };
+    assert_eq!(run_map(&input, shout), run_map(&input, owned));
+    let (output, rejections) = run_map(&input, shout);
+    assert_eq!(records(&output)[2], ("c".into(), "GRÜSSE".into(), 3));
+    assert_eq!(rejections.len(), 1);
+    assert_eq!(rejections[0].index, 3);
+}
+
+#[test]
+fn an_err_discards_what_that_record_had_emitted() {
+    let input = batch(&[("a", "2", 1), ("b", "x", 2), ("c", "1", 3)]);
+    // Emits the value's first byte, then as many copies as the value says: "x" has
+    // emitted once when it fails to parse.
+    let (output, rejections) = run_map(&input, |r: RecordRef<'_>, out: &mut Emitter<'_>| {
+        out.emit_ref(r);
+        let n: usize = r.value_str()?.parse()?;
+        for _ in 0..n {
+            out.emit_with(r.key, r.timestamp, |v| v.push(b'+'));
+        }
+        Ok(())
+    });
+    assert_eq!(
+        records(&output),
+        [
+            ("a".into(), "2".into(), 1),
+            ("a".into(), "+".into(), 1),
+            ("a".into(), "+".into(), 1),
+            ("c".into(), "1".into(), 3),
+            ("c".into(), "+".into(), 3),
+        ]
+    );
+    assert_eq!(rejections.len(), 1);
+    assert_eq!(rejections[0].index, 1);
 }

@@ -2,7 +2,8 @@
 //! measured in the same run on the same machine, so ratios survive a noisy host.
 //!
 //! 1. map: generator -> WASM `uppercase` -> discard, against the same transform as a
-//!    native Rust operator in the same dataflow (one source task, same batches).
+//!    native Rust operator in the same dataflow (one source task, same batches); and
+//!    the two operators alone on the same pre-built batches (CPU ns/record).
 //! 2. aggregate: keyed `word-count` over 1,000,000 distinct keys with RocksDB state,
 //!    against a native HashMap count fed the same batches.
 //! 3. checkpoint: duration and bytes written for that state, first checkpoint and a
@@ -24,10 +25,14 @@ use weir::dataflow::operators::map::MapOperator;
 use weir::engine::{GuestLimits, WasmEngine};
 
 use aggregate::aggregate_figures;
-use map::{NativeUppercase, map_throughput};
+use map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
 
 /// Records per batch, in every benchmark.
 pub const BATCH: usize = 1024;
+/// Records of the map's operator-alone figure (pre-built, so held in memory: ~35 MiB),
+/// and its rounds per operator.
+const OPERATOR_ALONE_RECORDS: u64 = 256 * BATCH as u64;
+const OPERATOR_ALONE_ROUNDS: usize = 7;
 
 fn main() -> anyhow::Result<()> {
     let mut out = PathBuf::from("build/bench.json");
@@ -56,10 +61,22 @@ fn main() -> anyhow::Result<()> {
         records,
         Box::new(MapOperator::new(
             "step-0".into(),
-            uppercase,
+            uppercase.clone(),
             GuestLimits::default(),
             BTreeMap::new(),
         )),
+    )?;
+    eprintln!("map: the operators alone, {OPERATOR_ALONE_RECORDS} pre-built records ...");
+    let alone = operator_alone(
+        &mut MapOperator::new(
+            "step-0".into(),
+            uppercase,
+            GuestLimits::default(),
+            BTreeMap::new(),
+        ),
+        &mut NativeUppercase,
+        &generator_batches(OPERATOR_ALONE_RECORDS),
+        OPERATOR_ALONE_ROUNDS,
     )?;
 
     eprintln!("pause: checkpoints of a {keys}-key state, deferred vs inline upload ...");
@@ -99,6 +116,12 @@ fn main() -> anyhow::Result<()> {
             weir / base
         );
     }
+    println!(
+        "| map, operator alone: WASM uppercase (CPU ns/record, lower is better) | {:.1} | {:.1} | {:.2} | native Rust uppercase, same batches (ratio native/WASM) |",
+        alone.wasm_ns_per_record,
+        alone.native_ns_per_record,
+        alone.native_ns_per_record / alone.wasm_ns_per_record
+    );
     let (d1, f1, b1) = agg.first_checkpoint;
     let (d2, f2, b2) = agg.second_checkpoint;
     println!();
@@ -144,7 +167,8 @@ fn main() -> anyhow::Result<()> {
     let json = serde_json::json!({
         "pause": { "keys": keys, "records": pause_records, "deferred": pause_json(&deferred), "inline": pause_json(&inline) },
         "machine": { "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) },
-        "map": { "records": records, "wasm_records_per_s": wasm_map, "native_records_per_s": native_map, "ratio": wasm_map / native_map },
+        "map": { "records": records, "wasm_records_per_s": wasm_map, "native_records_per_s": native_map, "ratio": wasm_map / native_map,
+            "operator_alone": { "records": OPERATOR_ALONE_RECORDS, "rounds": OPERATOR_ALONE_ROUNDS, "wasm_cpu_ns_per_record": alone.wasm_ns_per_record, "native_cpu_ns_per_record": alone.native_ns_per_record, "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record } },
         "aggregate": { "keys": keys, "wasm_rocksdb_records_per_s": agg.wasm_rps, "native_hashmap_records_per_s": agg.native_rps, "ratio": agg.wasm_rps / agg.native_rps },
         "checkpoint": {
             "first": { "ms": d1.as_millis() as u64, "files_added": f1, "bytes_added": b1 },

@@ -1,11 +1,19 @@
-//! The map benchmark: generator -> `op` -> discard in one real source task, so the WASM
-//! `uppercase` and the native operator see the same batches.
+//! The map benchmark, two figures:
+//! - end to end: generator -> `op` -> discard in one real source task, so the WASM
+//!   `uppercase` and the native operator see the same batches (records/s, wall time;
+//!   the generator is most of the native pipeline's cost);
+//! - the operator alone: `op.handle_batch` on the same pre-built batches, no generator,
+//!   no task, timed in CPU time of the calling thread (`getrusage(RUSAGE_THREAD)`, so
+//!   time the thread spends descheduled on a busy machine does not count). Each call's
+//!   input is cloned and its output dropped outside the timed span; the WASM operator's
+//!   instantiation is outside it too (a warm-up round).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nix::sys::resource::{UsageWho, getrusage};
 use weir::connector::generator::{GeneratorConfig, GeneratorSource};
 use weir::dataflow::chain::Chain;
 use weir::dataflow::operator::{Operator, OperatorError, Output};
@@ -108,4 +116,89 @@ pub fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64
         "not every record reached the sink"
     );
     Ok(records as f64 / elapsed.as_secs_f64())
+}
+
+/// The first `records` records of the end-to-end benchmark's generator (same seed and
+/// value size), in batches of [`BATCH`]: the input of [`operator_alone`].
+pub fn generator_batches(records: u64) -> Vec<RecordBatch> {
+    let mut config = GeneratorConfig::with_count(records);
+    config.value_size = 64;
+    let mut scratch = Default::default();
+    let mut batches = Vec::new();
+    let mut batch = RecordBatch::default();
+    for i in 0..records {
+        config.push_record(i, &mut batch, &mut scratch);
+        if batch.len() == BATCH {
+            batches.push(std::mem::take(&mut batch));
+        }
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    batches
+}
+
+/// CPU time of this thread so far, user + system, in ns (microsecond resolution).
+fn thread_cpu_ns() -> anyhow::Result<u64> {
+    let usage = getrusage(UsageWho::RUSAGE_THREAD).context("getrusage(RUSAGE_THREAD)")?;
+    let ns =
+        |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1_000;
+    Ok(ns(usage.user_time()) + ns(usage.system_time()))
+}
+
+/// One pass of `op` over `batches`: CPU ns per input record spent in `handle_batch`.
+/// Fails if a record is rejected or the output count differs from the input's (both
+/// operators map one to one over the generator's UTF-8 values).
+fn operator_round(op: &mut dyn Operator, batches: &[RecordBatch]) -> anyhow::Result<f64> {
+    let (mut cpu_ns, mut records) = (0u64, 0u64);
+    for batch in batches {
+        let input = batch.clone();
+        let mut out = Output::default();
+        let before = thread_cpu_ns()?;
+        op.handle_batch(input, &mut out)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", op.id()))?;
+        cpu_ns += thread_cpu_ns()? - before;
+        let emitted: usize = out.batches.iter().map(RecordBatch::len).sum();
+        anyhow::ensure!(
+            emitted == batch.len() && out.dead_letters.is_empty(),
+            "{}: {emitted} records out of {}, {} rejected",
+            op.id(),
+            batch.len(),
+            out.dead_letters.len()
+        );
+        records += batch.len() as u64;
+    }
+    Ok(cpu_ns as f64 / records as f64)
+}
+
+/// The operator-alone figure of one operator: CPU ns/record, the median of its rounds.
+#[derive(Debug, Clone, Copy)]
+pub struct OperatorAlone {
+    pub wasm_ns_per_record: f64,
+    pub native_ns_per_record: f64,
+}
+
+/// `wasm` and `native` on the same `batches`, `rounds` rounds each, alternating (so a
+/// change in the machine's load falls on both), after one warm-up round each.
+pub fn operator_alone(
+    wasm: &mut dyn Operator,
+    native: &mut dyn Operator,
+    batches: &[RecordBatch],
+    rounds: usize,
+) -> anyhow::Result<OperatorAlone> {
+    operator_round(wasm, batches)?;
+    operator_round(native, batches)?;
+    let (mut w, mut n) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        w.push(operator_round(wasm, batches)?);
+        n.push(operator_round(native, batches)?);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(OperatorAlone {
+        wasm_ns_per_record: median(w),
+        native_ns_per_record: median(n),
+    })
 }

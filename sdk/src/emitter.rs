@@ -1,0 +1,255 @@
+//! `Emitter`: a map function's handle on the output batch, to write records into its
+//! columns directly.
+//!
+//! Invariants:
+//! - Everything emitted goes, in call order, straight into the columns of the one output
+//!   batch of the current guest call: no `Record` and no per-record allocation in
+//!   between (beyond what the user's own code allocates).
+//! - What a function emitted for an input record it then refuses (`Err`) is discarded:
+//!   the SDK marks the batch's lengths before each call and truncates back to the mark on
+//!   `Err` (see `mapper::run_map`), so a refused input contributes no output, exactly as
+//!   with the owned forms.
+//! - The batch stays well formed after every method: each method appends whole records
+//!   (timestamp, key frame, value frame) or none. `emit_with`'s [`ValueWriter`] can only
+//!   append to the value column and only shows the record's own bytes, so a user's
+//!   closure cannot touch records emitted before.
+
+use crate::framing::{Batch, end_frame, push_frame};
+use crate::output::IntoRecords;
+use crate::record_ref::RecordRef;
+
+/// Where a map function of the form `fn(RecordRef<'_>, &mut Emitter) -> Result<()>`
+/// writes its output records: zero or more per input record, in order.
+///
+/// ```ignore
+/// #[weir_guest::map]
+/// fn shout(record: RecordRef<'_>, out: &mut Emitter) -> Result<()> {
+///     out.emit(record.key, record.value_str()?.to_uppercase(), record.timestamp);
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Emitter<'b> {
+    batch: &'b mut Batch,
+}
+
+/// The value of the record being emitted by [`Emitter::emit_with`]: appends to the
+/// output batch's value column, and shows only this record's bytes.
+#[derive(Debug)]
+pub struct ValueWriter<'v> {
+    values: &'v mut Vec<u8>,
+    /// Where this record's value starts in `values`.
+    start: usize,
+}
+
+impl ValueWriter<'_> {
+    /// Appends `bytes` to the value.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.values.extend_from_slice(bytes);
+    }
+
+    /// Appends `text` (as UTF-8) to the value.
+    pub fn push_str(&mut self, text: &str) {
+        self.values.extend_from_slice(text.as_bytes());
+    }
+
+    /// Appends one byte to the value.
+    pub fn push(&mut self, byte: u8) {
+        self.values.push(byte);
+    }
+
+    /// Reserves room for at least `additional` more bytes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.values.reserve(additional);
+    }
+
+    /// The value written so far, to edit in place (e.g. `make_ascii_uppercase`).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.values[self.start..]
+    }
+
+    /// The value written so far.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.values[self.start..]
+    }
+}
+
+impl core::fmt::Write for ValueWriter<'_> {
+    fn write_str(&mut self, text: &str) -> core::fmt::Result {
+        self.push_str(text);
+        Ok(())
+    }
+}
+
+impl std::io::Write for ValueWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The output batch's lengths at some point, to truncate back to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    records: usize,
+    key_bytes: usize,
+    value_bytes: usize,
+}
+
+impl<'b> Emitter<'b> {
+    pub(crate) fn new(batch: &'b mut Batch) -> Self {
+        Self { batch }
+    }
+
+    /// Emits one record with these key and value bytes (copied into the output batch)
+    /// and this event time. An empty key means "no key".
+    pub fn emit(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, timestamp: i64) {
+        self.batch.push(key.as_ref(), value.as_ref(), timestamp);
+    }
+
+    /// Emits `record` unchanged (a filter's "keep").
+    pub fn emit_ref(&mut self, record: RecordRef<'_>) {
+        self.batch.push(record.key, record.value, record.timestamp);
+    }
+
+    /// Emits one record whose value `write_value` writes into the output batch's value
+    /// column through a [`ValueWriter`] (which can only append this record's bytes).
+    /// Saves building the value elsewhere and copying it.
+    pub fn emit_with(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        timestamp: i64,
+        write_value: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
+        let Batch {
+            timestamps,
+            key_ends,
+            keys,
+            value_ends,
+            values,
+        } = &mut *self.batch;
+        let start = values.len();
+        write_value(&mut ValueWriter { values, start });
+        timestamps.push(timestamp);
+        push_frame(key_ends, keys, key.as_ref());
+        end_frame(value_ends, values);
+    }
+
+    /// Emits owned records: a [`crate::Record`], an `Option<Record>` or a `Vec<Record>`.
+    pub fn extend(&mut self, records: impl IntoRecords) {
+        records.push_into(self.batch);
+    }
+
+    /// Records emitted so far in this guest call (for every input record until now).
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// Whether nothing was emitted so far in this guest call.
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            records: self.batch.timestamps.len(),
+            key_bytes: self.batch.keys.len(),
+            value_bytes: self.batch.values.len(),
+        }
+    }
+
+    /// Forgets everything emitted since `mark`.
+    pub(crate) fn truncate(&mut self, mark: Mark) {
+        let batch = &mut *self.batch;
+        batch.timestamps.truncate(mark.records);
+        batch.key_ends.truncate(mark.records);
+        batch.value_ends.truncate(mark.records);
+        batch.keys.truncate(mark.key_bytes);
+        batch.values.truncate(mark.value_bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Record;
+
+    fn rows(batch: &Batch) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+        batch
+            .iter()
+            .map(|(k, v, t)| (k.to_vec(), v.to_vec(), t))
+            .collect()
+    }
+
+    #[test]
+    fn every_form_appends_whole_records_in_order() {
+        let mut batch = Batch::default();
+        let mut out = Emitter::new(&mut batch);
+        out.emit("a", "1", 1);
+        out.emit_ref(RecordRef {
+            key: b"",
+            value: b"2",
+            timestamp: 2,
+        });
+        out.emit_with(b"c", 3, |v| {
+            v.push_str("th");
+            v.extend_from_slice(b"re");
+            v.push(b'e');
+            assert_eq!(v.as_slice(), b"three");
+        });
+        out.emit_with("", 4, |_| {});
+        out.extend(vec![Record::new("e", "5"), Record::new("f", "6")]);
+        out.extend(None::<Record>);
+        assert_eq!(out.len(), 6);
+        let b = |s: &str| s.as_bytes().to_vec();
+        assert_eq!(
+            rows(&batch),
+            [
+                (b("a"), b("1"), 1),
+                (b(""), b("2"), 2),
+                (b("c"), b("three"), 3),
+                (b(""), b(""), 4),
+                (b("e"), b("5"), 0),
+                (b("f"), b("6"), 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_value_writer_sees_and_edits_only_its_own_record() {
+        use core::fmt::Write as _;
+        let mut batch = Batch::default();
+        let mut out = Emitter::new(&mut batch);
+        out.emit("k", "earlier", 1);
+        out.emit_with("k", 2, |v| {
+            let _ = write!(v, "n={}", 42);
+            v.as_mut_slice().make_ascii_uppercase();
+        });
+        out.emit_with("k", 3, |v| {
+            let _ = std::io::Write::write_all(v, b"io");
+        });
+        let values: Vec<Vec<u8>> = batch.iter().map(|(_, v, _)| v.to_vec()).collect();
+        assert_eq!(values, [&b"earlier"[..], b"N=42", b"io"]);
+    }
+
+    #[test]
+    fn truncate_to_a_mark_forgets_exactly_what_followed() {
+        let mut batch = Batch::default();
+        let mut out = Emitter::new(&mut batch);
+        out.emit("keep", "me", 1);
+        let mark = out.mark();
+        out.emit("drop", "this", 2);
+        out.emit_with("and", 3, |v| v.extend_from_slice(b"this"));
+        out.truncate(mark);
+        assert!(!out.is_empty());
+        out.emit("then", "more", 4);
+        let mut expected = Batch::default();
+        expected.push(b"keep", b"me", 1);
+        expected.push(b"then", b"more", 4);
+        assert_eq!(batch, expected);
+    }
+}
