@@ -224,6 +224,10 @@ fn run_weir(op: &mut AggregateOperator, batches: &[RecordBatch]) -> anyhow::Resu
 }
 
 /// The native baseline: a HashMap count emitting one JSON record per input record.
+#[allow(
+    clippy::unnecessary_to_owned,
+    reason = "each batch is cloned as on the Weir side, which hands the operator an owned batch"
+)]
 fn run_native(batches: &[RecordBatch]) -> anyhow::Result<Measure> {
     let records: u64 = batches.iter().map(|b| b.len() as u64).sum();
     let mut native_emitted = 0u64;
