@@ -1,53 +1,87 @@
 //! `StateCache`: the in-memory write-back cache in front of RocksDB, bounded in entries
-//! and in bytes.
+//! and in bytes, with CLOCK eviction.
+//!
+//! Layout: the slots live in one array (`slots`, a free slot is `None` and its index is
+//! on `free`); a `hashbrown::HashTable` of slot indices, hashed with foldhash (randomly
+//! seeded per cache, so keys chosen by an adversary cannot aim at one bucket), finds a
+//! key's slot in one probe. A slot owns its key and its value: two heap allocations per
+//! slot, none per lookup or per update of an existing key.
 //!
 //! Invariants:
 //! - Each slot holds the CURRENT value of its key: `Some(bytes)`, or `None` for a key known
 //!   to be absent (a deletion not yet flushed, or a negative lookup). A slot in the cache
 //!   always wins over RocksDB.
+//! - `table` holds exactly one index per live slot, stored under the slot's `hash`; no two
+//!   live slots have equal keys.
 //! - A slot is dirty iff it differs from what RocksDB holds; a dirty `None` is a tombstone
-//!   that must reach RocksDB as a delete. Dirty slots are only dropped after the caller has
-//!   written them (`eviction_candidates`, write, then `remove`; or `mark_clean` then
-//!   `clear`), so no update or deletion is ever lost.
-//! - `bytes` is the sum of [`slot_bytes`] over the slots: the key (twice: the map and the
-//!   recency index), the value and a fixed per-slot overhead. The caller keeps the cache
-//!   within `capacity` slots and `max_bytes` bytes by asking [`over_budget`] after each
-//!   insert and evicting the least recently used slots ([`eviction_candidates`]) down to
-//!   7/8 of both bounds, so write-backs come in batches, not one per record. One slot
-//!   larger than the whole budget is evicted as soon as it is not the newest.
-//! - `order` maps each slot's last-use tick to its key, one entry per slot: the least
-//!   recently used slot is the first entry.
+//!   that must reach RocksDB as a delete. A dirty slot leaves the cache only through
+//!   [`take_victims`], which hands its key and value to the caller to write (or through
+//!   `mark_clean` then `clear`), so no update or deletion is ever lost.
+//! - `bytes` is the sum of [`slot_bytes`] over the live slots: the key, the value and a
+//!   fixed per-slot overhead. The caller keeps the cache within `capacity` slots and
+//!   `max_bytes` bytes by asking [`over_budget`] after each insert (or [`would_overflow`]
+//!   before one) and then calling [`take_victims`], which evicts down to 7/8 of both
+//!   bounds, so write-backs come in batches, not one per record. This is the one bound on
+//!   the cache's memory, for large and small values alike.
+//! - Recency is CLOCK (second chance), an approximation of LRU that costs no allocation
+//!   and no ordered-index update on a hit: every use of a slot (lookup with touch, insert,
+//!   put, delete) sets its `referenced` bit; eviction sweeps `hand` over the slot array,
+//!   clearing set bits and evicting the first slots found with a clear bit. A slot used
+//!   since the hand last passed it therefore survives the next sweep; among slots not
+//!   used since, the sweep takes them in array order. One slot larger than the whole
+//!   budget stays until the next eviction.
 //!
 //! [`over_budget`]: StateCache::over_budget
-//! [`eviction_candidates`]: StateCache::eviction_candidates
+//! [`would_overflow`]: StateCache::would_overflow
+//! [`take_victims`]: StateCache::take_victims
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 
-/// Bytes counted per slot besides its key and value: the `HashMap` entry, the `Slot`, the
-/// recency entry and the allocators' headers, roughly. Makes a cache of many tiny
-/// accumulators count for what it costs.
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+/// Bytes counted per slot besides its key and value: the slot in the array (56), its
+/// index in the hash table with its control byte and the table's spare room (8), and the
+/// allocator's headers of the key and the value (16 each), roughly. Makes a cache of
+/// many tiny accumulators count for what it costs.
 pub(crate) const SLOT_OVERHEAD_BYTES: usize = 96;
 
 /// What a slot counts against `max_bytes`.
 pub(crate) fn slot_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
-    2 * key.len() + value.map_or(0, <[u8]>::len) + SLOT_OVERHEAD_BYTES
+    key.len() + value.map_or(0, <[u8]>::len) + SLOT_OVERHEAD_BYTES
 }
 
 #[derive(Debug)]
 struct Slot {
+    key: Box<[u8]>,
     value: Option<Vec<u8>>,
+    /// `hasher.hash_one(&key[..])`: kept so that growing the table and removing the slot
+    /// never read the key again.
+    hash: u64,
     dirty: bool,
-    /// Key of this slot in `order`.
-    tick: u64,
+    /// Used since the CLOCK hand last passed this slot.
+    referenced: bool,
 }
+
+impl Slot {
+    fn bytes(&self) -> usize {
+        slot_bytes(&self.key, self.value.as_deref())
+    }
+}
+
+/// A live slot found by [`StateCache::find_touch`]; valid until the cache is next changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotId(u32);
 
 #[derive(Debug)]
 pub(crate) struct StateCache {
-    slots: HashMap<Vec<u8>, Slot>,
-    /// Last-use tick -> key; the first entry is the least recently used slot.
-    order: BTreeMap<u64, Vec<u8>>,
-    next_tick: u64,
+    /// Indices into `slots`, hashed by the slots' keys.
+    table: HashTable<u32>,
+    slots: Vec<Option<Slot>>,
+    /// Indices of the `None` entries of `slots`.
+    free: Vec<u32>,
+    hasher: DefaultHashBuilder,
+    /// Next slot the CLOCK sweep looks at (may be `slots.len()`: wraps to 0).
+    hand: usize,
     /// Maximum number of slots; at least 1.
     capacity: usize,
     /// Maximum of `bytes`; at least 1.
@@ -59,9 +93,11 @@ pub(crate) struct StateCache {
 impl StateCache {
     pub(crate) fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
-            slots: HashMap::new(),
-            order: BTreeMap::new(),
-            next_tick: 0,
+            table: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            hasher: DefaultHashBuilder::default(),
+            hand: 0,
             capacity: capacity.max(1),
             max_bytes: max_bytes.max(1),
             bytes: 0,
@@ -69,164 +105,230 @@ impl StateCache {
         }
     }
 
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn slot(&self, index: u32) -> &Slot {
+        self.slots[index as usize]
+            .as_ref()
+            .expect("the table indexes only live slots")
+    }
+
+    fn slot_mut(&mut self, index: u32) -> &mut Slot {
+        self.slots[index as usize]
+            .as_mut()
+            .expect("the table indexes only live slots")
+    }
+
+    /// The index of `key`'s slot, if cached: one probe.
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.table
+            .find(hash, |&i| {
+                self.slots[i as usize]
+                    .as_ref()
+                    .is_some_and(|s| &*s.key == key)
+            })
+            .copied()
+    }
+
     /// `Some(current value)` if the cache knows `key` (`Some(None)`: known absent),
-    /// `None` if RocksDB must be asked.
+    /// `None` if RocksDB must be asked. Does not count as a use.
+    #[cfg(test)]
     pub(crate) fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.slots.get(key).map(|slot| slot.value.as_deref())
+        self.find(self.hash(key), key)
+            .map(|i| self.slot(i).value.as_deref())
     }
 
-    /// Like [`lookup`](Self::lookup), and marks a cached `key` as the most recently used.
+    /// Like [`lookup`](Self::lookup), and marks the slot (if any) as recently used: one
+    /// probe.
+    #[allow(
+        dead_code,
+        reason = "the backend's background writer reads through it; `get` uses find_touch"
+    )]
     pub(crate) fn lookup_touch(&mut self, key: &[u8]) -> Option<Option<&[u8]>> {
-        if !self.slots.contains_key(key) {
-            return None;
-        }
-        self.touch(key);
-        self.lookup(key)
+        let id = self.find_touch(key)?;
+        Some(self.value(id))
     }
 
-    /// Evicts the least recently used slots (see
-    /// [`eviction_candidates`](Self::eviction_candidates)) and returns the dirty ones
-    /// among them, values moved out, sorted by key: the caller must write them back.
-    pub(crate) fn take_victims(
-        &mut self,
-        incoming: usize,
-        new_slot: bool,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let victims: Vec<Vec<u8>> = self
-            .eviction_candidates(incoming, new_slot)
-            .into_iter()
-            .map(<[u8]>::to_vec)
-            .collect();
-        let mut dirty = Vec::new();
-        for key in victims {
-            if let Some(slot) = self.slots.remove(key.as_slice()) {
-                self.order.remove(&slot.tick);
-                self.bytes -= slot_bytes(&key, slot.value.as_deref());
-                if slot.dirty {
-                    self.dirty -= 1;
-                    dirty.push((key, slot.value));
-                }
-            }
-        }
-        dirty.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        dirty
+    /// The slot of `key`, if cached, marked as recently used: one probe. Lets a caller
+    /// that must change the cache on a miss (and so cannot hold the borrow
+    /// [`lookup_touch`](Self::lookup_touch) returns) read the value with
+    /// [`value`](Self::value) afterwards.
+    pub(crate) fn find_touch(&mut self, key: &[u8]) -> Option<SlotId> {
+        let i = self.find(self.hash(key), key)?;
+        self.slot_mut(i).referenced = true;
+        Some(SlotId(i))
     }
 
-    /// Marks `key` (if cached) as the most recently used slot.
-    pub(crate) fn touch(&mut self, key: &[u8]) {
-        let tick = self.next_tick;
-        if let Some(slot) = self.slots.get_mut(key) {
-            if let Some(k) = self.order.remove(&slot.tick) {
-                self.order.insert(tick, k);
-            }
-            slot.tick = tick;
-            self.next_tick += 1;
-        }
+    /// The value of a slot [`find_touch`](Self::find_touch) returned, the cache unchanged
+    /// since.
+    pub(crate) fn value(&self, id: SlotId) -> Option<&[u8]> {
+        self.slot(id.0).value.as_deref()
     }
 
     /// Whether the cache holds more than its bounds allow (the caller then evicts).
     pub(crate) fn over_budget(&self) -> bool {
-        self.slots.len() > self.capacity || self.bytes > self.max_bytes
+        self.table.len() > self.capacity || self.bytes > self.max_bytes
     }
 
     /// Whether adding a slot of `incoming` bytes for a key not cached yet would put the
     /// cache over its bounds.
     pub(crate) fn would_overflow(&self, incoming: usize) -> bool {
-        self.slots.len() >= self.capacity || self.bytes.saturating_add(incoming) > self.max_bytes
+        self.table.len() >= self.capacity || self.bytes.saturating_add(incoming) > self.max_bytes
     }
 
-    /// The least recently used keys whose removal brings the cache to 7/8 of both bounds
-    /// with `incoming` more bytes and one more slot to come (0 and no slot: after an
-    /// insert). Dirty ones must be written before [`remove`](Self::remove) drops them.
-    pub(crate) fn eviction_candidates(&self, incoming: usize, new_slot: bool) -> Vec<&[u8]> {
+    /// Evicts slots (CLOCK order, see the module doc) until the cache is within 7/8 of
+    /// both bounds with `incoming` more bytes and (if `new_slot`) one more slot to come
+    /// (0 and no slot: after an insert), and returns the dirty ones among them with their
+    /// values moved out, sorted by key: the caller must write them to RocksDB (`None`: a
+    /// delete). Clean victims are dropped.
+    pub(crate) fn take_victims(
+        &mut self,
+        incoming: usize,
+        new_slot: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let target_entries = self.capacity - self.capacity / 8;
         let target_entries = target_entries.saturating_sub(usize::from(new_slot));
         let target_bytes = (self.max_bytes - self.max_bytes / 8).saturating_sub(incoming);
-        let (mut entries, mut bytes) = (self.slots.len(), self.bytes);
         let mut victims = Vec::new();
-        for key in self.order.values() {
-            if entries <= target_entries && bytes <= target_bytes {
-                break;
+        // Each step clears a bit or evicts a slot, so two turns of the hand over the
+        // array empty it at worst.
+        while !self.table.is_empty()
+            && (self.table.len() > target_entries || self.bytes > target_bytes)
+        {
+            if self.hand >= self.slots.len() {
+                self.hand = 0;
             }
-            let Some(slot) = self.slots.get(key) else {
+            let i = self.hand;
+            self.hand += 1;
+            let Some(slot) = self.slots[i].as_mut() else {
                 continue;
             };
-            entries -= 1;
-            bytes -= slot_bytes(key, slot.value.as_deref());
-            victims.push(key.as_slice());
-        }
-        victims
-    }
-
-    /// Drops the slots of `keys` (their dirty values written by the caller first).
-    #[cfg(test)]
-    pub(crate) fn remove(&mut self, keys: &[Vec<u8>]) {
-        for key in keys {
-            if let Some(slot) = self.slots.remove(key.as_slice()) {
-                self.order.remove(&slot.tick);
-                self.bytes -= slot_bytes(key, slot.value.as_deref());
-                if slot.dirty {
-                    self.dirty -= 1;
-                }
+            if slot.referenced {
+                slot.referenced = false;
+                continue;
+            }
+            let slot = self.slots[i].take().expect("checked live above");
+            self.table
+                .find_entry(slot.hash, |&j| j as usize == i)
+                .expect("every live slot is in the table")
+                .remove();
+            self.free.push(i as u32);
+            self.bytes -= slot.bytes();
+            if slot.dirty {
+                self.dirty -= 1;
+                victims.push((slot.key.into_vec(), slot.value));
             }
         }
+        victims.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        victims
     }
 
     /// Caches what RocksDB holds for `key` (clean) and returns it.
     pub(crate) fn insert_clean(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Option<&[u8]> {
-        self.set(key, value, false)
+        let hash = self.hash(&key);
+        let i = match self.find(hash, &key) {
+            Some(i) => {
+                self.replace(i, value, false);
+                i
+            }
+            None => self.insert_new(hash, key.into_boxed_slice(), value, false),
+        };
+        self.slot(i).value.as_deref()
     }
 
     /// Sets `key` to `value` (dirty).
     pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>) {
-        self.set(key.to_vec(), Some(value), true);
+        self.set(key, Some(value));
     }
 
     /// Deletes `key`: a dirty tombstone until flushed.
     pub(crate) fn delete(&mut self, key: &[u8]) {
-        self.set(key.to_vec(), None, true);
+        self.set(key, None);
     }
 
-    fn set(&mut self, key: Vec<u8>, value: Option<Vec<u8>>, dirty: bool) -> Option<&[u8]> {
-        let tick = self.next_tick;
-        self.next_tick += 1;
-        self.bytes += slot_bytes(&key, value.as_deref());
-        if dirty {
-            self.dirty += 1;
-        }
-        let slot = Slot { value, dirty, tick };
-        let slot = match self.slots.entry(key) {
-            Entry::Occupied(mut entry) => {
-                let old = entry.insert(slot);
-                self.bytes -= slot_bytes(entry.key(), old.value.as_deref());
-                if old.dirty {
-                    self.dirty -= 1;
-                }
-                if let Some(k) = self.order.remove(&old.tick) {
-                    self.order.insert(tick, k);
-                }
-                entry.into_mut()
+    /// Sets `key` (dirty); allocates only if `key` is not cached yet.
+    fn set(&mut self, key: &[u8], value: Option<Vec<u8>>) {
+        let hash = self.hash(key);
+        match self.find(hash, key) {
+            Some(i) => self.replace(i, value, true),
+            None => {
+                self.insert_new(hash, key.into(), value, true);
             }
-            Entry::Vacant(entry) => {
-                self.order.insert(tick, entry.key().clone());
-                entry.insert(slot)
+        }
+    }
+
+    /// Replaces the value of live slot `i`, re-counting bytes and dirtiness.
+    fn replace(&mut self, i: u32, value: Option<Vec<u8>>, dirty: bool) {
+        let slot = self.slots[i as usize]
+            .as_mut()
+            .expect("the table indexes only live slots");
+        let old_bytes = slot.bytes();
+        let was_dirty = slot.dirty;
+        slot.value = value;
+        slot.dirty = dirty;
+        slot.referenced = true;
+        let new_bytes = slot.bytes();
+        self.bytes = self.bytes - old_bytes + new_bytes;
+        self.dirty = self.dirty - usize::from(was_dirty) + usize::from(dirty);
+    }
+
+    /// Adds a slot for `key`, known not cached; returns its index.
+    fn insert_new(
+        &mut self,
+        hash: u64,
+        key: Box<[u8]>,
+        value: Option<Vec<u8>>,
+        dirty: bool,
+    ) -> u32 {
+        let slot = Slot {
+            key,
+            value,
+            hash,
+            dirty,
+            referenced: true,
+        };
+        self.bytes += slot.bytes();
+        self.dirty += usize::from(dirty);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(slot);
+                i
+            }
+            None => {
+                let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 cache slots");
+                self.slots.push(Some(slot));
+                i
             }
         };
-        slot.value.as_deref()
+        let slots = &self.slots;
+        self.table.insert_unique(hash, i, |&j| {
+            slots[j as usize]
+                .as_ref()
+                .expect("the table indexes only live slots")
+                .hash
+        });
+        i
+    }
+
+    /// Live slots.
+    fn live(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().flatten()
     }
 
     /// Dirty slots as (key, value or `None` for a tombstone), in no particular order.
     pub(crate) fn dirty(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        self.slots
-            .iter()
-            .filter(|(_, slot)| slot.dirty)
-            .map(|(key, slot)| (key.as_slice(), slot.value.as_deref()))
+        self.live()
+            .filter(|slot| slot.dirty)
+            .map(|slot| (&*slot.key, slot.value.as_deref()))
     }
 
     /// Whether `key`'s slot is dirty (false if not cached).
     #[cfg(test)]
     pub(crate) fn is_dirty(&self, key: &[u8]) -> bool {
-        self.slots.get(key).is_some_and(|slot| slot.dirty)
+        self.find(self.hash(key), key)
+            .is_some_and(|i| self.slot(i).dirty)
     }
 
     pub(crate) fn dirty_len(&self) -> usize {
@@ -238,7 +340,7 @@ impl StateCache {
         if self.dirty == 0 {
             return;
         }
-        for slot in self.slots.values_mut() {
+        for slot in self.slots.iter_mut().flatten() {
             slot.dirty = false;
         }
         self.dirty = 0;
@@ -248,13 +350,15 @@ impl StateCache {
     #[cfg(test)]
     pub(crate) fn clear(&mut self) {
         debug_assert_eq!(self.dirty, 0, "clearing a cache with unflushed writes");
+        self.table.clear();
         self.slots.clear();
-        self.order.clear();
+        self.free.clear();
+        self.hand = 0;
         self.bytes = 0;
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+        self.table.len()
     }
 
     /// Bytes the slots count for (see [`slot_bytes`]).
@@ -265,10 +369,9 @@ impl StateCache {
     /// Slots whose key starts with `prefix`, sorted by key (RocksDB's bytewise order).
     pub(crate) fn sorted_with_prefix(&self, prefix: &[u8]) -> Vec<(&[u8], Option<&[u8]>)> {
         let mut entries: Vec<_> = self
-            .slots
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, slot)| (key.as_slice(), slot.value.as_deref()))
+            .live()
+            .filter(|slot| slot.key.starts_with(prefix))
+            .map(|slot| (&*slot.key, slot.value.as_deref()))
             .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         entries
@@ -279,23 +382,29 @@ impl StateCache {
 mod tests {
     use super::*;
 
+    fn keys(victims: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<&[u8]> {
+        victims.iter().map(|(k, _)| k.as_slice()).collect()
+    }
+
     #[test]
     fn state_cache_tracks_dirty_slots_and_tombstones() {
         let mut cache = StateCache::new(3, usize::MAX);
         assert_eq!(cache.lookup(b"a"), None);
+        assert_eq!(cache.lookup_touch(b"a"), None);
         assert_eq!(
             cache.insert_clean(b"a".to_vec(), Some(b"1".to_vec())),
             Some(&b"1"[..])
         );
         assert_eq!(cache.insert_clean(b"b".to_vec(), None), None);
         assert_eq!(cache.lookup(b"a"), Some(Some(&b"1"[..])));
-        assert_eq!(cache.lookup(b"b"), Some(None));
+        assert_eq!(cache.lookup_touch(b"b"), Some(None));
         assert_eq!(cache.dirty_len(), 0);
 
         cache.put(b"a", b"2".to_vec());
         cache.delete(b"c");
         cache.put(b"a", b"3".to_vec());
         assert_eq!(cache.dirty_len(), 2);
+        assert!(cache.is_dirty(b"a") && cache.is_dirty(b"c") && !cache.is_dirty(b"b"));
         assert!(cache.would_overflow(0));
         assert!(!cache.over_budget());
         let mut dirty: Vec<_> = cache.dirty().collect();
@@ -311,16 +420,22 @@ mod tests {
             ]
         );
 
+        // A clean insert over a dirty slot (a reload) makes it clean again.
+        cache.insert_clean(b"c".to_vec(), Some(b"9".to_vec()));
+        assert_eq!(cache.dirty_len(), 1);
+
         cache.mark_clean();
         assert_eq!(cache.dirty_len(), 0);
-        assert_eq!(cache.lookup(b"c"), Some(None));
+        assert_eq!(cache.lookup(b"c"), Some(Some(&b"9"[..])));
         cache.clear();
         assert_eq!((cache.len(), cache.bytes()), (0, 0));
+        assert_eq!(cache.lookup(b"a"), None);
     }
 
-    /// Issue 7 §2: the cache counts bytes, and evicts least recently used slots first.
+    /// Issue 7 §2: the cache counts bytes, and evicts slots not used since the last sweep
+    /// first.
     #[test]
-    fn bytes_are_counted_and_eviction_takes_the_least_recently_used() {
+    fn bytes_are_counted_and_eviction_takes_the_slots_not_used_since() {
         let slot = slot_bytes(b"k0", Some(&[0; 1000]));
         let mut cache = StateCache::new(100, 4 * slot);
         for k in 0..4u8 {
@@ -328,25 +443,98 @@ mod tests {
         }
         assert_eq!(cache.bytes(), 4 * slot);
         assert!(!cache.over_budget());
-        cache.touch(b"k0");
+        // First sweep: every slot was just used, so the hand clears all four bits and
+        // comes round to evict in array order: down to 7/8 of 4 slots' bytes, two go.
         cache.put(b"k4", vec![0; 1000]);
         assert!(cache.over_budget());
-        // Down to 7/8 of 4 slots: two go, the least recently used (k1, k2), not k0.
-        let victims: Vec<Vec<u8>> = cache
-            .eviction_candidates(0, false)
-            .into_iter()
-            .map(<[u8]>::to_vec)
-            .collect();
-        assert_eq!(victims, [b"k1".to_vec(), b"k2".to_vec()]);
-        assert!(cache.is_dirty(b"k1"));
-        cache.remove(&victims);
+        let victims = cache.take_victims(0, false);
+        assert_eq!(keys(&victims), [&b"k0"[..], b"k1"]);
+        assert_eq!(victims[0].1.as_deref(), Some(&[0; 1000][..]));
         assert_eq!(
             (cache.len(), cache.bytes(), cache.dirty_len()),
             (3, 3 * slot, 3)
         );
         assert!(!cache.over_budget());
+        // k2 is used again, k3 and k4 are not: the next sweep skips k2.
+        assert!(cache.lookup_touch(b"k2").is_some());
+        cache.put(b"k5", vec![0; 1000]);
+        cache.put(b"k6", vec![0; 1000]);
+        let victims = cache.take_victims(0, false);
+        assert_eq!(keys(&victims), [&b"k3"[..], b"k4"]);
+        assert!(cache.lookup(b"k2").is_some());
         // Replacing a value re-counts its bytes.
-        cache.put(b"k0", vec![]);
-        assert_eq!(cache.bytes(), 2 * slot + slot_bytes(b"k0", Some(&[])));
+        let before = cache.bytes();
+        cache.put(b"k2", vec![]);
+        assert_eq!(cache.bytes(), before - 1000);
+    }
+
+    #[test]
+    fn take_victims_returns_dirty_slots_sorted_and_drops_clean_ones() {
+        let mut cache = StateCache::new(8, usize::MAX);
+        // Inserted out of key order; clean and dirty mixed.
+        for (key, dirty) in [
+            (&b"e"[..], true),
+            (b"a", false),
+            (b"d", true),
+            (b"b", true),
+            (b"c", false),
+            (b"f", true),
+            (b"g", false),
+            (b"h", true),
+        ] {
+            if dirty {
+                cache.put(key, key.to_vec());
+            } else {
+                cache.insert_clean(key.to_vec(), None);
+            }
+        }
+        cache.delete(b"b");
+        assert_eq!(cache.dirty_len(), 5);
+        assert!(cache.would_overflow(0) && !cache.over_budget());
+        // Room for one more slot within 7/8 of 8: down to 6 slots. The hand first clears
+        // every bit, then takes the first two in array order: e (dirty), a (clean).
+        let victims = cache.take_victims(0, true);
+        assert_eq!(victims, vec![(b"e".to_vec(), Some(b"e".to_vec()))]);
+        assert_eq!((cache.len(), cache.dirty_len()), (6, 4));
+        // Everything left, down to nothing: sorted by key, tombstones as None.
+        let mut tiny = StateCache::new(1, usize::MAX);
+        tiny.put(b"z", b"1".to_vec());
+        tiny.delete(b"y");
+        let victims = tiny.take_victims(0, true);
+        assert_eq!(
+            victims,
+            vec![(b"y".to_vec(), None), (b"z".to_vec(), Some(b"1".to_vec()))]
+        );
+        assert_eq!((tiny.len(), tiny.bytes(), tiny.dirty_len()), (0, 0, 0));
+        // Freed slots are reused, and the table still finds every key.
+        for k in 0..100u8 {
+            cache.put(&[k], vec![k]);
+            if cache.over_budget() {
+                cache.take_victims(0, false);
+            }
+            assert_eq!(cache.lookup(&[k]), Some(Some(&[k][..])));
+        }
+        assert!(cache.len() <= 8 && cache.slots.len() <= 9);
+        let live_bytes: usize = cache.live().map(Slot::bytes).sum();
+        assert_eq!(cache.bytes(), live_bytes);
+        assert_eq!(cache.dirty_len(), cache.dirty().count());
+    }
+
+    #[test]
+    fn the_byte_bound_evicts_a_large_slot() {
+        let mut cache = StateCache::new(100, 1000);
+        cache.put(b"small", vec![0; 10]);
+        cache.put(b"huge", vec![0; 5000]);
+        assert!(cache.over_budget());
+        let victims = cache.take_victims(0, false);
+        assert_eq!(keys(&victims), [&b"huge"[..], b"small"]);
+        assert_eq!((cache.len(), cache.bytes()), (0, 0));
+        // A get's insert makes room first: within bounds with the incoming bytes.
+        cache.put(b"a", vec![0; 300]);
+        cache.put(b"b", vec![0; 300]);
+        let incoming = slot_bytes(b"c", Some(&[0; 300]));
+        assert!(cache.would_overflow(incoming));
+        cache.take_victims(incoming, true);
+        assert!(cache.bytes() + incoming <= 1000 - 1000 / 8);
     }
 }

@@ -86,6 +86,11 @@ impl StateKey {
         })
     }
 
+    /// The user key part of `key`.
+    pub fn user_key(key: &[u8]) -> Result<&[u8], StateError> {
+        Ok(Self::decode(key)?.user_key)
+    }
+
     /// The prefix shared by every key of `key_group`.
     pub fn key_group_prefix(key_group: u16) -> [u8; Self::KEY_GROUP_LEN] {
         key_group.to_be_bytes()
@@ -125,6 +130,11 @@ mod tests {
             );
         }
         assert!(StateKey::encode(3, b"x", None).starts_with(&StateKey::key_group_prefix(3)));
+        assert_eq!(
+            StateKey::user_key(&StateKey::encode(9, b"word", Some(5))).expect("user key"),
+            b"word"
+        );
+        assert!(StateKey::user_key(b"short").is_err());
     }
 
     #[test]

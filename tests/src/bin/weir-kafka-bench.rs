@@ -320,7 +320,7 @@ fn now_ms() -> i64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut records: u64 = 500_000;
+    let mut records: u64 = 1_000_000;
     let mut out = repo_root().join("build/kafka-bench.json");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {

@@ -18,11 +18,19 @@
 //!   returns one fails the operator with [`AccumulatorTooLarge`], naming the module and
 //!   the key. The accumulator cache holds at most `cache.entries` entries and
 //!   `cache.bytes` bytes (see `state::cache`).
+//! - Per record, the host does no heap allocation of its own on the unwindowed path:
+//!   grouping reuses the operator's `Groups` buffers (state keys end to end, a hash
+//!   table of group indices); per group, one state `get` and one `put` (the put's
+//!   accumulator copy is the one allocation), and the emit input is built straight from
+//!   the guest's output.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use hashbrown::{DefaultHashBuilder, HashTable};
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
@@ -129,6 +137,141 @@ pub struct AggregateOperator {
     /// allowed lateness > 0).
     fired: BTreeMap<i64, BTreeSet<Vec<u8>>>,
     records_seen: u64,
+    /// The current batch's groups; kept between batches for its buffers.
+    groups: Groups,
+}
+
+/// Appends one entry to an emit call's input.
+fn push_emit_entry(input: &mut EmitBatch, user_key: &[u8], window: Option<Window>, acc: &[u8]) {
+    input.keys.extend_from_slice(user_key);
+    input.key_ends.push(input.keys.len() as u32);
+    input.windows.push(window);
+    input.accumulators.extend_from_slice(acc);
+    input.accumulator_ends.push(input.accumulators.len() as u32);
+}
+
+/// The (key, window) groups of one input batch, built without an allocation per record:
+/// their state keys end to end, found again by a hash table of group indices, and each
+/// group's records (indices into the batch, in batch order), group after group. Groups
+/// are numbered in order of first appearance.
+#[derive(Default)]
+struct Groups {
+    /// Group `g`'s state key is `keys[key_ends[g-1]..key_ends[g]]`.
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    /// Window end of each group; `None`: the global window.
+    window_ends: Vec<Option<i64>>,
+    /// (group, record) in the order `add` saw them.
+    assigned: Vec<(u32, u32)>,
+    /// After `finish`: group `g`'s records are `members[member_ends[g-1]..member_ends[g]]`.
+    members: Vec<u32>,
+    member_ends: Vec<u32>,
+    /// Group indices, hashed by state key.
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+    /// The state key being added.
+    scratch: Vec<u8>,
+}
+
+impl Groups {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.key_ends.clear();
+        self.window_ends.clear();
+        self.assigned.clear();
+        self.members.clear();
+        self.member_ends.clear();
+        self.index.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.key_ends.len()
+    }
+
+    fn key(&self, g: usize) -> &[u8] {
+        group_key(&self.keys, &self.key_ends, g)
+    }
+
+    /// Adds record `record` to the group of (`key_group`, `user_key`, `window_end`).
+    fn add(&mut self, key_group: u16, user_key: &[u8], window_end: Option<i64>, record: u32) {
+        StateKey::encode_into(&mut self.scratch, key_group, user_key, window_end);
+        let hash = self.hasher.hash_one(self.scratch.as_slice());
+        let (keys, key_ends, scratch) = (&self.keys, &self.key_ends, &self.scratch);
+        let found = self
+            .index
+            .find(hash, |&g| {
+                group_key(keys, key_ends, g as usize) == scratch.as_slice()
+            })
+            .copied();
+        let g = match found {
+            Some(g) => g,
+            None => {
+                let g = self.key_ends.len() as u32;
+                self.keys.extend_from_slice(&self.scratch);
+                self.key_ends.push(self.keys.len() as u32);
+                self.window_ends.push(window_end);
+                let hasher = &self.hasher;
+                let (keys, key_ends) = (&self.keys, &self.key_ends);
+                self.index.insert_unique(hash, g, |&g| {
+                    hasher.hash_one(group_key(keys, key_ends, g as usize))
+                });
+                g
+            }
+        };
+        self.assigned.push((g, record));
+    }
+
+    /// Lays out each group's records (a counting sort of `assigned` by group).
+    fn finish(&mut self) {
+        self.member_ends.clear();
+        self.member_ends.resize(self.len(), 0);
+        for &(g, _) in &self.assigned {
+            self.member_ends[g as usize] += 1;
+        }
+        // Counts -> exclusive ends; a cursor per group from its start fills `members`.
+        let mut end = 0u32;
+        for e in &mut self.member_ends {
+            end += *e;
+            *e = end;
+        }
+        let mut cursor: Vec<u32> = std::iter::once(0)
+            .chain(self.member_ends.iter().copied())
+            .take(self.len())
+            .collect();
+        self.members.clear();
+        self.members.resize(self.assigned.len(), 0);
+        for &(g, record) in &self.assigned {
+            let c = &mut cursor[g as usize];
+            self.members[*c as usize] = record;
+            *c += 1;
+        }
+    }
+
+    /// Group `g`'s records.
+    fn members(&self, g: usize) -> &[u32] {
+        self.members_of(g..g + 1)
+    }
+
+    /// The records of the groups `range`, group after group.
+    fn members_of(&self, range: Range<usize>) -> &[u32] {
+        let start = match range.start {
+            0 => 0,
+            s => self.member_ends[s - 1] as usize,
+        };
+        let end = match range.end {
+            0 => 0,
+            e => self.member_ends[e - 1] as usize,
+        };
+        &self.members[start..end]
+    }
+}
+
+fn group_key<'a>(keys: &'a [u8], key_ends: &[u32], g: usize) -> &'a [u8] {
+    let start = match g {
+        0 => 0,
+        g => key_ends[g - 1] as usize,
+    };
+    &keys[start..key_ends[g] as usize]
 }
 
 impl AggregateOperator {
@@ -164,6 +307,7 @@ impl AggregateOperator {
             pending: BTreeMap::new(),
             fired: BTreeMap::new(),
             records_seen: 0,
+            groups: Groups::default(),
         };
         op.rebuild_window_index()?;
         Ok(op)
@@ -221,17 +365,38 @@ impl AggregateOperator {
         Ok(self.instance.as_mut().expect("just instantiated"))
     }
 
-    /// Folds one chunk of groups into their accumulators in state with one guest call.
-    /// Records the guest refuses go to `out` as dead letters; a group whose window has
-    /// fired already (a late firing, within its allowed lateness) or that has no window
-    /// is emitted at once, the others wait in `pending` for the watermark.
+    /// Folds every group of `groups` into its accumulator, `batch_size` groups per guest
+    /// call.
+    fn update_all(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &Groups,
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        let chunk = self.config.batch_size.max(1);
+        let mut lo = 0;
+        while lo < groups.len() {
+            let hi = groups.len().min(lo + chunk);
+            self.update_groups(batch, groups, lo..hi, out)?;
+            lo = hi;
+        }
+        Ok(())
+    }
+
+    /// Folds the groups `range` of `groups` into their accumulators in state with one
+    /// guest call. Records the guest refuses go to `out` as dead letters; a group whose
+    /// window has fired already (a late firing, within its allowed lateness) or that has
+    /// no window is emitted at once, the others wait in `pending` for the watermark.
     fn update_groups(
         &mut self,
         batch: &RecordBatch,
-        groups: &[(Vec<u8>, Vec<u32>)],
+        groups: &Groups,
+        range: Range<usize>,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
-        let (input, origin) = self.guest_input(batch, groups)?;
+        let input = self.guest_input(batch, groups, range.clone())?;
+        // group-batch record index -> input record index, for rejections
+        let origin = groups.members_of(range.clone());
         let first = self.records_seen;
         let input_bytes = input
             .records
@@ -245,39 +410,41 @@ impl AggregateOperator {
             self.instance = None;
             self.guest_error(first, first + batch.len() as u64, input_bytes, e)
         })?;
-        self.reject_refused(batch, &origin, &output.rejections, out);
-        let to_emit = self.store_accumulators(groups, &output)?;
-        self.emit(to_emit, out)
+        self.reject_refused(batch, origin, &output.rejections, out);
+        self.store_accumulators(groups, range, &output, out)
     }
 
-    /// The guest's input for `groups`: each group's accumulator from state (none yet:
-    /// empty) and its records, copied from `batch`; with, per guest record, the index of
-    /// the input record it copies (for rejections).
+    /// The guest's input for the groups `range`: each group's accumulator from state (none
+    /// yet: empty) and its records, copied from `batch`.
     fn guest_input(
         &mut self,
         batch: &RecordBatch,
-        groups: &[(Vec<u8>, Vec<u32>)],
-    ) -> Result<(GroupBatch, Vec<u32>), OperatorError> {
-        let mut input = GroupBatch::default();
-        // group-batch record index -> input record index, for rejections
-        let mut origin = Vec::new();
-        for (state_key, members) in groups {
-            if let Some(acc) = self.state.get(state_key)? {
-                input.accumulators.extend_from_slice(&acc);
+        groups: &Groups,
+        range: Range<usize>,
+    ) -> Result<GroupBatch, OperatorError> {
+        let members = groups.members_of(range.clone());
+        let mut input = GroupBatch {
+            accumulator_ends: Vec::with_capacity(range.len()),
+            accumulators: Vec::new(),
+            record_ends: Vec::with_capacity(range.len()),
+            records: RecordBatch::with_capacity(members.len(), batch.byte_size()),
+        };
+        for g in range {
+            if let Some(acc) = self.state.get(groups.key(g))? {
+                input.accumulators.extend_from_slice(acc);
             }
             input.accumulator_ends.push(input.accumulators.len() as u32);
-            for &i in members {
+            for &i in groups.members(g) {
                 // A record is copied once per window: the copies may pass what one
                 // batch addresses even when the input batch did not.
                 input
                     .records
                     .try_push(batch.get(i as usize))
                     .map_err(|e| format!("the input of one guest call: {e}: lower batch_size"))?;
-                origin.push(i);
             }
             input.record_ends.push(input.records.len() as u32);
         }
-        Ok((input, origin))
+        Ok(input)
     }
 
     /// Sends each input record the guest refused to the dead letters, once even when
@@ -289,6 +456,9 @@ impl AggregateOperator {
         rejections: &[Rejection],
         out: &mut Output,
     ) {
+        if rejections.is_empty() {
+            return;
+        }
         let mut refused = BTreeSet::new();
         for rejection in rejections {
             let i = origin[rejection.index as usize];
@@ -305,26 +475,37 @@ impl AggregateOperator {
         }
     }
 
-    /// Puts the guest's new accumulators in state (skipping groups whose every record
-    /// was refused), refusing one past `max_accumulator_bytes`. Returns the entries to
-    /// emit at once (unwindowed, or a late firing); the rest wait in `pending`.
+    /// Puts the guest's new accumulators of the groups `range` in state (skipping groups
+    /// whose every record was refused), refusing one past `max_accumulator_bytes`; emits
+    /// the unwindowed ones and the late firings at once, straight from the guest's output;
+    /// the rest wait in `pending`.
     fn store_accumulators(
         &mut self,
-        groups: &[(Vec<u8>, Vec<u32>)],
+        groups: &Groups,
+        range: Range<usize>,
         output: &UpdateOutput,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OperatorError> {
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
         let mut start = 0usize;
-        let mut to_emit = Vec::new();
-        for ((state_key, _), &end) in groups.iter().zip(&output.accumulator_ends) {
-            let acc = output.accumulators[start..end as usize].to_vec();
+        let mut unwindowed = EmitBatch {
+            key_ends: Vec::with_capacity(range.len()),
+            keys: Vec::new(),
+            windows: Vec::with_capacity(range.len()),
+            accumulator_ends: Vec::with_capacity(range.len()),
+            accumulators: Vec::with_capacity(output.accumulators.len()),
+        };
+        let mut late = Vec::new();
+        for (g, &end) in range.zip(&output.accumulator_ends) {
+            let acc = &output.accumulators[start..end as usize];
             start = end as usize;
             if acc.is_empty() {
                 // Still "none yet": every record of the group was refused.
                 continue;
             }
-            let decoded = StateKey::decode(state_key)?;
+            let state_key = groups.key(g);
             if acc.len() > self.config.max_accumulator_bytes {
                 self.instance = None;
+                let decoded = StateKey::decode(state_key)?;
                 return Err(Box::new(AccumulatorTooLarge {
                     module: self.config.module.name().to_owned(),
                     key: display_key(decoded.user_key),
@@ -336,23 +517,54 @@ impl AggregateOperator {
                     max: self.config.max_accumulator_bytes,
                 }));
             }
-            match decoded.window_end {
-                None => to_emit.push((state_key.clone(), acc.clone())),
+            match groups.window_ends[g] {
+                None => push_emit_entry(&mut unwindowed, StateKey::user_key(state_key)?, None, acc),
                 Some(end) => {
                     if window::has_fired(self.window_ending_at(end), self.watermark.0) {
                         // A late firing: the window fired already, its lateness is not over.
-                        to_emit.push((state_key.clone(), acc.clone()));
+                        late.push((state_key.to_vec(), acc.to_vec()));
                     } else {
                         self.pending
                             .entry(end)
                             .or_default()
-                            .insert(state_key.clone());
+                            .insert(state_key.to_vec());
                     }
                 }
             }
-            self.state.put(state_key, acc)?;
+            self.state.put(state_key, acc.to_vec())?;
         }
-        Ok(to_emit)
+        if !unwindowed.key_ends.is_empty() {
+            self.emit_unwindowed(unwindowed, out)?;
+        }
+        self.emit(late, out)
+    }
+
+    /// Emits unwindowed entries, `batch_size` per guest call.
+    fn emit_unwindowed(&mut self, input: EmitBatch, out: &mut Output) -> Result<(), OperatorError> {
+        let chunk_size = self.config.batch_size.max(1);
+        if input.key_ends.len() <= chunk_size {
+            return self.emit_call(input, None, out);
+        }
+        let (mut key_start, mut acc_start) = (0usize, 0usize);
+        for lo in (0..input.key_ends.len()).step_by(chunk_size) {
+            let hi = input.key_ends.len().min(lo + chunk_size);
+            let mut chunk = EmitBatch::default();
+            for i in lo..hi {
+                let (key_end, acc_end) = (
+                    input.key_ends[i] as usize,
+                    input.accumulator_ends[i] as usize,
+                );
+                push_emit_entry(
+                    &mut chunk,
+                    &input.keys[key_start..key_end],
+                    None,
+                    &input.accumulators[acc_start..acc_end],
+                );
+                (key_start, acc_start) = (key_end, acc_end);
+            }
+            self.emit_call(chunk, None, out)?;
+        }
+        Ok(())
     }
 
     /// Turns (state key, accumulator) pairs into output records: one guest call per
@@ -361,57 +573,63 @@ impl AggregateOperator {
     /// sees a window's result in the same window).
     fn emit(
         &mut self,
-        mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
-        let window_end = |state_key: &[u8]| StateKey::decode(state_key).map(|k| k.window_end);
-        let mut ends = Vec::with_capacity(entries.len());
-        for (state_key, _) in &entries {
-            ends.push(window_end(state_key)?);
+        if entries.is_empty() {
+            return Ok(());
         }
-        let mut order: Vec<usize> = (0..entries.len()).collect();
-        order.sort_by_key(|&i| ends[i]);
-        let mut sorted: Vec<(Option<i64>, (Vec<u8>, Vec<u8>))> = order
-            .into_iter()
-            .map(|i| (ends[i], std::mem::take(&mut entries[i])))
-            .collect();
+        let mut order = Vec::with_capacity(entries.len());
+        for (i, (state_key, _)) in entries.iter().enumerate() {
+            order.push((StateKey::decode(state_key)?.window_end, i));
+        }
+        // Stable: entries of one window keep their order.
+        order.sort_by_key(|&(end, _)| end);
         let chunk_size = self.config.batch_size.max(1);
-        while !sorted.is_empty() {
-            let end = sorted[0].0;
-            let same = sorted
-                .iter()
-                .take(chunk_size)
-                .take_while(|(e, _)| *e == end)
-                .count();
-            let chunk: Vec<_> = sorted.drain(..same).collect();
-            let mut input = EmitBatch::default();
-            for (_, (state_key, acc)) in &chunk {
-                let key = StateKey::decode(state_key)?;
-                input.keys.extend_from_slice(key.user_key);
-                input.key_ends.push(input.keys.len() as u32);
-                let window = key.window_end.map(|end| self.window_ending_at(end));
-                input.windows.push(window);
-                input.accumulators.extend_from_slice(acc);
-                input.accumulator_ends.push(input.accumulators.len() as u32);
+        let mut input = EmitBatch::default();
+        let mut input_end = None;
+        for (end, i) in order {
+            if !input.key_ends.is_empty()
+                && (end != input_end || input.key_ends.len() == chunk_size)
+            {
+                self.emit_call(std::mem::take(&mut input), input_end, out)?;
             }
-            let first = self.records_seen;
-            let input_bytes = input.keys.len().saturating_add(input.accumulators.len());
-            let result = match self.instance() {
-                Ok(instance) => instance.emit(input),
-                Err(e) => Err(e),
-            };
-            let mut records = result.map_err(|e| {
-                self.instance = None;
-                self.guest_error(first, first, input_bytes, e)
-            })?;
-            if let Some(end) = end {
-                records
-                    .timestamps
-                    .iter_mut()
-                    .for_each(|ts| *ts = end.saturating_sub(1));
-            }
-            out.emit(records);
+            input_end = end;
+            let (state_key, acc) = &entries[i];
+            let window = end.map(|end| self.window_ending_at(end));
+            push_emit_entry(&mut input, StateKey::user_key(state_key)?, window, acc);
         }
+        if !input.key_ends.is_empty() {
+            self.emit_call(input, input_end, out)?;
+        }
+        Ok(())
+    }
+
+    /// One guest emit call; the records get timestamp `end - 1` for a window ending at
+    /// `end`.
+    fn emit_call(
+        &mut self,
+        input: EmitBatch,
+        end: Option<i64>,
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        let first = self.records_seen;
+        let input_bytes = input.keys.len().saturating_add(input.accumulators.len());
+        let result = match self.instance() {
+            Ok(instance) => instance.emit(input),
+            Err(e) => Err(e),
+        };
+        let mut records = result.map_err(|e| {
+            self.instance = None;
+            self.guest_error(first, first, input_bytes, e)
+        })?;
+        if let Some(end) = end {
+            records
+                .timestamps
+                .iter_mut()
+                .for_each(|ts| *ts = end.saturating_sub(1));
+        }
+        out.emit(records);
         Ok(())
     }
 
@@ -468,28 +686,20 @@ impl Operator for AggregateOperator {
 
     fn handle_batch(&mut self, batch: RecordBatch, out: &mut Output) -> Result<(), OperatorError> {
         let max_parallelism = self.config.max_parallelism;
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+        let mut groups = std::mem::take(&mut self.groups);
+        groups.clear();
         let mut windows = Vec::new();
         for (i, r) in batch.iter().enumerate() {
             let group = key_group(r.key, max_parallelism);
-            windows.clear();
-            self.config.windows.assign(r.timestamp, &mut windows);
             if self.config.windows.is_global() {
-                let state_key = StateKey::encode(group, r.key, None);
-                let g = *index.entry(state_key.clone()).or_insert_with(|| {
-                    groups.push((state_key, Vec::new()));
-                    groups.len() - 1
-                });
-                groups[g].1.push(i as u32);
+                groups.add(group, r.key, None, i as u32);
                 continue;
             }
-            let live: Vec<Window> = windows
-                .iter()
-                .copied()
-                .filter(|w| !window::is_late(*w, self.config.allowed_lateness_ms, self.watermark.0))
-                .collect();
-            if live.is_empty() {
+            windows.clear();
+            self.config.windows.assign(r.timestamp, &mut windows);
+            let (lateness, wm) = (self.config.allowed_lateness_ms, self.watermark.0);
+            windows.retain(|w| !window::is_late(*w, lateness, wm));
+            if windows.is_empty() {
                 out.late_records += 1;
                 out.reject(
                     &self.config.id,
@@ -500,18 +710,15 @@ impl Operator for AggregateOperator {
                 );
                 continue;
             }
-            for w in live {
-                let state_key = StateKey::encode(group, r.key, Some(w.end));
-                let g = *index.entry(state_key.clone()).or_insert_with(|| {
-                    groups.push((state_key, Vec::new()));
-                    groups.len() - 1
-                });
-                groups[g].1.push(i as u32);
+            for w in &windows {
+                groups.add(group, r.key, Some(w.end), i as u32);
             }
         }
-        for chunk in groups.chunks(self.config.batch_size.max(1)) {
-            self.update_groups(&batch, chunk, out)?;
-        }
+        groups.finish();
+        let result = self.update_all(&batch, &groups, out);
+        // Keep the buffers for the next batch.
+        self.groups = groups;
+        result?;
         self.records_seen += batch.len() as u64;
         Ok(())
     }

@@ -4,13 +4,18 @@
 //! 1. map: generator -> WASM `uppercase` -> discard, against the same transform as a
 //!    native Rust operator in the same dataflow (one source task, same batches); and
 //!    the two operators alone on the same pre-built batches (CPU ns/record).
-//! 2. aggregate: keyed `word-count` over 1,000,000 distinct keys with RocksDB state,
-//!    against a native HashMap count fed the same batches.
-//! 3. checkpoint: duration and bytes written for that state, first checkpoint and a
-//!    second one of unchanged state (incremental: should copy nothing).
+//! 2. aggregate: keyed `word-count` with RocksDB state and the default cache, against a
+//!    native HashMap count fed the same batches: over 1,000,000 distinct keys (every
+//!    record misses the cache), and over 1,000 keys x 1,000 records (every record hits).
+//!    Then the checkpoints of that state: the first, and a second of unchanged state
+//!    (incremental: should copy nothing).
+//! 3. pause: the longest output pause of the aggregate while it checkpoints a
+//!    1,000,000-key state, upload deferred (Weir) against inline (the task waits).
 //!
-//! Writes a JSON file (`--out`) and prints a table. A benchmark, not a test: nothing
-//! here passes or fails.
+//! Each section runs in a child process of its own (`--section NAME`), which prints its
+//! figures as JSON with its peak RSS (`VmHWM`), so every peak belongs to one section.
+//! The parent prints the tables and writes them all to a JSON file (`--out`). A
+//! benchmark, not a test: nothing here passes or fails.
 
 mod aggregate;
 mod map;
@@ -18,13 +23,15 @@ mod pause;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::Context;
+use serde_json::{Value, json};
 use weir::dataflow::operators::map::MapOperator;
 use weir::engine::{GuestLimits, WasmEngine};
 
-use aggregate::aggregate_figures;
+use aggregate::{HOT_KEYS, HOT_ROUNDS, aggregate_figures};
 use map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
 
 /// Records per batch, in every benchmark.
@@ -33,152 +40,291 @@ pub const BATCH: usize = 1024;
 /// and its rounds per operator.
 const OPERATOR_ALONE_RECORDS: u64 = 256 * BATCH as u64;
 const OPERATOR_ALONE_ROUNDS: usize = 7;
+const SECTIONS: [&str; 3] = ["map", "aggregate", "pause"];
 
-fn main() -> anyhow::Result<()> {
-    let mut out = PathBuf::from("build/bench.json");
-    let mut records: u64 = 2_000_000;
-    let mut keys: u64 = 1_000_000;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
+struct Args {
+    out: PathBuf,
+    records: u64,
+    keys: u64,
+    sections: Vec<String>,
+    /// Set in a child: run this section and print its JSON.
+    section: Option<String>,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        out: PathBuf::from("build/bench.json"),
+        records: 2_000_000,
+        keys: 1_000_000,
+        sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
+        section: None,
+    };
+    let usage =
+        "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause]";
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--out" => out = PathBuf::from(args.next().context("--out PATH")?),
-            "--records" => records = args.next().context("--records N")?.parse()?,
-            "--keys" => keys = args.next().context("--keys N")?.parse()?,
-            other => anyhow::bail!(
-                "unknown argument {other}; usage: weir-bench [--out PATH] [--records N] [--keys N]"
-            ),
+            "--out" => args.out = PathBuf::from(it.next().context("--out PATH")?),
+            "--records" => args.records = it.next().context("--records N")?.parse()?,
+            "--keys" => args.keys = it.next().context("--keys N")?.parse()?,
+            "--only" => {
+                let only = it.next().context("--only SECTIONS")?;
+                args.sections = only.split(',').map(str::to_owned).collect();
+                if let Some(bad) = args
+                    .sections
+                    .iter()
+                    .find(|s| !SECTIONS.contains(&s.as_str()))
+                {
+                    anyhow::bail!("unknown section {bad}; {usage}");
+                }
+            }
+            "--section" => args.section = Some(it.next().context("--section NAME")?),
+            other => anyhow::bail!("unknown argument {other}; {usage}"),
         }
     }
+    Ok(args)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    if let Some(section) = &args.section {
+        let mut figures = run_section(section, &args)?;
+        figures["peak_rss_mib"] = json!(peak_rss_mib()?);
+        println!("{figures}");
+        return Ok(());
+    }
+    let mut all = serde_json::Map::new();
+    all.insert(
+        "machine".into(),
+        json!({ "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }),
+    );
+    for section in &args.sections {
+        eprintln!("{section} ...");
+        let figures = section_in_child(section, &args)?;
+        print_section(section, &figures, &args);
+        all.insert(section.clone(), figures);
+    }
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.out, serde_json::to_vec_pretty(&Value::Object(all))?)?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+/// Runs `section` in a child process of this binary; its figures.
+fn section_in_child(section: &str, args: &Args) -> anyhow::Result<Value> {
+    let out = Command::new(std::env::current_exe()?)
+        .args(["--section", section])
+        .args(["--records", &args.records.to_string()])
+        .args(["--keys", &args.keys.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("run a section")?;
+    anyhow::ensure!(out.status.success(), "section {section} failed");
+    serde_json::from_slice(&out.stdout).context("a section's figures")
+}
+
+/// This process's peak resident set size, in MiB.
+fn peak_rss_mib() -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("VmHWM in /proc/self/status")?;
+    Ok(kib / 1024.0)
+}
+
+fn run_section(section: &str, args: &Args) -> anyhow::Result<Value> {
     let guests = weir_tests::guests_dir();
     let engine = WasmEngine::new(None)?;
-    let uppercase = Arc::new(engine.load(&guests.join("uppercase.wasm"))?);
+    match section {
+        "map" => map_section(&engine, &guests, args.records),
+        "aggregate" => aggregate_section(&engine, &guests, args.keys),
+        "pause" => pause_section(&engine, &guests, args.keys),
+        other => anyhow::bail!("unknown section {other}"),
+    }
+}
 
-    eprintln!("map: {records} records, WASM uppercase vs native ...");
-    // Warm up both paths once (page faults, instantiation), then measure.
-    map_throughput(records / 10, Box::new(NativeUppercase))?;
-    let native_map = map_throughput(records, Box::new(NativeUppercase))?;
-    let wasm_map = map_throughput(
-        records,
-        Box::new(MapOperator::new(
+fn map_section(
+    engine: &WasmEngine,
+    guests: &std::path::Path,
+    records: u64,
+) -> anyhow::Result<Value> {
+    let uppercase = Arc::new(engine.load(&guests.join("uppercase.wasm"))?);
+    let wasm_op = || {
+        MapOperator::new(
             "step-0".into(),
             uppercase.clone(),
             GuestLimits::default(),
             BTreeMap::new(),
-        )),
-    )?;
-    eprintln!("map: the operators alone, {OPERATOR_ALONE_RECORDS} pre-built records ...");
+        )
+    };
+    // Warm up both paths once (page faults, instantiation), then measure.
+    map_throughput(records / 10, Box::new(NativeUppercase))?;
+    let native = map_throughput(records, Box::new(NativeUppercase))?;
+    let wasm = map_throughput(records, Box::new(wasm_op()))?;
     let alone = operator_alone(
-        &mut MapOperator::new(
-            "step-0".into(),
-            uppercase,
-            GuestLimits::default(),
-            BTreeMap::new(),
-        ),
+        &mut wasm_op(),
         &mut NativeUppercase,
         &generator_batches(OPERATOR_ALONE_RECORDS),
         OPERATOR_ALONE_ROUNDS,
     )?;
+    Ok(json!({
+        "records": records,
+        "wasm_records_per_s": wasm,
+        "native_records_per_s": native,
+        "ratio": wasm / native,
+        "operator_alone": {
+            "records": OPERATOR_ALONE_RECORDS,
+            "rounds": OPERATOR_ALONE_ROUNDS,
+            "wasm_cpu_ns_per_record": alone.wasm_ns_per_record,
+            "native_cpu_ns_per_record": alone.native_ns_per_record,
+            "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record,
+        },
+    }))
+}
 
-    eprintln!("pause: checkpoints of a {keys}-key state, deferred vs inline upload ...");
+fn aggregate_section(
+    engine: &WasmEngine,
+    guests: &std::path::Path,
+    keys: u64,
+) -> anyhow::Result<Value> {
+    let agg = aggregate_figures(engine, guests, keys)?;
+    let checkpoint = |(d, files, bytes): (std::time::Duration, u64, u64)| json!({ "ms": d.as_millis() as u64, "files_added": files, "bytes_added": bytes });
+    Ok(json!({
+        "keys": keys,
+        "distinct_keys_default_cache": agg.distinct.json(),
+        "hot_keys_default_cache": agg.hot.json(),
+        "guest_update_ns_per_key": agg.guest.update_ns_per_key,
+        "guest_emit_ns_per_key": agg.guest.emit_ns_per_key,
+        "checkpoint": {
+            "first": checkpoint(agg.first_checkpoint),
+            "second_unchanged": checkpoint(agg.second_checkpoint),
+        },
+    }))
+}
+
+fn pause_section(
+    engine: &WasmEngine,
+    guests: &std::path::Path,
+    keys: u64,
+) -> anyhow::Result<Value> {
     let word_count = Arc::new(engine.load(&guests.join("word_count.wasm"))?);
-    let pause_records = 3 * keys;
-    let deferred = pause::pause_figures(
-        word_count.clone(),
-        pause_records,
-        keys,
-        pause::Mode::Deferred,
-    )?;
-    let inline = pause::pause_figures(word_count, pause_records, keys, pause::Mode::Inline)?;
-
-    eprintln!("aggregate: word-count over {keys} distinct keys, RocksDB vs HashMap ...");
-    let agg = aggregate_figures(&engine, &guests, keys)?;
-
-    let mb = |b: u64| b as f64 / (1 << 20) as f64;
-    let rows = [
-        (
-            "map: WASM uppercase (records/s)",
-            wasm_map,
-            native_map,
-            "native Rust uppercase",
-        ),
-        (
-            "aggregate: WASM word-count + RocksDB (records/s)",
-            agg.wasm_rps,
-            agg.native_rps,
-            "native HashMap count",
-        ),
-    ];
-    println!("| benchmark | Weir | baseline | ratio | baseline is |");
-    println!("|---|---:|---:|---:|---|");
-    for (name, weir, base, what) in rows {
-        println!(
-            "| {name} | {weir:.0} | {base:.0} | {:.2} | {what} |",
-            weir / base
-        );
-    }
-    println!(
-        "| map, operator alone: WASM uppercase (CPU ns/record, lower is better) | {:.1} | {:.1} | {:.2} | native Rust uppercase, same batches (ratio native/WASM) |",
-        alone.wasm_ns_per_record,
-        alone.native_ns_per_record,
-        alone.native_ns_per_record / alone.wasm_ns_per_record
-    );
-    let (d1, f1, b1) = agg.first_checkpoint;
-    let (d2, f2, b2) = agg.second_checkpoint;
-    println!();
-    println!("| checkpoint of {keys} keys | duration | SST files added | MiB added |");
-    println!("|---|---:|---:|---:|");
-    println!("| first | {} ms | {f1} | {:.1} |", d1.as_millis(), mb(b1));
-    println!(
-        "| second, state unchanged | {} ms | {f2} | {:.1} |",
-        d2.as_millis(),
-        mb(b2)
-    );
-
-    println!();
-    println!(
-        "| checkpoints of a {keys}-key state, {pause_records} records | longest output pause | longest barrier call | longest gap without a barrier | longest barrier-to-durable | checkpoints | records/s |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (name, f) in [
-        ("upload deferred (Weir)", &deferred),
-        ("upload inline on the task thread (baseline)", &inline),
-    ] {
-        println!(
-            "| {name} | {} ms | {} ms | {} ms | {} ms | {} | {:.0} |",
-            f.longest_pause.as_millis(),
-            f.longest_barrier_call.as_millis(),
-            f.longest_gap_without_barrier.as_millis(),
-            f.longest_checkpoint.as_millis(),
-            f.checkpoints,
-            f.records_per_s
-        );
-    }
-    let pause_json = |f: &pause::PauseFigures| {
-        serde_json::json!({
+    let records = 3 * keys;
+    let run = |mode| -> anyhow::Result<Value> {
+        let f = pause::pause_figures(word_count.clone(), records, keys, mode)?;
+        Ok(json!({
             "longest_pause_ms": f.longest_pause.as_secs_f64() * 1e3,
             "longest_barrier_call_ms": f.longest_barrier_call.as_secs_f64() * 1e3,
-        "longest_gap_without_barrier_ms": f.longest_gap_without_barrier.as_secs_f64() * 1e3,
+            "longest_gap_without_barrier_ms": f.longest_gap_without_barrier.as_secs_f64() * 1e3,
             "longest_checkpoint_ms": f.longest_checkpoint.as_secs_f64() * 1e3,
             "checkpoints": f.checkpoints,
             "records_per_s": f.records_per_s,
-        })
+        }))
     };
+    Ok(json!({
+        "keys": keys,
+        "records": records,
+        "deferred": run(pause::Mode::Deferred)?,
+        "inline": run(pause::Mode::Inline)?,
+    }))
+}
 
-    let json = serde_json::json!({
-        "pause": { "keys": keys, "records": pause_records, "deferred": pause_json(&deferred), "inline": pause_json(&inline) },
-        "machine": { "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) },
-        "map": { "records": records, "wasm_records_per_s": wasm_map, "native_records_per_s": native_map, "ratio": wasm_map / native_map,
-            "operator_alone": { "records": OPERATOR_ALONE_RECORDS, "rounds": OPERATOR_ALONE_ROUNDS, "wasm_cpu_ns_per_record": alone.wasm_ns_per_record, "native_cpu_ns_per_record": alone.native_ns_per_record, "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record } },
-        "aggregate": { "keys": keys, "wasm_rocksdb_records_per_s": agg.wasm_rps, "native_hashmap_records_per_s": agg.native_rps, "ratio": agg.wasm_rps / agg.native_rps },
-        "checkpoint": {
-            "first": { "ms": d1.as_millis() as u64, "files_added": f1, "bytes_added": b1 },
-            "second_unchanged": { "ms": d2.as_millis() as u64, "files_added": f2, "bytes_added": b2 },
-        },
-    });
-    if let Some(parent) = out.parent() {
-        std::fs::create_dir_all(parent)?;
+fn print_section(section: &str, f: &Value, args: &Args) {
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let rss = num(&f["peak_rss_mib"]);
+    println!();
+    match section {
+        "map" => {
+            println!("| map (peak RSS {rss:.0} MiB) | Weir | baseline | ratio | baseline is |");
+            println!("|---|---:|---:|---:|---|");
+            println!(
+                "| generator -> WASM uppercase -> discard (records/s) | {:.0} | {:.0} | {:.2} | native Rust uppercase, same dataflow |",
+                num(&f["wasm_records_per_s"]),
+                num(&f["native_records_per_s"]),
+                num(&f["ratio"])
+            );
+            let a = &f["operator_alone"];
+            println!(
+                "| operator alone: WASM uppercase (CPU ns/record) | {:.1} | {:.1} | {:.2} | native Rust uppercase, same batches (native/WASM) |",
+                num(&a["wasm_cpu_ns_per_record"]),
+                num(&a["native_cpu_ns_per_record"]),
+                num(&a["ratio"])
+            );
+        }
+        "aggregate" => {
+            println!(
+                "| aggregate: WASM word-count + RocksDB, default cache (peak RSS {rss:.0} MiB) | Weir records/s | HashMap records/s | ratio | Weir CPU ns/record | HashMap CPU ns/record |"
+            );
+            println!("|---|---:|---:|---:|---:|---:|");
+            for (name, key) in [
+                (
+                    format!("{} distinct keys", args.keys),
+                    "distinct_keys_default_cache",
+                ),
+                (
+                    format!("{HOT_KEYS} keys x {HOT_ROUNDS} (cache hits)"),
+                    "hot_keys_default_cache",
+                ),
+            ] {
+                let r = &f[key];
+                println!(
+                    "| {name} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
+                    num(&r["wasm_rocksdb_records_per_s"]),
+                    num(&r["native_hashmap_records_per_s"]),
+                    num(&r["ratio"]),
+                    num(&r["wasm_cpu_ns_per_record"]),
+                    num(&r["native_cpu_ns_per_record"])
+                );
+            }
+            println!(
+                "\nword-count guest calls alone, per key: update {:.0} ns, emit {:.0} ns",
+                num(&f["guest_update_ns_per_key"]),
+                num(&f["guest_emit_ns_per_key"])
+            );
+            println!(
+                "\n| checkpoint of {} keys | duration | SST files added | MiB added |",
+                args.keys
+            );
+            println!("|---|---:|---:|---:|");
+            for (name, key) in [
+                ("first", "first"),
+                ("second, state unchanged", "second_unchanged"),
+            ] {
+                let c = &f["checkpoint"][key];
+                println!(
+                    "| {name} | {} ms | {} | {:.1} |",
+                    num(&c["ms"]),
+                    num(&c["files_added"]),
+                    num(&c["bytes_added"]) / (1 << 20) as f64
+                );
+            }
+        }
+        "pause" => {
+            println!(
+                "| checkpoints of a {}-key state, {} records (peak RSS {rss:.0} MiB) | longest output pause | longest barrier call | longest gap without a barrier | longest barrier-to-durable | checkpoints | records/s |",
+                num(&f["keys"]),
+                num(&f["records"])
+            );
+            println!("|---|---:|---:|---:|---:|---:|---:|");
+            for (name, key) in [
+                ("upload deferred (Weir)", "deferred"),
+                ("upload inline on the task thread (baseline)", "inline"),
+            ] {
+                let r = &f[key];
+                println!(
+                    "| {name} | {:.0} ms | {:.1} ms | {:.0} ms | {:.0} ms | {} | {:.0} |",
+                    num(&r["longest_pause_ms"]),
+                    num(&r["longest_barrier_call_ms"]),
+                    num(&r["longest_gap_without_barrier_ms"]),
+                    num(&r["longest_checkpoint_ms"]),
+                    num(&r["checkpoints"]),
+                    num(&r["records_per_s"])
+                );
+            }
+        }
+        _ => {}
     }
-    std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
-    eprintln!("wrote {}", out.display());
-    Ok(())
 }
