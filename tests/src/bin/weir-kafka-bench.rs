@@ -18,14 +18,15 @@
 //!
 //! (b) and (c) run the real `weir run --quiet SPEC` binary and are timed from spawn to
 //! exit (process wall time, start-up and shutdown included); the same run on an empty
-//! topic gives the fixed cost, and the net rate is records / (wall - fixed). Peak RSS is the
-//! child's `VmHWM` (/proc/<pid>/status), read every 20 ms until it exits. Every
+//! topic gives the fixed cost, and the net rate is records / (wall - fixed). Peak RSS
+//! is the child's `VmHWM` (/proc/<pid>/status), read every 20 ms until it exits. Every
 //! scenario's output topic is read back (read_committed) and must hold exactly N
 //! records. Then the exactly-once latency (produce -> read_committed) at 100 ms,
 //! 500 ms and 1 s checkpoint intervals.
 //!
 //! Usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,latency]
 //!                         [--source-buffer SIZE] [--sink-buffer SIZE]
+//! N defaults to 1,000,000; `--only` picks scenarios (default: all).
 //! `--source-buffer` / `--sink-buffer` set `buffer_bytes` in Weir's specs (and size the
 //! copy's queues alike), for trying budgets; without them the defaults apply.
 //! Writes a JSON file (`--out`, default build/kafka-bench.json) and prints a table.
@@ -33,9 +34,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
 use rdkafka::consumer::{BaseConsumer, Consumer};
