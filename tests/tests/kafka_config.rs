@@ -1,7 +1,7 @@
 //! Bad Kafka configurations are refused at start, each with one line saying what to
 //! change, and nothing is written to any topic: transaction timeout too small or above
 //! the broker's maximum, a missing output or input topic, an unreachable broker, an
-//! empty transactional prefix.
+//! empty transactional prefix, a producer buffer too small for the largest record.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -157,6 +157,20 @@ fn bad_configurations_are_refused_and_write_nothing() {
     );
     assert!(e.contains("transactional_prefix must not be empty"), "{e}");
 
+    // A producer queue that could not hold the largest record librdkafka sends.
+    let e = refused(
+        dir.path(),
+        "cfg-buffer",
+        &input,
+        &output,
+        &b,
+        r#"buffer_bytes = "1MiB""#,
+    );
+    assert!(
+        e.contains("buffer_bytes must be at least 2MiB (it was 1048576 bytes)"),
+        "{e}"
+    );
+
     // Nothing was written: the output topic is empty, no group committed offsets.
     assert_eq!(
         kafka::end_offsets_sum(&output),
@@ -170,6 +184,7 @@ fn bad_configurations_are_refused_and_write_nothing() {
         "cfg-no-in",
         "cfg-unreachable",
         "cfg-prefix",
+        "cfg-buffer",
     ] {
         assert!(
             kafka::committed_offsets(&format!("weir.{name}"), &input).is_empty(),

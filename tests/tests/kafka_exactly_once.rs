@@ -3,8 +3,8 @@
 //! Kafka topics, parallelism 2, checkpoints every 500 ms, crashed at every fault point
 //! of the commit protocol and by SIGKILL from outside; a second instance fencing the
 //! first; and the consumer-group offsets the transactions commit, as lag tools see them.
-//! Also: the progress-topic marker of a pipeline without Kafka sources, and
-//! at-least-once delivery.
+//! Also: the progress-topic marker of a pipeline without Kafka sources,
+//! at-least-once delivery, and the smallest queue budgets (backpressure, not loss).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -548,4 +548,37 @@ fn at_least_once_delivery_writes_every_record() {
     );
     assert_eq!(multiset_diff(&expected, &actual, 10), vec![]);
     assert_eq!(kafka::committed_values(&output).len() as u64, RECORDS);
+}
+
+/// Catches: a full producer queue (the smallest `buffer_bytes`, 4,096 records per
+/// producer) failing the run or dropping records instead of making the sink wait, or
+/// the smallest consumer budget stalling the source.
+#[test]
+fn the_smallest_queues_apply_backpressure_and_lose_nothing() {
+    let _one_at_a_time = kafka::exclusive();
+    const RECORDS: u64 = 60_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let in_topic = kafka::unique_name("eos-tiny-in");
+    let output = kafka::unique_name("eos-tiny-out");
+    kafka::create_topic(&in_topic, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let records = input(RECORDS);
+    kafka::produce(&in_topic, &records);
+    let source = format!(
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\nbuffer_bytes = \"256KiB\"\n"
+    );
+    let spec = kafka::uppercase_spec(
+        dir.path(),
+        &kafka::unique_name("eos-tiny"),
+        &dir.path().join("state"),
+        "200ms",
+        &source,
+        &output,
+        "buffer_bytes = \"2MiB\"",
+    );
+    run_to_end(&spec);
+    let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
+    let actual = multiset(kafka::committed_values(&output));
+    assert_eq!(multiset_diff(&expected, &actual, 10), vec![]);
+    assert_eq!(actual.values().sum::<usize>() as u64, RECORDS);
 }

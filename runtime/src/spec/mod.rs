@@ -96,6 +96,10 @@
 //! bounded = false           # true: stop at the end offsets seen at start
 //! rate = 0                  # records/s over all subtasks; default 0 = unthrottled
 //! connect_timeout = "10s"   # bound on reaching the broker at start
+//! buffer_bytes = "4MiB"     # records fetched ahead per subtask, split over its
+//!                           # partitions (about 256 bytes of bookkeeping counted per
+//!                           # record; one fetch of up to buffer_bytes / 2 in flight
+//!                           # on top); default "4MiB", "256KiB" to "1GiB"
 //! security = { protocol = "sasl_ssl", mechanism = "SCRAM-SHA-512", username = "a",
 //!              password_env = "WEIR_KAFKA_PASSWORD" }
 //!                           # optional; how every client of the connector connects:
@@ -167,10 +171,16 @@
 //!                           # transaction.max.timeout.ms
 //! restart_budget = "30s"    # default "30s"
 //! connect_timeout = "10s"   # bound on reaching the broker at start
+//! buffer_bytes = "8MiB"     # records not yet acknowledged by the broker, over the
+//!                           # sink's producers (two exactly-once, one at-least-once,
+//!                           # an even share each; ~256 bytes counted per record); a
+//!                           # full queue makes the sink wait; default "8MiB",
+//!                           # "2MiB" to "1GiB"
 //! security = { ... }        # optional; as for a kafka source
 //! # Every Kafka sink of a pipeline must agree on bootstrap, delivery,
-//! # transactional_prefix, transaction_timeout, restart_budget and security: they share one
-//! # transaction per checkpoint, so output to all their topics commits atomically.
+//! # transactional_prefix, transaction_timeout, restart_budget, buffer_bytes and
+//! # security: they share one transaction per checkpoint, so output to all their
+//! # topics commits atomically.
 //!
 //! [dead_letter]             # optional: records refused by a guest, or too late
 //! path = "dlq/"             # default "<state_dir>/dead-letter"; one JSON object per

@@ -451,6 +451,70 @@ fn a_custom_transactional_prefix_namespaces_the_default_source_group() {
     assert_eq!(c.group.as_deref(), Some("g"));
 }
 
+/// Catches: librdkafka's queues left at their defaults (hundreds of MiB) because
+/// `buffer_bytes` was dropped or misparsed, or a budget too small for the largest
+/// record accepted without a message naming the field.
+#[test]
+fn kafka_buffer_bytes() {
+    use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
+    let kafka = MINIMAL
+        .replace(
+            "type = \"generator\"\ncount = 10",
+            "type = \"kafka\"\ntopic = \"in\"",
+        )
+        .replace("type = \"stdout\"", "type = \"kafka\"\ntopic = \"out\"");
+    let buffers = |text: &str| {
+        let spec = parse(text).expect("kafka spec parses");
+        let SourceConfig::Kafka(source) = &spec.sources[0].config else {
+            panic!("not a kafka source");
+        };
+        let SinkSpec::Kafka(sink) = &spec.sinks[0] else {
+            panic!("not a kafka sink");
+        };
+        (source.buffer_bytes, sink.buffer_bytes)
+    };
+    assert_eq!(
+        buffers(&kafka),
+        (DEFAULT_SOURCE_BUFFER_BYTES, DEFAULT_SINK_BUFFER_BYTES)
+    );
+    let sized = kafka
+        .replace(
+            "topic = \"in\"",
+            "topic = \"in\"\nbuffer_bytes = \"512KiB\"",
+        )
+        .replace(
+            "topic = \"out\"",
+            "topic = \"out\"\nbuffer_bytes = \"64MiB\"",
+        );
+    assert_eq!(buffers(&sized), (512 << 10, 64 << 20));
+
+    let source_small = kafka.replace("topic = \"in\"", "topic = \"in\"\nbuffer_bytes = \"1KiB\"");
+    assert_eq!(
+        error(&source_small),
+        "spec.toml line 6: buffer_bytes must be at least 256KiB (it was 1024 bytes): \
+         librdkafka's queues need room for the largest record"
+    );
+    let sink_small = kafka.replace(
+        "topic = \"out\"",
+        "topic = \"out\"\nbuffer_bytes = \"1MiB\"",
+    );
+    assert_eq!(
+        error(&sink_small),
+        "spec.toml line 9: buffer_bytes must be at least 2MiB (it was 1048576 bytes): \
+         librdkafka's queues need room for the largest record"
+    );
+    let sink_large = kafka.replace(
+        "topic = \"out\"",
+        "topic = \"out\"\nbuffer_bytes = \"2GiB\"",
+    );
+    assert_eq!(
+        error(&sink_large),
+        "spec.toml line 9: buffer_bytes must be at most 1GiB (it was 2147483648 bytes)"
+    );
+    let e = error(&kafka.replace("topic = \"in\"", "topic = \"in\"\nbuffer_bytes = 1000000"));
+    assert!(e.contains("a size such as"), "{e}");
+}
+
 #[test]
 fn connector_types() {
     // Kafka: typed configs; the source's group defaults to one named for the pipeline.

@@ -1,32 +1,52 @@
 //! `weir-kafka-bench`: Kafka -> Kafka throughput of Weir against the local broker
 //! (`KAFKA_BOOTSTRAP`), each figure beside a ceiling measured in the same run:
 //!
-//! (a) ceiling: a plain librdkafka copy, no Weir: a `BaseConsumer` reads the input
-//!     topic from the beginning up to the end offsets taken at start, and a
-//!     `ThreadedProducer` writes every record to a fresh output topic, then flushes;
-//!     two threads, partitions split between them like Weir's two subtasks.
+//! (a) ceiling: a tuned librdkafka copy, no Weir, two threads with the partitions split
+//!     between them like Weir's two subtasks. Each thread reads every partition from
+//!     its own queue (`split_partition_queue`), takes up to a batch (1,024 records) from
+//!     each, produces them all, then serves the producer (`BaseProducer::poll`); it
+//!     reads the input topic from the beginning up to the end offsets taken at start.
+//!     Its consumers and producers carry the settings Weir's source and sink derive
+//!     from a default spec (`consumer_settings`, `producer_settings`: queue sizes,
+//!     fetch sizes, linger, batch size), its producers are idempotent (`acks=all`, no
+//!     compression) like Weir's, each with one exactly-once producer's share of the
+//!     sink's `buffer_bytes`. What it leaves out is exactly what Weir adds: the
+//!     dataflow, the guest, checkpoints and transactions.
 //! (b) Weir: Kafka -> WASM `uppercase` -> Kafka, `delivery = "at-least-once"`.
-//! (c) the same with `delivery = "exactly-once"` and checkpoints every second.
+//! (c) the same with `delivery = "exactly-once"` and checkpoints every second, and
+//!     (c100) every 100 ms.
 //!
 //! (b) and (c) run the real `weir run --quiet SPEC` binary and are timed from spawn to
-//! exit (process wall time, start-up and shutdown included). Every scenario's output
-//! topic is read back (read_committed) and must hold exactly N records.
+//! exit (process wall time, start-up and shutdown included); the same run on an empty
+//! topic gives the fixed cost, and the net rate is records / (wall - fixed). Peak RSS
+//! is the child's `VmHWM` (/proc/<pid>/status), read every 20 ms until it exits. Every
+//! scenario's output topic is read back (read_committed) and must hold exactly N
+//! records. Then the exactly-once latency (produce -> read_committed) at 100 ms,
+//! 500 ms and 1 s checkpoint intervals.
 //!
-//! Usage: weir-kafka-bench [--records N] [--out PATH]
+//! Usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,latency]
+//!                         [--source-buffer SIZE] [--sink-buffer SIZE]
+//! N defaults to 1,000,000; `--only` picks scenarios (default: all).
+//! `--source-buffer` / `--sink-buffer` set `buffer_bytes` in Weir's specs (and size the
+//! copy's queues alike), for trying budgets; without them the defaults apply.
 //! Writes a JSON file (`--out`, default build/kafka-bench.json) and prints a table.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer,
+};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use weir::connector::kafka::{KafkaSinkConfig, KafkaSourceConfig};
 use weir_tests::kafka::{self, Input};
 use weir_tests::{guest, repo_root, take_stderr};
 
@@ -55,11 +75,51 @@ fn client_config() -> ClientConfig {
 
 /// Threads of the plain copy: the same parallelism as the Weir pipelines (2).
 const COPY_THREADS: i32 = 2;
+/// Records the copy takes from one partition queue before producing them.
+const COPY_BATCH: usize = 1024;
 
-/// (a): copies `input` to `output` with plain librdkafka, one consumer and one producer
-/// per thread and partition k going to thread k % COPY_THREADS, like Weir's subtasks;
-/// returns (records, seconds).
-fn plain_copy(input: &str, output: &str) -> anyhow::Result<(u64, f64)> {
+/// The queue budgets: the spec defaults unless `--source-buffer` / `--sink-buffer`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Budgets {
+    source: Option<usize>,
+    sink: Option<usize>,
+}
+
+impl Budgets {
+    /// Weir's default source config, with the bench's budget.
+    fn source(&self) -> KafkaSourceConfig {
+        let mut c = KafkaSourceConfig::new("in");
+        if let Some(b) = self.source {
+            c.buffer_bytes = b;
+        }
+        c
+    }
+
+    /// Weir's default (exactly-once) sink config, with the bench's budget.
+    fn sink(&self) -> KafkaSinkConfig {
+        let mut c = KafkaSinkConfig::new("out");
+        if let Some(b) = self.sink {
+            c.buffer_bytes = b;
+        }
+        c
+    }
+
+    /// Lines for a Weir spec's source and sink tables.
+    fn source_line(&self) -> String {
+        self.source
+            .map_or(String::new(), |b| format!("buffer_bytes = \"{b}B\"\n"))
+    }
+
+    fn sink_line(&self) -> String {
+        self.sink
+            .map_or(String::new(), |b| format!("buffer_bytes = \"{b}B\"\n"))
+    }
+}
+
+/// (a): copies `input` to `output` with tuned librdkafka, one consumer and one
+/// producer per thread and partition k going to thread k % COPY_THREADS, like Weir's
+/// subtasks; returns (records, seconds).
+fn plain_copy(input: &str, output: &str, budgets: Budgets) -> anyhow::Result<(u64, f64)> {
     let probe: BaseConsumer = client_config().create().context("consumer")?;
     // The end offsets at start bound the read.
     let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
@@ -78,7 +138,7 @@ fn plain_copy(input: &str, output: &str) -> anyhow::Result<(u64, f64)> {
                 .filter(|(p, _)| **p % COPY_THREADS == t)
                 .map(|(p, e)| (*p, *e))
                 .collect();
-            std::thread::spawn(move || copy_partitions(&input, &output, ends))
+            std::thread::spawn(move || copy_partitions(&input, &output, ends, budgets))
         })
         .collect();
     let mut copied = 0;
@@ -90,20 +150,59 @@ fn plain_copy(input: &str, output: &str) -> anyhow::Result<(u64, f64)> {
     Ok((copied, started.elapsed().as_secs_f64()))
 }
 
-/// One thread of the plain copy: partitions `ends.keys()` up to their end offsets.
-fn copy_partitions(input: &str, output: &str, ends: BTreeMap<i32, i64>) -> anyhow::Result<u64> {
-    let consumer: BaseConsumer = client_config()
+/// Hands `record` to `producer`, serving it while its queue is full (as Weir's sink
+/// waits: backpressure, never a dropped record).
+fn produce_one<'a>(
+    producer: &BaseProducer<DefaultProducerContext>,
+    mut record: BaseRecord<'a, [u8], [u8]>,
+    output: &str,
+) -> anyhow::Result<()> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(1));
+            }
+            Err((e, _)) => bail!("produce to {output}: {e}"),
+        }
+    }
+}
+
+/// One thread of the plain copy: partitions `ends.keys()` up to their end offsets,
+/// each from its own queue, produced in batches.
+fn copy_partitions(
+    input: &str,
+    output: &str,
+    ends: BTreeMap<i32, i64>,
+    budgets: Budgets,
+) -> anyhow::Result<u64> {
+    let mut config = client_config();
+    config
         .set("group.id", kafka::unique_name("bench-ceiling"))
         .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        .create()
-        .context("consumer")?;
-    let producer: ThreadedProducer<DefaultProducerContext> = client_config()
-        .set("linger.ms", "5")
-        .create()
-        .context("producer")?;
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "false");
+    for (key, value) in budgets.source().consumer_settings(ends.len()) {
+        config.set(key, value);
+    }
+    let consumer: Arc<BaseConsumer> = Arc::new(config.create().context("consumer")?);
+    let mut config = client_config();
+    config.set("enable.idempotence", "true");
+    for (key, value) in budgets.sink().producer_settings() {
+        config.set(key, value);
+    }
+    let producer: BaseProducer<DefaultProducerContext> = config.create().context("producer")?;
     let mut tpl = TopicPartitionList::new();
+    let mut queues = Vec::new();
     for p in ends.keys() {
+        queues.push((
+            *p,
+            consumer
+                .split_partition_queue(input, *p)
+                .context("partition queue")?,
+        ));
         tpl.add_partition_offset(input, *p, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
@@ -116,29 +215,38 @@ fn copy_partitions(input: &str, output: &str, ends: BTreeMap<i32, i64>) -> anyho
             Instant::now() < deadline,
             "plain copy did not reach the end offsets"
         );
-        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
-            continue;
-        };
-        let m = m.context("consume")?;
-        if m.offset() >= ends[&m.partition()] {
-            continue;
-        }
-        next.insert(m.partition(), m.offset() + 1);
-        let mut record = BaseRecord::<[u8], [u8]>::to(output).payload(m.payload().unwrap_or(&[]));
-        if let Some(k) = m.key() {
-            record = record.key(k);
-        }
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
+        let mut read = 0;
+        for (p, queue) in &queues {
+            let (p, end) = (*p, ends[p]);
+            let mut taken = 0;
+            while taken < COPY_BATCH && next[&p] < end {
+                let Some(m) = queue.poll(Duration::ZERO) else {
+                    break;
+                };
+                let m = m.context("consume")?;
+                taken += 1;
+                if m.offset() >= end {
+                    next.insert(p, end);
+                    break;
                 }
-                Err((e, _)) => bail!("produce to {output}: {e}"),
+                next.insert(p, m.offset() + 1);
+                let mut record =
+                    BaseRecord::<[u8], [u8]>::to(output).payload(m.payload().unwrap_or(&[]));
+                if let Some(k) = m.key() {
+                    record = record.key(k);
+                }
+                produce_one(&producer, record, output)?;
+                copied += 1;
             }
+            read += taken;
         }
-        copied += 1;
+        // Serves delivery reports; and the consumer's events, waiting a little when
+        // every queue was empty.
+        producer.poll(Duration::ZERO);
+        let wait = if read == 0 { 1 } else { 0 };
+        if let Some(Err(e)) = consumer.poll(Duration::from_millis(wait)) {
+            bail!("consumer: {e}");
+        }
     }
     producer.flush(Duration::from_secs(120)).context("flush")?;
     Ok(copied)
@@ -160,23 +268,35 @@ fn weir_bin() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// (b)/(c): runs `weir run --quiet` on a Kafka -> uppercase -> Kafka spec; seconds.
-/// Writes the spec of a Weir Kafka -> `uppercase` -> Kafka pipeline with `delivery`.
-fn weir_spec(dir: &Path, input: &str, output: &str, delivery: &str, bounded: bool) -> PathBuf {
-    let name = kafka::unique_name(&format!("bench-{delivery}"));
+/// Writes the spec of a Weir Kafka -> `uppercase` -> Kafka pipeline with `delivery`,
+/// checkpoints every `interval`.
+fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: bool) -> PathBuf {
+    let name = kafka::unique_name(&format!("bench-{}", run.delivery));
     let source = format!(
-        "[[sources]]\ntype = \"kafka\"\ntopic = \"{input}\"\nstart = \"earliest\"\nbounded = {bounded}\n"
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"{input}\"\nstart = \"earliest\"\nbounded = {bounded}\n{}",
+        run.budgets.source_line()
     );
     let state = dir.join(format!("state-{name}"));
     kafka::uppercase_spec(
         dir,
         &name,
         &state,
-        "1s",
+        run.interval,
         &source,
         output,
-        &format!("delivery = \"{delivery}\""),
+        &format!(
+            "delivery = \"{}\"\n{}",
+            run.delivery,
+            run.budgets.sink_line()
+        ),
     )
+}
+
+/// One `weir run` of the bench: its delivery, checkpoint interval and budgets.
+struct WeirRun<'a> {
+    delivery: &'a str,
+    interval: &'a str,
+    budgets: Budgets,
 }
 
 /// Starts `weir run --quiet spec` against the benchmark's broker.
@@ -192,19 +312,46 @@ fn spawn_weir(spec: &Path, stderr: Stdio) -> anyhow::Result<std::process::Child>
         .context("spawn weir")
 }
 
-fn weir_run(dir: &Path, input: &str, output: &str, delivery: &str) -> anyhow::Result<f64> {
-    let spec = weir_spec(dir, input, output, delivery, true);
+/// The peak resident set of process `pid` so far (`VmHWM`), in bytes; `None` once it
+/// has exited.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// (b)/(c): runs `weir run --quiet` on a bounded Kafka -> uppercase -> Kafka spec;
+/// (seconds, peak RSS in bytes).
+fn weir_run(
+    dir: &Path,
+    run: &WeirRun<'_>,
+    input: &str,
+    output: &str,
+) -> anyhow::Result<(f64, u64)> {
+    let spec = weir_spec(dir, run, input, output, true);
     let started = Instant::now();
     let mut child = spawn_weir(&spec, Stdio::piped())?;
+    let mut peak = 0;
     // stderr is drained after exit; --quiet keeps it small.
-    let status = child.wait().context("wait for weir")?;
+    let status = loop {
+        if let Some(rss) = peak_rss(child.id()) {
+            peak = peak.max(rss);
+        }
+        if let Some(status) = child.try_wait().context("wait for weir")? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let seconds = started.elapsed().as_secs_f64();
     let err = take_stderr(&mut child);
     ensure!(
         status.success(),
-        "weir run ({delivery}) failed: {status}\n{err}"
+        "weir run ({} at {}) failed: {status}\n{err}",
+        run.delivery,
+        run.interval
     );
-    Ok(seconds)
+    Ok((seconds, peak))
 }
 
 /// Reads `output` back with read_committed and checks it holds `records` records
@@ -229,41 +376,90 @@ struct Row {
     scenario: &'static str,
     records: u64,
     seconds: f64,
+    /// Peak RSS of the `weir run` process (Weir scenarios only).
+    peak_rss: Option<u64>,
+    /// Wall time of the same `weir run` on an empty input: start-up and shutdown.
+    fixed_seconds: Option<f64>,
 }
 
 impl Row {
     fn rate(&self) -> f64 {
         self.records as f64 / self.seconds
     }
+
+    /// Records per second once start-up and shutdown are taken off (the (a) copy has
+    /// none to take off).
+    fn net_rate(&self) -> f64 {
+        let fixed = self.fixed_seconds.unwrap_or(0.0);
+        self.records as f64 / (self.seconds - fixed).max(1e-3)
+    }
 }
 
 /// End-to-end latency of exactly-once: `count` records produced at `rate` records/s,
-/// each stamped with its send time, through a running (unbounded) exactly-once pipeline;
-/// latency = when a read_committed consumer receives the output record minus that stamp
-/// (uppercase keeps the timestamp). Returns (p50, p99) in milliseconds.
-fn exactly_once_latency(dir: &Path, count: u64, rate: u64) -> anyhow::Result<(f64, f64)> {
+/// each stamped with its send time, through a running (unbounded) exactly-once pipeline
+/// checkpointing every `interval`; latency = when a read_committed consumer receives
+/// the output record minus that stamp (uppercase keeps the timestamp). Returns (p50,
+/// p99) in milliseconds.
+fn exactly_once_latency(
+    dir: &Path,
+    interval: &str,
+    budgets: Budgets,
+    count: u64,
+    rate: u64,
+) -> anyhow::Result<(f64, f64)> {
     let input = kafka::unique_name("bench-latency-in");
     let output = kafka::unique_name("bench-latency-out");
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
-    let spec = weir_spec(dir, &input, &output, "exactly-once", false);
+    let run = WeirRun {
+        delivery: "exactly-once",
+        interval,
+        budgets,
+    };
+    let spec = weir_spec(dir, &run, &input, &output, false);
     let mut child = spawn_weir(&spec, Stdio::null())?;
-    // Let the pipeline start before the clock matters.
-    std::thread::sleep(Duration::from_secs(3));
+    let result = measure_latency(&input, &output, count, rate);
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
 
-    let reader_output = output.clone();
-    let reader = std::thread::spawn(move || -> anyhow::Result<Vec<i64>> {
-        let consumer: BaseConsumer = client_config()
-            .set("group.id", kafka::unique_name("bench-latency-reader"))
-            .set("isolation.level", "read_committed")
-            .set("enable.auto.commit", "false")
-            .create()
-            .context("consumer")?;
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..PARTITIONS {
-            tpl.add_partition_offset(&reader_output, p, Offset::Beginning)?;
+/// The produce -> read_committed latencies of `count` records at `rate`, once one
+/// warm-up record went through (so start-up, guest compilation included, is not
+/// measured); (p50, p99) in ms.
+fn measure_latency(input: &str, output: &str, count: u64, rate: u64) -> anyhow::Result<(f64, f64)> {
+    let consumer: BaseConsumer = client_config()
+        .set("group.id", kafka::unique_name("bench-latency-reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("consumer")?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(output, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let producer: ThreadedProducer<DefaultProducerContext> = client_config()
+        .set("linger.ms", "0")
+        .create()
+        .context("producer")?;
+    producer
+        .send(BaseRecord::to(input).key("warm-up").payload("warm-up"))
+        .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
+    producer.flush(Duration::from_secs(30)).context("flush")?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        ensure!(
+            Instant::now() < deadline,
+            "the warm-up record did not come through within 120 s"
+        );
+        if let Some(m) = consumer.poll(Duration::from_millis(50)) {
+            m.context("consume")?;
+            break;
         }
-        consumer.assign(&tpl)?;
+    }
+
+    let reader = std::thread::spawn(move || -> anyhow::Result<Vec<i64>> {
         let mut latencies = Vec::with_capacity(count as usize);
         let deadline = Instant::now() + Duration::from_secs(120);
         while (latencies.len() as u64) < count {
@@ -281,10 +477,6 @@ fn exactly_once_latency(dir: &Path, count: u64, rate: u64) -> anyhow::Result<(f6
         Ok(latencies)
     });
 
-    let producer: ThreadedProducer<DefaultProducerContext> = client_config()
-        .set("linger.ms", "0")
-        .create()
-        .context("producer")?;
     let started = Instant::now();
     for i in 0..count {
         let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
@@ -293,7 +485,7 @@ fn exactly_once_latency(dir: &Path, count: u64, rate: u64) -> anyhow::Result<(f6
         }
         let value = format!("latency probe {i}");
         let key = format!("k{i}");
-        let record = BaseRecord::to(&input)
+        let record = BaseRecord::to(input)
             .key(key.as_str())
             .payload(value.as_str())
             .timestamp(now_ms());
@@ -305,8 +497,6 @@ fn exactly_once_latency(dir: &Path, count: u64, rate: u64) -> anyhow::Result<(f6
     let latencies = reader
         .join()
         .map_err(|_| anyhow::anyhow!("reader panicked"))?;
-    let _ = child.kill();
-    let _ = child.wait();
     let mut latencies = latencies?;
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] as f64;
@@ -319,20 +509,47 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Latency probe: records and their rate.
+const LATENCY_RECORDS: u64 = 10_000;
+const LATENCY_RATE: u64 = 2_000;
+/// Checkpoint intervals of the latency runs.
+const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
 fn main() -> anyhow::Result<()> {
     let mut records: u64 = 1_000_000;
     let mut out = repo_root().join("build/kafka-bench.json");
+    let mut only: Option<Vec<String>> = None;
+    let mut budgets = Budgets::default();
+    let size = |v: Option<String>, what: &str| -> anyhow::Result<usize> {
+        let v = v.with_context(|| format!("{what} SIZE"))?;
+        weir::spec::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--records" => records = args.next().context("--records N")?.parse()?,
             "--out" => out = PathBuf::from(args.next().context("--out PATH")?),
-            other => bail!(
-                "unknown argument {other}; usage: weir-kafka-bench [--records N] [--out PATH]"
-            ),
+            "--only" => {
+                only = Some(
+                    args.next()
+                        .context("--only LIST")?
+                        .split(',')
+                        .map(str::to_owned)
+                        .collect(),
+                )
+            }
+            "--source-buffer" => budgets.source = Some(size(args.next(), "--source-buffer")?),
+            "--sink-buffer" => budgets.sink = Some(size(args.next(), "--sink-buffer")?),
+            other => bail!("unknown argument {other}; {USAGE}"),
         }
     }
     ensure!(records > 0, "--records must be positive");
+    let wanted = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
     // Fail early, with what to do, if anything is missing.
     let _ = kafka::bootstrap();
     let _ = guest("uppercase");
@@ -358,76 +575,161 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut rows = Vec::new();
 
-    let out_a = kafka::unique_name("bench-out-plain");
-    kafka::create_topic(&out_a, PARTITIONS);
-    eprintln!("(a) plain librdkafka copy -> {out_a}");
-    let (copied, seconds) = plain_copy(&input, &out_a)?;
-    ensure!(
-        copied == records,
-        "plain copy read {copied} records, expected {records}"
-    );
-    verify(&out_a, records, false)?;
-    rows.push(Row {
-        scenario: "(a) librdkafka copy, no Weir",
-        records,
-        seconds,
-    });
+    if wanted("a") {
+        let out_a = kafka::unique_name("bench-out-plain");
+        kafka::create_topic(&out_a, PARTITIONS);
+        eprintln!("(a) tuned librdkafka copy -> {out_a}");
+        let (copied, seconds) = plain_copy(&input, &out_a, budgets)?;
+        ensure!(
+            copied == records,
+            "plain copy read {copied} records, expected {records}"
+        );
+        verify(&out_a, records, false)?;
+        rows.push(Row {
+            scenario: "(a) librdkafka copy, no Weir",
+            records,
+            seconds,
+            peak_rss: None,
+            fixed_seconds: None,
+        });
+    }
 
-    for (scenario, delivery) in [
-        ("(b) Weir uppercase, at-least-once", "at-least-once"),
+    // An empty input: a run on it is Weir's fixed cost (start-up, guest compilation,
+    // transactions initialised, shutdown), taken off for the net rates.
+    let empty = kafka::unique_name("bench-empty-in");
+    kafka::create_topic(&empty, PARTITIONS);
+    for (key, scenario, delivery, interval) in [
         (
+            "b",
+            "(b) Weir uppercase, at-least-once",
+            "at-least-once",
+            "1s",
+        ),
+        (
+            "c",
             "(c) Weir uppercase, exactly-once, checkpoint 1s",
             "exactly-once",
+            "1s",
+        ),
+        (
+            "c100",
+            "(c100) Weir uppercase, exactly-once, checkpoint 100ms",
+            "exactly-once",
+            "100ms",
         ),
     ] {
+        if !wanted(key) {
+            continue;
+        }
         let output = kafka::unique_name(&format!("bench-out-{delivery}"));
         kafka::create_topic(&output, PARTITIONS);
         eprintln!("{scenario} -> {output}");
-        let seconds = weir_run(dir.path(), &input, &output, delivery)?;
+        let run = WeirRun {
+            delivery,
+            interval,
+            budgets,
+        };
+        let (seconds, peak) = weir_run(dir.path(), &run, &input, &output)?;
         verify(&output, records, true)?;
+        let (fixed, _) = weir_run(dir.path(), &run, &empty, &output)?;
         rows.push(Row {
             scenario,
             records,
             seconds,
+            peak_rss: Some(peak),
+            fixed_seconds: Some(fixed),
         });
     }
 
-    let ceiling = rows[0].rate();
+    let rate_of = |prefix: &str| {
+        rows.iter()
+            .find(|r| r.scenario.starts_with(prefix))
+            .map(Row::rate)
+    };
+    let net_rate_of = |prefix: &str| {
+        rows.iter()
+            .find(|r| r.scenario.starts_with(prefix))
+            .map(Row::net_rate)
+    };
+    let ceiling = rate_of("(a)");
     println!("records: {records} x {VALUE_BYTES}-byte values over {PARTITIONS} partitions");
-    println!();
-    println!("| scenario | records/s | ratio to (a) | wall s |");
-    println!("|---|---:|---:|---:|");
-    for r in &rows {
-        println!(
-            "| {} | {:.0} | {:.3} | {:.2} |",
-            r.scenario,
-            r.rate(),
-            r.rate() / ceiling,
-            r.seconds
-        );
-    }
-    eprintln!(
-        "latency: 10,000 records at 2,000 records/s through a running exactly-once pipeline ..."
-    );
-    let (p50, p99) = exactly_once_latency(dir.path(), 10_000, 2_000)?;
+    println!("budgets: {budgets:?} (None: the spec default)");
     println!();
     println!(
-        "exactly-once end-to-end latency (produce -> read_committed, 1 s checkpoints): p50 {p50:.0} ms, p99 {p99:.0} ms"
+        "| scenario | records/s | ratio to (a) | wall s | fixed s | net records/s | net ratio | peak RSS MiB |"
     );
-    println!("(b)/(c) wall time includes weir start-up, guest compilation and shutdown");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let ratio = |rate: f64| ceiling.map_or("-".to_owned(), |c| format!("{:.3}", rate / c));
+    for r in &rows {
+        println!(
+            "| {} | {:.0} | {} | {:.2} | {} | {:.0} | {} | {} |",
+            r.scenario,
+            r.rate(),
+            ratio(r.rate()),
+            r.seconds,
+            r.fixed_seconds
+                .map_or("-".to_owned(), |f| format!("{f:.2}")),
+            r.net_rate(),
+            ratio(r.net_rate()),
+            r.peak_rss
+                .map_or("-".to_owned(), |b| format!("{:.1}", mib(b)))
+        );
+    }
+    let c100_over_c = match (net_rate_of("(c100)"), net_rate_of("(c)")) {
+        (Some(fast), Some(slow)) => {
+            println!();
+            println!(
+                "exactly-once net throughput at 100 ms / at 1 s checkpoints: {:.3}",
+                fast / slow
+            );
+            Some(fast / slow)
+        }
+        _ => None,
+    };
+    println!(
+        "(b)/(c) wall time includes weir start-up, guest compilation and shutdown; \
+         net = records / (wall - fixed), fixed = the same run on an empty topic"
+    );
+
+    let mut latency = Vec::new();
+    if wanted("latency") {
+        println!();
+        println!(
+            "exactly-once end-to-end latency (produce -> read_committed), {LATENCY_RECORDS} records at {LATENCY_RATE} records/s:"
+        );
+        println!();
+        println!("| checkpoint interval | p50 ms | p99 ms |");
+        println!("|---|---:|---:|");
+        for interval in LATENCY_INTERVALS {
+            eprintln!("latency at {interval} checkpoints ...");
+            let (p50, p99) =
+                exactly_once_latency(dir.path(), interval, budgets, LATENCY_RECORDS, LATENCY_RATE)?;
+            println!("| {interval} | {p50:.0} | {p99:.0} |");
+            latency.push(serde_json::json!({
+                "checkpoint_interval": interval, "p50_ms": p50, "p99_ms": p99,
+            }));
+        }
+    }
 
     let json = serde_json::json!({
         "records": records,
         "value_bytes": VALUE_BYTES,
         "partitions": PARTITIONS,
+        "source_buffer_bytes": budgets.source(). buffer_bytes,
+        "sink_buffer_bytes": budgets.sink().buffer_bytes,
         "scenarios": rows.iter().map(|r| serde_json::json!({
             "scenario": r.scenario,
             "records": r.records,
             "wall_seconds": r.seconds,
             "records_per_second": r.rate(),
-            "ratio_to_ceiling": r.rate() / ceiling,
+            "ratio_to_ceiling": ceiling.map(|c| r.rate() / c),
+            "fixed_seconds": r.fixed_seconds,
+            "net_records_per_second": r.net_rate(),
+            "net_ratio_to_ceiling": ceiling.map(|c| r.net_rate() / c),
+            "peak_rss_bytes": r.peak_rss,
         })).collect::<Vec<_>>(),
-        "exactly_once_latency_ms": { "p50": p50, "p99": p99, "checkpoint_interval_ms": 1000 },
+        "exactly_once_100ms_over_1s": c100_over_c,
+        "exactly_once_latency_ms": latency,
     });
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;

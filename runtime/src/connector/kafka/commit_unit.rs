@@ -47,8 +47,6 @@ pub const LOCAL_UNIT: &str = "0";
 const TRANSACTION_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Wait between two attempts to enqueue a record while librdkafka's queue is full.
 const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
-/// Producer batching delay: small, so a checkpoint's flush is quick.
-const LINGER_MS: &str = "5";
 
 /// Records the first failed delivery of a producer, and whether it was fenced; counts
 /// every delivery report against the sending subtask's `InFlight`.
@@ -704,8 +702,12 @@ fn reset_marker(
 
 fn producer_config(sink: &KafkaSinkConfig, endpoint: &Endpoint) -> ClientConfig {
     let mut config = client_config(endpoint, sink.connect_timeout);
+    // Batching and the queue bounds of this producer's share of `buffer_bytes`: a full
+    // queue makes `send_record` wait (backpressure), never drops a record.
+    for (key, value) in sink.producer_settings() {
+        config.set(key, value);
+    }
     config
-        .set("linger.ms", LINGER_MS)
         // A record not delivered within the transaction's lifetime fails the checkpoint.
         .set(
             "message.timeout.ms",

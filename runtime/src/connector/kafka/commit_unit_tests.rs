@@ -4,7 +4,7 @@
 //! record at once (or report it failed).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use rdkafka::{ClientConfig, TopicPartitionList};
 
@@ -16,12 +16,14 @@ use crate::record::batch::RecordBatch;
 type Log = Arc<Mutex<Vec<String>>>;
 
 /// A producer that logs `<name> <call>` and acknowledges every record at once; with
-/// `fail_deliveries`, reports every record failed instead.
+/// `fail_deliveries`, reports every record failed instead; refuses the next
+/// `queue_full` sends with librdkafka's QueueFull (a full producer queue).
 struct FakeProducer {
     name: &'static str,
     log: Log,
     context: DeliveryContext,
     fail_deliveries: AtomicBool,
+    queue_full: AtomicU64,
 }
 
 impl FakeProducer {
@@ -51,6 +53,16 @@ impl TransactionalProducer for FakeProducer {
     }
 
     fn send<'a>(&self, record: UnitRecord<'a>) -> Result<(), (RdKafkaError, UnitRecord<'a>)> {
+        let full = self
+            .queue_full
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if full.is_ok() {
+            self.note("queue full".into());
+            return Err((
+                RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                record,
+            ));
+        }
         let payload = String::from_utf8_lossy(record.payload.unwrap_or_default());
         self.note(format!("send {} {payload}", record.topic));
         if self.fail_deliveries.load(Ordering::SeqCst) {
@@ -95,6 +107,11 @@ fn unit(committed: u64) -> (KafkaCommitUnit, Log) {
 
 /// The same, with the producer named `failing` reporting every delivery failed.
 fn unit_failing(committed: u64, failing: Option<&str>) -> (KafkaCommitUnit, Log) {
+    unit_with(committed, failing, 0)
+}
+
+/// The same, each producer's queue refusing its first `queue_full` sends as full.
+fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCommitUnit, Log) {
     let log = Log::default();
     let fence = Fence::default();
     let slot = |name: &'static str| Slot {
@@ -104,6 +121,7 @@ fn unit_failing(committed: u64, failing: Option<&str>) -> (KafkaCommitUnit, Log)
             log: log.clone(),
             context: DeliveryContext::new(fence.clone(), format!("{name} fenced")),
             fail_deliveries: AtomicBool::new(failing == Some(name)),
+            queue_full: AtomicU64::new(queue_full),
         }),
         open: Mutex::new(None),
     };
@@ -284,4 +302,28 @@ fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
         "delivery to Kafka failed for checkpoint 1: topic out: broker said no"
     );
     assert_eq!(take(&log), ["p.1 begin", "p.1 send out a", "p.1 flush"]);
+}
+
+/// Catches: a full librdkafka queue (a small sink `buffer_bytes`) failing the
+/// checkpoint or dropping the record instead of waiting for room: each refused record is
+/// offered again until taken, in order, and counted in flight exactly once.
+#[test]
+fn a_full_queue_makes_the_sink_wait_and_loses_nothing() {
+    let (unit, log) = unit_with(0, None, 3);
+    let in_flight = Arc::new(InFlight::default());
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a", "b"]), &in_flight)
+        .expect("the send waits for room, then succeeds");
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin",
+            "p.1 queue full",
+            "p.1 queue full",
+            "p.1 queue full",
+            "p.1 send out a",
+            "p.1 send out b",
+        ]
+    );
+    // Both acknowledged by the fake: nothing left in flight, nothing counted twice.
+    assert_eq!(in_flight.count(), 0);
 }

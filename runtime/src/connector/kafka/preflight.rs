@@ -45,6 +45,8 @@ pub fn shared_settings<'a>(
             Some("restart_budget")
         } else if c.security != first.security {
             Some("security")
+        } else if c.buffer_bytes != first.buffer_bytes {
+            Some("buffer_bytes")
         } else {
             None
         };

@@ -32,7 +32,8 @@
 //!   offset alone would never reach the end). Records at or past the end are never
 //!   returned. When every partition is done the source is drained.
 //! - Each partition is read from its own librdkafka queue (`split_partition_queue`), so
-//!   end-of-partition is unambiguous across topics.
+//!   end-of-partition is unambiguous across topics. The queues together hold at most
+//!   the source's `buffer_bytes` (split evenly; see `config`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
-    self, Endpoint, authenticate, client_config, topic_partitions,
+    self, Endpoint, QuietContext, authenticate, client_config, topic_partitions,
 };
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
@@ -239,9 +240,10 @@ impl KafkaSource {
         let endpoint = config.endpoint()?;
         let timeout = config.connect_timeout;
         authenticate(&endpoint, timeout)?;
-        let consumer = Arc::new(create_consumer(config, group, &endpoint)?);
-        let bootstrap = endpoint.bootstrap;
-        let mine = owned_partitions(&consumer, config, &bootstrap, subtask, parallelism)?;
+        let bootstrap = endpoint.bootstrap.clone();
+        // The partitions first: the consumer's queues are sized by how many it reads.
+        let mine = owned_partitions(&endpoint, config, subtask, parallelism)?;
+        let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged).transpose()?;
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
@@ -300,13 +302,18 @@ impl KafkaSource {
     }
 }
 
-/// The read-committed consumer of one subtask, in group `group` (see the module docs).
+/// The read-committed consumer of one subtask, in group `group` (see the module docs),
+/// its queues sized from `buffer_bytes` for `partitions` partitions.
 fn create_consumer(
     config: &KafkaSourceConfig,
     group: &str,
     endpoint: &Endpoint,
+    partitions: usize,
 ) -> Result<BaseConsumer<SourceContext>, KafkaError> {
     let mut client = client_config(endpoint, config.connect_timeout);
+    for (key, value) in config.consumer_settings(partitions) {
+        client.set(key, value);
+    }
     client
         .set("group.id", group)
         .set("enable.auto.commit", "false")
@@ -331,17 +338,20 @@ fn create_consumer(
 }
 
 /// The partitions of the configured topics that `assignment::owner` gives to
-/// `subtask`, sorted.
+/// `subtask`, sorted; read with a metadata client of its own (dropped on return).
 fn owned_partitions(
-    consumer: &BaseConsumer<SourceContext>,
+    endpoint: &Endpoint,
     config: &KafkaSourceConfig,
-    bootstrap: &str,
     subtask: usize,
     parallelism: usize,
 ) -> Result<Vec<(String, i32)>, ConnectorError> {
+    let probe: BaseConsumer<QuietContext> = client_config(endpoint, config.connect_timeout)
+        .create_with_context(QuietContext)
+        .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
+    let bootstrap = endpoint.bootstrap.as_str();
     let mut mine = Vec::new();
     for topic in config.topic_names() {
-        for p in topic_partitions(consumer.client(), bootstrap, &topic, config.connect_timeout)? {
+        for p in topic_partitions(probe.client(), bootstrap, &topic, config.connect_timeout)? {
             if assignment::owner(&topic, p, parallelism) == subtask {
                 mine.push((topic.clone(), p));
             }
