@@ -59,13 +59,14 @@ impl Operator for NativeUppercase {
         let mut upper = Vec::new();
         for r in batch.iter() {
             // The guest's algorithm: ASCII in place, anything else through std.
+            if r.value.is_ascii() {
+                upper.clear();
+                upper.extend_from_slice(r.value);
+                upper.make_ascii_uppercase();
+                mapped.push(r.key, &upper, r.timestamp);
+                continue;
+            }
             match std::str::from_utf8(r.value) {
-                Ok(text) if text.is_ascii() => {
-                    upper.clear();
-                    upper.extend_from_slice(text.as_bytes());
-                    upper.make_ascii_uppercase();
-                    mapped.push(r.key, &upper, r.timestamp);
-                }
                 Ok(text) => mapped.push(r.key, text.to_uppercase().as_bytes(), r.timestamp),
                 Err(e) => out.reject(self.id(), e.to_string(), r.key, r.value, r.timestamp),
             }
