@@ -27,7 +27,7 @@
 //! state_dir = ".weir/word-count"   # default ".weir/<name>"
 //!
 //! [checkpoint]              # optional
-//! interval = "1s"           # time between checkpoints; default "1s", > 0
+//! interval = "1s"           # time between two checkpoint triggers; default "1s", > 0
 //! timeout = "60s"           # a checkpoint taking longer is abandoned; default "60s", > 0
 //! retain = 3                # complete checkpoints kept; default 3, at least 2
 //! dir = "..."               # default "<state_dir>/checkpoints"
@@ -139,8 +139,9 @@
 //! cache_entries = 100000    # accumulators cached in memory per subtask;
 //!                           # default 100000, >= 1
 //! cache_bytes = "64MiB"     # and their bytes (keys and ~100 bytes per entry included);
-//!                           # past either bound the least recently used are written
-//!                           # back to RocksDB and dropped; default "64MiB", >= "1KiB"
+//!                           # past either bound those not used recently are written
+//!                           # back to RocksDB and dropped; default "64MiB", >= "1KiB";
+//!                           # write-backs not yet in RocksDB hold at most as much again
 //! max_accumulator_bytes = "1MiB"  # largest accumulator the guest may return; a larger
 //!                           # one fails the run naming the module and key;
 //!                           # default "1MiB", >= "1KiB"
