@@ -105,3 +105,125 @@ fn finish(ctx: &TaskContext, mut ack: PendingAck) -> bool {
         })
         .is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use crossbeam_channel::Receiver;
+
+    use super::*;
+    use crate::metrics::PipelineMetrics;
+
+    fn context() -> (TaskContext, Receiver<TaskEvent>) {
+        let (events, received) = crossbeam_channel::unbounded();
+        let ctx = TaskContext {
+            pipeline: "p".into(),
+            task: "stage-0".into(),
+            events,
+            cancel: Arc::new(AtomicBool::new(false)),
+            metrics: Arc::new(PipelineMetrics::default()),
+        };
+        (ctx, received)
+    }
+
+    /// Checkpoint `n`'s ack with one taken snapshot and `deferred`.
+    fn ack(n: u64, deferred: Vec<(String, DeferredSnapshot)>) -> PendingAck {
+        let mut snapshots = BTreeMap::new();
+        snapshots.insert(
+            "sink-0".to_owned(),
+            OperatorSnapshot::new(serde_json::json!(n)),
+        );
+        PendingAck {
+            checkpoint: CheckpointId(n),
+            snapshots,
+            deferred,
+        }
+    }
+
+    /// A deferred snapshot that finishes (with `n`, or failing) when `release` is sent.
+    fn deferred_until(n: u64, fail: bool) -> (crossbeam_channel::Sender<()>, DeferredSnapshot) {
+        let (release, wait) = crossbeam_channel::bounded::<()>(1);
+        let deferred = DeferredSnapshot::new(move || {
+            let _ = wait.recv();
+            if fail {
+                Err("upload failed: disk full".into())
+            } else {
+                Ok(OperatorSnapshot::new(serde_json::json!(n)))
+            }
+        });
+        (release, deferred)
+    }
+
+    fn render(event: TaskEvent) -> String {
+        match event {
+            TaskEvent::Ack {
+                checkpoint,
+                snapshots,
+                ..
+            } => format!(
+                "ack {checkpoint}: {:?}",
+                snapshots.keys().collect::<Vec<_>>()
+            ),
+            TaskEvent::Failed { error, .. } => format!("failed: {error}"),
+            TaskEvent::Drained { .. } => "drained".into(),
+        }
+    }
+
+    #[test]
+    fn acks_leave_in_checkpoint_order_with_their_deferred_snapshots_finished() {
+        let (ctx, events) = context();
+        let mut acker = Acker::start(&ctx).expect("start");
+        let (release, deferred) = deferred_until(1, false);
+        acker
+            .send(ack(1, vec![("step-1".into(), deferred)]))
+            .expect("send");
+        acker.send(ack(2, Vec::new())).expect("send");
+        // Checkpoint 2 has nothing deferred, but waits for 1.
+        assert!(
+            events.recv_timeout(Duration::from_millis(100)).is_err(),
+            "nothing is acknowledged before checkpoint 1's upload finishes"
+        );
+        release.send(()).expect("release");
+        acker.close();
+        let got: Vec<String> = events.try_iter().map(render).collect();
+        assert_eq!(
+            got,
+            [r#"ack 1: ["sink-0", "step-1"]"#, r#"ack 2: ["sink-0"]"#]
+        );
+    }
+
+    #[test]
+    fn a_failed_deferred_snapshot_fails_the_task_naming_the_operator_and_acks_nothing_more() {
+        let (ctx, events) = context();
+        let mut acker = Acker::start(&ctx).expect("start");
+        let (release, deferred) = deferred_until(1, true);
+        release.send(()).expect("release");
+        acker
+            .send(ack(1, vec![("step-1".into(), deferred)]))
+            .expect("send");
+        let _ = acker.send(ack(2, Vec::new()));
+        acker.close();
+        let got: Vec<String> = events.try_iter().map(render).collect();
+        assert_eq!(
+            got,
+            ["failed: pipeline p, task stage-0, operator step-1: upload failed: disk full"]
+        );
+    }
+
+    #[test]
+    fn a_failure_after_cancellation_is_not_reported() {
+        let (ctx, events) = context();
+        let mut acker = Acker::start(&ctx).expect("start");
+        ctx.cancel.store(true, Ordering::Relaxed);
+        let (release, deferred) = deferred_until(1, true);
+        release.send(()).expect("release");
+        acker
+            .send(ack(1, vec![("step-1".into(), deferred)]))
+            .expect("send");
+        acker.close();
+        assert_eq!(events.try_iter().count(), 0);
+    }
+}
