@@ -9,6 +9,9 @@
 //!   `generator`, sinks `kafka` (no files or stdio on a shared host); every topic lies
 //!   under the tenant's prefix; every step's module is one of the tenant's, by id.
 //! - It stays within the tenant's quotas: `parallelism`, guest `memory`, `call_timeout`.
+//! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
+//!   runtime's defaults: `batch_bytes`, an aggregate's `cache_entries` and
+//!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed).
 //! - The server then sets the namespace: state and checkpoints under the pipeline's
 //!   directory, the Kafka sinks' `transactional_prefix` to the tenant's prefix (so
 //!   `KafkaNames` derives its groups, transactional ids and progress topic from it), the
@@ -25,7 +28,7 @@ use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
 use crate::server::wire::Quotas;
-use crate::spec::{PipelineSpec, units};
+use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, StepSpec, units};
 
 /// The environment variable a worker reads its tenant's Kafka password from.
 pub const WORKER_PASSWORD_ENV: &str = "WEIR_TENANT_KAFKA_PASSWORD";
@@ -89,14 +92,62 @@ impl HostedSpec {
         set_sinks(&mut root, ctx)?;
         let toml =
             toml::to_string(&root).map_err(|e| ApiError::bad_request(format!("spec: {e}")))?;
-        PipelineSpec::parse(&toml, dir.root(), "spec")
+        let parsed = PipelineSpec::parse(&toml, dir.root(), "spec")
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        check_host_buffers(&parsed)?;
         Ok(HostedSpec {
             name,
             modules,
             toml,
         })
     }
+}
+
+/// Refuses host buffers above the runtime's defaults (see the module doc), naming the
+/// field: the server, not the spec, bounds what a worker holds for a tenant.
+fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
+    use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
+    use crate::spec::pipeline::DEFAULT_BATCH_BYTES;
+    use crate::spec::step::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};
+    let at_most = |field: String, value: usize, max: usize| {
+        if value > max {
+            Err(refuse(
+                &field,
+                format!("{value} exceeds {max}, the most a shared server allows"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    at_most("batch_bytes".into(), spec.batch_bytes, DEFAULT_BATCH_BYTES)?;
+    for (i, step) in spec.steps.iter().enumerate() {
+        if let StepSpec::Aggregate(a) = step {
+            let at = format!("steps[{i}]");
+            at_most(
+                format!("{at}.cache_entries"),
+                a.cache_entries,
+                DEFAULT_CACHE_ENTRIES,
+            )?;
+            at_most(
+                format!("{at}.cache_bytes"),
+                a.cache_bytes,
+                DEFAULT_CACHE_BYTES,
+            )?;
+        }
+    }
+    for (i, source) in spec.sources.iter().enumerate() {
+        if let SourceConfig::Kafka(k) = &source.config {
+            let field = format!("sources[{i}].buffer_bytes");
+            at_most(field, k.buffer_bytes, DEFAULT_SOURCE_BUFFER_BYTES)?;
+        }
+    }
+    for (i, sink) in spec.sinks.iter().enumerate() {
+        if let SinkSpec::Kafka(k) = sink {
+            let field = format!("sinks[{i}].buffer_bytes");
+            at_most(field, k.buffer_bytes, DEFAULT_SINK_BUFFER_BYTES)?;
+        }
+    }
+    Ok(())
 }
 
 fn reject_nulls(value: &Value, at: &str) -> Result<(), ApiError> {

@@ -167,3 +167,45 @@ fn quotas_and_foreign_modules_are_enforced() {
     let e = refusal(|s| s["name"] = json!("../x"));
     assert!(e.starts_with("pipeline name"), "{e}");
 }
+
+/// Host buffers a worker keeps for the tenant stay at most the runtime's defaults: a
+/// tenant cannot make its worker hold a 1 GiB Kafka queue or cache.
+#[test]
+fn host_buffers_above_the_defaults_are_refused_by_name() {
+    let aggregate = |s: &mut Value, field: &str, value: Value| {
+        s["steps"][0] = json!({"type": "aggregate", "module": MODULE});
+        s["steps"][0][field] = value;
+    };
+    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+        (
+            Box::new(|s| s["sources"][0]["buffer_bytes"] = json!("1GiB")),
+            "spec field sources[0].buffer_bytes: 1073741824 exceeds 4194304",
+        ),
+        (
+            Box::new(|s| s["sinks"][0]["buffer_bytes"] = json!("9MiB")),
+            "spec field sinks[0].buffer_bytes: 9437184 exceeds 8388608",
+        ),
+        (
+            Box::new(|s| s["batch_bytes"] = json!("17MiB")),
+            "spec field batch_bytes: 17825792 exceeds 16777216",
+        ),
+        (
+            Box::new(move |s| aggregate(s, "cache_bytes", json!("1GiB"))),
+            "spec field steps[0].cache_bytes: 1073741824 exceeds 67108864",
+        ),
+        (
+            Box::new(move |s| aggregate(s, "cache_entries", json!(100_001))),
+            "spec field steps[0].cache_entries: 100001 exceeds 100000",
+        ),
+    ];
+    for (edit, expected) in cases {
+        let e = refusal(edit);
+        assert!(e.starts_with(expected), "{e}");
+    }
+    // Lower than the defaults is the tenant's choice.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec();
+    s["sources"][0]["buffer_bytes"] = json!("1MiB");
+    s["batch_bytes"] = json!("1MiB");
+    build_in(dir.path(), &s).expect("smaller buffers are accepted");
+}
