@@ -515,30 +515,43 @@ fn without_kafka_sources_the_marker_is_an_offset_and_a_record_on_the_progress_to
     assert_eq!(kafka::committed_values(&output).len() as u64, RECORDS);
 }
 
-#[test]
-fn at_least_once_delivery_writes_every_record() {
-    let _one_at_a_time = kafka::exclusive();
-    const RECORDS: u64 = 20_000;
+/// Produces `count` records to a fresh topic and runs the uppercase pipeline over it to
+/// the end, 200 ms checkpoints; `source_extra` and `sink_extra` are more lines of its
+/// Kafka source and sink. Returns the records and the output topic.
+fn run_uppercase(
+    label: &str,
+    count: u64,
+    source_extra: &str,
+    sink_extra: &str,
+) -> (Vec<Input>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let in_topic = kafka::unique_name("alo-in");
-    let output = kafka::unique_name("alo-out");
+    let in_topic = kafka::unique_name(&format!("{label}-in"));
+    let output = kafka::unique_name(&format!("{label}-out"));
     kafka::create_topic(&in_topic, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
-    let records = input(RECORDS);
+    let records = input(count);
     kafka::produce(&in_topic, &records);
     let source = format!(
-        "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\n"
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\n{source_extra}"
     );
     let spec = kafka::uppercase_spec(
         dir.path(),
-        &kafka::unique_name("alo"),
+        &kafka::unique_name(label),
         &dir.path().join("state"),
         "200ms",
         &source,
         &output,
-        "delivery = \"at-least-once\"",
+        sink_extra,
     );
     run_to_end(&spec);
+    (records, output)
+}
+
+#[test]
+fn at_least_once_delivery_writes_every_record() {
+    let _one_at_a_time = kafka::exclusive();
+    const RECORDS: u64 = 20_000;
+    let (records, output) = run_uppercase("alo", RECORDS, "", "delivery = \"at-least-once\"");
     let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
     // No transactions: read_uncommitted and read_committed see the same records.
     let actual = multiset(
@@ -557,26 +570,12 @@ fn at_least_once_delivery_writes_every_record() {
 fn the_smallest_queues_apply_backpressure_and_lose_nothing() {
     let _one_at_a_time = kafka::exclusive();
     const RECORDS: u64 = 60_000;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let in_topic = kafka::unique_name("eos-tiny-in");
-    let output = kafka::unique_name("eos-tiny-out");
-    kafka::create_topic(&in_topic, PARTITIONS);
-    kafka::create_topic(&output, PARTITIONS);
-    let records = input(RECORDS);
-    kafka::produce(&in_topic, &records);
-    let source = format!(
-        "[[sources]]\ntype = \"kafka\"\ntopic = \"{in_topic}\"\nstart = \"earliest\"\nbounded = true\nbuffer_bytes = \"256KiB\"\n"
-    );
-    let spec = kafka::uppercase_spec(
-        dir.path(),
-        &kafka::unique_name("eos-tiny"),
-        &dir.path().join("state"),
-        "200ms",
-        &source,
-        &output,
+    let (records, output) = run_uppercase(
+        "eos-tiny",
+        RECORDS,
+        "buffer_bytes = \"256KiB\"\n",
         "buffer_bytes = \"2MiB\"",
     );
-    run_to_end(&spec);
     let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
     let actual = multiset(kafka::committed_values(&output));
     assert_eq!(multiset_diff(&expected, &actual, 10), vec![]);

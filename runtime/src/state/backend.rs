@@ -191,7 +191,7 @@ impl KeyedState {
     /// The current value of `key`: from the cache, else from the write-backs in flight,
     /// else from RocksDB (then cached, clean).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
-        // One probe on a hit (`lookup_touch`'s borrow would outlive the miss path).
+        // One probe on a hit; the value is read by slot, so the miss path may change the cache.
         if let Some(slot) = self.cache.find_touch(key) {
             return Ok(self.cache.value(slot));
         }

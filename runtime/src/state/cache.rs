@@ -142,19 +142,15 @@ impl StateCache {
 
     /// Like [`lookup`](Self::lookup), and marks the slot (if any) as recently used: one
     /// probe.
-    #[allow(
-        dead_code,
-        reason = "the backend's background writer reads through it; `get` uses find_touch"
-    )]
+    #[cfg(test)]
     pub(crate) fn lookup_touch(&mut self, key: &[u8]) -> Option<Option<&[u8]>> {
         let id = self.find_touch(key)?;
         Some(self.value(id))
     }
 
     /// The slot of `key`, if cached, marked as recently used: one probe. Lets a caller
-    /// that must change the cache on a miss (and so cannot hold the borrow
-    /// [`lookup_touch`](Self::lookup_touch) returns) read the value with
-    /// [`value`](Self::value) afterwards.
+    /// that must change the cache on a miss (and so cannot hold a borrow of the value
+    /// across it) read the value with [`value`](Self::value) afterwards.
     pub(crate) fn find_touch(&mut self, key: &[u8]) -> Option<SlotId> {
         let i = self.find(self.hash(key), key)?;
         self.slot_mut(i).referenced = true;

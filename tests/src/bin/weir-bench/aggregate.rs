@@ -168,7 +168,9 @@ fn measure(records: u64, work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::R
     })
 }
 
-fn open_aggregate(
+/// The benchmarks' aggregate step: `module`, unwindowed, the default cache, state and
+/// checkpoints under `dir`.
+pub fn open_aggregate(
     module: &Arc<GuestModule>,
     dir: &std::path::Path,
 ) -> anyhow::Result<AggregateOperator> {

@@ -15,21 +15,17 @@
 //! between outputs with no barrier in it (a batch's own cost, the floor of the pause),
 //! and the longest barrier-to-durable time.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir::dataflow::operator::{Operator, Output, Snapshot};
-use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
-use weir::dataflow::window::WindowAssigner;
-use weir::engine::{GuestLimits, GuestModule};
+use weir::engine::GuestModule;
 use weir::record::CheckpointId;
 use weir::record::batch::RecordBatch;
 use weir::record::message::Barrier;
-use weir::state::DEFAULT_CACHE_CAPACITY;
-use weir::storage::CheckpointStorage;
 
 use crate::BATCH;
+use crate::aggregate::open_aggregate;
 
 /// Records between two checkpoint triggers.
 const EVERY: u64 = 500_000;
@@ -81,28 +77,7 @@ pub fn pause_figures(
 ) -> anyhow::Result<PauseFigures> {
     let batches = scattered_batches(records, keys);
     let dir = tempfile::tempdir()?;
-    let storage = Arc::new(CheckpointStorage::open(dir.path().join("checkpoints"))?);
-    let mut op = AggregateOperator::open(
-        AggregateConfig {
-            id: "step-0".into(),
-            module,
-            limits: GuestLimits::default(),
-            guest_config: BTreeMap::new(),
-            windows: WindowAssigner::Global,
-            allowed_lateness_ms: 0,
-            max_parallelism: 128,
-            batch_size: BATCH,
-            cache: DEFAULT_CACHE_CAPACITY.into(),
-            max_accumulator_bytes: 1 << 20,
-        },
-        StateLocation {
-            work_dir: dir.path().join("work"),
-            storage,
-            storage_task: "bench.step-0".into(),
-        },
-        None,
-    )
-    .map_err(|e| anyhow::anyhow!(e))?;
+    let mut op = open_aggregate(&module, dir.path())?;
 
     // The waiter thread finishes deferred snapshots and reports how long each took.
     let (pending_tx, pending_rx) = crossbeam_channel::unbounded::<(Instant, Snapshot)>();
