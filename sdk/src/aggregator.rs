@@ -1,5 +1,6 @@
 //! The `aggregate` exports: `update` folds each group's records into its accumulator,
-//! `emit` turns accumulators into output records. One call per batch each.
+//! `emit` turns accumulators into output records (written into the one output batch
+//! through an [`Emitter`]). One call per batch each.
 //!
 //! Accumulators are the user's type serialised with postcard; an EMPTY byte string is
 //! the contract's "no accumulator yet" and decodes as `A::default()`. A group whose
@@ -9,8 +10,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::emitter::Emitter;
 use crate::framing::{self, Batch};
-use crate::mapper::Rejection;
+use crate::mapper::{Emitting, Rejection};
 use crate::output::{IntoRecords, UpdateResult};
 use crate::{Record, Window};
 
@@ -117,12 +119,53 @@ where
     output
 }
 
-/// Turns each entry's accumulator into output records with `f(key, window, acc)`.
-pub fn run_emit<A, F, O>(entries: &EmitBatch, mut f: F) -> Batch
+/// An aggregate's `emit` function over accumulator `A`, in one of two forms:
+///
+/// - `fn(&[u8], Option<Window>, &A) -> O` with `O` = `Record`, `Option<Record>` or
+///   `Vec<Record>`: the records are built, then copied into the output batch;
+/// - `fn(&[u8], Option<Window>, &A, &mut Emitter<'_>)`: written straight into the
+///   output batch (no `Record`, no allocation of the SDK's own per entry).
+///
+/// `Form` only tells the two apart; it is inferred.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a weir emit function for this accumulator",
+    note = "an emit function is `fn(&[u8], Option<Window>, &Acc) -> O` with `O` = `Record`, \
+            `Option<Record>` or `Vec<Record>`, or \
+            `fn(&[u8], Option<Window>, &Acc, &mut Emitter<'_>)`, over the update's accumulator"
+)]
+pub trait EmitFunction<A, Form> {
+    /// Emits what the accumulator `acc` of (`key`, `window`) turns into, into `out`.
+    fn call(&mut self, key: &[u8], window: Option<Window>, acc: &A, out: &mut Emitter<'_>);
+}
+
+/// Marks the form returning records.
+#[derive(Debug)]
+pub struct Returning<O>(core::marker::PhantomData<O>);
+
+impl<A, F, O> EmitFunction<A, Returning<O>> for F
 where
-    A: Default + DeserializeOwned,
     F: FnMut(&[u8], Option<Window>, &A) -> O,
     O: IntoRecords,
+{
+    fn call(&mut self, key: &[u8], window: Option<Window>, acc: &A, out: &mut Emitter<'_>) {
+        out.extend(self(key, window, acc));
+    }
+}
+
+impl<A, F> EmitFunction<A, Emitting> for F
+where
+    F: for<'k, 'a, 'e, 'b> FnMut(&'k [u8], Option<Window>, &'a A, &'e mut Emitter<'b>),
+{
+    fn call(&mut self, key: &[u8], window: Option<Window>, acc: &A, out: &mut Emitter<'_>) {
+        self(key, window, acc, out);
+    }
+}
+
+/// Turns each entry's accumulator into output records with `f`, in entry order.
+pub fn run_emit<A, Form, F>(entries: &EmitBatch, mut f: F) -> Batch
+where
+    A: Default + DeserializeOwned,
+    F: EmitFunction<A, Form>,
 {
     let n = entries.windows.len();
     assert!(
@@ -140,9 +183,10 @@ where
         &entries.accumulators,
         "accumulators",
     );
+    let mut out = Emitter::new(&mut output);
     for ((key, window), bytes) in keys.zip(entries.windows.iter().copied()).zip(accumulators) {
         let acc: A = decode(bytes, || format!("key {:?}", String::from_utf8_lossy(key)));
-        f(key, window, &acc).push_into(&mut output);
+        f.call(key, window, &acc, &mut out);
     }
     output
 }

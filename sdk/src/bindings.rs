@@ -55,7 +55,7 @@ use serde::de::DeserializeOwned;
 use crate::aggregator::{EmitBatch, GroupBatch, UpdateOutput};
 use crate::framing::Batch;
 use crate::mapper::Rejection;
-use crate::output::{IntoRecords, UpdateResult};
+use crate::output::UpdateResult;
 use crate::{Record, Window};
 
 impl From<wit_types::RecordBatch> for Batch {
@@ -160,11 +160,10 @@ where
 }
 
 /// Body of the `emit` export for the user function `f`.
-pub fn emit<A, F, O>(entries: wit_aggregate::EmitBatch, f: F) -> wit_types::RecordBatch
+pub fn emit<A, Form, F>(entries: wit_aggregate::EmitBatch, f: F) -> wit_types::RecordBatch
 where
     A: Default + DeserializeOwned,
-    F: FnMut(&[u8], Option<Window>, &A) -> O,
-    O: IntoRecords,
+    F: crate::aggregator::EmitFunction<A, Form>,
 {
     crate::aggregator::run_emit(&entries.into(), f).into()
 }

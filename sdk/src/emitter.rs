@@ -14,6 +14,7 @@
 //!   append to the value column and only shows the record's own bytes, so a user's
 //!   closure cannot touch records emitted before.
 
+use crate::Record;
 use crate::framing::{Batch, end_frame, push_frame};
 use crate::output::IntoRecords;
 use crate::record_ref::RecordRef;
@@ -56,6 +57,41 @@ impl ValueWriter<'_> {
     /// Appends one byte to the value.
     pub fn push(&mut self, byte: u8) {
         self.values.push(byte);
+    }
+
+    /// Appends `text` as a JSON string literal: quoted, with `"`, `\\` and the control
+    /// characters escaped exactly as `serde_json` writes them (`\\n`, `\\u001f`, ...), so a
+    /// JSON value can be written piece by piece without a serialiser or a buffer.
+    pub fn push_json_str(&mut self, text: &str) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let bytes = text.as_bytes();
+        self.values.reserve(bytes.len() + 2);
+        self.values.push(b'"');
+        let mut clean = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let short = match b {
+                b'"' => b'"',
+                b'\\' => b'\\',
+                b'\n' => b'n',
+                b'\r' => b'r',
+                b'\t' => b't',
+                0x08 => b'b',
+                0x0c => b'f',
+                0x00..=0x1f => b'u',
+                _ => continue,
+            };
+            self.values.extend_from_slice(&bytes[clean..i]);
+            clean = i + 1;
+            if short == b'u' {
+                let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]);
+                self.values
+                    .extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
+            } else {
+                self.values.extend_from_slice(&[b'\\', short]);
+            }
+        }
+        self.values.extend_from_slice(&bytes[clean..]);
+        self.values.push(b'"');
     }
 
     /// Reserves room for at least `additional` more bytes.
@@ -144,6 +180,23 @@ impl<'b> Emitter<'b> {
         records.push_into(self.batch);
     }
 
+    /// Runs `f` with an emitter of its own and returns what it emitted, in order: for
+    /// unit tests of emitting map and emit functions, run natively.
+    ///
+    /// ```
+    /// use weir_guest::Emitter;
+    /// let records = Emitter::capture(|out| out.emit("k", "v", 7));
+    /// assert_eq!((records[0].key.as_slice(), records[0].timestamp), (&b"k"[..], 7));
+    /// ```
+    pub fn capture(f: impl FnOnce(&mut Emitter<'_>)) -> Vec<Record> {
+        let mut batch = Batch::default();
+        f(&mut Emitter::new(&mut batch));
+        batch
+            .iter()
+            .map(|(key, value, timestamp)| Record::new(key, value).with_timestamp(timestamp))
+            .collect()
+    }
+
     /// Records emitted so far in this guest call (for every input record until now).
     pub fn len(&self) -> usize {
         self.batch.len()
@@ -176,7 +229,6 @@ impl<'b> Emitter<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Record;
 
     fn rows(batch: &Batch) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
         batch
@@ -251,5 +303,32 @@ mod tests {
         expected.push(b"keep", b"me", 1);
         expected.push(b"then", b"more", 4);
         assert_eq!(batch, expected);
+    }
+
+    #[cfg(feature = "json")]
+    #[test]
+    fn a_json_string_is_escaped_exactly_as_serde_json_escapes_it() {
+        let mut every_byte = String::new();
+        for c in (0u8..0x80).map(char::from) {
+            every_byte.push(c);
+        }
+        for text in [
+            "",
+            "plain",
+            "quote \" and backslash \\ inside",
+            "line\nbreak\r\ttab\u{8}\u{c}",
+            "caf\u{e9} \u{1F600} \u{fffd}",
+            &every_byte,
+        ] {
+            let records = Emitter::capture(|out| {
+                out.emit_with("k", 0, |value| value.push_json_str(text));
+            });
+            let expected = serde_json::to_string(text).expect("a string serialises");
+            assert_eq!(
+                records[0].value_str().ok(),
+                Some(expected.as_str()),
+                "{text:?}"
+            );
+        }
     }
 }

@@ -67,10 +67,12 @@
 //! `A: Default + Serialize + DeserializeOwned` is kept by the runtime between calls
 //! (serialised with postcard; a new key starts from `A::default()`). On `Err` the record
 //! goes to the dead-letter output and must not have changed the accumulator: check
-//! first, then mutate. The `emit` function, `fn(&[u8], Option<Window>, &A) -> O` with
-//! `O` as for map, turns an accumulator into output records when the runtime emits: when
-//! a window closes (the runtime then stamps the records with `window.end - 1`), or after
-//! each update for an unwindowed aggregate (`window` is `None`).
+//! first, then mutate. The `emit` function turns an accumulator into output records when
+//! the runtime emits: when a window closes (the runtime then stamps the records with
+//! `window.end - 1`), or after each update for an unwindowed aggregate (`window` is
+//! `None`). It is `fn(&[u8], Option<Window>, &A) -> O` with `O` as for map, or
+//! `fn(&[u8], Option<Window>, &A, &mut Emitter<'_>)` to write straight into the output
+//! batch (see [`EmitFunction`]; [`Emitter::capture`] runs either form in a unit test).
 //!
 //! # Host functions
 //!
@@ -116,6 +118,7 @@ mod output;
 mod record;
 mod record_ref;
 
+pub use aggregator::EmitFunction;
 pub use config::{config, config_or};
 pub use emitter::{Emitter, ValueWriter};
 pub use error::{Error, Result};

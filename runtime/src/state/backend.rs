@@ -219,6 +219,12 @@ impl KeyedState {
         self.shrink()
     }
 
+    /// [`Self::put`] of a copy of `value`, reusing the cached value's buffer when it fits.
+    pub fn put_copy(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.cache.put_copy(key, value);
+        self.shrink()
+    }
+
     /// Deletes `key` (a tombstone in the cache until written back).
     pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
         self.cache.delete(key);

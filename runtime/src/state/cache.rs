@@ -226,7 +226,7 @@ impl StateCache {
         let hash = self.hash(&key);
         let i = match self.find(hash, &key) {
             Some(i) => {
-                self.replace(i, value, false);
+                self.replace(i, false, |_| value);
                 i
             }
             None => self.insert_new(hash, key.into_boxed_slice(), value, false),
@@ -239,6 +239,28 @@ impl StateCache {
         self.set(key, Some(value));
     }
 
+    /// Sets `key` to a copy of `value` (dirty). A cached value's buffer is reused when it
+    /// fits (at most twice the new length, so the byte bound, counted in lengths, stays
+    /// honest): no allocation when a key is updated in place with a value of about its
+    /// old size, the aggregate's every record.
+    pub(crate) fn put_copy(&mut self, key: &[u8], value: &[u8]) {
+        let hash = self.hash(key);
+        let Some(i) = self.find(hash, key) else {
+            self.insert_new(hash, key.into(), Some(value.to_vec()), true);
+            return;
+        };
+        let fits =
+            |buffer: &Vec<u8>| (value.len()..=value.len().max(16) * 2).contains(&buffer.capacity());
+        self.replace(i, true, |old| match old {
+            Some(mut buffer) if fits(&buffer) => {
+                buffer.clear();
+                buffer.extend_from_slice(value);
+                Some(buffer)
+            }
+            _ => Some(value.to_vec()),
+        });
+    }
+
     /// Deletes `key`: a dirty tombstone until flushed.
     pub(crate) fn delete(&mut self, key: &[u8]) {
         self.set(key, None);
@@ -248,21 +270,27 @@ impl StateCache {
     fn set(&mut self, key: &[u8], value: Option<Vec<u8>>) {
         let hash = self.hash(key);
         match self.find(hash, key) {
-            Some(i) => self.replace(i, value, true),
+            Some(i) => self.replace(i, true, |_| value),
             None => {
                 self.insert_new(hash, key.into(), value, true);
             }
         }
     }
 
-    /// Replaces the value of live slot `i`, re-counting bytes and dirtiness.
-    fn replace(&mut self, i: u32, value: Option<Vec<u8>>, dirty: bool) {
+    /// Replaces the value of live slot `i` with `value(old value)`, re-counting bytes and
+    /// dirtiness.
+    fn replace(
+        &mut self,
+        i: u32,
+        dirty: bool,
+        value: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>,
+    ) {
         let slot = self.slots[i as usize]
             .as_mut()
             .expect("the table indexes only live slots");
         let old_bytes = slot.bytes();
         let was_dirty = slot.dirty;
-        slot.value = value;
+        slot.value = value(slot.value.take());
         slot.dirty = dirty;
         slot.referenced = true;
         let new_bytes = slot.bytes();
@@ -532,5 +560,31 @@ mod tests {
         assert!(cache.would_overflow(incoming));
         cache.take_victims(incoming, true);
         assert!(cache.bytes() + incoming <= 1000 - 1000 / 8);
+    }
+
+    #[test]
+    fn put_copy_counts_bytes_and_dirtiness_like_put() {
+        let mut copied = StateCache::new(8, usize::MAX);
+        let mut put = StateCache::new(8, usize::MAX);
+        for (key, value) in [
+            (&b"a"[..], &b"1234"[..]),
+            (b"b", b"x"),
+            (b"a", b"12345678"),
+            (b"a", b""),
+            (b"a", &[7; 100]),
+            (b"a", b"9"),
+        ] {
+            copied.put_copy(key, value);
+            put.put(key, value.to_vec());
+            assert_eq!(copied.lookup(key), Some(Some(value)));
+            assert_eq!(
+                (copied.bytes(), copied.dirty_len()),
+                (put.bytes(), put.dirty_len())
+            );
+        }
+        copied.mark_clean();
+        copied.put_copy(b"b", b"y");
+        assert_eq!(copied.dirty_len(), 1);
+        assert!(copied.is_dirty(b"b") && !copied.is_dirty(b"a"));
     }
 }

@@ -55,7 +55,8 @@ pub fn aggregate(args: TokenStream, item: TokenStream) -> TokenStream {
             Span::call_site(),
             "missing `emit`: write `#[weir_guest::aggregate(emit = my_emit)]` with \
              `fn my_emit(key: &[u8], window: Option<Window>, acc: &Acc) -> Record` \
-             (or `Option<Record>` / `Vec<Record>`)",
+             (or `Option<Record>` / `Vec<Record>`), or \
+             `fn my_emit(key: &[u8], window: Option<Window>, acc: &Acc, out: &mut Emitter<'_>)`",
         )
         .to_compile_error()
         .into();

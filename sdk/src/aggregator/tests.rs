@@ -223,3 +223,42 @@ fn emit_decodes_each_accumulator_with_its_key_and_window() {
         [(&b"a"[..], &b"9"[..], 1999), (&b"a"[..], &b"again"[..], 0)]
     );
 }
+
+#[test]
+fn an_emitting_emit_function_writes_straight_into_the_output() {
+    let mut entries = EmitBatch::default();
+    for (key, sum) in [("a", 7), ("b", 0), ("c", 12)] {
+        framing::push_frame(&mut entries.key_ends, &mut entries.keys, key.as_bytes());
+        entries.windows.push(None);
+        let acc = Acc {
+            count: 1,
+            sum,
+            last: String::new(),
+        };
+        framing::push_frame(
+            &mut entries.accumulator_ends,
+            &mut entries.accumulators,
+            &encode(&acc),
+        );
+    }
+    // Nothing for a zero sum; the value written in two pieces for the others.
+    let output = run_emit(
+        &entries,
+        |key: &[u8], _: Option<Window>, acc: &Acc, out: &mut Emitter<'_>| {
+            if acc.sum != 0 {
+                out.emit_with(key, acc.sum, |value| {
+                    value.push_str("sum=");
+                    value.push_str(&acc.sum.to_string());
+                });
+            }
+        },
+    );
+    let records: Vec<_> = output.iter().collect();
+    assert_eq!(
+        records,
+        [
+            (&b"a"[..], &b"sum=7"[..], 7),
+            (&b"c"[..], &b"sum=12"[..], 12)
+        ]
+    );
+}
