@@ -265,7 +265,10 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
         (format!("udp {udp_addr}"), "denied: PermissionDenied"),
         ("dns localhost:80".to_owned(), "denied: Uncategorized"),
     ];
-    let input: String = expected.iter().map(|(probe, _)| format!("{probe}\n")).collect();
+    let input: String = expected
+        .iter()
+        .map(|(probe, _)| format!("{probe}\n"))
+        .collect();
     let input = write_file(dir.path(), "probes.txt", &input);
     let spec = write_file(
         dir.path(),
@@ -285,7 +288,10 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
     assert_eq!(got, want);
     assert!(tcp.accept().is_err(), "a connection reached the listener");
     let mut buf = [0u8; 64];
-    assert!(udp.recv_from(&mut buf).is_err(), "a datagram reached the socket");
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram reached the socket"
+    );
     assert!(!written.exists(), "the guest wrote {}", written.display());
 }
 

@@ -70,14 +70,19 @@ pub(crate) fn unversioned(name: &str) -> &str {
 
 /// Whether the import `name` (`package/interface@version`) is allowed.
 fn is_allowed(name: &str) -> bool {
-    let (interface, version) = name.split_once('@').map_or((name, None), |(i, v)| (i, Some(v)));
+    let (interface, version) = name
+        .split_once('@')
+        .map_or((name, None), |(i, v)| (i, Some(v)));
     ALLOWED_IMPORTS.contains(&interface)
         && (!interface.starts_with("wasi:") || version.is_some_and(|v| v.starts_with(WASI_VERSION)))
 }
 
 /// The imports a weir guest may not use, in the component's order.
 pub(crate) fn forbidden_imports<'a>(imports: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    imports.into_iter().filter(|name| !is_allowed(name)).collect()
+    imports
+        .into_iter()
+        .filter(|name| !is_allowed(name))
+        .collect()
 }
 
 /// The one-line refusal of a component importing `forbidden` (not empty): every
@@ -166,7 +171,9 @@ mod tests {
             ]
         );
         // weir's own interfaces: the version is checked by the typed bindings.
-        assert!(forbidden_imports(["weir:transform/types", "weir:transform/config@0.9.0"]).is_empty());
+        assert!(
+            forbidden_imports(["weir:transform/types", "weir:transform/config@0.9.0"]).is_empty()
+        );
     }
 
     #[test]
@@ -179,7 +186,10 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.ends_with(", WASI at 0.2.x; wasi:http is not linked)"), "{text}");
+        assert!(
+            text.ends_with(", WASI at 0.2.x; wasi:http is not linked)"),
+            "{text}"
+        );
         assert!(!text.contains('\n'), "{text}");
     }
 

@@ -784,7 +784,11 @@ fn guest_sandbox_probe_gets_no_file_environment_or_network() {
 
     let engine = engine();
     let module = load_guest(&engine, "sandbox_probe");
-    for wanted in ["wasi:filesystem/preopens@0.2", "wasi:sockets/tcp@0.2", "wasi:cli/environment@0.2"] {
+    for wanted in [
+        "wasi:filesystem/preopens@0.2",
+        "wasi:sockets/tcp@0.2",
+        "wasi:cli/environment@0.2",
+    ] {
         assert!(
             module.imports().iter().any(|i| i.starts_with(wanted)),
             "{wanted}: {:?}",
@@ -804,7 +808,10 @@ fn guest_sandbox_probe_gets_no_file_environment_or_network() {
     assert!(out.rejections.is_empty());
     assert!(tcp.accept().is_err(), "a connection reached the listener");
     let mut buf = [0u8; 64];
-    assert!(udp.recv_from(&mut buf).is_err(), "a datagram reached the socket");
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram reached the socket"
+    );
     assert!(!written.exists(), "the guest wrote {}", written.display());
 }
 
