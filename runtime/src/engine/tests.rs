@@ -541,6 +541,42 @@ fn time_waited_in_host_calls_adds_up_against_the_deadline() {
     );
 }
 
+/// `count` calls of `subscribe-duration`, each handle kept (never dropped).
+fn hoard_handles_body(count: u32) -> String {
+    format!(
+        "(i32.store (i32.const 600) (i32.const 0))
+         (block $done (loop $again
+           (drop (call $subscribe (i64.const 1000000000)))
+           (i32.store (i32.const 600) (i32.add (i32.load (i32.const 600)) (i32.const 1)))
+           (br_if $again (i32.lt_u (i32.load (i32.const 600)) (i32.const {count})))))"
+    )
+}
+
+#[test]
+fn live_resource_handles_are_capped_per_instance() {
+    // Each call that creates a handle (here a pollable: two table entries, the timer
+    // and its pollable) grows host memory; a guest hoarding them traps at the cap
+    // (16,384 entries) instead of pinning host memory without bound.
+    let (_engine, mut fine) = wat_sleeper(
+        "hoard.wasm",
+        &hoard_handles_body(5_000),
+        &GuestLimits::default(),
+    );
+    fine.map(batch(&["a"]))
+        .expect("5,000 live handles are allowed");
+    let (_engine, mut hoarder) = wat_sleeper(
+        "hoard.wasm",
+        &hoard_handles_body(20_000),
+        &GuestLimits::default(),
+    );
+    let err = hoarder.map(batch(&["a"])).expect_err("must fail");
+    assert!(matches!(err, EngineError::Trap { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("resource table has no free keys"),
+        "{err}"
+    );
+}
+
 #[test]
 fn memory_hog_hits_the_memory_limit() {
     let engine = engine();
