@@ -242,7 +242,8 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
     // A guest importing all of WASI 0.2 loads, and each probe it runs in `weir run`
     // (file source -> map -> file sink) is denied inside the guest: no file data (the
     // file exists on this host), no environment, no argument, no connection to a TCP
-    // port this test really listens on, no datagram to a UDP socket it holds, no DNS.
+    // port this test really listens on, no datagram to a UDP socket it holds, no DNS,
+    // nothing on stdin.
     assert!(Path::new("/etc/passwd").is_file());
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp listener");
     tcp.set_nonblocking(true).expect("nonblocking");
@@ -261,6 +262,7 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
         ("env".to_owned(), "empty"),
         ("home".to_owned(), "denied: environment variable not found"),
         ("args".to_owned(), "empty"),
+        ("stdin".to_owned(), "empty"),
         (format!("tcp {tcp_addr}"), "denied: PermissionDenied"),
         (format!("udp {udp_addr}"), "denied: PermissionDenied"),
         ("dns localhost:80".to_owned(), "denied: Uncategorized"),

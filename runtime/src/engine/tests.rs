@@ -813,6 +813,7 @@ fn guest_sandbox_probe_gets_no_file_environment_or_network() {
         ("env".to_owned(), "empty"),
         ("home".to_owned(), "denied: environment variable not found"),
         ("args".to_owned(), "empty"),
+        ("stdin".to_owned(), "empty"),
         (format!("tcp {tcp_addr}"), "denied: PermissionDenied"),
         (format!("udp {udp_addr}"), "denied: PermissionDenied"),
         ("dns localhost:80".to_owned(), "denied: Uncategorized"),

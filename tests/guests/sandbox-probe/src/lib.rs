@@ -9,7 +9,7 @@
 //! - `readdir /`, `readdir .`: `std::fs::read_dir`;
 //! - `write /tmp/weir-sandbox-probe`: `std::fs::write`;
 //! - `env`: `std::env::vars()` (`empty` when there is none); `home`:
-//!   `std::env::var("HOME")`; `args`: `std::env::args()`;
+//!   `std::env::var("HOME")`; `args`: `std::env::args()`; `stdin`: read stdin to its end;
 //! - `tcp <addr>`: `std::net::TcpStream::connect`; `udp <addr>`: bind a UDP socket
 //!   and `send_to`; `dns <name:port>`: `ToSocketAddrs` (a name lookup).
 //!
@@ -70,6 +70,14 @@ fn probe(value: &str) -> Option<String> {
                 "empty".to_owned()
             } else {
                 format!("GOT DATA: {}", args.join(" "))
+            }
+        }
+        "stdin" => {
+            let mut bytes = Vec::new();
+            match std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes) {
+                Ok(0) => "empty".to_owned(),
+                Ok(n) => format!("GOT DATA: {n} bytes"),
+                Err(e) => denied(e.kind()),
             }
         }
         "tcp" => match TcpStream::connect(arg) {
