@@ -174,6 +174,31 @@ path = {out}
     )
 }
 
+/// A component that passes the world check (it exports `weir:transform/map`) but
+/// imports a foreign interface and `wasi:http`, which weir does not link: refused at
+/// load with [`FOREIGN_IMPORT_REFUSAL`]. WAT text (parse it with the `wat` crate).
+pub const FOREIGN_IMPORTER_WAT: &str = r#"(component
+  (import "acme:evil/thing@1.0.0" (instance))
+  (import "wasi:filesystem/preopens@0.2.3" (instance))
+  (import "wasi:http/outgoing-handler@0.2.3" (instance))
+  (core module $m (func (export "f")))
+  (core instance $i (instantiate $m))
+  (func $f (canon lift (core func $i "f")))
+  (instance $api (export "map" (func $f)))
+  (export "weir:transform/map@0.1.0" (instance $api)))"#;
+
+/// The reason [`FOREIGN_IMPORTER_WAT`] is refused, after `<module name>: `: every
+/// offender (not the WASI 0.2 filesystem import, which is linked deny-by-default), then
+/// everything a guest may import, on one line.
+pub const FOREIGN_IMPORT_REFUSAL: &str = "imports acme:evil/thing@1.0.0, \
+    wasi:http/outgoing-handler@0.2.3 which a weir guest may not use (allowed: \
+    weir:transform/{log,config,types}, wasi:io/{error,streams,poll}, \
+    wasi:cli/{stdout,stderr,stdin,exit,environment,terminal-input,terminal-output,\
+    terminal-stdin,terminal-stdout,terminal-stderr}, wasi:clocks/{wall-clock,monotonic-clock}, \
+    wasi:random/{random,insecure,insecure-seed}, wasi:filesystem/{types,preopens}, \
+    wasi:sockets/{network,instance-network,tcp,tcp-create-socket,udp,udp-create-socket,\
+    ip-name-lookup}, WASI at 0.2.x; wasi:http is not linked)";
+
 /// A TOML string literal for a path.
 pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.display().to_string())

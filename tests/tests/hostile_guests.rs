@@ -2,8 +2,10 @@
 //! its deadline, one that eats memory and one that panics each fail their pipeline with
 //! an error naming the module, after checkpoints have committed output; the process
 //! exits cleanly (no crash), the committed output and the last checkpoint stay intact,
-//! and the pipeline resumes from it. A component importing
-//! wasi:filesystem and a core module are refused at load. A panic message cannot forge
+//! and the pipeline resumes from it. A guest probing the WASI sandbox (files,
+//! environment, TCP to a port really listening, UDP, DNS) is denied each inside the
+//! guest and gets no data; a component importing a foreign interface or wasi:http and
+//! a core module are refused at load. A panic message cannot forge
 //! an error line; `weir validate` refuses devices, FIFOs and oversized files without
 //! reading them, and prints one line for a component wasmtime would warn about.
 
@@ -12,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use weir_tests::{committed_lines, guest, run_weir, stderr_of, toml_path, weir, write_file};
+use weir_tests::{
+    FOREIGN_IMPORT_REFUSAL, FOREIGN_IMPORTER_WAT, committed_lines, file_map_spec, guest,
+    refusal_line, run_weir, stderr_of, toml_path, weir, write_file,
+};
 
 /// Far above the 1 s CPU deadline: only a stuck process takes this long.
 const LIVENESS_BOUND: Duration = Duration::from_secs(60);
@@ -233,15 +238,75 @@ fn sleep_in_a_host_call_is_stopped_at_the_deadline_and_the_pipeline_resumes() {
 }
 
 #[test]
-fn filesystem_importer_is_refused_at_load() {
-    let out = run_weir(&[
-        "validate",
-        guest("fs_importer").to_str().expect("utf-8 path"),
-    ]);
-    let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("wasi:filesystem"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+fn the_sandbox_probe_gets_no_file_environment_or_network() {
+    // A guest importing all of WASI 0.2 loads, and each probe it runs in `weir run`
+    // (file source -> map -> file sink) is denied inside the guest: no file data (the
+    // file exists on this host), no environment, no argument, no connection to a TCP
+    // port this test really listens on, no datagram to a UDP socket it holds, no DNS,
+    // nothing on stdin.
+    assert!(Path::new("/etc/passwd").is_file());
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp listener");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let tcp_addr = tcp.local_addr().expect("addr");
+    let udp_addr = udp.local_addr().expect("addr");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let written = dir.path().join("written-by-the-guest");
+    let expected = [
+        ("read /etc/passwd".to_owned(), "denied: NotFound"),
+        ("read hostname".to_owned(), "denied: NotFound"),
+        ("readdir /".to_owned(), "denied: NotFound"),
+        ("readdir .".to_owned(), "denied: NotFound"),
+        (format!("write {}", written.display()), "denied: NotFound"),
+        ("env".to_owned(), "empty"),
+        ("home".to_owned(), "denied: environment variable not found"),
+        ("args".to_owned(), "empty"),
+        ("stdin".to_owned(), "empty"),
+        (format!("tcp {tcp_addr}"), "denied: PermissionDenied"),
+        (format!("udp {udp_addr}"), "denied: PermissionDenied"),
+        ("dns localhost:80".to_owned(), "denied: Uncategorized"),
+    ];
+    let input: String = expected
+        .iter()
+        .map(|(probe, _)| format!("{probe}\n"))
+        .collect();
+    let input = write_file(dir.path(), "probes.txt", &input);
+    let spec = write_file(
+        dir.path(),
+        "probe.toml",
+        &file_map_spec("probe", dir.path(), &input, &guest("sandbox_probe")),
+    );
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+
+    let mut got = committed_lines(&dir.path().join("out"));
+    got.sort();
+    let mut want: Vec<String> = expected
+        .iter()
+        .map(|(probe, outcome)| format!("{probe}: {outcome}"))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(tcp.accept().is_err(), "a connection reached the listener");
+    let mut buf = [0u8; 64];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram reached the socket"
+    );
+    assert!(!written.exists(), "the guest wrote {}", written.display());
+}
+
+#[test]
+fn a_foreign_import_is_refused_at_load_naming_every_offender() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("evil.wasm");
+    std::fs::write(&path, wat::parse_str(FOREIGN_IMPORTER_WAT).expect("wat")).expect("write");
+    let out = run_weir(&["validate", path.to_str().expect("utf-8 path")]);
+    assert_eq!(
+        refusal_line(&out),
+        format!("weir: error: evil.wasm: {FOREIGN_IMPORT_REFUSAL}")
+    );
 }
 
 #[test]

@@ -2,12 +2,12 @@
 //!
 //! Invariants:
 //! - A `GuestModule` exists only for a WebAssembly *component* (not a core module) that
-//!   exports exactly one weir world, whose every import is allowed by
-//!   `import_policy::ALLOWED_IMPORTS`, and whose world's types match this host's (the
-//!   typed `MapperPre`/`AggregatorPre` was built) including the type of every exported
-//!   function (`map`, or `update` and `emit`): checked here with the same check
-//!   wasmtime's typed-function lookup runs at instantiation, so a wrong signature is
-//!   refused by `weir validate`, not at the first batch. Each refusal says why in one
+//!   exports exactly one weir world, whose every import is allowed by `import_policy`
+//!   (weir's own and WASI 0.2, nothing foreign), and whose world's types match this
+//!   host's (the typed `MapperPre`/`AggregatorPre` was built) including the type of
+//!   every exported function (`map`, or `update` and `emit`): checked here with the
+//!   same check wasmtime's typed-function lookup runs at instantiation, so a wrong
+//!   signature is refused by `weir validate`, not at the first batch. Each refusal says why in one
 //!   line.
 //! - It holds an `InstancePre`: imports are resolved once, so instantiating (per
 //!   subtask, or after a trap) does no linking and no compilation.
@@ -27,7 +27,7 @@ use super::bindings::mapper::MapperPre;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_text::one_line;
-use super::import_policy::{allowed_imports_summary, forbidden_imports, unversioned, world_of};
+use super::import_policy::{forbidden_imports, refusal, unversioned, world_of};
 use super::limits::GuestLimits;
 use super::mapper_instance::MapperInstance;
 use super::wasm_engine::{MAX_MODULE_BYTES, WasmEngine};
@@ -160,11 +160,7 @@ impl GuestModule {
         let world = world_of(ty.exports(engine.engine()).map(|(n, _)| n)).map_err(invalid)?;
         let forbidden = forbidden_imports(ty.imports(engine.engine()).map(|(n, _)| n));
         if !forbidden.is_empty() {
-            return Err(invalid(format!(
-                "imports {} which a weir guest may not use (allowed: {})",
-                forbidden.join(", "),
-                allowed_imports_summary()
-            )));
+            return Err(invalid(refusal(&forbidden)));
         }
         let mismatch = |e: wasmtime::Error| {
             invalid(format!(

@@ -3,15 +3,26 @@
 //! Invariants:
 //! - One `HostState` per guest instance; nothing in it is shared with another instance
 //!   except the module name.
-//! - The WASI context is empty: no environment variables, no arguments, no preopened
-//!   directories, no network, stdin closed. stdout and stderr are not WASI's own
-//!   streams: `get-stdout`/`get-stderr` are implemented here and hand out
-//!   [`GuestOutput`] handles, so guest output lands in `tracing`, tagged with the module.
+//! - The WASI context grants nothing, though all of WASI 0.2 is linked (`linker.rs`):
+//!   no preopened directory (`wasi:filesystem` has no descriptor to act on, every path
+//!   fails), no environment variable, no argument, no working directory, stdin closed
+//!   (reads end at once), TCP, UDP and `ip-name-lookup` disallowed and every socket
+//!   address refused by the address check as well, so no socket is created, bound or
+//!   connected and no name is resolved. Each refusal is an error the guest sees and
+//!   may handle, never a trap.
+//! - stdout and stderr are not WASI's own streams: `get-stdout`/`get-stderr` are
+//!   implemented here and hand out [`GuestOutput`] handles, so guest output lands in
+//!   `tracing`, tagged with the module, bounded (`guest_output.rs`).
 //! - `weir:transform/log` writes to `tracing` with the module name, the message escaped
 //!   onto one line (`guest_text::escape`); `config.get` reads
 //!   only this instance's step configuration.
-//! - No host function here can fail or panic on guest input: overlong log messages are
-//!   truncated, unknown config names are `none`.
+//! - No host function here panics on guest input, and none fails except on a full
+//!   resource table (below): overlong log messages are truncated, unknown config names
+//!   are `none`.
+//! - The guest's resource table holds at most [`MAX_GUEST_RESOURCES`] live entries, so
+//!   host calls that create handles (`instance-network`, stdio, pollables) in a loop
+//!   cannot grow host memory without bound; past it the host call fails and the guest
+//!   traps.
 //! - `deadline` is the current call's [`CallDeadline`]; the only host functions that wait
 //!   (`wasi:io/poll`, in `host_poll.rs`) stop waiting when it passes.
 
@@ -34,6 +45,11 @@ const MAX_LOG_MESSAGE: usize = 16 << 10; // 16 KiB
 /// Largest `wasi:random` request served in one call (wasmtime-wasi's default is 64 MiB,
 /// a needless host allocation for a guest that only seeds a hash map).
 const MAX_RANDOM_BYTES: u64 = 1 << 20; // 1 MiB
+/// Live resource-table entries (streams, pollables and what they wait on, networks,
+/// ...) one guest instance may hold. A real guest holds a handful (an interpreter a few
+/// dozen); wasmtime's default (1,000,000) would let a loop of `instance-network` calls
+/// pin ~100 MB of host memory per instance.
+const MAX_GUEST_RESOURCES: usize = 1 << 14; // 16,384
 
 /// The `T` of every guest `Store<T>`.
 pub(crate) struct HostState {
@@ -53,14 +69,21 @@ impl HostState {
         limiter: GuestLimiter,
         deadline: CallDeadline,
     ) -> Self {
+        // Spelled out rather than left to wasmtime-wasi's defaults, which may change.
         let wasi = WasiCtxBuilder::new()
             .max_random_size(MAX_RANDOM_BYTES)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_addr, _use| Box::pin(async { false }))
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_GUEST_RESOURCES);
         Self {
             output: GuestOutput::new(module.clone()),
             module,
             wasi,
-            table: ResourceTable::new(),
+            table,
             config,
             limiter,
             deadline,

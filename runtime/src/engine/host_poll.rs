@@ -4,8 +4,11 @@
 //! - `poll` and `pollable.block` are the only host functions a guest can wait in. Every
 //!   other linked import returns at once: stdout and stderr never block
 //!   (`guest_output.rs`), stdin is closed, clocks, random, exit, environment, terminal
-//!   and weir's own imports do not wait, and files and sockets are not linked. Bounding
-//!   these two bounds the time of every host call; a guest's `std::thread::sleep`
+//!   and weir's own imports do not wait, and files and sockets are linked but grant
+//!   nothing (`host.rs`): with no preopened directory no file descriptor exists, and
+//!   with TCP, UDP and name lookup disallowed no socket or lookup does, so no
+//!   (blocking) filesystem or socket operation ever starts. Bounding these two bounds
+//!   the time of every host call; a guest's `std::thread::sleep`
 //!   (`monotonic-clock.subscribe-duration` + `block`, or `poll`) is one of them.
 //! - Each wait is wasmtime-wasi's own poll over the guest's pollables plus one host timer
 //!   (a `monotonic-clock` pollable) set to the call's remaining time

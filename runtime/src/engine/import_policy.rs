@@ -1,9 +1,19 @@
 //! What a guest component may import and must export, checked at load.
 //!
 //! Invariants:
-//! - A component is accepted only if every import is an interface in
-//!   [`ALLOWED_IMPORTS`] (any version), so a guest never sees a file, a socket or an
-//!   HTTP client. Refusal names ALL offending imports, not only the first.
+//! - WASI is deny-by-default, not refused: a guest may import weir's own interfaces and
+//!   every interface of WASI 0.2 that wasmtime-wasi implements ([`ALLOWED_IMPORTS`]:
+//!   io, cli, clocks, random, filesystem, sockets), so components built by
+//!   componentize-py and componentize-js load. Each is linked (`linker.rs`) against a
+//!   context that grants nothing (`host.rs`): no preopened directory, no environment
+//!   variable or argument, empty stdin, every socket and name lookup refused.
+//! - Everything else is refused at load, ALL offenders named in one line: foreign
+//!   interfaces (anything outside `weir:transform/*` and `wasi:*`), WASI interfaces weir
+//!   does not link (`wasi:http/*`: a guest gets no HTTP client; `wasi:keyvalue/*`, ...),
+//!   and WASI imports at a version other than 0.2.x (0.3, or none), which the 0.2
+//!   linker could not serve anyway.
+//! - Versions of weir's own interfaces are not checked here: the typed bindings check
+//!   that the world's types match when the `InstancePre` is built.
 //! - A component is a weir guest iff it exports exactly one of `weir:transform/map`
 //!   (world `mapper`) and `weir:transform/aggregate` (world `aggregator`), any version;
 //!   whether that version's types match the host's is checked later by wasmtime when
@@ -11,9 +21,9 @@
 
 use super::World;
 
-/// Interfaces a guest may import: weir's own, and the WASI subset Rust's std needs
-/// (stdio, exit as a trap, clocks, random). Versions are ignored here; the linker
-/// resolves any semver-compatible 0.2.x.
+/// Interfaces a guest may import, without versions: weir's own, then every WASI 0.2
+/// interface (at any 0.2.x, [`WASI_VERSION`]). Grouped by package, in the order the
+/// refusal message lists them.
 pub const ALLOWED_IMPORTS: &[&str] = &[
     "weir:transform/log",
     "weir:transform/config",
@@ -36,7 +46,19 @@ pub const ALLOWED_IMPORTS: &[&str] = &[
     "wasi:random/random",
     "wasi:random/insecure",
     "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
 ];
+
+/// The version prefix every `wasi:` import must carry: the linker serves WASI 0.2.
+const WASI_VERSION: &str = "0.2.";
 
 const MAP_EXPORT: &str = "weir:transform/map";
 const AGGREGATE_EXPORT: &str = "weir:transform/aggregate";
@@ -46,12 +68,32 @@ pub(crate) fn unversioned(name: &str) -> &str {
     name.split_once('@').map_or(name, |(n, _)| n)
 }
 
-/// The imports not in [`ALLOWED_IMPORTS`], in the component's order.
+/// Whether the import `name` (`package/interface@version`) is allowed.
+fn is_allowed(name: &str) -> bool {
+    let (interface, version) = name
+        .split_once('@')
+        .map_or((name, None), |(i, v)| (i, Some(v)));
+    ALLOWED_IMPORTS.contains(&interface)
+        && (!interface.starts_with("wasi:") || version.is_some_and(|v| v.starts_with(WASI_VERSION)))
+}
+
+/// The imports a weir guest may not use, in the component's order.
 pub(crate) fn forbidden_imports<'a>(imports: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
     imports
         .into_iter()
-        .filter(|name| !ALLOWED_IMPORTS.contains(&unversioned(name)))
+        .filter(|name| !is_allowed(name))
         .collect()
+}
+
+/// The one-line refusal of a component importing `forbidden` (not empty): every
+/// offender, then what a guest may import.
+pub(crate) fn refusal(forbidden: &[&str]) -> String {
+    format!(
+        "imports {} which a weir guest may not use (allowed: {}, WASI at 0.2.x; \
+         wasi:http is not linked)",
+        forbidden.join(", "),
+        allowed_imports_summary()
+    )
 }
 
 /// [`ALLOWED_IMPORTS`] for an error message, one group per package in the list's order:
@@ -104,22 +146,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn imports_are_checked_without_versions_and_all_offenders_listed() {
+    fn all_of_wasi_0_2_is_allowed_and_foreign_imports_are_all_listed() {
         let imports = [
             "wasi:io/streams@0.2.3",
-            "wasi:filesystem/types@0.2.3",
+            "wasi:filesystem/types@0.2.9",
+            "acme:evil/thing@1.0.0",
             "weir:transform/log@0.1.0",
-            "wasi:filesystem/preopens@0.2.3",
+            "wasi:filesystem/preopens@0.2.0",
             "wasi:sockets/tcp@0.2.0",
+            "wasi:cli/environment@0.2.9",
+            "wasi:http/outgoing-handler@0.2.0",
+            "wasi:io/poll@0.3.0",
+            "wasi:random/random",
+            "evil",
         ];
         assert_eq!(
             forbidden_imports(imports),
             [
-                "wasi:filesystem/types@0.2.3",
-                "wasi:filesystem/preopens@0.2.3",
-                "wasi:sockets/tcp@0.2.0"
+                "acme:evil/thing@1.0.0",
+                "wasi:http/outgoing-handler@0.2.0",
+                "wasi:io/poll@0.3.0",
+                "wasi:random/random",
+                "evil",
             ]
         );
+        // weir's own interfaces: the version is checked by the typed bindings.
+        assert!(
+            forbidden_imports(["weir:transform/types", "weir:transform/config@0.9.0"]).is_empty()
+        );
+    }
+
+    #[test]
+    fn the_refusal_is_one_line_naming_every_offender() {
+        let text = refusal(&["acme:evil/thing@1.0.0", "wasi:http/types@0.2.0"]);
+        assert!(
+            text.starts_with(
+                "imports acme:evil/thing@1.0.0, wasi:http/types@0.2.0 which a weir guest may not use \
+                 (allowed: weir:transform/{log,config,types}, wasi:io/{error,streams,poll}, "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(", WASI at 0.2.x; wasi:http is not linked)"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
     }
 
     /// Catches an error text that drifts from the list the check actually uses.

@@ -2,23 +2,32 @@
 //!
 //! Invariants:
 //! - A linker defines weir's own imports (`types`, `log`, `config`) and exactly the WASI
-//!   interfaces in [`super::import_policy::ALLOWED_IMPORTS`], each added on its own with
-//!   wasmtime-wasi's per-interface `add_to_linker` (sync p2 bindings). Filesystem,
-//!   sockets and http are never linked, so even a component that slipped past the load
-//!   check could not be instantiated against them.
+//!   0.2 interfaces in [`super::import_policy::ALLOWED_IMPORTS`], each added on its own
+//!   with wasmtime-wasi's per-interface `add_to_linker` (sync p2 bindings), so a
+//!   component the load check accepts always links. `wasi:http` is not linked (weir does
+//!   not depend on wasmtime-wasi-http): a component importing it is refused at load.
+//! - Filesystem, sockets and environment are linked deny-by-default: they are served
+//!   from the guest's `WasiCtx` (`host.rs`), which has no preopened directory (so no
+//!   `descriptor` ever exists and every `wasi:filesystem/types` call has nothing to act
+//!   on), no environment variable, argument or working directory, TCP, UDP and name
+//!   lookup disallowed and every socket address refused. Linking grants the names, not
+//!   access.
 //! - `wasi:io/poll` is served by `HostState` (`host_poll.rs`), not by wasmtime-wasi's
 //!   table-only implementation: every wait is cut off at the call's deadline.
 //! - `wasi:cli/stdout` and `wasi:cli/stderr` are served by `HostState` (guest output goes
-//!   to `tracing`), not by wasmtime-wasi's `WasiCtx` streams.
-//! - Keep this list and `ALLOWED_IMPORTS` in step: the unit test `allowlist_is_linked`
-//!   instantiates nothing but checks every allowed interface resolves in both linkers.
+//!   to `tracing`, bounded), not by wasmtime-wasi's `WasiCtx` streams.
+//! - Keep this list and `ALLOWED_IMPORTS` in step: the engine test
+//!   `every_allowed_import_is_linked_in_both_worlds` loads a component importing every
+//!   allowed interface against both linkers.
 
 use wasmtime::Engine;
 use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets, sync};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 use super::bindings::{aggregator::Aggregator, mapper::Mapper};
 use super::host::HostState;
@@ -46,7 +55,7 @@ impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-/// The WASI subset Rust's std needs, and nothing more (see `import_policy.rs`).
+/// All of WASI 0.2, deny-by-default (see `import_policy.rs` and `host.rs`).
 fn add_sandboxed_wasi(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     type T = HostState;
 
@@ -72,5 +81,19 @@ fn add_sandboxed_wasi(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, cli_view)?;
     cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, cli_view)?;
     cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, cli_view)?;
+
+    let fs_view = <T as WasiFilesystemView>::filesystem;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, fs_view)?;
+    sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, fs_view)?;
+
+    let net_view = <T as WasiSocketsView>::sockets;
+    let net_options = sockets::network::LinkOptions::default();
+    sockets::network::add_to_linker::<T, WasiSockets>(l, &net_options, net_view)?;
+    sockets::instance_network::add_to_linker::<T, WasiSockets>(l, net_view)?;
+    sockets::tcp_create_socket::add_to_linker::<T, WasiSockets>(l, net_view)?;
+    sockets::ip_name_lookup::add_to_linker::<T, WasiSockets>(l, net_view)?;
+    sync::sockets::tcp::add_to_linker::<T, WasiSockets>(l, net_view)?;
+    sync::sockets::udp::add_to_linker::<T, WasiSockets>(l, net_view)?;
+    sync::sockets::udp_create_socket::add_to_linker::<T, WasiSockets>(l, net_view)?;
     Ok(())
 }

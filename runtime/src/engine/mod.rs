@@ -3,8 +3,9 @@
 //!
 //! Invariants of the layer (each file states its own):
 //! - One [`WasmEngine`] per process; a [`GuestModule`] per loaded component (checked at
-//!   load: a component, one weir world, allowed imports only); one instance per
-//!   subtask ([`MapperInstance`], [`AggregatorInstance`]), reused across batches.
+//!   load: a component, one weir world, weir and WASI 0.2 imports only, and WASI
+//!   granting nothing: no file, environment or network); one instance per subtask
+//!   ([`MapperInstance`], [`AggregatorInstance`]), reused across batches.
 //! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
 //!   ([`GuestLimits::call_timeout`] plus one epoch tick), time blocked in host calls
 //!   included (a sleeping guest is stopped at the deadline like a looping one). No guest behaviour panics the

@@ -2,7 +2,7 @@
 //! - hand-written WAT components (no build step needed) for the load checks, the
 //!   limits and output validation;
 //! - the real guests built by `make guests` (uppercase, infinite_loop, memory_hog,
-//!   panicker, sleeper, fs_importer, ...), found in `$WEIR_GUESTS_DIR` (default
+//!   panicker, sleeper, sandbox_probe, ...), found in `$WEIR_GUESTS_DIR` (default
 //!   `$HOME/.cache/weir/guest-target/wasm32-wasip2/release`). A missing guest fails the
 //!   test with "run `make guests` first".
 
@@ -238,24 +238,43 @@ fn component_without_a_weir_world_is_refused() {
     );
 }
 
+/// What a refusal for foreign imports says after the offenders: everything allowed.
+const ALLOWED_SUFFIX: &str = "which a weir guest may not use (allowed: \
+    weir:transform/{log,config,types}, wasi:io/{error,streams,poll}, \
+    wasi:cli/{stdout,stderr,stdin,exit,environment,terminal-input,terminal-output,\
+    terminal-stdin,terminal-stdout,terminal-stderr}, wasi:clocks/{wall-clock,monotonic-clock}, \
+    wasi:random/{random,insecure,insecure-seed}, wasi:filesystem/{types,preopens}, \
+    wasi:sockets/{network,instance-network,tcp,tcp-create-socket,udp,udp-create-socket,\
+    ip-name-lookup}, WASI at 0.2.x; wasi:http is not linked)";
+
 #[test]
-fn forbidden_imports_are_all_listed() {
+fn foreign_imports_are_all_listed_and_wasi_0_2_is_not_among_them() {
+    // Filesystem and sockets load (deny-by-default); a foreign interface, wasi:http and
+    // WASI 0.3 do not, all named on one line.
     let engine = engine();
     let imports = r#"
         (import "wasi:io/streams@0.2.3" (instance))
         (import "wasi:filesystem/types@0.2.3" (instance))
+        (import "acme:evil/thing@1.0.0" (instance))
         (import "wasi:filesystem/preopens@0.2.3" (instance))
-        (import "wasi:sockets/tcp@0.2.3" (instance))"#;
+        (import "wasi:sockets/tcp@0.2.3" (instance))
+        (import "wasi:http/outgoing-handler@0.2.3" (instance))
+        (import "wasi:cli/environment@0.3.0" (instance))"#;
     let err =
         load_wat(&engine, "sneaky.wasm", &mapper_wat(imports, LOOP_BODY)).expect_err("must fail");
-    let msg = err.to_string();
-    assert!(
-        msg.starts_with(
-            "sneaky.wasm: imports wasi:filesystem/types@0.2.3, wasi:filesystem/preopens@0.2.3, \
-             wasi:sockets/tcp@0.2.3 which a weir guest may not use"
-        ),
-        "{msg}"
+    assert!(matches!(err, EngineError::Invalid { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "sneaky.wasm: imports acme:evil/thing@1.0.0, wasi:http/outgoing-handler@0.2.3, \
+             wasi:cli/environment@0.3.0 {ALLOWED_SUFFIX}"
+        )
     );
+    let wasi_only = r#"
+        (import "wasi:filesystem/types@0.2.3" (instance))
+        (import "wasi:sockets/tcp@0.2.9" (instance))"#;
+    let module = load_wat(&engine, "files.wasm", &mapper_wat(wasi_only, LOOP_BODY));
+    assert!(module.is_ok(), "{:?}", module.err());
 }
 
 #[test]
@@ -522,6 +541,42 @@ fn time_waited_in_host_calls_adds_up_against_the_deadline() {
     );
 }
 
+/// `count` calls of `subscribe-duration`, each handle kept (never dropped).
+fn hoard_handles_body(count: u32) -> String {
+    format!(
+        "(i32.store (i32.const 600) (i32.const 0))
+         (block $done (loop $again
+           (drop (call $subscribe (i64.const 1000000000)))
+           (i32.store (i32.const 600) (i32.add (i32.load (i32.const 600)) (i32.const 1)))
+           (br_if $again (i32.lt_u (i32.load (i32.const 600)) (i32.const {count})))))"
+    )
+}
+
+#[test]
+fn live_resource_handles_are_capped_per_instance() {
+    // Each call that creates a handle (here a pollable: two table entries, the timer
+    // and its pollable) grows host memory; a guest hoarding them traps at the cap
+    // (16,384 entries) instead of pinning host memory without bound.
+    let (_engine, mut fine) = wat_sleeper(
+        "hoard.wasm",
+        &hoard_handles_body(5_000),
+        &GuestLimits::default(),
+    );
+    fine.map(batch(&["a"]))
+        .expect("5,000 live handles are allowed");
+    let (_engine, mut hoarder) = wat_sleeper(
+        "hoard.wasm",
+        &hoard_handles_body(20_000),
+        &GuestLimits::default(),
+    );
+    let err = hoarder.map(batch(&["a"])).expect_err("must fail");
+    assert!(matches!(err, EngineError::Trap { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("resource table has no free keys"),
+        "{err}"
+    );
+}
+
 #[test]
 fn memory_hog_hits_the_memory_limit() {
     let engine = engine();
@@ -737,15 +792,64 @@ fn guest_panic_is_reported_with_its_message() {
 }
 
 #[test]
-fn guest_fs_importer_is_refused_at_load() {
+fn guest_sandbox_probe_gets_no_file_environment_or_network() {
+    // Every probe of the sandbox_probe guest (tests/guests/sandbox-probe) fails inside
+    // the guest: the file exists on the host, and the TCP and UDP ports are really
+    // listening, so each refusal is the sandbox's, not a missing file or closed port.
+    assert!(std::path::Path::new("/etc/passwd").is_file());
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp listener");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let tcp_addr = tcp.local_addr().expect("addr");
+    let udp_addr = udp.local_addr().expect("addr");
+    let written = std::env::temp_dir().join(format!("weir-sandbox-probe-{}", std::process::id()));
+    let expected = [
+        ("read /etc/passwd".to_owned(), "denied: NotFound"),
+        ("read hostname".to_owned(), "denied: NotFound"),
+        ("readdir /".to_owned(), "denied: NotFound"),
+        ("readdir .".to_owned(), "denied: NotFound"),
+        (format!("write {}", written.display()), "denied: NotFound"),
+        ("env".to_owned(), "empty"),
+        ("home".to_owned(), "denied: environment variable not found"),
+        ("args".to_owned(), "empty"),
+        ("stdin".to_owned(), "empty"),
+        (format!("tcp {tcp_addr}"), "denied: PermissionDenied"),
+        (format!("udp {udp_addr}"), "denied: PermissionDenied"),
+        ("dns localhost:80".to_owned(), "denied: Uncategorized"),
+    ];
+
     let engine = engine();
-    let err = engine
-        .load(&guest_path("fs_importer"))
-        .expect_err("must fail");
-    let msg = err.to_string();
-    assert!(matches!(err, EngineError::Invalid { .. }), "{err:?}");
-    assert!(msg.contains("wasi:filesystem/"), "{msg}");
-    assert!(msg.contains("which a weir guest may not use"), "{msg}");
+    let module = load_guest(&engine, "sandbox_probe");
+    for wanted in [
+        "wasi:filesystem/preopens@0.2",
+        "wasi:sockets/tcp@0.2",
+        "wasi:cli/environment@0.2",
+    ] {
+        assert!(
+            module.imports().iter().any(|i| i.starts_with(wanted)),
+            "{wanted}: {:?}",
+            module.imports()
+        );
+    }
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let input: Vec<&str> = expected.iter().map(|(probe, _)| probe.as_str()).collect();
+    let out = mapper.map(batch(&input)).expect("map");
+    let want: Vec<String> = expected
+        .iter()
+        .map(|(probe, got)| format!("{probe}: {got}"))
+        .collect();
+    assert_eq!(values(&out.records), want);
+    assert!(out.rejections.is_empty());
+    assert!(tcp.accept().is_err(), "a connection reached the listener");
+    let mut buf = [0u8; 64];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram reached the socket"
+    );
+    assert!(!written.exists(), "the guest wrote {}", written.display());
 }
 
 #[test]
