@@ -80,11 +80,10 @@
 //! A guest has no files, network, environment or clock worth using: event time comes in
 //! [`Record::timestamp`].
 //!
-//! The runtime refuses, at load, a component that imports anything beyond weir's own
-//! interfaces and the WASI that std's startup, stdio, panics, clocks and random need
-//! (`wasi:io`, `wasi:cli`, `wasi:clocks`, `wasi:random`). A guest built with this crate
-//! imports only those, unless its code reaches for more: `std::fs` pulls in
-//! `wasi:filesystem` and `std::net` `wasi:sockets`, and such a component is refused.
+//! A guest may import weir's own interfaces and WASI 0.2 (`std::fs` pulls in
+//! `wasi:filesystem`, `std::net` `wasi:sockets`), but the runtime grants nothing through
+//! them: no directory, no environment variable, no socket, no name lookup; each such call
+//! fails with an error the guest can handle. Any other import is refused at load.
 //!
 //! # Building
 //!
