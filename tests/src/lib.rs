@@ -199,6 +199,84 @@ pub const FOREIGN_IMPORT_REFUSAL: &str = "imports acme:evil/thing@1.0.0, \
     wasi:sockets/{network,instance-network,tcp,tcp-create-socket,udp,udp-create-socket,\
     ip-name-lookup}, WASI at 0.2.x; wasi:http is not linked)";
 
+/// The probes the `sandbox_probe` guest (tests/guests/sandbox-probe) is asked to run,
+/// one per input value, and the listeners that make its network probes real: the TCP
+/// and UDP ports really listen and `/etc/passwd` exists, so each refusal is the
+/// sandbox's, not a closed port or a missing file.
+pub struct SandboxProbes {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    /// Where the write probe tries to write; it must not appear.
+    written: PathBuf,
+}
+
+impl SandboxProbes {
+    /// Binds the listeners; the write probe aims at `written`.
+    pub fn new(written: PathBuf) -> Self {
+        assert!(Path::new("/etc/passwd").is_file());
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp listener");
+        tcp.set_nonblocking(true).expect("nonblocking");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+        udp.set_nonblocking(true).expect("nonblocking");
+        Self { tcp, udp, written }
+    }
+
+    /// Each probe (an input value) and what the guest must answer for it.
+    fn cases(&self) -> Vec<(String, &'static str)> {
+        let tcp = self.tcp.local_addr().expect("addr");
+        let udp = self.udp.local_addr().expect("addr");
+        vec![
+            ("read /etc/passwd".to_owned(), "denied: NotFound"),
+            ("read hostname".to_owned(), "denied: NotFound"),
+            ("readdir /".to_owned(), "denied: NotFound"),
+            ("readdir .".to_owned(), "denied: NotFound"),
+            (
+                format!("write {}", self.written.display()),
+                "denied: NotFound",
+            ),
+            ("env".to_owned(), "empty"),
+            ("home".to_owned(), "denied: environment variable not found"),
+            ("args".to_owned(), "empty"),
+            ("stdin".to_owned(), "empty"),
+            (format!("tcp {tcp}"), "denied: PermissionDenied"),
+            (format!("udp {udp}"), "denied: PermissionDenied"),
+            ("dns localhost:80".to_owned(), "denied: Uncategorized"),
+        ]
+    }
+
+    /// The probes, in order: the guest's input values.
+    pub fn probes(&self) -> Vec<String> {
+        self.cases().into_iter().map(|(probe, _)| probe).collect()
+    }
+
+    /// The guest's output values for [`Self::probes`], in the same order:
+    /// `<probe>: <outcome>`.
+    pub fn answers(&self) -> Vec<String> {
+        self.cases()
+            .into_iter()
+            .map(|(probe, outcome)| format!("{probe}: {outcome}"))
+            .collect()
+    }
+
+    /// Asserts that nothing reached the host: no connection, no datagram, no file.
+    pub fn assert_nothing_reached(&self) {
+        assert!(
+            self.tcp.accept().is_err(),
+            "a connection reached the listener"
+        );
+        let mut buf = [0u8; 64];
+        assert!(
+            self.udp.recv_from(&mut buf).is_err(),
+            "a datagram reached the socket"
+        );
+        assert!(
+            !self.written.exists(),
+            "the guest wrote {}",
+            self.written.display()
+        );
+    }
+}
+
 /// A TOML string literal for a path.
 pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.display().to_string())

@@ -3,20 +3,23 @@
 //! an error naming the module, after checkpoints have committed output; the process
 //! exits cleanly (no crash), the committed output and the last checkpoint stay intact,
 //! and the pipeline resumes from it. A guest probing the WASI sandbox (files,
-//! environment, TCP to a port really listening, UDP, DNS) is denied each inside the
-//! guest and gets no data; a component importing a foreign interface or wasi:http and
+//! environment, TCP to a port really listening, UDP, DNS), in `weir run` and through
+//! the engine alone, is denied each inside the guest and gets no data; a component importing a foreign interface or wasi:http and
 //! a core module are refused at load. A panic message cannot forge
 //! an error line; `weir validate` refuses devices, FIFOs and oversized files without
 //! reading them, and prints one line for a component wasmtime would warn about.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use weir::engine::{GuestLimits, WasmEngine};
+use weir::record::batch::RecordBatch;
 use weir_tests::{
-    FOREIGN_IMPORT_REFUSAL, FOREIGN_IMPORTER_WAT, committed_lines, file_map_spec, guest,
-    refusal_line, run_weir, stderr_of, toml_path, weir, write_file,
+    FOREIGN_IMPORT_REFUSAL, FOREIGN_IMPORTER_WAT, SandboxProbes, committed_lines, file_map_spec,
+    guest, refusal_line, run_weir, stderr_of, toml_path, weir, write_file,
 };
 
 /// Far above the 1 s CPU deadline: only a stuck process takes this long.
@@ -244,33 +247,9 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
     // file exists on this host), no environment, no argument, no connection to a TCP
     // port this test really listens on, no datagram to a UDP socket it holds, no DNS,
     // nothing on stdin.
-    assert!(Path::new("/etc/passwd").is_file());
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp listener");
-    tcp.set_nonblocking(true).expect("nonblocking");
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
-    udp.set_nonblocking(true).expect("nonblocking");
-    let tcp_addr = tcp.local_addr().expect("addr");
-    let udp_addr = udp.local_addr().expect("addr");
     let dir = tempfile::tempdir().expect("tempdir");
-    let written = dir.path().join("written-by-the-guest");
-    let expected = [
-        ("read /etc/passwd".to_owned(), "denied: NotFound"),
-        ("read hostname".to_owned(), "denied: NotFound"),
-        ("readdir /".to_owned(), "denied: NotFound"),
-        ("readdir .".to_owned(), "denied: NotFound"),
-        (format!("write {}", written.display()), "denied: NotFound"),
-        ("env".to_owned(), "empty"),
-        ("home".to_owned(), "denied: environment variable not found"),
-        ("args".to_owned(), "empty"),
-        ("stdin".to_owned(), "empty"),
-        (format!("tcp {tcp_addr}"), "denied: PermissionDenied"),
-        (format!("udp {udp_addr}"), "denied: PermissionDenied"),
-        ("dns localhost:80".to_owned(), "denied: Uncategorized"),
-    ];
-    let input: String = expected
-        .iter()
-        .map(|(probe, _)| format!("{probe}\n"))
-        .collect();
+    let probes = SandboxProbes::new(dir.path().join("written-by-the-guest"));
+    let input: String = probes.probes().iter().map(|p| format!("{p}\n")).collect();
     let input = write_file(dir.path(), "probes.txt", &input);
     let spec = write_file(
         dir.path(),
@@ -282,19 +261,50 @@ fn the_sandbox_probe_gets_no_file_environment_or_network() {
 
     let mut got = committed_lines(&dir.path().join("out"));
     got.sort();
-    let mut want: Vec<String> = expected
-        .iter()
-        .map(|(probe, outcome)| format!("{probe}: {outcome}"))
-        .collect();
+    let mut want = probes.answers();
     want.sort();
     assert_eq!(got, want);
-    assert!(tcp.accept().is_err(), "a connection reached the listener");
-    let mut buf = [0u8; 64];
-    assert!(
-        udp.recv_from(&mut buf).is_err(),
-        "a datagram reached the socket"
+    probes.assert_nothing_reached();
+}
+
+#[test]
+fn the_sandbox_probe_in_process_imports_wasi_and_gets_nothing() {
+    // The same probes through the engine alone, one batch: the component really
+    // imports filesystem, sockets and environment, and every probe fails in the guest.
+    let probes = SandboxProbes::new(
+        std::env::temp_dir().join(format!("weir-sandbox-probe-{}", std::process::id())),
     );
-    assert!(!written.exists(), "the guest wrote {}", written.display());
+    let engine = WasmEngine::new(None).expect("engine");
+    let module = engine
+        .load(&guest("sandbox_probe"))
+        .expect("load sandbox_probe");
+    for wanted in [
+        "wasi:filesystem/preopens@0.2",
+        "wasi:sockets/tcp@0.2",
+        "wasi:cli/environment@0.2",
+    ] {
+        assert!(
+            module.imports().iter().any(|i| i.starts_with(wanted)),
+            "{wanted}: {:?}",
+            module.imports()
+        );
+    }
+    let mut mapper = module
+        .instantiate_mapper(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let mut input = RecordBatch::default();
+    for (i, probe) in probes.probes().iter().enumerate() {
+        input.push(format!("k{i}").as_bytes(), probe.as_bytes(), i as i64);
+    }
+    let out = mapper.map(input).expect("map");
+    let got: Vec<String> = out
+        .records
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.value).into_owned())
+        .collect();
+    assert_eq!(got, probes.answers());
+    assert!(out.rejections.is_empty());
+    probes.assert_nothing_reached();
 }
 
 #[test]

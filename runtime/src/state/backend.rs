@@ -214,14 +214,8 @@ impl KeyedState {
 
     /// Sets `key` to `value` in the cache (written back at the next barrier or eviction,
     /// or when too many entries are dirty).
-    pub fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), StateError> {
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         self.cache.put(key, value);
-        self.shrink()
-    }
-
-    /// [`Self::put`] of a copy of `value`, reusing the cached value's buffer when it fits.
-    pub fn put_copy(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
-        self.cache.put_copy(key, value);
         self.shrink()
     }
 

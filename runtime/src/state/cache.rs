@@ -234,16 +234,11 @@ impl StateCache {
         self.slot(i).value.as_deref()
     }
 
-    /// Sets `key` to `value` (dirty).
-    pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>) {
-        self.set(key, Some(value));
-    }
-
     /// Sets `key` to a copy of `value` (dirty). A cached value's buffer is reused when it
     /// fits (at most twice the new length, so the byte bound, counted in lengths, stays
     /// honest): no allocation when a key is updated in place with a value of about its
     /// old size, the aggregate's every record.
-    pub(crate) fn put_copy(&mut self, key: &[u8], value: &[u8]) {
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
         let hash = self.hash(key);
         let Some(i) = self.find(hash, key) else {
             self.insert_new(hash, key.into(), Some(value.to_vec()), true);
@@ -263,16 +258,11 @@ impl StateCache {
 
     /// Deletes `key`: a dirty tombstone until flushed.
     pub(crate) fn delete(&mut self, key: &[u8]) {
-        self.set(key, None);
-    }
-
-    /// Sets `key` (dirty); allocates only if `key` is not cached yet.
-    fn set(&mut self, key: &[u8], value: Option<Vec<u8>>) {
         let hash = self.hash(key);
         match self.find(hash, key) {
-            Some(i) => self.replace(i, true, |_| value),
+            Some(i) => self.replace(i, true, |_| None),
             None => {
-                self.insert_new(hash, key.into(), value, true);
+                self.insert_new(hash, key.into(), None, true);
             }
         }
     }
@@ -424,9 +414,9 @@ mod tests {
         assert_eq!(cache.lookup_touch(b"b"), Some(None));
         assert_eq!(cache.dirty_len(), 0);
 
-        cache.put(b"a", b"2".to_vec());
+        cache.put(b"a", b"2");
         cache.delete(b"c");
-        cache.put(b"a", b"3".to_vec());
+        cache.put(b"a", b"3");
         assert_eq!(cache.dirty_len(), 2);
         assert!(cache.is_dirty(b"a") && cache.is_dirty(b"c") && !cache.is_dirty(b"b"));
         assert!(cache.would_overflow(0));
@@ -463,13 +453,13 @@ mod tests {
         let slot = slot_bytes(b"k0", Some(&[0; 1000]));
         let mut cache = StateCache::new(100, 4 * slot);
         for k in 0..4u8 {
-            cache.put(&[b'k', b'0' + k], vec![0; 1000]);
+            cache.put(&[b'k', b'0' + k], &[0; 1000]);
         }
         assert_eq!(cache.bytes(), 4 * slot);
         assert!(!cache.over_budget());
         // First sweep: every slot was just used, so the hand clears all four bits and
         // comes round to evict in array order: down to 7/8 of 4 slots' bytes, two go.
-        cache.put(b"k4", vec![0; 1000]);
+        cache.put(b"k4", &[0; 1000]);
         assert!(cache.over_budget());
         let victims = cache.take_victims(0, false);
         assert_eq!(keys(&victims), [&b"k0"[..], b"k1"]);
@@ -481,14 +471,14 @@ mod tests {
         assert!(!cache.over_budget());
         // k2 is used again, k3 and k4 are not: the next sweep skips k2.
         assert!(cache.lookup_touch(b"k2").is_some());
-        cache.put(b"k5", vec![0; 1000]);
-        cache.put(b"k6", vec![0; 1000]);
+        cache.put(b"k5", &[0; 1000]);
+        cache.put(b"k6", &[0; 1000]);
         let victims = cache.take_victims(0, false);
         assert_eq!(keys(&victims), [&b"k3"[..], b"k4"]);
         assert!(cache.lookup(b"k2").is_some());
         // Replacing a value re-counts its bytes.
         let before = cache.bytes();
-        cache.put(b"k2", vec![]);
+        cache.put(b"k2", b"");
         assert_eq!(cache.bytes(), before - 1000);
     }
 
@@ -507,7 +497,7 @@ mod tests {
             (b"h", true),
         ] {
             if dirty {
-                cache.put(key, key.to_vec());
+                cache.put(key, key);
             } else {
                 cache.insert_clean(key.to_vec(), None);
             }
@@ -522,7 +512,7 @@ mod tests {
         assert_eq!((cache.len(), cache.dirty_len()), (6, 4));
         // Everything left, down to nothing: sorted by key, tombstones as None.
         let mut tiny = StateCache::new(1, usize::MAX);
-        tiny.put(b"z", b"1".to_vec());
+        tiny.put(b"z", b"1");
         tiny.delete(b"y");
         let victims = tiny.take_victims(0, true);
         assert_eq!(
@@ -532,7 +522,7 @@ mod tests {
         assert_eq!((tiny.len(), tiny.bytes(), tiny.dirty_len()), (0, 0, 0));
         // Freed slots are reused, and the table still finds every key.
         for k in 0..100u8 {
-            cache.put(&[k], vec![k]);
+            cache.put(&[k], &[k]);
             if cache.over_budget() {
                 cache.take_victims(0, false);
             }
@@ -547,15 +537,15 @@ mod tests {
     #[test]
     fn the_byte_bound_evicts_a_large_slot() {
         let mut cache = StateCache::new(100, 1000);
-        cache.put(b"small", vec![0; 10]);
-        cache.put(b"huge", vec![0; 5000]);
+        cache.put(b"small", &[0; 10]);
+        cache.put(b"huge", &[0; 5000]);
         assert!(cache.over_budget());
         let victims = cache.take_victims(0, false);
         assert_eq!(keys(&victims), [&b"huge"[..], b"small"]);
         assert_eq!((cache.len(), cache.bytes()), (0, 0));
         // A get's insert makes room first: within bounds with the incoming bytes.
-        cache.put(b"a", vec![0; 300]);
-        cache.put(b"b", vec![0; 300]);
+        cache.put(b"a", &[0; 300]);
+        cache.put(b"b", &[0; 300]);
         let incoming = slot_bytes(b"c", Some(&[0; 300]));
         assert!(cache.would_overflow(incoming));
         cache.take_victims(incoming, true);
@@ -563,9 +553,9 @@ mod tests {
     }
 
     #[test]
-    fn put_copy_counts_bytes_and_dirtiness_like_put() {
-        let mut copied = StateCache::new(8, usize::MAX);
-        let mut put = StateCache::new(8, usize::MAX);
+    fn put_counts_bytes_and_dirtiness_when_it_reuses_a_buffer() {
+        let mut cache = StateCache::new(8, usize::MAX);
+        let mut model = std::collections::BTreeMap::new();
         for (key, value) in [
             (&b"a"[..], &b"1234"[..]),
             (b"b", b"x"),
@@ -574,17 +564,15 @@ mod tests {
             (b"a", &[7; 100]),
             (b"a", b"9"),
         ] {
-            copied.put_copy(key, value);
-            put.put(key, value.to_vec());
-            assert_eq!(copied.lookup(key), Some(Some(value)));
-            assert_eq!(
-                (copied.bytes(), copied.dirty_len()),
-                (put.bytes(), put.dirty_len())
-            );
+            cache.put(key, value);
+            model.insert(key, value);
+            assert_eq!(cache.lookup(key), Some(Some(value)));
+            let bytes: usize = model.iter().map(|(k, v)| slot_bytes(k, Some(v))).sum();
+            assert_eq!((cache.bytes(), cache.dirty_len()), (bytes, model.len()));
         }
-        copied.mark_clean();
-        copied.put_copy(b"b", b"y");
-        assert_eq!(copied.dirty_len(), 1);
-        assert!(copied.is_dirty(b"b") && !copied.is_dirty(b"a"));
+        cache.mark_clean();
+        cache.put(b"b", b"y");
+        assert_eq!(cache.dirty_len(), 1);
+        assert!(cache.is_dirty(b"b") && !cache.is_dirty(b"a"));
     }
 }

@@ -28,9 +28,7 @@ fn key(user: &str, window_end: Option<i64>) -> Vec<u8> {
 
 fn put_all(state: &mut KeyedState, entries: &[(&str, &str)]) {
     for (k, v) in entries {
-        state
-            .put(&key(k, None), v.as_bytes().to_vec())
-            .expect("put");
+        state.put(&key(k, None), v.as_bytes()).expect("put");
     }
 }
 
@@ -55,12 +53,12 @@ fn state_cache_evicts_least_recently_used_then_serves_from_rocksdb() {
     let mut state = KeyedState::open_fresh(dir.path().join("agg"), 2).expect("open");
     let (a, b, c) = (key("a", Some(10)), key("b", Some(10)), key("c", Some(10)));
 
-    state.put(&a, b"1".to_vec()).expect("put");
-    state.put(&b, b"2".to_vec()).expect("put");
+    state.put(&a, b"1").expect("put");
+    state.put(&b, b"2").expect("put");
     assert_eq!((state.len_cached(), state.len_dirty()), (2, 2));
     // Over the bound: adding c writes back the least recently used entry (a) and drops
     // it; b stays cached and dirty.
-    state.put(&c, b"3".to_vec()).expect("put");
+    state.put(&c, b"3").expect("put");
     assert_eq!((state.len_cached(), state.len_dirty()), (2, 2));
 
     assert_eq!(
@@ -108,7 +106,7 @@ fn state_cache_is_bounded_in_bytes() {
     let mut most_cached = 0;
     for i in 0..400u32 {
         let k = key(&format!("k{i}"), None);
-        state.put(&k, value(i)).expect("put");
+        state.put(&k, &value(i)).expect("put");
         assert!(
             state.bytes_cached() <= 256 << 10,
             "{} bytes cached",
@@ -139,19 +137,13 @@ fn state_scan_merges_cache_over_rocksdb_in_key_order() {
     put_all(&mut state, &[("a", "db-a"), ("b", "db-b"), ("d", "db-d")]);
     state.flush().expect("flush");
     // Cache over RocksDB: update b, delete d, add c and e (e deleted again: never existed).
-    state
-        .put(&key("b", None), b"cache-b".to_vec())
-        .expect("put");
+    state.put(&key("b", None), b"cache-b").expect("put");
     state.delete(&key("d", None)).expect("delete");
-    state
-        .put(&key("c", None), b"cache-c".to_vec())
-        .expect("put");
-    state
-        .put(&key("e", None), b"cache-e".to_vec())
-        .expect("put");
+    state.put(&key("c", None), b"cache-c").expect("put");
+    state.put(&key("e", None), b"cache-e").expect("put");
     state.delete(&key("e", None)).expect("delete");
     state
-        .put(&StateKey::encode(2, b"z", None), b"other group".to_vec())
+        .put(&StateKey::encode(2, b"z", None), b"other group")
         .expect("put");
 
     let keys: Vec<Vec<u8>> = state
@@ -198,7 +190,7 @@ fn state_snapshot_then_restore_gives_the_same_contents() {
                     format!("user-{i}").as_bytes(),
                     Some(i * 1000),
                 ),
-                vec![i as u8; 20],
+                &[i as u8; 20],
             )
             .expect("put");
     }
@@ -229,7 +221,7 @@ fn state_snapshot_then_restore_gives_the_same_contents() {
     let snapshot: DbSnapshot = serde_json::from_slice(&json).expect("deserialize");
 
     // Writes after the snapshot are not in it.
-    state.put(&key("later", None), b"x".to_vec()).expect("put");
+    state.put(&key("later", None), b"x").expect("put");
     state.flush().expect("flush");
     drop(state);
 
@@ -441,7 +433,7 @@ fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
             }
             1..=4 => {
                 let v = step.to_be_bytes().to_vec();
-                state.put(&k, v.clone()).expect("put");
+                state.put(&k, &v).expect("put");
                 model.insert(k, v);
             }
             _ => assert_eq!(
@@ -474,9 +466,7 @@ fn state_keeps_at_most_an_eighth_of_the_cache_dirty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut state = KeyedState::open_fresh(dir.path().join("agg"), 16_384).expect("open");
     for i in 0..10_000 {
-        state
-            .put(&key(&format!("k{i}"), None), b"v".to_vec())
-            .expect("put");
+        state.put(&key(&format!("k{i}"), None), b"v").expect("put");
         assert!(state.len_dirty() <= 2_048, "{} dirty", state.len_dirty());
     }
     assert_eq!(state.len_cached(), 10_000, "written back, not evicted");

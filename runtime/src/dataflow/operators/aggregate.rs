@@ -531,7 +531,7 @@ impl AggregateOperator {
                     }
                 }
             }
-            self.state.put_copy(state_key, acc)?;
+            self.state.put(state_key, acc)?;
         }
         if !unwindowed.key_ends.is_empty() {
             self.emit_unwindowed(unwindowed, out)?;
