@@ -33,23 +33,26 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
-/// The `weir` binary next to the test executable (cargo puts both in target/debug).
+/// The `weir` binary: `WEIR_BIN`, else the one cargo built beside this executable (a
+/// test's is one directory deeper, in target/debug/deps; a bench binary's is beside it).
 pub fn weir_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("WEIR_BIN") {
         return PathBuf::from(bin);
     }
     let exe = std::env::current_exe().expect("current exe");
-    let debug = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/debug/deps/<test>");
-    let bin = debug.join("weir");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --bins` first (make test does)",
-        bin.display()
-    );
-    bin
+    let dir = exe.parent().expect("an executable's directory");
+    let candidates = [Some(dir), dir.parent()];
+    let found = candidates
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("weir"))
+        .find(|bin| bin.is_file());
+    found.unwrap_or_else(|| {
+        panic!(
+            "weir is missing next to {}: run `cargo build --bins` first (make test does)",
+            exe.display()
+        )
+    })
 }
 
 /// A `weir` command with logs kept quiet unless the test asks for them.

@@ -252,22 +252,6 @@ fn copy_partitions(
     Ok(copied)
 }
 
-/// The `weir` binary: `WEIR_BIN`, else next to this one (both in target/debug).
-/// (`weir_tests::weir_bin` expects a test executable, one directory deeper.)
-fn weir_bin() -> anyhow::Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("WEIR_BIN") {
-        return Ok(PathBuf::from(bin));
-    }
-    let exe = std::env::current_exe()?;
-    let bin = exe.parent().context("exe has a parent")?.join("weir");
-    ensure!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --bins` first (or set WEIR_BIN)",
-        bin.display()
-    );
-    Ok(bin)
-}
-
 /// Writes the spec of a Weir Kafka -> `uppercase` -> Kafka pipeline with `delivery`,
 /// checkpoints every `interval`.
 fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: bool) -> PathBuf {
@@ -301,7 +285,7 @@ struct WeirRun<'a> {
 
 /// Starts `weir run --quiet spec` against the benchmark's broker.
 fn spawn_weir(spec: &Path, stderr: Stdio) -> anyhow::Result<std::process::Child> {
-    std::process::Command::new(weir_bin()?)
+    std::process::Command::new(weir_tests::weir_bin())
         .env_remove("WEIR_FAULT")
         .args(["run", "--quiet"])
         .arg(spec)
@@ -553,7 +537,7 @@ fn main() -> anyhow::Result<()> {
     // Fail early, with what to do, if anything is missing.
     let _ = kafka::bootstrap();
     let _ = guest("uppercase");
-    let _ = weir_bin()?;
+    let _ = weir_tests::weir_bin();
 
     let input = kafka::unique_name("bench-in");
     kafka::create_topic(&input, PARTITIONS);

@@ -11,6 +11,8 @@
 //!    (incremental: should copy nothing).
 //! 3. pause: the longest output pause of the aggregate while it checkpoints a
 //!    1,000,000-key state, upload deferred (Weir) against inline (the task waits).
+//! 4. guests: `uppercase` in Rust, Python and JavaScript: first and second load,
+//!    first call, the operator alone and end to end, each against the native operator.
 //!
 //! Each section runs in a child process of its own (`--section NAME`), which prints its
 //! figures as JSON with its peak RSS (`VmHWM`), so every peak belongs to one section.
@@ -18,6 +20,7 @@
 //! benchmark, not a test: nothing here passes or fails.
 
 mod aggregate;
+mod guests;
 mod map;
 mod pause;
 
@@ -40,7 +43,7 @@ pub const BATCH: usize = 1024;
 /// and its rounds per operator.
 const OPERATOR_ALONE_RECORDS: u64 = 256 * BATCH as u64;
 const OPERATOR_ALONE_ROUNDS: usize = 7;
-const SECTIONS: [&str; 3] = ["map", "aggregate", "pause"];
+const SECTIONS: [&str; 4] = ["map", "aggregate", "pause", "guests"];
 
 struct Args {
     out: PathBuf,
@@ -60,7 +63,7 @@ fn args() -> anyhow::Result<Args> {
         section: None,
     };
     let usage =
-        "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause]";
+        "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests]";
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -143,6 +146,7 @@ fn run_section(section: &str, args: &Args) -> anyhow::Result<Value> {
         "map" => map_section(&engine, &guests, args.records),
         "aggregate" => aggregate_section(&engine, &guests, args.keys),
         "pause" => pause_section(&engine, &guests, args.keys),
+        "guests" => guests_section(&guests, args.records),
         other => anyhow::bail!("unknown section {other}"),
     }
 }
@@ -184,6 +188,18 @@ fn map_section(
             "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record,
         },
     }))
+}
+
+/// One entry per language; end to end over a twentieth of the map section's records.
+fn guests_section(guests: &std::path::Path, records: u64) -> anyhow::Result<Value> {
+    let mut figures = serde_json::Map::new();
+    for (language, file) in guests::GUESTS {
+        eprintln!("  {language} ...");
+        let f = guests::guest_figures(guests, file, (records / 20).max(BATCH as u64))
+            .with_context(|| format!("{language} guest {file}"))?;
+        figures.insert(language.into(), f);
+    }
+    Ok(Value::Object(figures))
 }
 
 fn aggregate_section(
@@ -325,6 +341,7 @@ fn print_section(section: &str, f: &Value, args: &Args) {
                 );
             }
         }
+        "guests" => guests::print(f),
         _ => {}
     }
 }
