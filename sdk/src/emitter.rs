@@ -63,10 +63,35 @@ impl ValueWriter<'_> {
     /// characters escaped exactly as `serde_json` writes them (`\\n`, `\\u001f`, ...), so a
     /// JSON value can be written piece by piece without a serialiser or a buffer.
     pub fn push_json_str(&mut self, text: &str) {
+        self.push_json_escaped(text.as_bytes());
+    }
+
+    /// Appends `bytes` as a JSON string literal like [`Self::push_json_str`] of
+    /// `String::from_utf8_lossy(bytes)`: invalid UTF-8 becomes U+FFFD, the rest is
+    /// escaped exactly as `serde_json` does. ASCII (the common case: keys, words)
+    /// is escaped straight from `bytes`, with no UTF-8 pass and no copy.
+    pub fn push_json_str_lossy(&mut self, bytes: &[u8]) {
+        if bytes.is_ascii() {
+            self.push_json_escaped(bytes);
+        } else {
+            self.push_json_escaped(String::from_utf8_lossy(bytes).as_bytes());
+        }
+    }
+
+    /// The escaping of [`Self::push_json_str`] over the bytes of valid UTF-8 (only
+    /// ASCII bytes are ever escaped, so multi-byte sequences pass through whole).
+    fn push_json_escaped(&mut self, bytes: &[u8]) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let bytes = text.as_bytes();
+        let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
         self.values.reserve(bytes.len() + 2);
         self.values.push(b'"');
+        // One pass the compiler vectorises decides for the common string: nothing to
+        // escape, one copy.
+        if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
+            self.values.extend_from_slice(bytes);
+            self.values.push(b'"');
+            return;
+        }
         let mut clean = 0;
         for (i, &b) in bytes.iter().enumerate() {
             let short = match b {
@@ -92,6 +117,31 @@ impl ValueWriter<'_> {
         }
         self.values.extend_from_slice(&bytes[clean..]);
         self.values.push(b'"');
+    }
+
+    /// Appends `n` in decimal, as `write!(value, "{n}")` would, without `core::fmt`
+    /// (whose machinery costs a guest far more than the digits).
+    pub fn push_u64(&mut self, n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = n;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.values.extend_from_slice(&digits[at..]);
+    }
+
+    /// Appends `n` in decimal, with a `-` when negative, as `write!` would.
+    pub fn push_i64(&mut self, n: i64) {
+        if n < 0 {
+            self.values.push(b'-');
+        }
+        self.push_u64(n.unsigned_abs());
     }
 
     /// Reserves room for at least `additional` more bytes.
@@ -303,6 +353,51 @@ mod tests {
         expected.push(b"keep", b"me", 1);
         expected.push(b"then", b"more", 4);
         assert_eq!(batch, expected);
+    }
+
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        let unsigned = [0, 1, 9, 10, 99, 100, 4_294_967_296, u64::MAX];
+        let signed = [0, -1, 7, -10, 12_345, i64::MIN, i64::MAX];
+        let records = Emitter::capture(|out| {
+            for n in unsigned {
+                out.emit_with("u", 0, |value| value.push_u64(n));
+            }
+            for n in signed {
+                out.emit_with("i", 0, |value| value.push_i64(n));
+            }
+        });
+        let expected = unsigned
+            .iter()
+            .map(ToString::to_string)
+            .chain(signed.iter().map(ToString::to_string));
+        let written = records.iter().map(|r| r.value_str().unwrap_or("?").to_owned());
+        assert!(written.eq(expected));
+    }
+
+    #[cfg(feature = "json")]
+    #[test]
+    fn lossy_json_strings_match_serde_json_of_the_lossy_text() {
+        let cases: [&[u8]; 6] = [
+            b"",
+            b"ascii word",
+            b"tab\there \"quoted\" \x01",
+            "caf\u{e9}".as_bytes(),
+            b"bad \xff\xfe utf-8 \n",
+            b"\xe2\x82",
+        ];
+        for bytes in cases {
+            let records = Emitter::capture(|out| {
+                out.emit_with("k", 0, |value| value.push_json_str_lossy(bytes));
+            });
+            let expected = serde_json::to_string(&String::from_utf8_lossy(bytes))
+                .expect("a string serialises");
+            assert_eq!(
+                records[0].value_str().ok(),
+                Some(expected.as_str()),
+                "{bytes:?}"
+            );
+        }
     }
 
     #[cfg(feature = "json")]
