@@ -1,0 +1,78 @@
+"""`probe`: a hostile Python map guest for the deny-by-default WASI sandbox.
+
+Built with componentize-py, its component imports the rest of WASI 0.2 (filesystem,
+sockets, environment), which the runtime links but grants nothing through. For each
+input value it runs the probe the value names and emits `<probe>: <outcome>`, where the
+outcome is `denied: <exception>` (`<exception>` = the exception's class, and for an
+`OSError` its errno's name), `empty`, or `GOT ...` (a hole in the sandbox):
+
+- `open <path>`: `open(path).read()`;
+- `write <path>`: `open(path, "w").write(...)`;
+- `listdir <path>`: `os.listdir(path)`;
+- `environ`: `os.environ` (`empty` when it has nothing); `getenv <NAME>`: `os.getenv`;
+- `connect <host:port>`: `socket.create_connection`;
+- `urlopen <url>`: `urllib.request.urlopen(url).read()`.
+
+Any other value passes through unchanged. Built by `make guests` ->
+build/guests/probe_py.wasm; tests/tests/python_guests.rs asserts every line.
+"""
+
+import errno
+import os
+
+import weir_guest
+
+
+def denied(error):
+    name = type(error).__name__
+    code = getattr(error, "errno", None)
+    if isinstance(code, int) and code in errno.errorcode:
+        name += " " + errno.errorcode[code]
+    reason = getattr(error, "reason", None)  # urllib's URLError wraps the socket's error
+    if isinstance(reason, BaseException):
+        name += " (" + denied(reason)[len("denied: "):] + ")"
+    return "denied: " + name
+
+
+def run(verb, arg):
+    if verb == "open":
+        with open(arg) as f:
+            return f"GOT DATA: {len(f.read())} chars"
+    if verb == "write":
+        with open(arg, "w") as f:
+            f.write("written by a guest")
+        return "GOT WRITE: the file was written"
+    if verb == "listdir":
+        return f"GOT DATA: {len(os.listdir(arg))} entries"
+    if verb == "environ":
+        names = sorted(os.environ)
+        return "empty" if not names else "GOT DATA: " + " ".join(names)
+    if verb == "getenv":
+        value = os.getenv(arg)
+        return "empty" if value is None else f"GOT DATA: {value}"
+    if verb == "connect":
+        import socket
+
+        host, _, port = arg.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            return f"GOT CONNECTION: {s.getpeername()}"
+    if verb == "urlopen":
+        import urllib.request
+
+        with urllib.request.urlopen(arg, timeout=5) as response:
+            return f"GOT DATA: {len(response.read())} bytes"
+    return None
+
+
+@weir_guest.map
+def probe(record):
+    text = record.value.decode("utf-8", "replace")
+    verb, _, arg = text.partition(" ")
+    try:
+        outcome = run(verb, arg)
+    except Exception as e:  # every denial, whatever its class, is the answer
+        outcome = denied(e)
+    if outcome is None:
+        return record
+    record.value_str = f"{text}: {outcome}"
+    return record
