@@ -224,6 +224,18 @@ impl SandboxProbes {
         Self { tcp, udp, written }
     }
 
+    /// The address of the TCP listener, for the network probes of other guests (the
+    /// Python probe's): anything that connects to it is caught by
+    /// [`Self::assert_nothing_reached`].
+    pub fn tcp_addr(&self) -> std::net::SocketAddr {
+        self.tcp.local_addr().expect("addr")
+    }
+
+    /// Where the write probe aims; it must not appear.
+    pub fn written(&self) -> &Path {
+        &self.written
+    }
+
     /// Each probe (an input value) and what the guest must answer for it.
     fn cases(&self) -> Vec<(String, &'static str)> {
         let tcp = self.tcp.local_addr().expect("addr");
@@ -288,6 +300,9 @@ pub fn toml_path(path: &Path) -> String {
 // ---------------------------------------------------------------------------------
 // Kafka: the broker the harness started (`KAFKA_BOOTSTRAP`), unique topics per test.
 // ---------------------------------------------------------------------------------
+
+/// The kill loop of the crash tests (SIGKILL at random moments and at fault points).
+pub mod crash;
 
 /// Kafka helpers for tests: topics, input, and reading output back.
 pub mod server;
