@@ -12,7 +12,8 @@ Invariants:
   it is missing or when requirements.txt changed since it was made (a copy of the file
   kept in the venv is the stamp); otherwise nothing is downloaded or installed.
 - The component exports the world given (`mapper` or `aggregator` of `wit/weir.wit`) and
-  contains the guest's module, the SDK (`weir_guest`) and what they import. The guest
+  contains the guest's directory (keep a guest in a directory of its own), a copy of the
+  SDK package `weir_guest`, and the Python standard library. The guest
   module is imported at build time (componentize-py pre-initialises the interpreter and
   snapshots it), so its top level runs once, at build, not per start.
 - The output is written next to its final path and renamed into place: an interrupted
@@ -78,10 +79,12 @@ def build(world: str, guest: Path, output: Path, wit: Path) -> None:
             f"from weir_guest.component import {WORLD_CLASS[world]}\n\n"
             f"{EXPORT_NAME[world]} = {WORLD_CLASS[world]}()\n"
         )
+        # The SDK package alone (not its tests, tools or caches) goes into the component.
+        shutil.copytree(SDK_DIR / "weir_guest", app / "weir_guest", ignore=shutil.ignore_patterns("__pycache__"))
         partial = output.with_name(f".{output.name}.partial")
         command = [
             str(tool), "--wit-path", str(wit), "--world", world, "componentize", "weir_app",
-            "-p", str(app), "-p", str(guest.resolve().parent), "-p", str(SDK_DIR),
+            "-p", str(app), "-p", str(guest.parent),
             "-o", str(partial),
         ]
         # Without a VIRTUAL_ENV componentize-py would look for one through `site`; the
