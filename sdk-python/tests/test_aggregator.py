@@ -73,6 +73,17 @@ class Update(unittest.TestCase):
         self.assertEqual(data, b'{"count":2,"total":7}')
         self.assertEqual(agg.codec.decode(data), Stats(2, 7))
 
+    def test_any_exception_refuses_its_record(self):
+        agg = self.register(lambda n, r: n + int(r.value), 0)
+        ends, data, rejections = agg.update(groups([b"1"], [[(b"k", b"2", 1), (b"k", b"two", 2), (b"k", b"3", 3)]]))
+        self.assertEqual(data, b"6")
+        self.assertEqual(rejections, [(1, "ValueError: invalid literal for int() with base 10: b'two'")])
+
+    def test_an_exception_in_emit_traps(self):
+        agg = self.register(lambda n, r: n + 1, 0, emit=lambda key, window, n: 1 / 0)
+        with self.assertRaises(ZeroDivisionError):
+            agg.emit_all(entries([(b"a", None, b"3")]))
+
     def test_an_immutable_accumulator_must_be_returned(self):
         def forgot(n, record):
             n += 1  # noqa: F841 (the mistake under test)

@@ -39,9 +39,28 @@ class Map(unittest.TestCase):
         _, rejections = mapper.run_map(batch((b"", b"\xff", 3)), lambda r: Record(r.key, r.value_str.upper()))
         self.assertEqual(rejections, [(0, "value is not UTF-8: invalid utf-8 sequence of 1 bytes from index 0")])
 
-    def test_other_exceptions_and_bad_returns_propagate(self):
-        with self.assertRaises(ZeroDivisionError):
-            mapper.run_map(batch((b"", b"x", 1)), lambda r: 1 / 0)
+    def test_any_exception_refuses_its_record_with_its_class_in_the_reason(self):
+        def f(record):
+            return Record(record.key, str(int(record.value)))
+
+        out, rejections = mapper.run_map(batch((b"", b"1", 1), (b"", b"x", 2), (b"", b"3", 3)), f)
+        self.assertEqual(rows(out.finish()), [(b"", b"1", 0), (b"", b"3", 0)])
+        self.assertEqual(rejections, [(1, "ValueError: invalid literal for int() with base 10: b'x'")])
+        _, rejections = mapper.run_map(batch((b"", b"x", 1)), lambda r: {}["missing"])
+        self.assertEqual(rejections, [(0, "KeyError: 'missing'")])
+
+    def test_memory_errors_exits_and_bad_returns_trap(self):
+        def oom(record):
+            raise MemoryError()
+
+        with self.assertRaises(MemoryError):
+            mapper.run_map(batch((b"", b"x", 1)), oom)
+
+        def leave(record):
+            raise SystemExit(3)
+
+        with self.assertRaises(SystemExit):
+            mapper.run_map(batch((b"", b"x", 1)), leave)
         with self.assertRaisesRegex(TypeError, "must return a Record"):
             mapper.run_map(batch((b"", b"x", 1)), lambda r: "text")
         with self.assertRaisesRegex(TypeError, "list holding a str"):

@@ -13,8 +13,11 @@ Map, filter, flat-map::
 The function gets each input `Record` (`key` and `value` bytes, `timestamp` in ms,
 `key_str` / `value_str` text accessors) and returns a `Record`, `None` (drop it) or a
 list of `Record`s. `raise weir_guest.Reject("why")` routes that one input record to the
-pipeline's dead-letter output; any other exception fails the pipeline, which restarts
-from its last checkpoint.
+pipeline's dead-letter output with reason "why"; any other exception does too, with
+reason "<ExceptionClass>: <message>" (a non-UTF-8 value read through `value_str`
+raises `Reject` with the Rust SDK's wording). A `MemoryError`, or a function returning
+anything else than a Record, None or a list of Records, fails the pipeline, which
+restarts from its last checkpoint.
 
 Aggregate (a fold over a user accumulator the runtime keeps in its state backend)::
 

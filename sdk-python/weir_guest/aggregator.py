@@ -12,12 +12,14 @@ Invariants:
 - The fold is `fold(acc, record)`; it returns the new accumulator, or `None` to keep
   `acc` as it mutated it in place. An immutable accumulator (int, float, str, bool,
   tuple) must be returned: `None` for one is an error (it would silently drop counts).
-- `Reject` from the fold refuses that record (its index in `groups.records`) and must
-  leave the accumulator as it was: check first, then mutate (the SDK does not copy
-  the accumulator per record). A group in which no record was accepted gets its input
+- An exception from the fold (`Reject`, or any other `Exception` but `MemoryError`)
+  refuses that record (its index in `groups.records`) and must leave the accumulator
+  as it was: return a new value, or check before you mutate (the SDK does not copy the
+  accumulator per record). A group in which no record was accepted gets its input
   accumulator back byte for byte, so "none yet" stays empty.
 - `emit(key, window, acc)` gets the key as `bytes`, the `Window` (or `None` for an
-  unwindowed aggregate) and the decoded accumulator, and returns what a map returns.
+  unwindowed aggregate) and the decoded accumulator, and returns what a map returns;
+  an exception from it traps (the contract's emit has no dead-letter route).
 - Accumulator bytes that do not decode (state written by another guest) trap: the
   pipeline fails rather than losing or rewriting that state.
 """
@@ -32,7 +34,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from . import framing
 from .framing import BatchBuilder, FrameBuilder
 from .mapper import push_output
-from .record import Record, Reject, Window
+from .record import Record, Window, reason_of, refuses
 
 _IMMUTABLE = (int, float, str, bool, tuple, type(None), frozenset, bytes)
 
@@ -105,8 +107,10 @@ class Aggregate:
                 key, value, timestamp = next(records)
                 try:
                     result = fold(acc, Record(key, value, timestamp))
-                except Reject as reject:
-                    rejections.append((index, reject.reason))
+                except Exception as error:
+                    if not refuses(error):
+                        raise
+                    rejections.append((index, reason_of(error)))
                     continue
                 if result is not None:
                     acc = result

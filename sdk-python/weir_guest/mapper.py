@@ -6,12 +6,14 @@ Invariants:
 - The function gets a fresh `Record` per input (key and value are `bytes` slices of
   the batch) and returns a `Record` (map), `None` (filter: drop it) or a list or tuple
   of `Record`s (flat-map: zero or more, in order).
-- `Reject` refuses that one input record: it becomes a rejection (its index in the
-  input batch, the message) and contributes no output. Output is appended only after
-  the function returned, so a refused record never leaves half its output behind.
-  Rejections are in input order, each index once.
-- Any other exception propagates: the call traps and the pipeline restarts from its
-  last checkpoint, as a panic does in a Rust guest.
+- An exception from the function (`Reject`, or any other `Exception` but
+  `MemoryError`) refuses that one input record: it becomes a rejection (its index in
+  the input batch, the reason, see `record.reason_of`) and contributes no output.
+  Output is appended only after the function returned, so a refused record never
+  leaves half its output behind. Rejections are in input order, each index once.
+- What the function returns that is not a Record, None or a list of Records, and a
+  `MemoryError` or a non-`Exception` `BaseException`, trap: the pipeline fails and
+  restarts from its last checkpoint (a guest bug, as a panic is in a Rust guest).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Callable, List, Optional, Tuple
 
 from . import framing
 from .framing import BatchBuilder
-from .record import Record, Reject
+from .record import Record, reason_of, refuses
 
 MapFunction = Callable[[Record], object]
 
@@ -76,8 +78,10 @@ def run_map(batch, function: MapFunction) -> Tuple[BatchBuilder, List[Tuple[int,
     for index, (key, value, timestamp) in enumerate(framing.records(batch)):
         try:
             result = function(Record(key, value, timestamp))
-        except Reject as reject:
-            rejections.append((index, reject.reason))
+        except Exception as error:
+            if not refuses(error):
+                raise
+            rejections.append((index, reason_of(error)))
             continue
         push_output(out, result, name)
     return out, rejections

@@ -23,9 +23,9 @@ class Reject(Exception):
     """Refuses the record being processed: raise it from a map or aggregate function.
 
     The runtime routes that one input record to the pipeline's dead-letter output with
-    the message as its reason; the rest of the batch carries on. Any other exception
-    traps: the whole pipeline fails and restarts from its last checkpoint (as a panic
-    does in a Rust guest).
+    the message as its reason; the rest of the batch carries on. Any other `Exception`
+    does the same, with `<ExceptionClass>: <message>` as the reason (see `reason_of`);
+    `Reject` just says it on purpose and keeps the reason as written.
     """
 
     def __init__(self, reason: str) -> None:
@@ -38,6 +38,24 @@ class Window(NamedTuple):
 
     start: int
     end: int
+
+
+def reason_of(error: Exception) -> str:
+    """The dead-letter reason for an exception a user function raised."""
+    if isinstance(error, Reject):
+        return error.reason
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def refuses(error: BaseException) -> bool:
+    """Whether `error`, raised by a user function, refuses one record (else it traps).
+
+    Every `Exception` refuses its record, except `MemoryError` (the instance hit its
+    memory limit: a fault of the instance, not of the record). `BaseException`s that are
+    not `Exception`s (`SystemExit`, `KeyboardInterrupt`) trap.
+    """
+    return isinstance(error, Exception) and not isinstance(error, MemoryError)
 
 
 def as_bytes(data: BytesLike, what: str) -> bytes:
