@@ -231,6 +231,11 @@ impl SandboxProbes {
         self.tcp.local_addr().expect("addr")
     }
 
+    /// The address of the UDP socket, for the datagram probes of other guests.
+    pub fn udp_addr(&self) -> std::net::SocketAddr {
+        self.udp.local_addr().expect("addr")
+    }
+
     /// Where the write probe aims; it must not appear.
     pub fn written(&self) -> &Path {
         &self.written

@@ -488,17 +488,26 @@ fn the_python_sandbox_probe_gets_no_file_environment_or_network() {
     // a path the test watches and a TCP port that really listens.
     let dir = tempfile::tempdir().expect("tempdir");
     let probes = SandboxProbes::new(dir.path().join("written-by-the-python-guest"));
-    let tcp = probes.tcp_addr();
+    let (tcp, udp) = (probes.tcp_addr(), probes.udp_addr());
     let cases: Vec<(String, &str)> = vec![
-        ("open /etc/passwd".into(), PROBE_OPEN),
-        ("open hostname".into(), PROBE_OPEN),
-        (format!("write {}", probes.written().display()), PROBE_OPEN),
-        ("listdir /".into(), PROBE_OPEN),
-        ("listdir .".into(), PROBE_OPEN),
+        ("open /etc/passwd".into(), NOT_FOUND),
+        ("open hostname".into(), NOT_FOUND),
+        (format!("write {}", probes.written().display()), NOT_FOUND),
+        ("listdir /".into(), NOT_FOUND),
+        ("listdir .".into(), NOT_FOUND),
         ("environ".into(), "empty"),
         ("getenv HOME".into(), "empty"),
-        (format!("connect {tcp}"), PROBE_CONNECT),
-        (format!("urlopen http://{tcp}/"), PROBE_URLOPEN),
+        // create_connection and urllib resolve the host first, numeric or not: refused.
+        (format!("connect {tcp}"), LOOKUP_REFUSED),
+        (format!("connect localhost:{}", tcp.port()), LOOKUP_REFUSED),
+        (
+            format!("urlopen http://{tcp}/"),
+            "denied: URLError (gaierror EAI_FAIL)",
+        ),
+        // A numeric address goes straight to the TCP connect and the UDP send: refused.
+        (format!("socket {tcp}"), "denied: PermissionError EACCES"),
+        (format!("sendto {udp}"), "denied: PermissionError EACCES"),
+        ("not a probe".into(), ""),
     ];
     let input: String = cases.iter().map(|(p, _)| format!("{p}\n")).collect();
     let input = write_file(dir.path(), "probes.txt", &input);
@@ -512,7 +521,13 @@ fn the_python_sandbox_probe_gets_no_file_environment_or_network() {
     got.sort();
     let mut want: Vec<String> = cases
         .iter()
-        .map(|(probe, outcome)| format!("{probe}: {outcome}"))
+        .map(|(probe, outcome)| {
+            if outcome.is_empty() {
+                probe.clone() // not a probe: passed through unchanged
+            } else {
+                format!("{probe}: {outcome}")
+            }
+        })
         .collect();
     want.sort();
     assert_eq!(got, want);
@@ -614,8 +629,8 @@ fn the_sdk_unit_tests_pass_in_plain_cpython() {
     assert!(ran >= 30, "only {ran} SDK tests ran:\n{err}");
 }
 
-/// What the probe answers for the file probes: WASI without a preopened directory
-/// resolves no path at all.
-const PROBE_OPEN: &str = "TBD";
-const PROBE_CONNECT: &str = "TBD";
-const PROBE_URLOPEN: &str = "TBD";
+/// What a path gets: WASI without a preopened directory resolves no path at all, so
+/// reading, writing and listing all fail as "not found" (`/etc/passwd` exists here).
+const NOT_FOUND: &str = "denied: FileNotFoundError ENOENT";
+/// What a name lookup gets: refused by the host for every name.
+const LOOKUP_REFUSED: &str = "denied: gaierror EAI_FAIL";
