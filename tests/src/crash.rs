@@ -10,8 +10,8 @@
 //! `MAX_ATTEMPTS` rather than spinning. Timing only decides where kills land, never
 //! whether the test passes: the tests compare committed output, exactly.
 
-use std::os::unix::process::ExitStatusExt;
 use std::ops::Range;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;

@@ -58,10 +58,7 @@ fn assert_same_output(what: &str, rust: Vec<String>, python: Vec<String>, at_lea
         diff.is_empty(),
         "{what}: Python output differs from Rust's (line, rust, python): {diff:?}"
     );
-    assert_eq!(
-        rust.values().sum::<usize>(),
-        python.values().sum::<usize>()
-    );
+    assert_eq!(rust.values().sum::<usize>(), python.values().sum::<usize>());
 }
 
 /// Runs the spec `make(dir, module)` once with the Rust guest and once with the Python
@@ -167,7 +164,9 @@ fn uppercase_py_commits_what_the_rust_guest_commits() {
     });
     let rust_out = committed_lines(&rust.path().join("out"));
     assert!(
-        rust_out.iter().any(|l| l.contains("STRASSE UND ǄEMAL FINE ʼN")),
+        rust_out
+            .iter()
+            .any(|l| l.contains("STRASSE UND ǄEMAL FINE ʼN")),
         "the input exercises special casing"
     );
     assert_same_output(
@@ -298,11 +297,12 @@ fn word_count_py_commits_what_the_rust_guest_commits() {
     let (rust, python) = run_twins("word_count", "word_count_py", |dir, module| {
         word_count_spec(dir, module, RECORDS, None)
     });
+    // The generator's text has 50 distinct words: 50 counts per 10 s window.
     assert_same_output(
         "word count",
         committed_lines(&rust.path().join("out")),
         committed_lines(&python.path().join("out")),
-        1_000,
+        100,
     );
     assert!(committed_lines(&python.path().join("dead")).is_empty());
 
@@ -313,7 +313,9 @@ fn word_count_py_commits_what_the_rust_guest_commits() {
     });
     let rust_out = committed_lines(&rust.path().join("out"));
     assert!(
-        rust_out.iter().any(|l| l.contains(r#"\"word\":\"say \\\"hi\\\"\""#)),
+        rust_out
+            .iter()
+            .any(|l| l.contains(r#"\"word\":\"say \\\"hi\\\"\""#)),
         "keys are escaped inside the JSON value: {:?}",
         &rust_out[..3.min(rust_out.len())]
     );
@@ -366,7 +368,10 @@ path = {dead}
 }
 
 fn map_step(module: &Path) -> String {
-    format!("[[steps]]\ntype = \"map\"\nmodule = {}\n", toml_path(module))
+    format!(
+        "[[steps]]\ntype = \"map\"\nmodule = {}\n",
+        toml_path(module)
+    )
 }
 
 fn word_count_steps(count: &Path) -> String {
@@ -412,12 +417,27 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
         .collect();
     kafka::produce(&input, &records);
 
-    let rust = kafka_run(dir.path(), "upper-rs", &input, &map_step(&guest("uppercase")));
-    let python = kafka_run(dir.path(), "upper-py", &input, &map_step(&guest("uppercase_py")));
+    let rust = kafka_run(
+        dir.path(),
+        "upper-rs",
+        &input,
+        &map_step(&guest("uppercase")),
+    );
+    let python = kafka_run(
+        dir.path(),
+        "upper-py",
+        &input,
+        &map_step(&guest("uppercase_py")),
+    );
     assert!(rust.iter().any(|l| l.contains("STRASSE")));
     assert_same_output("Kafka uppercase", rust, python, RECORDS);
 
-    let rust = kafka_run(dir.path(), "count-rs", &input, &word_count_steps(&guest("word_count")));
+    let rust = kafka_run(
+        dir.path(),
+        "count-rs",
+        &input,
+        &word_count_steps(&guest("word_count")),
+    );
     let python = kafka_run(
         dir.path(),
         "count-py",
@@ -447,12 +467,17 @@ fn python_aggregate_is_exactly_once_across_sigkills() {
     ));
     let expected = committed_lines(&reference.path().join("out"));
     let rust = tempfile::tempdir().expect("tempdir");
-    run_ok(&word_count_spec(rust.path(), &guest("word_count"), RECORDS, None));
+    run_ok(&word_count_spec(
+        rust.path(),
+        &guest("word_count"),
+        RECORDS,
+        None,
+    ));
     assert_same_output(
         "uninterrupted Python run vs Rust",
         committed_lines(&rust.path().join("out")),
         expected.clone(),
-        1_000,
+        150,
     );
 
     let crashed = tempfile::tempdir().expect("tempdir");
@@ -473,7 +498,7 @@ fn python_aggregate_is_exactly_once_across_sigkills() {
         "Python run through SIGKILLs vs uninterrupted",
         expected,
         committed_lines(&crashed.path().join("out")),
-        1_000,
+        150,
     );
     assert!(committed_lines(&crashed.path().join("dead")).is_empty());
 }
@@ -556,7 +581,12 @@ fn run_stdin_spec(spec: &Path, state: &Path, input: &str) -> String {
     let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
     let out = child.wait_with_output().expect("wait");
     writer.join().expect("writer").expect("write stdin");
-    assert!(out.status.success(), "{}: {}", spec.display(), stderr_of(&out));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        spec.display(),
+        stderr_of(&out)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -586,7 +616,11 @@ fn the_shipped_python_examples_run_as_shipped() {
     // word-count: as shipped, from scratch; then the same spec text with the Rust guest
     // and its own directories.
     let shipped = root.join("guest-examples/python/word-count/pipeline.toml");
-    for d in ["word-count-py-state", "word-count-py-output", "word-count-py-dead-letter"] {
+    for d in [
+        "word-count-py-state",
+        "word-count-py-output",
+        "word-count-py-dead-letter",
+    ] {
         let _ = std::fs::remove_dir_all(build.join(d));
     }
     run_ok(&shipped);
@@ -596,15 +630,21 @@ fn the_shipped_python_examples_run_as_shipped() {
     let text = std::fs::read_to_string(&shipped)
         .expect("shipped spec")
         .replace("word_count_py.wasm", "word_count.wasm")
-        .replace("\"../../../build/guests/", &format!("\"{}/", guests.display()))
-        .replace("\"../../../build/", &format!("\"{}/", twin.path().display()));
+        .replace(
+            "\"../../../build/guests/",
+            &format!("\"{}/", guests.display()),
+        )
+        .replace(
+            "\"../../../build/",
+            &format!("\"{}/", twin.path().display()),
+        );
     let spec = write_file(twin.path(), "pipeline.toml", &text);
     run_ok(&spec);
     assert_same_output(
         "shipped word count",
         committed_lines(&twin.path().join("word-count-py-output")),
         python,
-        1_000,
+        500,
     );
 }
 
@@ -624,7 +664,13 @@ fn the_sdk_unit_tests_pass_in_plain_cpython() {
     assert!(out.status.success(), "SDK unit tests failed:\n{err}");
     let ran: usize = err
         .lines()
-        .find_map(|l| l.strip_prefix("Ran ")?.split_whitespace().next()?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no test summary:\n{err}"));
     assert!(ran >= 30, "only {ran} SDK tests ran:\n{err}");
 }
