@@ -12,6 +12,7 @@
 //!   file that exists and a TCP port that really listens, and nothing reaches the host;
 //! - each example's shipped `pipeline.toml` runs as shipped and matches the Rust twin;
 //! - the SDK's unit tests pass in plain CPython.
+//!
 //! Every test is bounded in records (at most 30,000) and attempts; timing only paces
 //! the crash test and decides where its kills land, never whether a test passes.
 
