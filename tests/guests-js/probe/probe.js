@@ -2,14 +2,16 @@
 // input value names one attempt to reach outside the sandbox; the output value is
 // `<probe>: <outcome>`, where the outcome is what the guest saw, caught INSIDE the
 // guest: `denied: <error name>[ (no network)]`, `empty`, or `VISIBLE: ...` if the
-// sandbox ever let something through (the test fails on that, and on any trap).
+// sandbox ever let something through (the test fails on that).
 //
 // Probes (the value, then what it does):
 //   fetch <url>           await fetch(url): a real listener is there in the test
 //   fetch-request <url>   await fetch(new Request(url)): the same through a Request
 //   restore-fetch         assign globalThis.fetch (to put a working one back)
 //   env                   process.env, the Node way to read the environment
-//   import <path>         await import(path), the only file-reading API of the engine
+//   import <path>         await import(path), the only file-reading API of the engine;
+//                         this one TRAPS (StarlingMonkey's loader finds no preopened
+//                         directory and aborts), so the test expects a trap for it
 //   xhr <url>             new XMLHttpRequest() (no such API: the engine has none)
 //   websocket <url>       new WebSocket(url)   (likewise)
 //
