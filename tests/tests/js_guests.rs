@@ -80,7 +80,12 @@ fn jsonl_input(n: usize) -> String {
 /// Runs `spec` to its end; panics with its stderr if it failed.
 fn run_spec(spec: &Path) {
     let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
-    assert!(out.status.success(), "{}: {}", spec.display(), stderr_of(&out));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        spec.display(),
+        stderr_of(&out)
+    );
 }
 
 /// A file -> steps -> file pipeline in `dir/<name>/`: `source` is the `[[sources]]`
@@ -122,7 +127,10 @@ path = {dead}
 }
 
 fn map_step(module: &Path) -> String {
-    format!("[[steps]]\ntype = \"map\"\nmodule = {}\n", toml_path(module))
+    format!(
+        "[[steps]]\ntype = \"map\"\nmodule = {}\n",
+        toml_path(module)
+    )
 }
 
 /// The committed output of a pipeline run by [`file_pipeline`], sorted.
@@ -287,7 +295,13 @@ fn js_word_count_commits_what_the_rust_word_count_commits_through_the_file_sink(
         })
         .sum();
     let words: usize = (0..3_000)
-        .map(|i| TEXTS[i % TEXTS.len()].split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).count() + 1)
+        .map(|i| {
+            TEXTS[i % TEXTS.len()]
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .count()
+                + 1
+        })
         .sum();
     assert_eq!(total, words as u64);
 
@@ -451,12 +465,7 @@ fn kafka_exactly_once_js_word_count_equals_the_rust_run() {
             toml_path(count)
         )
     };
-    let js = kafka_run(
-        dir.path(),
-        "js-wc",
-        &input,
-        &steps(&guest("word_count_js")),
-    );
+    let js = kafka_run(dir.path(), "js-wc", &input, &steps(&guest("word_count_js")));
     let rust = kafka_run(dir.path(), "rust-wc", &input, &steps(&guest("word_count")));
     assert!(js.len() > 1_000, "{} window counts", js.len());
     assert_same_output("kafka word-count, JS vs Rust", &js, &rust);
@@ -527,7 +536,10 @@ fn the_js_sandbox_probe_is_denied_everything_inside_the_guest_and_reaches_nothin
     let probes = SandboxProbes::new(dir.path().join("written-by-the-guest"));
     let tcp = probes.tcp_addr();
     let cases: Vec<(String, &str)> = vec![
-        (format!("fetch http://{tcp}/"), "denied: TypeError (no network)"),
+        (
+            format!("fetch http://{tcp}/"),
+            "denied: TypeError (no network)",
+        ),
         (
             format!("fetch-request http://{tcp}/"),
             "denied: TypeError (no network)",
@@ -536,6 +548,10 @@ fn the_js_sandbox_probe_is_denied_everything_inside_the_guest_and_reaches_nothin
         ("env".to_owned(), "denied: ReferenceError"),
         (format!("xhr http://{tcp}/"), "denied: ReferenceError"),
         (format!("websocket ws://{tcp}/"), "denied: ReferenceError"),
+        // What a guest is given: its step's config, and the log.
+        ("config greeting".to_owned(), "value hello, sandbox"),
+        ("config missing".to_owned(), "absent"),
+        ("log a line from the probe".to_owned(), "logged"),
     ];
     let input: String = cases.iter().map(|(p, _)| format!("{p}\n")).collect();
     let input = write_file(dir.path(), "probes.txt", &input);
@@ -543,7 +559,11 @@ fn the_js_sandbox_probe_is_denied_everything_inside_the_guest_and_reaches_nothin
         "[[sources]]\ntype = \"file\"\npath = {}\n",
         toml_path(&input)
     );
-    let root = file_pipeline(dir.path(), "probe-js", &source, &map_step(&guest("probe_js")));
+    let step = format!(
+        "{}config = {{ greeting = \"hello, sandbox\" }}\n",
+        map_step(&guest("probe_js"))
+    );
+    let root = file_pipeline(dir.path(), "probe-js", &source, &step);
     let got: BTreeMap<String, String> = committed_lines(&root.join("out"))
         .iter()
         .map(|l| {
@@ -609,10 +629,7 @@ fn respec(spec: &Path, dir: &Path, from: &str, to: &Path, dirs: &[&str]) -> Path
     assert!(text.contains(&from), "{} names {from}", spec.display());
     text = text.replace(&from, &toml_path(to));
     for d in dirs {
-        text = text.replace(
-            &format!("\"../../../build/{d}\""),
-            &toml_path(&dir.join(d)),
-        );
+        text = text.replace(&format!("\"../../../build/{d}\""), &toml_path(&dir.join(d)));
     }
     // The other modules the spec names stay where they are.
     text = text.replace(
@@ -629,13 +646,21 @@ fn the_js_example_specs_run_as_shipped_and_agree_with_the_rust_guests() {
             "uppercase",
             "uppercase_js.wasm",
             "uppercase",
-            ["uppercase-js-state", "uppercase-js-output", "uppercase-js-dead-letter"],
+            [
+                "uppercase-js-state",
+                "uppercase-js-output",
+                "uppercase-js-dead-letter",
+            ],
         ),
         (
             "word-count",
             "word_count_js.wasm",
             "word_count",
-            ["word-count-js-state", "word-count-js-output", "word-count-js-dead-letter"],
+            [
+                "word-count-js-state",
+                "word-count-js-output",
+                "word-count-js-dead-letter",
+            ],
         ),
     ] {
         let spec = repo_root().join(format!("guest-examples/js/{example}/pipeline.toml"));

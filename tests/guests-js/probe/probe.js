@@ -14,6 +14,9 @@
 //                         directory and aborts), so the test expects a trap for it
 //   xhr <url>             new XMLHttpRequest() (no such API: the engine has none)
 //   websocket <url>       new WebSocket(url)   (likewise)
+// and two that check the host interfaces a guest IS given:
+//   config <name>         the step's config value: `value <v>` or `absent`
+//   log <message>         writes <message> to the pipeline's log at info: `logged`
 //
 // Async on purpose: it also exercises the SDK's path for map functions that return
 // promises, inside the real component.
@@ -62,6 +65,14 @@ async function attempt(probe) {
       case 'websocket': {
         new WebSocket(arg);
         return 'VISIBLE: WebSocket';
+      }
+      case 'config': {
+        const value = weir.config(arg);
+        return value === undefined ? 'absent' : `value ${value}`;
+      }
+      case 'log': {
+        weir.log.info(arg);
+        return 'logged';
       }
       default:
         throw new Error(`unknown probe ${probe}`);
