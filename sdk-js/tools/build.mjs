@@ -92,6 +92,8 @@ try {
   });
   const { component } = await componentize({
     sourcePath: bundle,
+    // What stack traces and error messages call the guest's code.
+    sourceName: basename(args.guest),
     witPath: WIT,
     worldName: args.world,
     disableFeatures: DISABLED_FEATURES,

@@ -487,7 +487,9 @@ fn kafka_exactly_once_js_word_count_equals_the_rust_run() {
 
 #[test]
 fn js_components_load_under_weir_validate_and_import_no_network() {
-    let cache = tempfile::tempdir().expect("cache dir");
+    // The compiled-code cache `weir run` uses (compiling a 12 MB interpreter component
+    // takes seconds; the README's first/second load figures come from a fresh one).
+    let cache = weir::pipeline::compile_cache_dir();
     for (name, world) in [
         ("uppercase_js", "mapper (weir:transform/map)"),
         ("word_count_js", "aggregator (weir:transform/aggregate)"),
@@ -495,7 +497,6 @@ fn js_components_load_under_weir_validate_and_import_no_network() {
     ] {
         let path = guest(name);
         let out = weir()
-            .env("WEIR_CACHE_DIR", cache.path())
             .arg("validate")
             .arg(&path)
             .output()
@@ -509,7 +510,7 @@ fn js_components_load_under_weir_validate_and_import_no_network() {
     }
     // What a componentize-js guest imports: the engine's stdio, clocks, random and
     // filesystem (linked deny-by-default), never wasi:http nor sockets.
-    let engine = WasmEngine::new(Some(cache.path())).expect("engine");
+    let engine = WasmEngine::new(cache.as_deref()).expect("engine");
     let module = engine.load(&guest("probe_js")).expect("load probe_js");
     let imports = module.imports();
     assert!(
@@ -591,7 +592,7 @@ fn a_js_dynamic_import_of_a_file_traps_the_guest_and_reads_nothing() {
     // in it.
     let passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
     let first_line = passwd.lines().next().expect("a first line").to_owned();
-    let engine = WasmEngine::new(None).expect("engine");
+    let engine = WasmEngine::new(weir::pipeline::compile_cache_dir().as_deref()).expect("engine");
     let module = engine.load(&guest("probe_js")).expect("load probe_js");
     for path in ["/etc/passwd", "file:///etc/passwd", "./passwd.js"] {
         let mut mapper = module
