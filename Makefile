@@ -83,7 +83,7 @@ js-tools-check:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; }
 	@v=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$v" -ge $(JS_NODE_MIN) ] || { \
 	  echo "Node $$(node --version) is too old: the JavaScript guest tools need Node >= $(JS_NODE_MIN) (Debian bookworm ships 18: use NodeSource or nvm)"; exit 1; }
-	@cmp -s sdk-js/tools/package-lock.json $(JS_TOOLS_STAMP) || { \
+	@{ cmp -s sdk-js/tools/package-lock.json $(JS_TOOLS_STAMP) && [ -d $(JS_TOOLS_DIR)/node_modules/@bytecodealliance/componentize-js ]; } || { \
 	  echo "installing the pinned JavaScript guest tools into $(JS_TOOLS_DIR)"; \
 	  mkdir -p $(JS_TOOLS_DIR) && rm -f $(JS_TOOLS_STAMP) && \
 	  cp sdk-js/tools/package.json sdk-js/tools/package-lock.json $(JS_TOOLS_DIR)/ && \

@@ -10,6 +10,9 @@
 // - Reading never copies: a frame is a `subarray` view of its column. Writing copies each
 //   byte string once, with `TypedArray.set` (or `TextEncoder.encodeInto` for a string)
 //   into buffers that grow by doubling; there is no per-byte JavaScript loop anywhere.
+// - Times in +-2^53 ms go through the 32-bit halves of the BigInt64Array columns, never
+//   through a BigInt (an allocation that costs an interpreted guest more than the rest
+//   of a record); only times beyond that range are BigInts.
 // - Input comes from the trusted runtime; a malformed frame is a host bug, so it throws
 //   a FramingError naming the column, which the SDK lets escape: the call traps.
 // - Output columns are `subarray` views of the grown buffers, exactly as long as the data.
@@ -62,6 +65,10 @@ export class BatchReader {
     checkEnds(valueEnds, values.length, 'values');
     this.length = n;
     this.timestamps = timestamps;
+    // The same times as 32-bit halves (little-endian, as wasm and every Node host are):
+    // reading a BigInt64Array element allocates a BigInt, which costs a guest's
+    // interpreter more than the rest of a record.
+    this.timeWords = new Int32Array(timestamps.buffer, timestamps.byteOffset, 2 * n);
     this.keyEnds = keyEnds;
     this.keys = keys;
     this.valueEnds = valueEnds;
@@ -78,6 +85,9 @@ export class BatchReader {
 
   /** Record i's event time: see `toTime`. */
   timestamp(i) {
+    const hi = this.timeWords[2 * i + 1];
+    // |t| < 2^53: a safe integer, computed from the halves without a BigInt.
+    if (hi >= -0x1fffff && hi <= 0x1fffff) return hi * 4294967296 + (this.timeWords[2 * i] >>> 0);
     return toTime(this.timestamps[i]);
   }
 }
@@ -151,12 +161,12 @@ export class ColumnWriter {
 
   /** Appends `data` (Uint8Array, string, or null/undefined for empty) as one frame. */
   push(data) {
-    if (data === undefined || data === null) {
-      // An empty frame.
+    if (data instanceof Uint8Array) {
+      if (data.length !== 0) this.appendBytes(data);
     } else if (typeof data === 'string') {
-      this.appendString(data);
-    } else if (data instanceof Uint8Array) {
-      this.appendBytes(data);
+      if (data.length !== 0) this.appendString(data);
+    } else if (data === undefined || data === null) {
+      // An empty frame.
     } else if (ArrayBuffer.isView(data) || data instanceof ArrayBuffer) {
       this.appendBytes(toBytes(data));
     } else {
@@ -191,6 +201,7 @@ export class ColumnWriter {
 export class BatchWriter {
   constructor(records = 16, keyBytes = 64, valueBytes = 256) {
     this.timestamps = new BigInt64Array(Math.max(records, 4));
+    this.timeWords = new Int32Array(this.timestamps.buffer);
     this.keys = new ColumnWriter(records, keyBytes);
     this.values = new ColumnWriter(records, valueBytes);
     this.length = 0;
@@ -198,11 +209,13 @@ export class BatchWriter {
 
   /** Appends one record; `timestamp` a Number or a BigInt (see `fromTime`). */
   push(key, value, timestamp) {
-    const time = fromTime(timestamp);
+    const safe = typeof timestamp === 'number' && Number.isSafeInteger(timestamp);
+    const big = safe ? 0n : fromTime(timestamp);
     if (this.length === this.timestamps.length) {
       const grown = new BigInt64Array(this.timestamps.length * 2);
       grown.set(this.timestamps);
       this.timestamps = grown;
+      this.timeWords = new Int32Array(grown.buffer);
     }
     const mark = this.length;
     try {
@@ -212,7 +225,16 @@ export class BatchWriter {
       this.truncate(mark);
       throw error;
     }
-    this.timestamps[this.length++] = time;
+    const at = this.length++;
+    if (safe) {
+      // Two 32-bit halves, no BigInt: hi = floor(t / 2^32), lo = the rest (ToInt32
+      // keeps its bits).
+      const hi = Math.floor(timestamp / 4294967296);
+      this.timeWords[2 * at] = timestamp - hi * 4294967296;
+      this.timeWords[2 * at + 1] = hi;
+    } else {
+      this.timestamps[at] = big;
+    }
   }
 
   mark() {

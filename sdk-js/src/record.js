@@ -3,7 +3,9 @@
 // Invariants:
 // - An input record's `key` and `value` are Uint8Array VIEWS of the input batch (no
 //   copy); they are valid for the call that received them, and writing into them is
-//   allowed (the input batch is not reused) but never reaches the host.
+//   allowed (the input batch is not reused) but never reaches the host. A record the
+//   guest builds keeps what it was given, a Uint8Array or a string (encoded as UTF-8
+//   once, straight into the output batch, when it is emitted).
 // - `key` is empty when the record has no key; `value` may be empty too.
 // - `timestamp` is the event time in ms since the Unix epoch: a Number for every time a
 //   JavaScript Date can hold (all the runtime produces), a BigInt beyond that, never a
@@ -16,17 +18,25 @@
 
 import { toBytes } from './framing.js';
 
-const lossy = new TextDecoder('utf-8');
-const strict = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a leading U+FEFF is text like any other (the WHATWG default strips it;
+// Rust's from_utf8 keeps it, and so must a guest's output).
+const lossy = new TextDecoder('utf-8', { ignoreBOM: true });
+const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const encoder = new TextEncoder();
 
-/** `bytes` as text, invalid UTF-8 replaced by U+FFFD. */
+/** `bytes` (or a string, returned as it is) as text, invalid UTF-8 replaced by U+FFFD. */
 export function utf8Lossy(bytes) {
-  return lossy.decode(bytes);
+  return typeof bytes === 'string' ? bytes : lossy.decode(bytes);
 }
 
-/** `bytes` as text; throws a TypeError naming `what` if they are not UTF-8. */
+/** `bytes` (or a string, returned as it is) as text; throws a TypeError naming `what` if they are not UTF-8. */
 export function utf8(bytes, what = 'bytes') {
+  if (typeof bytes === 'string') return bytes;
+  // The lossy decoder is several times cheaper than the fatal one in the guest's
+  // engine; without a U+FFFD in its result nothing was replaced, so the bytes were
+  // valid UTF-8. Only text with a U+FFFD (real or replaced) is decoded again, strictly.
+  const text = lossy.decode(bytes);
+  if (text.indexOf('\ufffd') === -1) return text;
   try {
     return strict.decode(bytes);
   } catch {
@@ -41,13 +51,13 @@ export function utf8Bytes(text) {
 
 export class Record {
   /**
-   * @param {Uint8Array|string|null|undefined} key   empty when absent
-   * @param {Uint8Array|string|null|undefined} value empty when absent
+   * @param {Uint8Array|string|null|undefined} key   empty when absent; kept as given
+   * @param {Uint8Array|string|null|undefined} value empty when absent; kept as given
    * @param {number|bigint|undefined} timestamp      ms; undefined: the natural time
    */
   constructor(key, value, timestamp) {
-    this.key = asBytes(key);
-    this.value = asBytes(value);
+    this.key = asData(key);
+    this.value = asData(value);
     this.timestamp = timestamp;
   }
 
@@ -90,10 +100,9 @@ export function inputRecord(key, value, timestamp) {
   return record;
 }
 
-function asBytes(data) {
+function asData(data) {
   if (data === undefined || data === null) return new Uint8Array(0);
-  if (typeof data === 'string') return encoder.encode(data);
-  if (data instanceof Uint8Array) return data;
+  if (typeof data === 'string' || data instanceof Uint8Array) return data;
   if (ArrayBuffer.isView(data) || data instanceof ArrayBuffer) return toBytes(data);
   throw new TypeError('a key or value must be a string or a Uint8Array');
 }

@@ -12,11 +12,13 @@ test('uppercase: Unicode-aware, key and time kept, invalid UTF-8 refused', () =>
       ['k', 'hello', 5],
       ['', 'straße ǆ ﬁ', 6],
       ['x', new Uint8Array([0x68, 0xc3]), 7],
+      ['', '\ufeffbom kept, \ufffd kept', 8],
     ]),
   );
   assert.deepEqual(readBatch(output.records), [
     ['k', 'HELLO', 5n],
     ['', 'STRASSE Ǆ FI', 6n],
+    ['', '\ufeffBOM KEPT, \ufffd KEPT', 8n],
   ]);
   assert.deepEqual(output.rejections, [{ index: 2, reason: 'value is not UTF-8' }]);
 });

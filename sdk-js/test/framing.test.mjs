@@ -59,6 +59,20 @@ test('the reader gives views into the batch, no copies', () => {
   assert.equal(reader.timestamp(1), -3);
 });
 
+test('times through the 32-bit halves: every range boundary reads and writes back exactly', () => {
+  const times = [0n, 1n, -1n, 2n ** 32n - 1n, 2n ** 32n, -(2n ** 32n), -(2n ** 32n) - 1n, 1700000000000n, -1700000000000n,
+    2n ** 53n - 1n, -(2n ** 53n - 1n), 2n ** 53n, -(2n ** 53n), -(2n ** 53n) + 1n, 2n ** 63n - 1n, -(2n ** 63n)];
+  const reader = new BatchReader(batchOf(times.map((t) => ['', '', t])));
+  const out = new BatchWriter(1);
+  times.forEach((t, i) => {
+    const read = reader.timestamp(i);
+    assert.equal(read, toTime(t), `reading ${t}`);
+    assert.equal(typeof read, Number.isSafeInteger(Number(t)) ? 'number' : 'bigint', `type of ${t}`);
+    out.push('', '', read);
+  });
+  assert.deepEqual(Array.from(out.finish().timestamps), times);
+});
+
 test('times: Numbers while exact, BigInts beyond, never rounded', () => {
   assert.equal(toTime(1700000000000n), 1700000000000);
   assert.equal(toTime(2n ** 53n - 1n), 2 ** 53 - 1);

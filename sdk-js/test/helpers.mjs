@@ -2,7 +2,7 @@
 // code (plain arrays, then typed arrays), so the SDK is checked against an independent
 // reading of wit/weir.wit rather than against itself.
 const enc = new TextEncoder();
-const dec = new TextDecoder();
+const dec = new TextDecoder('utf-8', { ignoreBOM: true });
 
 export const bytes = (x) => (typeof x === 'string' ? enc.encode(x) : x);
 

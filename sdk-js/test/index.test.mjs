@@ -37,9 +37,17 @@ test('fetch rejects with a TypeError saying there is no network, and cannot be p
   assert.throws(() => Object.defineProperty(globalThis, 'fetch', { value: () => 1 }), TypeError);
 });
 
-test('Record: strings become UTF-8, with() copies, valueJson refuses bad JSON', () => {
+test('Record: keeps strings as given (UTF-8 on output), with() copies, valueJson refuses bad JSON', () => {
   const r = new weir.Record('k', 'é', 5);
-  assert.deepEqual(Array.from(r.value), [0xc3, 0xa9]);
+  assert.equal(r.value, 'é');
+  assert.equal(r.valueText, 'é');
+  const out = weir.map(() => r).map({ timestamps: new BigInt64Array([1n]), keyEnds: new Uint32Array([0]), keys: new Uint8Array(0), valueEnds: new Uint32Array([0]), values: new Uint8Array(0) });
+  assert.deepEqual(Array.from(out.records.values), [0xc3, 0xa9]);
+  assert.deepEqual(Array.from(out.records.keys), [0x6b]);
+  assert.deepEqual(Array.from(out.records.timestamps), [5n]);
+  assert.equal(new weir.Record(new Uint8Array([0xef, 0xbb, 0xbf, 0x61])).keyText, '\ufeffa');
+  assert.throws(() => new weir.Record('', new Uint8Array([0xef, 0xbf, 0xbd, 0xff])).valueText, { name: 'TypeError', message: 'value is not UTF-8' });
+  assert.equal(new weir.Record('', new Uint8Array([0xef, 0xbf, 0xbd])).valueText, '\ufffd');
   assert.equal(r.with({ value: 'x' }).keyText, 'k');
   assert.equal(r.with({ value: 'x' }).timestamp, 5);
   assert.deepEqual(new weir.Record('', '{"a":1}').valueJson(), { a: 1 });
