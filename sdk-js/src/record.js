@@ -19,7 +19,8 @@
 import { toBytes } from './framing.js';
 
 // ignoreBOM: a leading U+FEFF is text like any other (the WHATWG default strips it;
-// Rust's from_utf8 keeps it, and so must a guest's output).
+// Rust's from_utf8 keeps it, and so must a guest's output). Both Node and the guest's
+// engine honour it.
 const lossy = new TextDecoder('utf-8', { ignoreBOM: true });
 const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const encoder = new TextEncoder();
