@@ -278,6 +278,12 @@ impl SandboxProbes {
             self.written.display()
         );
     }
+
+    /// The address of the real TCP listener, for probes of other guests (the
+    /// JavaScript probe's `fetch`): [`Self::assert_nothing_reached`] checks it too.
+    pub fn tcp_addr(&self) -> std::net::SocketAddr {
+        self.tcp.local_addr().expect("addr")
+    }
 }
 
 /// A TOML string literal for a path.
