@@ -49,7 +49,7 @@ build: setup
 
 # Guests are wasm32-wasip2 components: one cargo build per guest workspace, then a
 # copy under build/guests/ with stable names that specs and tests refer to.
-guests: setup py-guests
+guests: setup js-guests py-guests
 	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	cd tests/guests && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	@mkdir -p $(GUESTS_DIR)
@@ -87,6 +87,56 @@ $(GUESTS_DIR)/word_count_py.wasm: guest-examples/python/word-count/word_count.py
 
 $(GUESTS_DIR)/probe_py.wasm: tests/guests-py/probe/probe.py $(PY_DEPS) | $(PY_TOOLS_STAMP)
 	$(PY_BUILD) --world mapper -o $@ $<
+
+# --- JavaScript guests (sdk-js/) ---------------------------------------------------
+# componentize-js, jco and esbuild from npm, exactly as pinned by
+# sdk-js/tools/package-lock.json, installed with `npm ci` outside the clone (like the
+# cargo target dir), and again only when the lock's CONTENT changes: the stamp is a copy
+# of the lock it installed. Needs Node >= 20 (the tools' own minimum: oxc-parser,
+# commander); Debian bookworm's nodejs is 18, too old: take Node 20+ from NodeSource or
+# nvm. Each guest is a real file target, rebuilt when its source, the SDK, the WIT or the
+# tools change (`node sdk-js/tools/build.mjs --world W -o OUT guest.js`).
+JS_TOOLS_DIR ?= $(HOME)/.cache/weir/js-tools
+export WEIR_JS_TOOLS := $(JS_TOOLS_DIR)
+JS_TOOLS_STAMP := $(JS_TOOLS_DIR)/.installed-package-lock.json
+JS_NODE_MIN := 20
+JS_BUILD := node sdk-js/tools/build.mjs
+JS_DEPS := $(wildcard sdk-js/src/*.js) sdk-js/tools/build.mjs wit/weir.wit $(JS_TOOLS_STAMP)
+JS_GUESTS := $(GUESTS_DIR)/uppercase_js.wasm $(GUESTS_DIR)/word_count_js.wasm $(GUESTS_DIR)/probe_js.wasm
+
+.PHONY: js-tools js-guests js-tools-check
+
+js-tools: $(JS_TOOLS_STAMP)
+
+# Always checked (cheap: a cmp), touched only by a real install, so guests are rebuilt
+# only when the tools did change.
+js-tools-check:
+	@command -v npm >/dev/null || { echo "installing Node.js and npm (Debian)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; }
+	@v=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$v" -ge $(JS_NODE_MIN) ] || { \
+	  echo "Node $$(node --version) is too old: the JavaScript guest tools need Node >= $(JS_NODE_MIN) (Debian bookworm ships 18: use NodeSource or nvm)"; exit 1; }
+	@{ cmp -s sdk-js/tools/package-lock.json $(JS_TOOLS_STAMP) && [ -d $(JS_TOOLS_DIR)/node_modules/@bytecodealliance/componentize-js ]; } || { \
+	  echo "installing the pinned JavaScript guest tools into $(JS_TOOLS_DIR)"; \
+	  mkdir -p $(JS_TOOLS_DIR) && rm -f $(JS_TOOLS_STAMP) && \
+	  cp sdk-js/tools/package.json sdk-js/tools/package-lock.json $(JS_TOOLS_DIR)/ && \
+	  (cd $(JS_TOOLS_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) && \
+	  cp sdk-js/tools/package-lock.json $(JS_TOOLS_STAMP); }
+
+$(JS_TOOLS_STAMP): js-tools-check ;
+
+js-guests: $(JS_GUESTS)
+
+$(GUESTS_DIR)/uppercase_js.wasm: guest-examples/js/uppercase/uppercase.js $(JS_DEPS)
+	@mkdir -p $(@D)
+	$(JS_BUILD) --world mapper -o $@ $<
+
+$(GUESTS_DIR)/word_count_js.wasm: guest-examples/js/word-count/word-count.js $(JS_DEPS)
+	@mkdir -p $(@D)
+	$(JS_BUILD) --world aggregator -o $@ $<
+
+$(GUESTS_DIR)/probe_js.wasm: tests/guests-js/probe/probe.js $(JS_DEPS)
+	@mkdir -p $(@D)
+	$(JS_BUILD) --world mapper -o $@ $<
 
 # The API fuzzer the hosting tests run (tests/tests/hosting_fuzz.rs).
 fuzz-tools:

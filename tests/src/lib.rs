@@ -224,13 +224,6 @@ impl SandboxProbes {
         Self { tcp, udp, written }
     }
 
-    /// The address of the TCP listener, for the network probes of other guests (the
-    /// Python probe's): anything that connects to it is caught by
-    /// [`Self::assert_nothing_reached`].
-    pub fn tcp_addr(&self) -> std::net::SocketAddr {
-        self.tcp.local_addr().expect("addr")
-    }
-
     /// The address of the UDP socket, for the datagram probes of other guests.
     pub fn udp_addr(&self) -> std::net::SocketAddr {
         self.udp.local_addr().expect("addr")
@@ -294,6 +287,13 @@ impl SandboxProbes {
             "the guest wrote {}",
             self.written.display()
         );
+    }
+
+    /// The address of the real TCP listener, for probes of other guests (the
+    /// JavaScript probe's `fetch`, the Python probe's sockets and `urllib`):
+    /// [`Self::assert_nothing_reached`] checks it too.
+    pub fn tcp_addr(&self) -> std::net::SocketAddr {
+        self.tcp.local_addr().expect("addr")
     }
 }
 
