@@ -7,9 +7,10 @@
 //! - a Python aggregate killed with SIGKILL at random moments and mid-checkpoint, then
 //!   run to completion, commits exactly an uninterrupted run's output, which is the Rust
 //!   guest's;
-//! - the Python sandbox probe gets an error inside the guest for a file read, a file
-//!   write, a directory listing, the environment, a socket connection and `urllib`, to a
-//!   file that exists and a TCP port that really listens, and nothing reaches the host;
+//! - the Python sandbox probe gets an error inside the guest, never data, for a file read,
+//!   a file write, a directory listing, the environment, a name lookup, a TCP connect, a
+//!   UDP datagram and `urllib`, against a file that exists, a TCP port that really
+//!   listens and a UDP socket the test holds, and nothing reaches the host;
 //! - each example's shipped `pipeline.toml` runs as shipped and matches the Rust twin;
 //! - the SDK's unit tests pass in plain CPython.
 //!
@@ -46,20 +47,24 @@ fn run_ok(spec: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Asserts two outputs are the same multiset of lines, and not trivially small.
-fn assert_same_output(what: &str, rust: Vec<String>, python: Vec<String>, at_least: usize) {
+/// Asserts that `actual` is the same multiset of lines as `expected` (the Rust guest's
+/// output, or an uninterrupted run's), and that `expected` is not trivially small.
+fn assert_same_output(what: &str, expected: Vec<String>, actual: Vec<String>, at_least: usize) {
     assert!(
-        rust.len() >= at_least,
-        "{what}: the Rust run committed only {} lines",
-        rust.len()
+        expected.len() >= at_least,
+        "{what}: the reference run committed only {} lines",
+        expected.len()
     );
-    let (rust, python) = (multiset(rust), multiset(python));
-    let diff = multiset_diff(&rust, &python, 10);
+    let (expected, actual) = (multiset(expected), multiset(actual));
+    let diff = multiset_diff(&expected, &actual, 10);
     assert!(
         diff.is_empty(),
-        "{what}: Python output differs from Rust's (line, rust, python): {diff:?}"
+        "{what}: output differs (line, expected, actual): {diff:?}"
     );
-    assert_eq!(rust.values().sum::<usize>(), python.values().sum::<usize>());
+    assert_eq!(
+        expected.values().sum::<usize>(),
+        actual.values().sum::<usize>()
+    );
 }
 
 /// Runs the spec `make(dir, module)` once with the Rust guest and once with the Python
