@@ -4,7 +4,8 @@ Inside a component these call the `weir:transform/log` and `config` imports (the
 componentize-py bindings, package `wit_world`). In plain CPython, where those bindings
 do not exist (unit tests of a guest function), `log` writes `LEVEL message` to stderr
 and `config` reads `LOCAL_CONFIG`, a dict a test may fill; the Rust SDK does the same
-outside wasm. Which one applies is decided once, at first use.
+outside wasm. Which one applies is decided once, when this module is imported (for a
+component: at build time, see below).
 """
 
 from __future__ import annotations
@@ -17,20 +18,14 @@ LOCAL_CONFIG: Dict[str, str] = {}
 
 LEVELS = ("trace", "debug", "info", "warn", "error")
 
-_imports = None  # (log module, config module), or False outside a component
-
-
-def _host():
-    global _imports
-    if _imports is None:
-        try:
-            from wit_world.imports import config as config_import
-            from wit_world.imports import log as log_import
-
-            _imports = (log_import, config_import)
-        except ImportError:
-            _imports = False
-    return _imports
+# Resolved when this module is imported, which for a component is at build time: a
+# guest's filesystem is empty at run time, so a module first imported then (the
+# bindings included) would not be found, and the stand-ins would silently take over.
+try:
+    from wit_world.imports import config as _config_import
+    from wit_world.imports import log as _log_import
+except ImportError:  # plain CPython: no bindings
+    _config_import = _log_import = None
 
 
 def log(level: str, message: str) -> None:
@@ -38,10 +33,8 @@ def log(level: str, message: str) -> None:
     error), tagged with the module's name."""
     if level not in LEVELS:
         raise ValueError(f"weir_guest.log: level must be one of {', '.join(LEVELS)}, not {level!r}")
-    host = _host()
-    if host:
-        log_import = host[0]
-        log_import.log(log_import.Level[level.upper()], str(message))
+    if _log_import is not None:
+        _log_import.log(_log_import.Level[level.upper()], str(message))
     else:
         print(f"{level.upper()} {message}", file=sys.stderr)
 
@@ -49,9 +42,8 @@ def log(level: str, message: str) -> None:
 def config(name: str, default: Optional[str] = None) -> Optional[str]:
     """The step's configuration value `name` (`[steps.config]` in the spec), else
     `default`. The configuration never changes while a guest runs: read it once."""
-    host = _host()
-    if host:
-        value = host[1].get(name)
+    if _config_import is not None:
+        value = _config_import.get(name)
     else:
         value = LOCAL_CONFIG.get(name)
     return default if value is None else value

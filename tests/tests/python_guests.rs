@@ -539,15 +539,37 @@ fn the_python_sandbox_probe_gets_no_file_environment_or_network() {
         (format!("socket {tcp}"), "denied: PermissionError EACCES"),
         (format!("sendto {udp}"), "denied: PermissionError EACCES"),
         ("not a probe".into(), ""),
+        // What a guest does get: its step's configuration and the pipeline's log.
+        ("config greeting".into(), "hello from the spec"),
+        ("config unset".into(), "None"),
+        ("log the probe was here".into(), "logged"),
     ];
     let input: String = cases.iter().map(|(p, _)| format!("{p}\n")).collect();
     let input = write_file(dir.path(), "probes.txt", &input);
-    let spec = write_file(
-        dir.path(),
-        "probe.toml",
-        &file_map_spec("probe-py", dir.path(), &input, &guest("probe_py")),
+    let module = guest("probe_py");
+    let module_line = format!("module = {}\n", toml_path(&module));
+    let text = file_map_spec("probe-py", dir.path(), &input, &module).replace(
+        &module_line,
+        &format!("{module_line}config = {{ greeting = \"hello from the spec\" }}\n"),
     );
-    run_ok(&spec);
+    assert!(text.contains("greeting"), "{text}");
+    let spec = write_file(dir.path(), "probe.toml", &text);
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .output()
+        .expect("spawn weir");
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("probe_py") && l.contains("the probe was here")),
+        "the guest's log line is missing from weir's log: {err}"
+    );
+    assert!(
+        !err.contains("stderr: WARN the probe was here"),
+        "the log went to stderr, not through weir's log import: {err}"
+    );
     let mut got = committed_lines(&dir.path().join("out"));
     got.sort();
     let mut want: Vec<String> = cases

@@ -13,7 +13,10 @@ outcome is `denied: <exception>` (`<exception>` = the exception's class, and for
 - `connect <host:port>`: `socket.create_connection` (which resolves the host name
   first, even a numeric one); `socket <ip:port>`: a TCP `socket.socket().connect` to
   a numeric address (no name lookup); `sendto <ip:port>`: a UDP datagram;
-- `urlopen <url>`: `urllib.request.urlopen(url).read()`.
+- `urlopen <url>`: `urllib.request.urlopen(url).read()`;
+- and the two capabilities a guest does get, through weir's own imports: `config <name>`
+  answers the step's configuration value (`None` when unset), `log <message>` writes
+  the message to the pipeline's log at level warn and answers `logged`.
 
 Any other value passes through unchanged. Built by `make guests` ->
 build/guests/probe_py.wasm; tests/tests/python_guests.rs asserts every line.
@@ -81,6 +84,11 @@ def run(verb, arg):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             sent = s.sendto(b"from a guest", (host, int(port)))
             return f"GOT SENT: {sent} bytes"
+    if verb == "config":
+        return str(weir_guest.config(arg))
+    if verb == "log":
+        weir_guest.log("warn", arg)
+        return "logged"
     if verb == "urlopen":
         with urllib.request.urlopen(arg, timeout=5) as response:
             return f"GOT DATA: {len(response.read())} bytes"
