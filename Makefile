@@ -49,12 +49,44 @@ build: setup
 
 # Guests are wasm32-wasip2 components: one cargo build per guest workspace, then a
 # copy under build/guests/ with stable names that specs and tests refer to.
-guests: setup js-guests
+guests: setup js-guests py-guests
 	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	cd tests/guests && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	@mkdir -p $(GUESTS_DIR)
 	@for f in $(GUEST_TARGET_DIR)/wasm32-wasip2/release/*.wasm; do cp "$$f" $(GUESTS_DIR)/; done
 	@ls $(GUESTS_DIR)
+
+# --- Python guests (sdk-python/) ---------------------------------------------------
+# componentize-py, pinned in sdk-python/requirements.txt, lives in a venv outside the
+# clone (pip's cache beside it), made by sdk-python/tools/build.py only when missing or
+# when requirements.txt changed. Each guest is a real file target over its source, the
+# SDK, the WIT and the pins: an unchanged guest is not rebuilt (a build is ~15 s).
+PY_TOOLS_VENV ?= $(HOME)/.cache/weir/py-tools/venv
+export WEIR_PY_TOOLS := $(PY_TOOLS_VENV)
+PY_TOOLS_STAMP := $(PY_TOOLS_VENV)/weir-requirements.txt
+PY_BUILD := python3 sdk-python/tools/build.py
+PY_DEPS := $(wildcard sdk-python/weir_guest/*.py) sdk-python/tools/build.py \
+	sdk-python/requirements.txt wit/weir.wit
+PY_GUESTS := $(GUESTS_DIR)/uppercase_py.wasm $(GUESTS_DIR)/word_count_py.wasm \
+	$(GUESTS_DIR)/probe_py.wasm
+
+.PHONY: py-tools py-guests
+py-tools: $(PY_TOOLS_STAMP)
+
+# build.py compares the stamp's content with requirements.txt; touch records the check.
+$(PY_TOOLS_STAMP): sdk-python/requirements.txt
+	@$(PY_BUILD) --ensure-tools >/dev/null && touch $@
+
+py-guests: $(PY_GUESTS)
+
+$(GUESTS_DIR)/uppercase_py.wasm: guest-examples/python/uppercase/uppercase.py $(PY_DEPS) | $(PY_TOOLS_STAMP)
+	$(PY_BUILD) --world mapper -o $@ $<
+
+$(GUESTS_DIR)/word_count_py.wasm: guest-examples/python/word-count/word_count.py $(PY_DEPS) | $(PY_TOOLS_STAMP)
+	$(PY_BUILD) --world aggregator -o $@ $<
+
+$(GUESTS_DIR)/probe_py.wasm: tests/guests-py/probe/probe.py $(PY_DEPS) | $(PY_TOOLS_STAMP)
+	$(PY_BUILD) --world mapper -o $@ $<
 
 # --- JavaScript guests (sdk-js/) ---------------------------------------------------
 # componentize-js, jco and esbuild from npm, exactly as pinned by

@@ -224,6 +224,16 @@ impl SandboxProbes {
         Self { tcp, udp, written }
     }
 
+    /// The address of the UDP socket, for the datagram probes of other guests.
+    pub fn udp_addr(&self) -> std::net::SocketAddr {
+        self.udp.local_addr().expect("addr")
+    }
+
+    /// Where the write probe aims; it must not appear.
+    pub fn written(&self) -> &Path {
+        &self.written
+    }
+
     /// Each probe (an input value) and what the guest must answer for it.
     fn cases(&self) -> Vec<(String, &'static str)> {
         let tcp = self.tcp.local_addr().expect("addr");
@@ -280,7 +290,8 @@ impl SandboxProbes {
     }
 
     /// The address of the real TCP listener, for probes of other guests (the
-    /// JavaScript probe's `fetch`): [`Self::assert_nothing_reached`] checks it too.
+    /// JavaScript probe's `fetch`, the Python probe's sockets and `urllib`):
+    /// [`Self::assert_nothing_reached`] checks it too.
     pub fn tcp_addr(&self) -> std::net::SocketAddr {
         self.tcp.local_addr().expect("addr")
     }
@@ -294,6 +305,9 @@ pub fn toml_path(path: &Path) -> String {
 // ---------------------------------------------------------------------------------
 // Kafka: the broker the harness started (`KAFKA_BOOTSTRAP`), unique topics per test.
 // ---------------------------------------------------------------------------------
+
+/// The kill loop of the crash tests (SIGKILL at random moments and at fault points).
+pub mod crash;
 
 /// Kafka helpers for tests: topics, input, and reading output back.
 pub mod server;

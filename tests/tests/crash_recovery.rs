@@ -5,14 +5,9 @@
 //! duplicates: proof that the kills hit work in progress and that the test can fail.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use weir_tests::{
-    committed_lines, guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file,
-};
+use weir_tests::crash::{self, KillPlan};
+use weir_tests::{committed_lines, guest, multiset, multiset_diff, toml_path, weir, write_file};
 
 const RECORDS: u64 = 1_000_000;
 const RANDOM_KILLS: usize = 5;
@@ -69,18 +64,6 @@ fn file_sink(dir: &Path) -> String {
     )
 }
 
-fn start(spec: &Path, fault: Option<&str>, stdout: Stdio) -> Child {
-    let mut cmd = weir();
-    cmd.args(["run", "--quiet"])
-        .arg(spec)
-        .stdout(stdout)
-        .stderr(Stdio::piped());
-    if let Some(fault) = fault {
-        cmd.env("WEIR_FAULT", fault);
-    }
-    cmd.spawn().expect("spawn weir")
-}
-
 /// Self-inflicted SIGKILLs, by attempt: while checkpoint 3 is in flight, and in the
 /// middle of a state upload (off the task thread: the third SST file a run uploads,
 /// before the rest of its snapshot and the checkpoint's metadata).
@@ -90,52 +73,16 @@ const FAULTS: [(usize, &str); 2] = [(1, "checkpoint-triggered:3"), (3, "state-up
 /// and the [`FAULTS`]. Returns the stdout of every attempt, concatenated, and how many
 /// kills landed.
 fn run_with_kills(spec: &Path, seed: u64) -> (String, usize) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut stdout = String::new();
-    let (mut random_kills, mut fault_kills) = (0, 0);
-    for attempt in 0.. {
-        assert!(
-            attempt < 40,
-            "pipeline did not finish after {attempt} attempts"
-        );
-        let fault = FAULTS
-            .iter()
-            .find(|(at, _)| *at == attempt)
-            .map(|(_, fault)| *fault);
-        let mut child = start(spec, fault, Stdio::piped());
-        let out = child.stdout.take().expect("stdout");
-        let reader = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
-        let mut killed = false;
-        if fault.is_none() && random_kills < RANDOM_KILLS {
-            std::thread::sleep(Duration::from_millis(rng.random_range(300..2500)));
-            if child.try_wait().expect("try_wait").is_none() {
-                child.kill().expect("SIGKILL");
-                random_kills += 1;
-                killed = true;
-            }
-        }
-        let status = child.wait().expect("wait");
-        let err = take_stderr(&mut child);
-        stdout.push_str(&reader.join().expect("stdout reader"));
-        if killed {
-            continue;
-        }
-        if fault.is_some() {
-            use std::os::unix::process::ExitStatusExt;
-            assert_eq!(
-                status.signal(),
-                Some(9),
-                "fault injection must SIGKILL the run: {err}"
-            );
-            fault_kills += 1;
-            continue;
-        }
-        assert!(status.success(), "attempt {attempt} failed: {err}");
-        if random_kills == RANDOM_KILLS && fault_kills == FAULTS.len() {
-            return (stdout, random_kills + fault_kills);
-        }
-    }
-    unreachable!()
+    let run = crash::run_with_kills(
+        spec,
+        &KillPlan {
+            random_kills: RANDOM_KILLS,
+            kill_after_ms: 300..2500,
+            faults: FAULTS.to_vec(),
+            seed,
+        },
+    );
+    (run.stdout, run.kills)
 }
 
 #[test]

@@ -1,0 +1,65 @@
+"""The columnar framing: decoding against batches framed by hand per wit/weir.wit, and
+the builder's output decoding back to what was pushed."""
+
+import unittest
+
+from support import batch, rows
+
+from weir_guest import framing
+from weir_guest.framing import BatchBuilder, FrameBuilder, FramingError
+
+
+class Decode(unittest.TestCase):
+    def test_records_slice_each_column(self):
+        b = batch((b"k1", b"hello", 5), (b"", b"", -1), (b"key", b"\xffbytes", 2**40))
+        self.assertEqual(
+            list(framing.records(b)), [(b"k1", b"hello", 5), (b"", b"", -1), (b"key", b"\xffbytes", 2**40)]
+        )
+
+    def test_empty_batch(self):
+        self.assertEqual(list(framing.records(batch())), [])
+
+    def test_mismatched_columns_are_refused(self):
+        b = batch((b"k", b"v", 1))
+        b.timestamps.append(2)
+        with self.assertRaises(FramingError):
+            list(framing.records(b))
+
+    def test_ends_that_do_not_cover_the_bytes_are_refused(self):
+        b = batch((b"k", b"v", 1))
+        b.values += b"extra"
+        with self.assertRaisesRegex(FramingError, "values"):
+            list(framing.records(b))
+
+    def test_frames(self):
+        self.assertEqual(list(framing.frames([1, 1, 4], b"abcd", "x")), [b"a", b"", b"bcd"])
+        with self.assertRaises(FramingError):
+            list(framing.frames([1, 2], b"abcd", "x"))
+
+
+class Encode(unittest.TestCase):
+    def test_builder_round_trips_and_encodes_text(self):
+        out = BatchBuilder()
+        out.push(b"k", b"v", 1)
+        out.push("", "ünïcode", 2)
+        out.push(bytearray(b"b"), memoryview(b"m"), 3)
+        built = out.finish()
+        self.assertEqual(rows(built), [(b"k", b"v", 1), (b"", "ünïcode".encode(), 2), (b"b", b"m", 3)])
+        self.assertEqual(len(out), 3)
+
+    def test_builder_refuses_other_types(self):
+        out = BatchBuilder()
+        with self.assertRaises(TypeError):
+            out.push(b"k", 42, 1)
+        with self.assertRaises(TypeError):
+            out.push(b"k", b"v", "1")
+
+    def test_frame_builder(self):
+        f = FrameBuilder()
+        for frame in (b"ab", b"", b"c"):
+            f.push(frame)
+        self.assertEqual(f.finish(), ([2, 2, 3], b"abc"))
+
+
+if __name__ == "__main__":
+    unittest.main()
