@@ -1,0 +1,298 @@
+//! `CheckpointStorage`: where checkpoints are kept, on one of two backends chosen by
+//! `[checkpoint] dir`: a local directory (`storage::local`, the default) or a prefix in
+//! an S3-compatible bucket (`storage::object`, `s3://bucket/prefix`). Both keep the
+//! layout of `storage::layout`.
+//!
+//! Invariants, kept by both backends:
+//! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] makes it
+//!   appear atomically and never overwrites an existing one (local: temp file, fsync,
+//!   rename, fsync dir after an existence check; object store: a conditional put,
+//!   `PutMode::Create`): a complete checkpoint is immutable. [`discard`] removes
+//!   `_metadata` FIRST, so a half-deleted checkpoint never looks complete.
+//! - Every file this storage accepted is durable when the `put_*` call returns, so
+//!   `_metadata` is only ever written after the files it names.
+//! - A file never appears under its final name half-written.
+//! - Shared files are immutable and named uniquely by the caller; [`put_shared`] of a name
+//!   that already exists is a no-op returning 0 bytes written.
+//! - [`gc`] never removes a checkpoint listed in `keep`, a shared file in `referenced`, nor
+//!   an incomplete checkpoint newer than the newest complete one (it may be in flight).
+//!   It must not run concurrently with a checkpoint's upload: a freshly uploaded shared
+//!   file is referenced by no metadata yet. The coordinator runs it after committing n
+//!   and before triggering n+1 (at most one checkpoint is in flight).
+//! - Metadata content is opaque bytes here (its format belongs to `checkpoint::metadata`).
+//!   Names (tasks, shared names, private files) are single path components; task names
+//!   may not start with `_` or `.` (reserved for `_metadata` and temp files).
+//! - Weir deletes only what it made. [`open`] takes an empty or new directory or prefix
+//!   (and writes the `.weir-checkpoints` marker into it), one holding that marker, or one
+//!   holding nothing but Weir's own names; anything else is refused. [`remove_all`]
+//!   (`--from-scratch`) removes only Weir's own entries, and only where `open` would.
+//! - A fenced storage (its [`Fence`] raised: this instance no longer owns the pipeline)
+//!   refuses every write, discard and gc with [`StorageError::Fenced`]; reads still work.
+//!   The fence is checked here, once, for both backends.
+//!
+//! The API is narrow and synchronous on purpose (put/has/fetch of named files, metadata
+//! bytes, listing, discard, gc): task and uploader threads call it directly. The object
+//! store backend bridges to its async client itself (`storage::blocking`), so any thread,
+//! even one inside a tokio runtime, may call any method.
+//!
+//! [`open`]: CheckpointStorage::open
+//! [`remove_all`]: CheckpointStorage::remove_all
+//! [`write_metadata`]: CheckpointStorage::write_metadata
+//! [`discard`]: CheckpointStorage::discard
+//! [`put_shared`]: CheckpointStorage::put_shared
+//! [`gc`]: CheckpointStorage::gc
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::record::CheckpointId;
+use crate::storage::local::LocalStorage;
+use crate::storage::object::ObjectStorage;
+use crate::storage::{CheckpointLocation, Fence, StorageError};
+
+/// Completion and size of one checkpoint, as tests inspect it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    pub checkpoint_id: CheckpointId,
+    /// Whether `_metadata` exists.
+    pub complete: bool,
+    /// When `_metadata` was written (modification time), if it was.
+    pub completed_at: Option<std::time::SystemTime>,
+    /// Bytes under `chk-<id>/` (private files and metadata). Shared files are not counted:
+    /// they belong to several checkpoints; the metadata lists them with their sizes.
+    pub private_bytes: u64,
+}
+
+/// What [`CheckpointStorage::gc`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Checkpoints removed, ascending.
+    pub checkpoints_removed: Vec<CheckpointId>,
+    /// Shared files removed.
+    pub shared_files_removed: usize,
+    /// Bytes of the shared files removed.
+    pub shared_bytes_removed: u64,
+}
+
+/// The two backends.
+#[derive(Debug, Clone)]
+enum Backend {
+    Local(LocalStorage),
+    Object(ObjectStorage),
+}
+
+/// Calls the same method on whichever backend this is.
+macro_rules! dispatch {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match &$self.backend {
+            Backend::Local(b) => b.$method($($arg),*),
+            Backend::Object(b) => b.$method($($arg),*),
+        }
+    };
+}
+
+/// Checkpoint storage. Cheap to clone; all methods take `&self`.
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    backend: Backend,
+    location: CheckpointLocation,
+    fence: Fence,
+}
+
+impl CheckpointStorage {
+    /// Opens (creating if needed) the storage at `location`, a directory or an
+    /// `s3://` prefix; refuses one that is not Weir's (see the module docs). For an
+    /// object store this is where bad configuration shows: no credentials, an
+    /// unreachable endpoint, a missing bucket.
+    pub fn open(location: impl Into<CheckpointLocation>) -> Result<Self, StorageError> {
+        let location = location.into();
+        let backend = match &location {
+            CheckpointLocation::Local(dir) => Backend::Local(LocalStorage::open(dir)?),
+            CheckpointLocation::S3(s3) => Backend::Object(ObjectStorage::open(s3)?),
+        };
+        Ok(Self {
+            backend,
+            location,
+            fence: Fence::default(),
+        })
+    }
+
+    /// Deletes every checkpoint and shared file at `location`, and nothing else: refused
+    /// (with nothing deleted) if it is not Weir's. A missing directory is fine.
+    pub fn remove_all(location: impl Into<CheckpointLocation>) -> Result<(), StorageError> {
+        match location.into() {
+            CheckpointLocation::Local(dir) => LocalStorage::remove_all(&dir),
+            CheckpointLocation::S3(s3) => ObjectStorage::remove_all(&s3),
+        }
+    }
+
+    /// The same storage, refusing writes once `fence` is raised.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Where this storage is.
+    pub fn location(&self) -> &CheckpointLocation {
+        &self.location
+    }
+
+    /// The root directory of a local storage (tests look inside it).
+    #[cfg(test)]
+    pub fn local_root(&self) -> &Path {
+        match &self.backend {
+            Backend::Local(b) => b.root(),
+            Backend::Object(_) => panic!("not a local storage: {}", self.location),
+        }
+    }
+
+    fn check_fence(&self) -> Result<(), StorageError> {
+        if let Some(reason) = self.fence.reason() {
+            return Err(StorageError::Fenced {
+                root: self.location.to_string(),
+                reason: reason.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores `src` as shared file `shared_name` of `task`. Idempotent: returns the bytes
+    /// added, 0 if it already existed.
+    pub fn put_shared(
+        &self,
+        task: &str,
+        shared_name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        self.check_fence()?;
+        dispatch!(self.put_shared(task, shared_name, src))
+    }
+
+    /// Whether shared file `shared_name` of `task` is stored.
+    pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
+        dispatch!(self.has_shared(task, shared_name))
+    }
+
+    /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`, replacing
+    /// a previous attempt's file of that name; refused once the checkpoint is complete.
+    /// Returns the bytes stored.
+    pub fn put_private(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        self.check_fence()?;
+        dispatch!(self.put_private(checkpoint_id, task, name, src))
+    }
+
+    /// Materialises shared file `shared_name` of `task` at local path `dest`, which must
+    /// not exist (restore: a hard link or copy from a directory, a download from an
+    /// object store). Returns its size.
+    pub fn fetch_shared_into(
+        &self,
+        task: &str,
+        shared_name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        dispatch!(self.fetch_shared_into(task, shared_name, dest))
+    }
+
+    /// Copies private file `name` of `task` in checkpoint `checkpoint_id` to `dest`, which
+    /// must not exist. Returns its size.
+    pub fn fetch_private_into(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        dispatch!(self.fetch_private_into(checkpoint_id, task, name, dest))
+    }
+
+    /// Completes checkpoint `checkpoint_id` by writing its metadata atomically; refuses
+    /// to overwrite (`AlreadyComplete`).
+    pub fn write_metadata(
+        &self,
+        checkpoint_id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        self.check_fence()?;
+        dispatch!(self.write_metadata(checkpoint_id, bytes))
+    }
+
+    /// Reads the metadata of a complete checkpoint.
+    pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
+        dispatch!(self.read_metadata(checkpoint_id))
+    }
+
+    /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
+    pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        dispatch!(self.is_complete(checkpoint_id))
+    }
+
+    /// Every checkpoint, complete or not, ascending.
+    pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
+        dispatch!(self.checkpoint_ids())
+    }
+
+    /// Complete checkpoints, ascending. Checkpoints without `_metadata` are ignored.
+    pub fn complete_checkpoints(&self) -> Result<Vec<CheckpointId>, StorageError> {
+        let mut complete = Vec::new();
+        for id in self.checkpoint_ids()? {
+            if self.is_complete(id)? {
+                complete.push(id);
+            }
+        }
+        Ok(complete)
+    }
+
+    /// The newest complete checkpoint, if any.
+    pub fn latest_complete(&self) -> Result<Option<CheckpointId>, StorageError> {
+        Ok(self.complete_checkpoints()?.pop())
+    }
+
+    /// Removes checkpoint `checkpoint_id` (`_metadata` first, so it never looks complete
+    /// half-deleted). Shared files are left to [`gc`](Self::gc). Returns whether it
+    /// existed.
+    pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        self.check_fence()?;
+        dispatch!(self.discard(checkpoint_id))
+    }
+
+    /// Removes every checkpoint not in `keep` (complete ones, and incomplete ones older
+    /// than the newest complete checkpoint), then every shared file not in `referenced`
+    /// (pairs of task and shared name). Incomplete checkpoints newer than the newest
+    /// complete one are left alone: one may be in flight. Must not run while a
+    /// checkpoint is being uploaded (see the module doc).
+    pub fn gc(
+        &self,
+        keep: &[CheckpointId],
+        referenced: &HashSet<(String, String)>,
+    ) -> Result<GcReport, StorageError> {
+        self.check_fence()?;
+        let mut report = GcReport::default();
+        let newest_complete = self.latest_complete()?;
+        for id in self.checkpoint_ids()? {
+            if keep.contains(&id) {
+                continue;
+            }
+            let removable =
+                self.is_complete(id)? || newest_complete.is_some_and(|newest| id < newest);
+            if removable && self.discard(id)? {
+                report.checkpoints_removed.push(id);
+            }
+        }
+        dispatch!(self.gc_shared(referenced, &mut report))?;
+        Ok(report)
+    }
+
+    /// Completion time and size of checkpoint `checkpoint_id`.
+    pub fn checkpoint_info(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> Result<CheckpointInfo, StorageError> {
+        dispatch!(self.checkpoint_info(checkpoint_id))
+    }
+}
