@@ -117,7 +117,7 @@ path = "dlq/"
             interval: Duration::from_millis(500),
             timeout: Duration::from_secs(120),
             retain: 4,
-            dir: base.join("state/checkpoints"),
+            dir: crate::storage::CheckpointLocation::Local(base.join("state/checkpoints")),
         }
     );
     assert_eq!(
