@@ -264,7 +264,10 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
         .collect();
     assert_eq!(listed, complete, "weir checkpoints printed:\n{stdout}");
     assert!(
-        stdout.lines().last().is_some_and(|l| l.ends_with("(final)")),
+        stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.ends_with("(final)")),
         "the last checkpoint is the final one:\n{stdout}"
     );
 }

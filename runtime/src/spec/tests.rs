@@ -220,7 +220,10 @@ fn checkpoint_dir_is_a_directory_or_an_s3_prefix() {
         crate::storage::CheckpointLocation::Local(dir.path().join("ckpt"))
     );
     let e = error(&format!("{MINIMAL}[checkpoint]\ndir = \"gs://b/p\"\n"));
-    assert!(e.contains("gs:// is not a supported checkpoint store"), "{e}");
+    assert!(
+        e.contains("gs:// is not a supported checkpoint store"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -43,7 +43,12 @@ fn put_shared_is_idempotent_and_has_shared_sees_it() {
             .expect("put again"),
         0
     );
-    assert!(storage.local_root().join("shared/agg-0/abc-000007.sst").is_file());
+    assert!(
+        storage
+            .local_root()
+            .join("shared/agg-0/abc-000007.sst")
+            .is_file()
+    );
 
     let dest = dir.path().join("restored.sst");
     assert_eq!(
@@ -217,8 +222,7 @@ fn only_weirs_own_directories_are_opened_and_emptied() {
     fs::create_dir_all(old.join("chk-0000000003")).expect("mkdir");
     CheckpointStorage::open(&old).expect("adopted");
     assert!(old.join(OWNER_FILE).exists());
-    CheckpointStorage::remove_all(dir.path().join("missing").as_path())
-        .expect("missing is fine");
+    CheckpointStorage::remove_all(dir.path().join("missing").as_path()).expect("missing is fine");
 }
 
 #[test]

@@ -187,10 +187,7 @@ mod tests {
                 .resolve(Path::new("/base")),
             CheckpointLocation::Local("/base/rel".into())
         );
-        assert_eq!(
-            s3("b-1", "p").resolve(Path::new("/base")),
-            s3("b-1", "p")
-        );
+        assert_eq!(s3("b-1", "p").resolve(Path::new("/base")), s3("b-1", "p"));
     }
 
     #[test]

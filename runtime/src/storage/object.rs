@@ -51,12 +51,13 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::buffered::BufWriter;
 use object_store::path::Path as Key;
 use object_store::{
-    BackoffConfig, ClientConfigKey, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode,
-    PutOptions, PutPayload, RetryConfig,
+    BackoffConfig, ClientConfigKey, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig,
 };
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::record::CheckpointId;
+use crate::storage::StorageError;
 use crate::storage::blocking::BlockingRuntime;
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
@@ -65,7 +66,6 @@ use crate::storage::layout::{
 };
 use crate::storage::local;
 use crate::storage::location::S3Location;
-use crate::storage::StorageError;
 
 /// Connect timeout of one request: an endpoint that does not answer fails fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -175,8 +175,11 @@ impl ObjectStorage {
         let store = builder
             .build()
             .map_err(|e| config(format!("cannot configure the S3 client: {e}")))?;
-        let runtime = BlockingRuntime::new()
-            .map_err(|e| config(format!("cannot start the object store client's runtime: {e}")))?;
+        let runtime = BlockingRuntime::new().map_err(|e| {
+            config(format!(
+                "cannot start the object store client's runtime: {e}"
+            ))
+        })?;
         let root = Key::from(location.prefix.as_str());
         Ok(Self {
             inner: Arc::new(Inner {
@@ -395,8 +398,9 @@ impl ObjectStorage {
         for meta in objects {
             let parts = self.relative(&meta.location);
             let shared = match parts.as_slice() {
-                [_, task, file] => layout::parse_shared_file_name(file)
-                    .map(|name| (task.clone(), name.to_owned())),
+                [_, task, file] => {
+                    layout::parse_shared_file_name(file).map(|name| (task.clone(), name.to_owned()))
+                }
                 _ => None,
             };
             if shared.as_ref().is_some_and(|s| referenced.contains(s)) {
@@ -723,13 +727,17 @@ fn check_credentials<'a>(var: &impl Fn(&str) -> Option<&'a str>) -> Result<(), S
     let set = |name: &str| var(name).is_some();
     match (set("AWS_ACCESS_KEY_ID"), set("AWS_SECRET_ACCESS_KEY")) {
         (true, true) => return Ok(()),
-        (true, false) => return Err("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into()),
-        (false, true) => return Err("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not".into()),
+        (true, false) => {
+            return Err("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into());
+        }
+        (false, true) => {
+            return Err("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not".into());
+        }
         (false, false) => {}
     }
     let web_identity = set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN");
-    let container = set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-        || set("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    let container =
+        set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || set("AWS_CONTAINER_CREDENTIALS_FULL_URI");
     if web_identity || container {
         return Ok(());
     }

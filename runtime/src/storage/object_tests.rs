@@ -418,15 +418,21 @@ fn bad_configuration_is_a_clear_error_not_a_panic_or_a_hang() {
         env
     };
     let location = fresh_location(&bucket, "config");
-    let config_error = |env: &[(String, String)], location: &S3Location| {
-        match ObjectStorage::connect(location, env).and_then(ObjectStorage::claim) {
+    let config_error =
+        |env: &[(String, String)], location: &S3Location| match ObjectStorage::connect(
+            location, env,
+        )
+        .and_then(ObjectStorage::claim)
+        {
             Err(StorageError::Config { url, reason }) => {
-                assert!(url.starts_with(&format!("s3://{}", location.bucket)), "{url}");
+                assert!(
+                    url.starts_with(&format!("s3://{}", location.bucket)),
+                    "{url}"
+                );
                 reason
             }
             other => panic!("must be a configuration error: {other:?}"),
-        }
-    };
+        };
 
     let reason = config_error(
         &without(&["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]),
@@ -447,10 +453,7 @@ fn bad_configuration_is_a_clear_error_not_a_panic_or_a_hang() {
     let started = std::time::Instant::now();
     let reason = config_error(&with("AWS_ENDPOINT_URL", "http://127.0.0.1:1"), &location);
     assert!(reason.contains("cannot reach the bucket"), "{reason}");
-    eprintln!(
-        "unreachable endpoint refused after {:?}",
-        started.elapsed()
-    );
+    eprintln!("unreachable endpoint refused after {:?}", started.elapsed());
     // Nothing was written by the refused attempts.
     assert!(listing(&location).is_empty());
 }
