@@ -28,8 +28,9 @@ pub enum StorageError {
     ObjectStore {
         op: &'static str,
         url: String,
+        /// Boxed: the client's error is large, and this one travels up every layer.
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     /// The object store is misconfigured: no credentials, a bad endpoint, a bucket
     /// that does not exist.

@@ -516,10 +516,10 @@ impl ObjectStorage {
             Err(Upload::Send(e)) => Err(StorageError::ObjectStore {
                 op: "upload to",
                 url: self.url(&key),
-                source: object_store::Error::Generic {
+                source: Box::new(object_store::Error::Generic {
                     store: "S3",
                     source: Box::new(e),
-                },
+                }),
             }),
         }
     }
@@ -680,7 +680,7 @@ impl ObjectStorage {
         StorageError::ObjectStore {
             op,
             url: self.url(key),
-            source,
+            source: Box::new(source),
         }
     }
 }
