@@ -27,7 +27,7 @@
 #   WEIR_S3_BUCKET         bucket `up` creates; default weir-test.
 #   WEIR_S3_CACHE          cache root; default $HOME/.cache/weir. The venv is
 #                          $WEIR_S3_CACHE/s3-venv, pip's cache $WEIR_S3_CACHE/pip-cache,
-#                          the run dir (pidfile, log) $WEIR_S3_CACHE/s3-run.
+#                          the run dir (moto-<port>.pid, moto-<port>.log) $WEIR_S3_CACHE/s3-run.
 #   WEIR_S3_START_TIMEOUT  seconds `up` waits for the server; default 60.
 #   WEIR_S3_STOP_TIMEOUT   seconds `down` waits after SIGTERM; default 10.
 set -euo pipefail
@@ -43,8 +43,9 @@ BUCKET=${WEIR_S3_BUCKET:-weir-test}
 CACHE=${WEIR_S3_CACHE:-${HOME:?HOME is not set; set WEIR_S3_CACHE}/.cache/weir}
 VENV=$CACHE/s3-venv
 RUN=$CACHE/s3-run
-PIDFILE=$RUN/moto.pid
-LOGFILE=$RUN/moto.log
+# Per port: two servers on two ports never share a pidfile.
+PIDFILE=$RUN/moto-$PORT.pid
+LOGFILE=$RUN/moto-$PORT.log
 START_TIMEOUT=${WEIR_S3_START_TIMEOUT:-60}
 STOP_TIMEOUT=${WEIR_S3_STOP_TIMEOUT:-10}
 ENDPOINT=http://$HOST:$PORT
@@ -101,6 +102,7 @@ up() {
   install
   mkdir -p "$RUN"
   if ! running_pid >/dev/null; then
+    ! http GET "$ENDPOINT/" || die "something else already answers on $ENDPOINT: stop it or set WEIR_S3_PORT"
     say "starting moto $MOTO_VERSION on $ENDPOINT (log: $LOGFILE)"
     # setsid: the server outlives this script and is not in make's process group.
     setsid "$VENV/bin/moto_server" -H "$HOST" -p "$PORT" >"$LOGFILE" 2>&1 </dev/null &

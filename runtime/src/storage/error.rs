@@ -34,7 +34,7 @@ pub enum StorageError {
     },
     /// The object store is misconfigured: no credentials, a bad endpoint, a bucket
     /// that does not exist.
-    #[error("checkpoint storage {url}: {reason}")]
+    #[error("{url}: {reason}")]
     Config { url: String, reason: String },
     /// A file asked for (to restore from) is not in the storage.
     #[error("checkpoint storage: missing file {location}")]
