@@ -160,30 +160,30 @@ mod tests {
     #[test]
     fn s3_urls_and_paths_are_told_apart() {
         assert_eq!(
-            CheckpointLocation::parse("s3://weir-ckpt/a/b").unwrap(),
+            CheckpointLocation::parse("s3://weir-ckpt/a/b").expect("parses"),
             s3("weir-ckpt", "a/b")
         );
         assert_eq!(
-            CheckpointLocation::parse("s3://weir-ckpt//a/b/").unwrap(),
+            CheckpointLocation::parse("s3://weir-ckpt//a/b/").expect("parses"),
             s3("weir-ckpt", "a/b")
         );
         assert_eq!(
-            CheckpointLocation::parse("s3://weir-ckpt").unwrap(),
+            CheckpointLocation::parse("s3://weir-ckpt").expect("parses"),
             s3("weir-ckpt", "")
         );
         assert_eq!(
             CheckpointLocation::parse("s3://weir-ckpt/a/b")
-                .unwrap()
+                .expect("parses")
                 .to_string(),
             "s3://weir-ckpt/a/b"
         );
         assert_eq!(
-            CheckpointLocation::parse("ckpt/s3:x").unwrap(),
+            CheckpointLocation::parse("ckpt/s3:x").expect("parses"),
             CheckpointLocation::Local("ckpt/s3:x".into())
         );
         assert_eq!(
             CheckpointLocation::parse("rel")
-                .unwrap()
+                .expect("parses")
                 .resolve(Path::new("/base")),
             CheckpointLocation::Local("/base/rel".into())
         );

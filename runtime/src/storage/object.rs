@@ -527,7 +527,12 @@ impl ObjectStorage {
     /// Downloads `key` to `dest` (which must not exist): a temp file next to it,
     /// fsynced, renamed into place. Returns its size.
     fn download(&self, key: Key, dest: &Path) -> Result<u64, StorageError> {
-        if dest.try_exists().unwrap_or(true) {
+        let exists = dest.try_exists().map_err(|e| StorageError::Io {
+            op: "stat",
+            path: dest.to_path_buf(),
+            source: e,
+        })?;
+        if exists {
             return Err(StorageError::Io {
                 op: "restore into (already exists)",
                 path: dest.to_path_buf(),
