@@ -12,6 +12,8 @@ GUESTS_DIR := $(CURDIR)/build/guests
 export WEIR_GUESTS_DIR := $(GUESTS_DIR)
 WEIR := $(CARGO_TARGET_DIR)/debug/weir
 KAFKA := bash scripts/kafka/kafka.sh
+# moto's S3 server (PyPI, pinned in the script, venv outside the clone): object-store checkpoints.
+S3 := bash scripts/s3/s3.sh
 # schemathesis (PyPI), pinned, in a venv outside the clone: fuzzes `weir serve`'s API.
 VENV ?= $(HOME)/.cache/weir/venv
 SCHEMATHESIS_VERSION := 4.32.5
@@ -21,6 +23,7 @@ DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup build guests test demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
+.PHONY: s3-up s3-down
 
 help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
@@ -30,6 +33,7 @@ help:
 	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
 	@echo "make kafka-up / kafka-down   a local single-node Kafka (KRaft) on 127.0.0.1"
+	@echo "make s3-up / s3-down         a local S3-compatible server (moto) on 127.0.0.1"
 
 # Debian packages the -sys crates need, and the wasm target. Idempotent and quiet.
 setup:
@@ -146,7 +150,8 @@ fuzz-tools:
 
 test: setup guests fuzz-tools
 	cargo build --workspace --bins --tests
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
+	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
+	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
 
 demo: build guests
@@ -185,6 +190,12 @@ kafka-up:
 
 kafka-down:
 	@$(KAFKA) down
+
+s3-up:
+	@$(S3) up
+
+s3-down:
+	@$(S3) down
 
 clean:
 	rm -rf build .weir

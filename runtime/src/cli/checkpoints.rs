@@ -20,8 +20,7 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
     if ids.is_empty() {
         println!(
             "pipeline {}: no checkpoints in {}",
-            spec.name,
-            spec.checkpoint.dir.display()
+            spec.name, spec.checkpoint.dir
         );
         return Ok(());
     }

@@ -70,13 +70,13 @@ pub enum PipelineError {
         source: std::io::Error,
     },
     #[error(
-        "pipeline {pipeline}: --from-checkpoint {wanted}: checkpoint storage {} holds no complete checkpoint {wanted} (complete: {complete})",
-        storage.display()
+        "pipeline {pipeline}: --from-checkpoint {wanted}: checkpoint storage {storage} holds no complete checkpoint {wanted} (complete: {complete})"
     )]
     NoSuchCheckpoint {
         pipeline: String,
         wanted: CheckpointId,
-        storage: PathBuf,
+        /// A directory or an `s3://` URL.
+        storage: String,
         complete: String,
     },
     #[error("pipeline {pipeline}: {source}")]

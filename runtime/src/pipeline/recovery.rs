@@ -231,7 +231,7 @@ fn committed_checkpoint(
                 pipeline: spec.name.clone(),
                 group: target.map(|t| t.group.clone()).unwrap_or_default(),
                 topic: target.map(|t| t.progress_topic.clone()).unwrap_or_default(),
-                storage: spec.checkpoint.dir.display().to_string(),
+                storage: spec.checkpoint.dir.to_string(),
                 checkpoints: list(&complete),
             }));
         }
@@ -242,7 +242,7 @@ fn committed_checkpoint(
             pipeline: spec.name.clone(),
             group: target.map(|t| t.group.clone()).unwrap_or_default(),
             marker: committed,
-            storage: spec.checkpoint.dir.display().to_string(),
+            storage: spec.checkpoint.dir.to_string(),
         }));
     }
     discard_after(
@@ -337,7 +337,7 @@ fn no_such_checkpoint(
     PipelineError::NoSuchCheckpoint {
         pipeline: spec.name.clone(),
         wanted,
-        storage: spec.checkpoint.dir.clone(),
+        storage: spec.checkpoint.dir.to_string(),
         complete: list(complete),
     }
 }

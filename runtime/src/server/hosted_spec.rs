@@ -181,8 +181,17 @@ fn set_checkpoint_dir(root: &mut Map<String, Value>, dir: &PipelineDir) -> Resul
     let Value::Object(c) = checkpoint else {
         return Err(refuse("checkpoint", "must be an object"));
     };
-    if c.contains_key("dir") {
-        return Err(refuse("checkpoint.dir", "the server chooses it; remove it"));
+    if let Some(dir) = c.get("dir") {
+        // An object store URL would let a tenant read or delete any bucket and prefix
+        // the server's credentials reach: hosted checkpoints stay in the tenant's
+        // directory.
+        let object_store = dir.as_str().is_some_and(|d| d.contains("://"));
+        let why = if object_store {
+            "the server chooses it (the tenant's own directory); object store URLs such as s3:// are not available to hosted pipelines; remove it"
+        } else {
+            "the server chooses it; remove it"
+        };
+        return Err(refuse("checkpoint.dir", why));
     }
     c.insert("dir".into(), json!(dir.checkpoints()));
     Ok(())

@@ -64,7 +64,10 @@ fn a_good_spec_is_completed_inside_the_namespace() {
     let parsed = PipelineSpec::parse(&hosted.toml, dir.path(), "spec").expect("parses");
     let pipeline_dir = dir.path().join("tenants/a/pipelines/wc");
     assert_eq!(parsed.state_dir, pipeline_dir.join("state"));
-    assert_eq!(parsed.checkpoint.dir, pipeline_dir.join("checkpoints"));
+    assert_eq!(
+        parsed.checkpoint.dir,
+        crate::storage::CheckpointLocation::Local(pipeline_dir.join("checkpoints"))
+    );
     assert_eq!(parsed.limits.memory, 64 << 20);
     assert_eq!(parsed.limits.call_timeout, Duration::from_millis(500));
     let crate::spec::sink::SinkSpec::Kafka(sink) = &parsed.sinks[0] else {
@@ -116,6 +119,19 @@ fn fields_the_server_chooses_are_refused_by_name() {
     for (edit, expected) in cases {
         let e = refusal(edit);
         assert!(e.starts_with(expected), "{e}");
+    }
+}
+
+#[test]
+fn an_object_store_checkpoint_dir_is_refused_and_says_why() {
+    // A tenant naming a bucket would reach whatever the server's credentials reach.
+    for url in ["s3://other-tenant/a/checkpoints", "s3://weir-test"] {
+        let e = refusal(|s| s["checkpoint"] = json!({"dir": url}));
+        assert!(e.starts_with("spec field checkpoint.dir:"), "{e}");
+        assert!(
+            e.contains("s3:// are not available to hosted pipelines"),
+            "{e}"
+        );
     }
 }
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use serde::de::{Deserialize, Deserializer, Error as _};
 use toml::Spanned;
 
+use crate::storage::CheckpointLocation;
+
 /// Largest `parallelism`.
 pub const MAX_PARALLELISM_LIMIT: usize = 256;
 /// Largest `max_parallelism`: key groups are stored as a big-endian u16 prefix.
@@ -208,6 +210,16 @@ pub fn path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
 
 pub fn opt_path<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
     path(d).map(Some)
+}
+
+/// `[checkpoint] dir`: a directory (relative ones resolved later) or `s3://bucket/prefix`.
+pub fn opt_checkpoint_location<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<CheckpointLocation>, D::Error> {
+    let dir = String::deserialize(d)?;
+    CheckpointLocation::parse(&dir)
+        .map(Some)
+        .map_err(D::Error::custom)
 }
 
 pub fn spanned_path<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<PathBuf>, D::Error> {

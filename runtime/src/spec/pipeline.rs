@@ -23,6 +23,7 @@ use crate::spec::source::{SourceConfig, SourceSpec, parse_source};
 use crate::spec::step::{StepSpec, parse_step};
 use crate::spec::tagged::{Item, array_of_tables};
 use crate::spec::units;
+use crate::storage::CheckpointLocation;
 
 /// Default parallelism.
 pub const DEFAULT_PARALLELISM: usize = 1;
@@ -77,7 +78,8 @@ pub struct CheckpointSpec {
     pub timeout: Duration,
     /// Complete checkpoints kept, at least 2.
     pub retain: usize,
-    pub dir: PathBuf,
+    /// A local directory (absolute) or an `s3://bucket/prefix`.
+    pub dir: CheckpointLocation,
 }
 
 /// Limits applied to every guest instance.
@@ -161,8 +163,8 @@ struct RawCheckpoint {
     timeout: Duration,
     #[serde(default = "default_retain", deserialize_with = "checks::retain")]
     retain: usize,
-    #[serde(default, deserialize_with = "checks::opt_path")]
-    dir: Option<PathBuf>,
+    #[serde(default, deserialize_with = "checks::opt_checkpoint_location")]
+    dir: Option<CheckpointLocation>,
 }
 
 fn default_interval() -> Duration {
@@ -420,7 +422,7 @@ fn parse_sinks(sinks: Option<Item<'_>>, base_dir: &Path) -> Result<Vec<SinkSpec>
 /// directory, the others under the state directory (itself `.weir/<name>` by default).
 struct Dirs {
     state: PathBuf,
-    checkpoint: PathBuf,
+    checkpoint: CheckpointLocation,
     dead_letter: PathBuf,
 }
 
@@ -431,8 +433,8 @@ impl Dirs {
             None => base_dir.join(Path::new(".weir").join(&raw.name)),
         };
         let checkpoint = match &raw.checkpoint.dir {
-            Some(dir) => base_dir.join(dir),
-            None => state.join("checkpoints"),
+            Some(dir) => dir.clone().resolve(base_dir),
+            None => CheckpointLocation::Local(state.join("checkpoints")),
         };
         let dead_letter = match &raw.dead_letter.path {
             Some(path) => base_dir.join(path),

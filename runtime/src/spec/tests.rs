@@ -117,7 +117,7 @@ path = "dlq/"
             interval: Duration::from_millis(500),
             timeout: Duration::from_secs(120),
             retain: 4,
-            dir: base.join("state/checkpoints"),
+            dir: crate::storage::CheckpointLocation::Local(base.join("state/checkpoints")),
         }
     );
     assert_eq!(
@@ -194,6 +194,39 @@ path = "dlq/"
 }
 
 #[test]
+fn checkpoint_dir_is_a_directory_or_an_s3_prefix() {
+    let dir = base();
+    let spec = PipelineSpec::parse(
+        &format!("{MINIMAL}[checkpoint]\ndir = \"s3://weir-ckpt/teams/p/\"\n"),
+        dir.path(),
+        "spec.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        spec.checkpoint.dir,
+        crate::storage::CheckpointLocation::S3(crate::storage::S3Location {
+            bucket: "weir-ckpt".into(),
+            prefix: "teams/p".into(),
+        })
+    );
+    let spec = PipelineSpec::parse(
+        &format!("{MINIMAL}[checkpoint]\ndir = \"ckpt\"\n"),
+        dir.path(),
+        "spec.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        spec.checkpoint.dir,
+        crate::storage::CheckpointLocation::Local(dir.path().join("ckpt"))
+    );
+    let e = error(&format!("{MINIMAL}[checkpoint]\ndir = \"gs://b/p\"\n"));
+    assert!(
+        e.contains("gs:// is not a supported checkpoint store"),
+        "{e}"
+    );
+}
+
+#[test]
 fn defaults() {
     let dir = base();
     let spec = PipelineSpec::parse(MINIMAL, dir.path(), "spec.toml").expect("valid");
@@ -202,7 +235,10 @@ fn defaults() {
         (1, 128, 1024)
     );
     assert_eq!(spec.state_dir, dir.path().join(".weir/p"));
-    assert_eq!(spec.checkpoint.dir, dir.path().join(".weir/p/checkpoints"));
+    assert_eq!(
+        spec.checkpoint.dir,
+        crate::storage::CheckpointLocation::Local(dir.path().join(".weir/p/checkpoints"))
+    );
     assert_eq!(
         (spec.checkpoint.interval, spec.checkpoint.timeout),
         (Duration::from_secs(1), Duration::from_secs(60))

@@ -1,0 +1,538 @@
+//! `LocalStorage`: the checkpoint storage backend on a local directory (the default).
+//!
+//! Layout under the root directory: see `storage::layout`.
+//!
+//! Invariants (the ones `CheckpointStorage` promises, and how this backend keeps them):
+//! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] makes it
+//!   appear atomically (temp file, fsync, rename, fsync dir) and never overwrites an
+//!   existing one: a complete checkpoint is immutable. [`discard`] removes `_metadata`
+//!   FIRST, so a half-deleted checkpoint never looks complete.
+//! - Every file this storage accepted is durable (file and directory entry fsynced) when the
+//!   `put_*` call returns, so `_metadata` is only ever written after the files it names.
+//! - A file never appears under its final name half-written: it is hard-linked (atomic) or
+//!   copied to a hidden temp name (`.<name>.tmp-*`) and renamed.
+//! - Shared files are immutable and named uniquely by the caller; [`put_shared`] of a name
+//!   that already exists is a no-op returning 0 bytes written.
+//! - [`gc`] never removes a checkpoint listed in `keep`, a shared file in `referenced`, nor
+//!   an incomplete checkpoint newer than the newest complete one (it may be in flight).
+//! - Weir deletes only what it made. [`open`] takes an empty or new directory (and
+//!   writes `.weir-checkpoints` into it), a directory holding that file, or one
+//!   holding nothing but Weir's own names (an older Weir's storage, which it then
+//!   marks); any other non-empty directory is refused. [`remove_all`] (`--from-scratch`)
+//!   removes only Weir's own entries, and only from a directory that passes the same test.
+//!
+//! Names are validated and the fence checked by `CheckpointStorage` before a call
+//! gets here.
+//!
+//! [`open`]: LocalStorage::open
+//! [`remove_all`]: LocalStorage::remove_all
+//! [`write_metadata`]: LocalStorage::write_metadata
+//! [`discard`]: LocalStorage::discard
+//! [`put_shared`]: LocalStorage::put_shared
+//! [`gc`]: LocalStorage::gc
+
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::record::CheckpointId;
+use crate::storage::StorageError;
+use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
+use crate::storage::layout::{
+    self, METADATA_FILE, OWNER_CONTENT, OWNER_FILE, SHARED_DIR, is_weir_entry,
+    parse_checkpoint_dir, validate_component, validate_task,
+};
+
+/// Distinguishes temp files created by concurrent calls within one process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Checkpoint storage rooted at a local directory.
+#[derive(Debug, Clone)]
+pub struct LocalStorage {
+    root: PathBuf,
+}
+
+impl LocalStorage {
+    /// Opens (creating if needed) the storage rooted at `root`; refuses a non-empty
+    /// directory that is not Weir's (see the module docs).
+    pub fn open(root: &Path) -> Result<Self, StorageError> {
+        let root = root.to_path_buf();
+        ensure_dir(&root)?;
+        check_ours(&root)?;
+        let owner = root.join(OWNER_FILE);
+        if !exists(&owner)? {
+            fs::write(&owner, OWNER_CONTENT).map_err(|e| io_err("create", &owner, e))?;
+        }
+        ensure_dir(&root.join(SHARED_DIR))?;
+        Ok(Self { root })
+    }
+
+    /// Deletes every checkpoint and shared file under `root`, and nothing else: refused
+    /// (with nothing deleted) if `root` is not Weir's. A missing `root` is fine.
+    pub fn remove_all(root: &Path) -> Result<(), StorageError> {
+        if !root.exists() {
+            return Ok(());
+        }
+        check_ours(root)?;
+        for entry in read_dir(root)? {
+            let entry = entry.map_err(|e| io_err("list", root, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if is_weir_entry(&name) && name != OWNER_FILE {
+                let path = entry.path();
+                let removed = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                removed.map_err(|e| io_err("remove", &path, e))?;
+            }
+        }
+        sync_dir(root)
+    }
+
+    /// The root directory.
+    #[cfg(test)]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Stores `src` as shared file `shared_name` of `task` (hard link when on the same
+    /// filesystem, else a copy). Idempotent: returns the bytes added, 0 if it already existed.
+    pub fn put_shared(
+        &self,
+        task: &str,
+        shared_name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        let dest = self.shared_path(task, shared_name)?;
+        if exists(&dest)? {
+            return Ok(0);
+        }
+        let dir = self.root.join(SHARED_DIR).join(task);
+        ensure_dir(&dir)?;
+        let size = file_size(src)?;
+        match fs::hard_link(src, &dest) {
+            Ok(()) => sync_file(&dest)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !exists(src)? => {
+                return Err(missing(src));
+            }
+            // Cross-device (EXDEV) or a filesystem without hard links: copy.
+            Err(_) => copy_durably(src, &dest)?,
+        }
+        sync_dir(&dir)?;
+        Ok(size)
+    }
+
+    /// Whether shared file `shared_name` of `task` is stored.
+    pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
+        exists(&self.shared_path(task, shared_name)?)
+    }
+
+    /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`, replacing
+    /// a previous attempt's file of that name. Returns the bytes stored.
+    pub fn put_private(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        let dest = self.private_path(checkpoint_id, task, name)?;
+        if self.is_complete(checkpoint_id)? {
+            return Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: self.metadata_path(checkpoint_id).display().to_string(),
+            });
+        }
+        let dir = self.checkpoint_dir(checkpoint_id).join(task);
+        ensure_dir(&dir)?;
+        let size = file_size(src)?;
+        remove_file_if_exists(&dest)?;
+        match fs::hard_link(src, &dest) {
+            Ok(()) => sync_file(&dest)?,
+            Err(_) => copy_durably(src, &dest)?,
+        }
+        sync_dir(&dir)?;
+        Ok(size)
+    }
+
+    /// Materialises shared file `shared_name` of `task` at `dest` (hard link, else copy).
+    /// `dest` must not exist. Returns its size.
+    pub fn fetch_shared_into(
+        &self,
+        task: &str,
+        shared_name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let src = self.shared_path(task, shared_name)?;
+        fetch(&src, dest, true)
+    }
+
+    /// Copies private file `name` of `task` in checkpoint `checkpoint_id` to `dest`, which
+    /// must not exist. Private files are always copied: the restored DB may rewrite them.
+    /// Returns its size.
+    pub fn fetch_private_into(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let src = self.private_path(checkpoint_id, task, name)?;
+        fetch(&src, dest, false)
+    }
+
+    /// Completes checkpoint `checkpoint_id` by writing its metadata atomically: temp file,
+    /// fsync, rename to `_metadata`, fsync the directory. Refuses to overwrite.
+    pub fn write_metadata(
+        &self,
+        checkpoint_id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let dir = self.checkpoint_dir(checkpoint_id);
+        let path = self.metadata_path(checkpoint_id);
+        ensure_dir(&dir)?;
+        if exists(&path)? {
+            return Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: path.display().to_string(),
+            });
+        }
+        let tmp = temp_path(&path);
+        let write = || -> io::Result<()> {
+            let mut file = File::create(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()
+        };
+        if let Err(source) = write() {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err("write", &tmp, source));
+        }
+        fs::rename(&tmp, &path).map_err(|e| io_err("rename into place", &path, e))?;
+        sync_dir(&dir)
+    }
+
+    /// Reads the metadata of a complete checkpoint.
+    pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
+        let path = self.metadata_path(checkpoint_id);
+        fs::read(&path).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                StorageError::NotComplete {
+                    checkpoint_id,
+                    location: path.display().to_string(),
+                }
+            } else {
+                io_err("read", &path, e)
+            }
+        })
+    }
+
+    /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
+    pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        exists(&self.metadata_path(checkpoint_id))
+    }
+
+    /// Every checkpoint directory, complete or not, ascending.
+    pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
+        let mut ids = Vec::new();
+        for entry in read_dir(&self.root)? {
+            let entry = entry.map_err(|e| io_err("list", &self.root, e))?;
+            if let Some(id) = entry.file_name().to_str().and_then(parse_checkpoint_dir) {
+                ids.push(CheckpointId(id));
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Removes checkpoint `checkpoint_id`'s directory (`_metadata` first, so it never looks
+    /// complete half-deleted). Returns whether it existed.
+    pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        let dir = self.checkpoint_dir(checkpoint_id);
+        if !exists(&dir)? {
+            return Ok(false);
+        }
+        let metadata = self.metadata_path(checkpoint_id);
+        if remove_file_if_exists(&metadata)? {
+            sync_dir(&dir)?;
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("remove", &dir, e)),
+        }
+        sync_dir(&self.root)?;
+        Ok(true)
+    }
+
+    /// Removes every shared file not in `referenced` (and leftover temp files of
+    /// interrupted uploads), then task directories left empty. Checkpoints are the
+    /// caller's (`CheckpointStorage::gc`) to remove first.
+    pub fn gc_shared(
+        &self,
+        referenced: &HashSet<(String, String)>,
+        report: &mut GcReport,
+    ) -> Result<(), StorageError> {
+        let shared_root = self.root.join(SHARED_DIR);
+        for task_entry in read_dir(&shared_root)? {
+            let task_entry = task_entry.map_err(|e| io_err("list", &shared_root, e))?;
+            let task_dir = task_entry.path();
+            if !task_dir.is_dir() {
+                continue;
+            }
+            let task = task_entry.file_name().to_string_lossy().into_owned();
+            let mut removed_any = false;
+            let mut remaining = 0_usize;
+            for file_entry in read_dir(&task_dir)? {
+                let file_entry = file_entry.map_err(|e| io_err("list", &task_dir, e))?;
+                let file_name = file_entry.file_name().to_string_lossy().into_owned();
+                let shared_name = layout::parse_shared_file_name(&file_name);
+                let is_referenced = shared_name
+                    .is_some_and(|name| referenced.contains(&(task.clone(), name.to_owned())));
+                if is_referenced {
+                    remaining += 1;
+                    continue;
+                }
+                // Unreferenced SSTs and leftover temp files of interrupted uploads.
+                let path = file_entry.path();
+                let size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                if remove_file_if_exists(&path)? {
+                    removed_any = true;
+                    if shared_name.is_some() {
+                        report.shared_files_removed += 1;
+                        report.shared_bytes_removed += size;
+                    }
+                }
+            }
+            if remaining == 0 {
+                // Failing means it is not empty after all, or already gone: keep going.
+                if fs::remove_dir(&task_dir).is_ok() {
+                    sync_dir(&shared_root)?;
+                }
+            } else if removed_any {
+                sync_dir(&task_dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Completion time and size of checkpoint `checkpoint_id`.
+    pub fn checkpoint_info(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> Result<CheckpointInfo, StorageError> {
+        let dir = self.checkpoint_dir(checkpoint_id);
+        if !exists(&dir)? {
+            return Err(missing(&dir));
+        }
+        let metadata_path = self.metadata_path(checkpoint_id);
+        let completed_at = match fs::metadata(&metadata_path) {
+            Ok(m) => Some(
+                m.modified()
+                    .map_err(|e| io_err("stat", &metadata_path, e))?,
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err("stat", &metadata_path, e)),
+        };
+        Ok(CheckpointInfo {
+            checkpoint_id,
+            complete: completed_at.is_some(),
+            completed_at,
+            private_bytes: dir_size(&dir)?,
+        })
+    }
+
+    fn checkpoint_dir(&self, checkpoint_id: CheckpointId) -> PathBuf {
+        self.root.join(layout::checkpoint_dir_name(checkpoint_id))
+    }
+
+    fn metadata_path(&self, checkpoint_id: CheckpointId) -> PathBuf {
+        self.checkpoint_dir(checkpoint_id).join(METADATA_FILE)
+    }
+
+    fn shared_path(&self, task: &str, shared_name: &str) -> Result<PathBuf, StorageError> {
+        validate_task(task)?;
+        validate_component("shared file", shared_name)?;
+        Ok(self
+            .root
+            .join(SHARED_DIR)
+            .join(task)
+            .join(layout::shared_file_name(shared_name)))
+    }
+
+    fn private_path(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<PathBuf, StorageError> {
+        validate_task(task)?;
+        validate_component("private file", name)?;
+        Ok(self.checkpoint_dir(checkpoint_id).join(task).join(name))
+    }
+}
+
+/// Refuses a directory that is neither marked as Weir's nor holds only Weir's names.
+fn check_ours(root: &Path) -> Result<(), StorageError> {
+    if exists(&root.join(OWNER_FILE))? {
+        return Ok(());
+    }
+    for entry in read_dir(root)? {
+        let entry = entry.map_err(|e| io_err("list", root, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_weir_entry(&name) {
+            return Err(StorageError::NotOurs {
+                root: root.display().to_string(),
+                entry: name,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn io_err(op: &'static str, path: &Path, source: io::Error) -> StorageError {
+    StorageError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn missing(path: &Path) -> StorageError {
+    StorageError::MissingFile {
+        location: path.display().to_string(),
+    }
+}
+
+fn exists(path: &Path) -> Result<bool, StorageError> {
+    path.try_exists().map_err(|e| io_err("stat", path, e))
+}
+
+/// The size of local file `path`; `MissingFile` if it is not there.
+pub(super) fn file_size(path: &Path) -> Result<u64, StorageError> {
+    match fs::metadata(path) {
+        Ok(m) => Ok(m.len()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
+        Err(e) => Err(io_err("stat", path, e)),
+    }
+}
+
+fn read_dir(dir: &Path) -> Result<fs::ReadDir, StorageError> {
+    fs::read_dir(dir).map_err(|e| io_err("list", dir, e))
+}
+
+/// Removes a file; Ok(false) if it was not there.
+fn remove_file_if_exists(path: &Path) -> Result<bool, StorageError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err("remove", path, e)),
+    }
+}
+
+/// Creates `dir` (and missing parents), fsyncing each new directory's parent.
+fn ensure_dir(dir: &Path) -> Result<(), StorageError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
+        ensure_dir(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(io_err("create directory", dir, e)),
+    }
+    match parent {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("fsync directory", dir, e))
+}
+
+fn sync_file(path: &Path) -> Result<(), StorageError> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_err("fsync", path, e))
+}
+
+/// A hidden temp name next to `path`, unique within this process.
+pub(super) fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
+/// Copies `src` to a temp name next to `dest`, fsyncs it and renames it to `dest`.
+fn copy_durably(src: &Path, dest: &Path) -> Result<(), StorageError> {
+    let tmp = temp_path(dest);
+    let copy = || -> io::Result<()> {
+        fs::copy(src, &tmp)?;
+        File::open(&tmp)?.sync_all()
+    };
+    if let Err(e) = copy() {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err("copy", src, e));
+    }
+    fs::rename(&tmp, dest).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("rename into place", dest, e)
+    })
+}
+
+/// Materialises stored file `src` at `dest` (must not exist): hard link if `link_ok`,
+/// falling back to a copy.
+fn fetch(src: &Path, dest: &Path, link_ok: bool) -> Result<u64, StorageError> {
+    let size = file_size(src)?;
+    if link_ok {
+        match fs::hard_link(src, dest) {
+            Ok(()) => return Ok(size),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(io_err("restore into (already exists)", dest, e));
+            }
+            Err(_) => {}
+        }
+    }
+    if exists(dest)? {
+        return Err(io_err(
+            "restore into (already exists)",
+            dest,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    fs::copy(src, dest).map_err(|e| io_err("copy", src, e))?;
+    Ok(size)
+}
+
+/// Total bytes of the regular files under `dir`.
+fn dir_size(dir: &Path) -> Result<u64, StorageError> {
+    let mut total = 0;
+    for entry in read_dir(dir)? {
+        let entry = entry.map_err(|e| io_err("list", dir, e))?;
+        let path = entry.path();
+        let meta = entry.metadata().map_err(|e| io_err("stat", &path, e))?;
+        if meta.is_dir() {
+            total += dir_size(&path)?;
+        } else {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+#[path = "local_tests.rs"]
+mod tests;

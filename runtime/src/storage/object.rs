@@ -1,0 +1,754 @@
+//! `ObjectStorage`: the checkpoint storage backend on an S3-compatible object store
+//! (`[checkpoint] dir = "s3://bucket/prefix"`), through the `object_store` crate.
+//!
+//! Configuration comes from the environment, as every AWS tool reads it:
+//! `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (or a web identity:
+//! `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, or ECS container credentials),
+//! `AWS_REGION` (default `us-east-1`), and for a non-AWS server `AWS_ENDPOINT_URL`
+//! (path-style requests) with `AWS_ALLOW_HTTP=true` if it speaks plain HTTP.
+//!
+//! The layout under the prefix is `storage::layout`'s, the same as on a directory.
+//! Invariants (those of `CheckpointStorage`, and how this backend keeps them):
+//! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] is a
+//!   conditional put (`PutMode::Create`, `If-None-Match: *`): the object appears whole
+//!   or not at all (S3 PUTs are atomic) and an existing one is never overwritten, even
+//!   by a racing writer (the store answers 412 and it is `AlreadyComplete`).
+//!   [`discard`] deletes `_metadata` FIRST, then the rest of the checkpoint.
+//! - Every object this storage accepted is durable when the `put_*` call returns (S3
+//!   acknowledges a PUT, or completes a multipart upload, only once it is stored), so
+//!   `_metadata` is only ever written after the files it names.
+//! - An object never appears half-written under its name: single PUTs and completed
+//!   multipart uploads are atomic; an interrupted multipart upload leaves no object.
+//! - Shared files are immutable and named uniquely by the caller: [`put_shared`] of a
+//!   name that exists is a no-op returning 0 (a has-check; two racing uploads of one
+//!   name carry the same bytes, so either winning is the same object).
+//! - Weir deletes only what it made: [`open`] takes an empty prefix (and writes the
+//!   `.weir-checkpoints` marker object there), a prefix holding the marker, or one
+//!   holding nothing but Weir's own names; any other is refused. [`remove_all`] deletes
+//!   only objects under Weir's own names, from a prefix that passes the same test.
+//! - Bad configuration (no credentials, an unreachable endpoint, a bucket that does not
+//!   exist) is an error from [`open`], before anything is written, never a panic.
+//! - Requests are bounded: connect timeout, request timeout and a bounded retry budget
+//!   (see the constants), so a store that went away is an error, not a hang.
+//!
+//! The sync API is bridged to the async client by `storage::blocking` (callable from any
+//! thread, inside a tokio runtime or not).
+//!
+//! [`open`]: ObjectStorage::open
+//! [`remove_all`]: ObjectStorage::remove_all
+//! [`write_metadata`]: ObjectStorage::write_metadata
+//! [`discard`]: ObjectStorage::discard
+//! [`put_shared`]: ObjectStorage::put_shared
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::TryStreamExt;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::buffered::BufWriter;
+use object_store::path::Path as Key;
+use object_store::{
+    BackoffConfig, ClientConfigKey, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig,
+};
+use tokio::io::{AsyncWriteExt, BufReader};
+
+use crate::record::CheckpointId;
+use crate::storage::StorageError;
+use crate::storage::blocking::BlockingRuntime;
+use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
+use crate::storage::layout::{
+    self, METADATA_FILE, OWNER_CONTENT, OWNER_FILE, SHARED_DIR, is_weir_entry,
+    parse_checkpoint_dir, validate_component, validate_task,
+};
+use crate::storage::local;
+use crate::storage::location::S3Location;
+
+/// Connect timeout of one request: an endpoint that does not answer fails fast.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Whole-request timeout: generous, a request may carry an SST of tens of MiB.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Retries of a failed request (connection errors, 5xx, throttling), with backoff.
+const MAX_RETRIES: usize = 4;
+/// Total time a request may spend being retried.
+const RETRY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upload buffer: files larger than this go up as a multipart upload, in parts this size.
+const UPLOAD_BUFFER: usize = 8 << 20; // 8 MiB
+/// Region when `AWS_REGION` is unset (what the AWS CLI falls back to for S3).
+const DEFAULT_REGION: &str = "us-east-1";
+
+/// Checkpoint storage under a prefix of an S3-compatible bucket. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ObjectStorage {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    location: S3Location,
+    /// The prefix as a key (empty: the bucket's root).
+    root: Key,
+    runtime: BlockingRuntime,
+    /// Every key deleted, in order (tests check `_metadata` goes first).
+    #[cfg(test)]
+    deleted: std::sync::Mutex<Vec<String>>,
+}
+
+impl ObjectStorage {
+    /// Connects to `location`'s bucket, checks the prefix is Weir's (or empty) and marks
+    /// it as Weir's.
+    pub fn open(location: &S3Location) -> Result<Self, StorageError> {
+        Self::connect(location, &aws_env())?.claim()
+    }
+
+    /// Checks the prefix is Weir's (or empty) and writes the marker if it is missing.
+    fn claim(self) -> Result<Self, StorageError> {
+        self.check_ours()?;
+        let marker = self.key(OWNER_FILE);
+        self.put_if_absent(&marker, PutPayload::from_static(OWNER_CONTENT))?;
+        Ok(self)
+    }
+
+    /// Deletes every checkpoint and shared object under `location`'s prefix, and nothing
+    /// else: refused (with nothing deleted) if the prefix is not Weir's.
+    pub fn remove_all(location: &S3Location) -> Result<(), StorageError> {
+        let storage = Self::connect(location, &aws_env())?;
+        storage.check_ours()?;
+        let root = storage.inner.root.clone();
+        let objects = storage.list(&root)?;
+        let doomed: Vec<Key> = objects
+            .into_iter()
+            .filter(|meta| {
+                storage
+                    .relative(&meta.location)
+                    .first()
+                    .is_some_and(|first| is_weir_entry(first) && first != OWNER_FILE)
+            })
+            .map(|meta| meta.location)
+            .collect();
+        storage.delete_all(doomed)
+    }
+
+    /// The client for `location`, configured from `env` (the `AWS_*` variables, as
+    /// [`aws_env`] reads them); nothing is sent yet.
+    fn connect(location: &S3Location, env: &[(String, String)]) -> Result<Self, StorageError> {
+        let config = |reason: String| StorageError::Config {
+            url: location.to_string(),
+            reason,
+        };
+        let var = |name: &str| {
+            env.iter()
+                .find(|(k, v)| k == name && !v.is_empty())
+                .map(|(_, v)| v.as_str())
+        };
+        check_credentials(&var).map_err(config)?;
+        let mut builder = AmazonS3Builder::new();
+        for (name, value) in env {
+            // What `AmazonS3Builder::from_env` does, from the variables given.
+            if let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                builder = builder.with_config(key, value);
+            }
+        }
+        builder = builder
+            .with_bucket_name(&location.bucket)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: MAX_RETRIES,
+                retry_timeout: RETRY_TIMEOUT,
+            });
+        if var("AWS_REGION").is_none() && var("AWS_DEFAULT_REGION").is_none() {
+            builder = builder.with_region(DEFAULT_REGION);
+        }
+        for (key, value) in [
+            (ClientConfigKey::ConnectTimeout, CONNECT_TIMEOUT),
+            (ClientConfigKey::Timeout, REQUEST_TIMEOUT),
+        ] {
+            builder = builder.with_config(
+                AmazonS3ConfigKey::Client(key),
+                format!("{}s", value.as_secs()),
+            );
+        }
+        let store = builder
+            .build()
+            .map_err(|e| config(format!("cannot configure the S3 client: {e}")))?;
+        let runtime = BlockingRuntime::new().map_err(|e| {
+            config(format!(
+                "cannot start the object store client's runtime: {e}"
+            ))
+        })?;
+        let root = Key::from(location.prefix.as_str());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store: Arc::new(store),
+                location: location.clone(),
+                root,
+                runtime,
+                #[cfg(test)]
+                deleted: std::sync::Mutex::default(),
+            }),
+        })
+    }
+
+    /// The prefix is Weir's: it holds the marker, or only Weir's names (or nothing).
+    /// The first request to the store: a missing bucket or an unreachable endpoint
+    /// shows here, as a configuration error.
+    fn check_ours(&self) -> Result<(), StorageError> {
+        let marker = self.key(OWNER_FILE);
+        let store = self.inner.store.clone();
+        let head = self.run(async move { store.head(&marker).await })?;
+        let unreachable = |e: object_store::Error| StorageError::Config {
+            url: self.url(&self.inner.root),
+            reason: format!(
+                "cannot reach the bucket ({e}); check the bucket name, AWS_ENDPOINT_URL, AWS_REGION and the credentials"
+            ),
+        };
+        match head {
+            Ok(_) => return Ok(()),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(unreachable(e)),
+        }
+        let store = self.inner.store.clone();
+        let root = self.prefix_arg();
+        let listed = self.run(async move { store.list_with_delimiter(root.as_ref()).await })?;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) if no_such_bucket(&e) => {
+                return Err(StorageError::Config {
+                    url: self.inner.location.to_string(),
+                    reason: format!(
+                        "bucket {:?} does not exist (or these credentials cannot see it): create it first",
+                        self.inner.location.bucket
+                    ),
+                });
+            }
+            Err(e) => return Err(unreachable(e)),
+        };
+        let names = listed
+            .common_prefixes
+            .iter()
+            .chain(listed.objects.iter().map(|meta| &meta.location));
+        for name in names {
+            let first = self.relative(name).into_iter().next().unwrap_or_default();
+            if !is_weir_entry(&first) {
+                return Err(StorageError::NotOurs {
+                    root: self.inner.location.to_string(),
+                    entry: first,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores local file `src` as shared file `shared_name` of `task`, unless it is
+    /// there already (then 0). Returns the bytes added.
+    pub fn put_shared(
+        &self,
+        task: &str,
+        shared_name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.shared_key(task, shared_name)?;
+        if self.exists(&key)? {
+            return Ok(0);
+        }
+        self.upload(src, key)
+    }
+
+    /// Whether shared file `shared_name` of `task` is stored.
+    pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
+        self.exists(&self.shared_key(task, shared_name)?)
+    }
+
+    /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`,
+    /// replacing a previous attempt's; refused once the checkpoint is complete.
+    pub fn put_private(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.private_key(checkpoint_id, task, name)?;
+        if self.is_complete(checkpoint_id)? {
+            return Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: self.url(&self.metadata_key(checkpoint_id)),
+            });
+        }
+        self.upload(src, key)
+    }
+
+    /// Downloads shared file `shared_name` of `task` to `dest` (which must not exist).
+    pub fn fetch_shared_into(
+        &self,
+        task: &str,
+        shared_name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.shared_key(task, shared_name)?;
+        self.download(key, dest)
+    }
+
+    /// Downloads private file `name` of `task` in checkpoint `checkpoint_id` to `dest`
+    /// (which must not exist).
+    pub fn fetch_private_into(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.private_key(checkpoint_id, task, name)?;
+        self.download(key, dest)
+    }
+
+    /// Completes checkpoint `checkpoint_id`: a conditional put of `_metadata`, refused
+    /// (`AlreadyComplete`) if it exists.
+    pub fn write_metadata(
+        &self,
+        checkpoint_id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let key = self.metadata_key(checkpoint_id);
+        let created = self.put_if_absent(&key, PutPayload::from(bytes.to_vec()))?;
+        if created {
+            Ok(())
+        } else {
+            Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: self.url(&key),
+            })
+        }
+    }
+
+    /// Reads the metadata of a complete checkpoint.
+    pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
+        let key = self.metadata_key(checkpoint_id);
+        let store = self.inner.store.clone();
+        let get_key = key.clone();
+        let got = self.run(async move {
+            let got = store.get(&get_key).await?;
+            got.bytes().await
+        })?;
+        match got {
+            Ok(bytes) => Ok(bytes.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => Err(StorageError::NotComplete {
+                checkpoint_id,
+                location: self.url(&key),
+            }),
+            Err(e) => Err(self.store_err("read", &key, e)),
+        }
+    }
+
+    /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
+    pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        self.exists(&self.metadata_key(checkpoint_id))
+    }
+
+    /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
+    pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
+        let store = self.inner.store.clone();
+        let root = self.prefix_arg();
+        let listed = self.run(async move { store.list_with_delimiter(root.as_ref()).await })?;
+        let listed = listed.map_err(|e| self.store_err("list", &self.inner.root, e))?;
+        let mut ids: Vec<CheckpointId> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().and_then(parse_checkpoint_dir))
+            .map(CheckpointId)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Deletes checkpoint `checkpoint_id`: `_metadata` first (so it never looks complete
+    /// half-deleted), then its private objects. Returns whether it existed.
+    pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        let dir = self.key(&layout::checkpoint_dir_name(checkpoint_id));
+        let objects = self.list(&dir)?;
+        if objects.is_empty() {
+            return Ok(false);
+        }
+        let metadata = self.metadata_key(checkpoint_id);
+        if objects.iter().any(|meta| meta.location == metadata) {
+            self.delete_all(vec![metadata.clone()])?;
+        }
+        let rest = objects
+            .into_iter()
+            .map(|meta| meta.location)
+            .filter(|key| *key != metadata)
+            .collect();
+        self.delete_all(rest)?;
+        Ok(true)
+    }
+
+    /// Deletes every shared object not in `referenced`. Checkpoints are the caller's
+    /// (`CheckpointStorage::gc`) to remove first.
+    pub fn gc_shared(
+        &self,
+        referenced: &HashSet<(String, String)>,
+        report: &mut GcReport,
+    ) -> Result<(), StorageError> {
+        let objects = self.list(&self.key(SHARED_DIR))?;
+        let mut doomed = Vec::new();
+        for meta in objects {
+            let parts = self.relative(&meta.location);
+            let shared = match parts.as_slice() {
+                [_, task, file] => {
+                    layout::parse_shared_file_name(file).map(|name| (task.clone(), name.to_owned()))
+                }
+                _ => None,
+            };
+            if shared.as_ref().is_some_and(|s| referenced.contains(s)) {
+                continue;
+            }
+            if shared.is_some() {
+                report.shared_files_removed += 1;
+                report.shared_bytes_removed += meta.size;
+            }
+            doomed.push(meta.location);
+        }
+        self.delete_all(doomed)
+    }
+
+    /// Completion time and size of checkpoint `checkpoint_id`.
+    pub fn checkpoint_info(
+        &self,
+        checkpoint_id: CheckpointId,
+    ) -> Result<CheckpointInfo, StorageError> {
+        let dir = self.key(&layout::checkpoint_dir_name(checkpoint_id));
+        let objects = self.list(&dir)?;
+        if objects.is_empty() {
+            return Err(StorageError::MissingFile {
+                location: self.url(&dir),
+            });
+        }
+        let metadata = self.metadata_key(checkpoint_id);
+        let completed_at = objects
+            .iter()
+            .find(|meta| meta.location == metadata)
+            .map(|meta| std::time::SystemTime::from(meta.last_modified));
+        Ok(CheckpointInfo {
+            checkpoint_id,
+            complete: completed_at.is_some(),
+            completed_at,
+            private_bytes: objects.iter().map(|meta| meta.size).sum(),
+        })
+    }
+
+    // --- requests ---
+
+    /// Runs one client future on the owned runtime.
+    fn run<F>(&self, future: F) -> Result<F::Output, StorageError>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.inner
+            .runtime
+            .run(future)
+            .map_err(|_| StorageError::Config {
+                url: self.inner.location.to_string(),
+                reason: "the object store client stopped before answering".into(),
+            })
+    }
+
+    /// Whether object `key` exists.
+    fn exists(&self, key: &Key) -> Result<bool, StorageError> {
+        let store = self.inner.store.clone();
+        let head_key = key.clone();
+        match self.run(async move { store.head(&head_key).await })? {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.store_err("look up", key, e)),
+        }
+    }
+
+    /// Puts `payload` at `key` unless an object is there: true if it was created.
+    fn put_if_absent(&self, key: &Key, payload: PutPayload) -> Result<bool, StorageError> {
+        let store = self.inner.store.clone();
+        let put_key = key.clone();
+        let put = self.run(async move {
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            store.put_opts(&put_key, payload, opts).await
+        })?;
+        match put {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(self.store_err("write", key, e)),
+        }
+    }
+
+    /// Streams local file `src` to `key` (one PUT, or a multipart upload above
+    /// `UPLOAD_BUFFER`), overwriting. Returns its size.
+    fn upload(&self, src: &Path, key: Key) -> Result<u64, StorageError> {
+        let size = local::file_size(src)?;
+        let store = self.inner.store.clone();
+        let path = src.to_path_buf();
+        let put_key = key.clone();
+        let sent = self.run(async move {
+            let file = match tokio::fs::File::open(&path).await {
+                Ok(file) => file,
+                Err(e) => return Err(Upload::Read(e)),
+            };
+            let mut reader = BufReader::with_capacity(1 << 20, file);
+            let mut writer = BufWriter::with_capacity(store, put_key, UPLOAD_BUFFER);
+            if let Err(e) = tokio::io::copy_buf(&mut reader, &mut writer).await {
+                let _ = writer.abort().await;
+                return Err(Upload::Send(e));
+            }
+            writer.shutdown().await.map_err(Upload::Send)
+        })?;
+        match sent {
+            Ok(()) => Ok(size),
+            Err(Upload::Read(e)) => Err(StorageError::Io {
+                op: "read (to upload)",
+                path: src.to_path_buf(),
+                source: e,
+            }),
+            Err(Upload::Send(e)) => Err(StorageError::ObjectStore {
+                op: "upload to",
+                url: self.url(&key),
+                source: Box::new(object_store::Error::Generic {
+                    store: "S3",
+                    source: Box::new(e),
+                }),
+            }),
+        }
+    }
+
+    /// Downloads `key` to `dest` (which must not exist): a temp file next to it,
+    /// fsynced, renamed into place. Returns its size.
+    fn download(&self, key: Key, dest: &Path) -> Result<u64, StorageError> {
+        let exists = dest.try_exists().map_err(|e| StorageError::Io {
+            op: "stat",
+            path: dest.to_path_buf(),
+            source: e,
+        })?;
+        if exists {
+            return Err(StorageError::Io {
+                op: "restore into (already exists)",
+                path: dest.to_path_buf(),
+                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            });
+        }
+        let tmp = local::temp_path(dest);
+        let store = self.inner.store.clone();
+        let get_key = key.clone();
+        let tmp_path = tmp.clone();
+        let got = self.run(async move {
+            let got = store.get(&get_key).await.map_err(Download::Get)?;
+            let mut file = tokio::fs::File::create(&tmp_path)
+                .await
+                .map_err(Download::Write)?;
+            let mut stream = got.into_stream();
+            let mut size = 0_u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(Download::Get)?;
+                size += chunk.len() as u64;
+                file.write_all(&chunk).await.map_err(Download::Write)?;
+            }
+            file.sync_all().await.map_err(Download::Write)?;
+            Ok::<u64, Download>(size)
+        })?;
+        let size = match got {
+            Ok(size) => size,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(match e {
+                    Download::Get(object_store::Error::NotFound { .. }) => {
+                        StorageError::MissingFile {
+                            location: self.url(&key),
+                        }
+                    }
+                    Download::Get(e) => self.store_err("download", &key, e),
+                    Download::Write(e) => StorageError::Io {
+                        op: "write (restoring)",
+                        path: tmp,
+                        source: e,
+                    },
+                });
+            }
+        };
+        std::fs::rename(&tmp, dest).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            StorageError::Io {
+                op: "rename into place",
+                path: dest.to_path_buf(),
+                source: e,
+            }
+        })?;
+        if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
+            local::sync_dir(dir)?;
+        }
+        Ok(size)
+    }
+
+    /// Every object under `prefix` (recursively).
+    fn list(&self, prefix: &Key) -> Result<Vec<ObjectMeta>, StorageError> {
+        let store = self.inner.store.clone();
+        let list_prefix = prefix.clone();
+        let listed = self.run(async move {
+            let prefix = (!list_prefix.as_ref().is_empty()).then_some(list_prefix);
+            store.list(prefix.as_ref()).try_collect::<Vec<_>>().await
+        })?;
+        listed.map_err(|e| self.store_err("list", prefix, e))
+    }
+
+    /// Deletes `keys`, in order (a missing one is fine).
+    fn delete_all(&self, keys: Vec<Key>) -> Result<(), StorageError> {
+        for key in keys {
+            #[cfg(test)]
+            self.inner
+                .deleted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(key.to_string());
+            let store = self.inner.store.clone();
+            let delete_key = key.clone();
+            match self.run(async move { store.delete(&delete_key).await })? {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.store_err("delete", &key, e)),
+            }
+        }
+        Ok(())
+    }
+
+    // --- names ---
+
+    /// `prefix/rel` (`rel` alone at the bucket's root).
+    fn key(&self, rel: &str) -> Key {
+        let root = self.inner.root.as_ref();
+        if root.is_empty() {
+            Key::from(rel)
+        } else {
+            Key::from(format!("{root}/{rel}"))
+        }
+    }
+
+    /// The prefix as `list`'s argument (`None` at the bucket's root).
+    fn prefix_arg(&self) -> Option<Key> {
+        (!self.inner.root.as_ref().is_empty()).then(|| self.inner.root.clone())
+    }
+
+    /// The parts of `key` below the prefix.
+    fn relative(&self, key: &Key) -> Vec<String> {
+        match key.prefix_match(&self.inner.root) {
+            Some(parts) => parts.map(|p| p.as_ref().to_owned()).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    fn metadata_key(&self, checkpoint_id: CheckpointId) -> Key {
+        self.key(&format!(
+            "{}/{METADATA_FILE}",
+            layout::checkpoint_dir_name(checkpoint_id)
+        ))
+    }
+
+    fn shared_key(&self, task: &str, shared_name: &str) -> Result<Key, StorageError> {
+        validate_task(task)?;
+        validate_component("shared file", shared_name)?;
+        Ok(self.key(&format!(
+            "{SHARED_DIR}/{task}/{}",
+            layout::shared_file_name(shared_name)
+        )))
+    }
+
+    fn private_key(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<Key, StorageError> {
+        validate_task(task)?;
+        validate_component("private file", name)?;
+        Ok(self.key(&format!(
+            "{}/{task}/{name}",
+            layout::checkpoint_dir_name(checkpoint_id)
+        )))
+    }
+
+    /// `s3://bucket/key`.
+    fn url(&self, key: &Key) -> String {
+        format!("s3://{}/{key}", self.inner.location.bucket)
+    }
+
+    fn store_err(&self, op: &'static str, key: &Key, source: object_store::Error) -> StorageError {
+        StorageError::ObjectStore {
+            op,
+            url: self.url(key),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// Why an upload failed: the local file, or the store.
+enum Upload {
+    Read(std::io::Error),
+    Send(std::io::Error),
+}
+
+/// Why a download failed: the store, or the local file.
+enum Download {
+    Get(object_store::Error),
+    Write(std::io::Error),
+}
+
+/// Whether `e` is S3's answer for a bucket that does not exist (the client reports a
+/// failed listing as a generic error; the code is in its message).
+fn no_such_bucket(e: &object_store::Error) -> bool {
+    if matches!(e, object_store::Error::NotFound { .. }) {
+        return true;
+    }
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = source {
+        if err.to_string().contains("NoSuchBucket") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// The process's `AWS_*` variables (the ones that are valid UTF-8).
+fn aws_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect()
+}
+
+/// Refuses to start without credentials the client can use, instead of letting it fall
+/// back to the EC2 instance metadata endpoint and time out at the first checkpoint.
+fn check_credentials<'a>(var: &impl Fn(&str) -> Option<&'a str>) -> Result<(), String> {
+    let set = |name: &str| var(name).is_some();
+    match (set("AWS_ACCESS_KEY_ID"), set("AWS_SECRET_ACCESS_KEY")) {
+        (true, true) => return Ok(()),
+        (true, false) => {
+            return Err("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not".into());
+        }
+        (false, true) => {
+            return Err("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not".into());
+        }
+        (false, false) => {}
+    }
+    let web_identity = set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN");
+    let container =
+        set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || set("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    if web_identity || container {
+        return Ok(());
+    }
+    Err("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or, on Kubernetes, AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)".into())
+}
+
+#[cfg(test)]
+#[path = "object_tests.rs"]
+mod tests;
