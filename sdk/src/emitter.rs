@@ -371,7 +371,9 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .chain(signed.iter().map(ToString::to_string));
-        let written = records.iter().map(|r| r.value_str().unwrap_or("?").to_owned());
+        let written = records
+            .iter()
+            .map(|r| r.value_str().unwrap_or("?").to_owned());
         assert!(written.eq(expected));
     }
 

@@ -62,8 +62,7 @@ fn args() -> anyhow::Result<Args> {
         sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
         section: None,
     };
-    let usage =
-        "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests]";
+    let usage = "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests]";
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
