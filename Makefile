@@ -19,7 +19,8 @@ VENV ?= $(HOME)/.cache/weir/venv
 SCHEMATHESIS_VERSION := 4.32.5
 export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 
-DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential
+# python3-venv: the venvs of componentize-py, moto and schemathesis (Debian's python3 has no ensurepip).
+DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup build guests test demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
@@ -103,7 +104,7 @@ $(GUESTS_DIR)/probe_py.wasm: tests/guests-py/probe/probe.py $(PY_DEPS) | $(PY_TO
 JS_TOOLS_DIR ?= $(HOME)/.cache/weir/js-tools
 export WEIR_JS_TOOLS := $(JS_TOOLS_DIR)
 JS_TOOLS_STAMP := $(JS_TOOLS_DIR)/.installed-package-lock.json
-JS_NODE_MIN := 20
+JS_NODE_MIN := 20.6
 JS_BUILD := node sdk-js/tools/build.mjs
 JS_DEPS := $(wildcard sdk-js/src/*.js) sdk-js/tools/build.mjs wit/weir.wit $(JS_TOOLS_STAMP)
 JS_GUESTS := $(GUESTS_DIR)/uppercase_js.wasm $(GUESTS_DIR)/word_count_js.wasm $(GUESTS_DIR)/probe_js.wasm
@@ -117,7 +118,7 @@ js-tools: $(JS_TOOLS_STAMP)
 js-tools-check:
 	@command -v npm >/dev/null || { echo "installing Node.js and npm (Debian)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; }
-	@v=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$v" -ge $(JS_NODE_MIN) ] || { \
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number), [x, y] = "$(JS_NODE_MIN)".split(".").map(Number); process.exit(a > x || (a === x && b >= y) ? 0 : 1)' || { \
 	  echo "Node $$(node --version) is too old: the JavaScript guest tools need Node >= $(JS_NODE_MIN) (Debian bookworm ships 18: use NodeSource or nvm)"; exit 1; }
 	@{ cmp -s sdk-js/tools/package-lock.json $(JS_TOOLS_STAMP) && [ -d $(JS_TOOLS_DIR)/node_modules/@bytecodealliance/componentize-js ]; } || { \
 	  echo "installing the pinned JavaScript guest tools into $(JS_TOOLS_DIR)"; \
