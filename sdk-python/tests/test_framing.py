@@ -54,6 +54,16 @@ class Encode(unittest.TestCase):
         with self.assertRaises(TypeError):
             out.push(b"k", b"v", "1")
 
+    def test_builder_refuses_timestamps_outside_s64(self):
+        # the bindings would fail to lower the whole batch (or, elsewhere, wrap it)
+        out = BatchBuilder()
+        for bad in (1 << 63, -(1 << 63) - 1, 1 << 70):
+            with self.subTest(bad=bad), self.assertRaisesRegex(OverflowError, "must fit in 64 bits"):
+                out.push(b"k", b"v", bad)
+        out.push(b"a", b"max", (1 << 63) - 1)
+        out.push(b"b", b"min", -(1 << 63))
+        self.assertEqual(rows(out.finish()), [(b"a", b"max", (1 << 63) - 1), (b"b", b"min", -(1 << 63))])
+
     def test_frame_builder(self):
         f = FrameBuilder()
         for frame in (b"ab", b"", b"c"):

@@ -36,6 +36,9 @@ class RecordBatch:
     values: bytes = b""
 
 
+_S64_MIN, _S64_MAX = -(1 << 63), (1 << 63) - 1  # the contract's timestamps are s64 ms
+
+
 class FramingError(ValueError):
     """The host sent a batch whose framing does not add up."""
 
@@ -101,6 +104,8 @@ class BatchBuilder:
             value = as_bytes(value, "value")
         if type(timestamp) is not int:
             raise TypeError(f"weir_guest: a record's timestamp must be an int, not {type(timestamp).__name__}")
+        if not _S64_MIN <= timestamp <= _S64_MAX:
+            raise OverflowError(f"weir_guest: a record's timestamp must fit in 64 bits (an s64 of ms), not {timestamp}")
         self.timestamps.append(timestamp)
         if key:
             self._keys.append(key)
