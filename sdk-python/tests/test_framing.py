@@ -31,6 +31,17 @@ class Decode(unittest.TestCase):
         with self.assertRaisesRegex(FramingError, "values"):
             list(framing.records(b))
 
+    def test_decreasing_ends_are_refused(self):
+        # the last end matches the data, but frame 1 would slice keys[3:1] == b""
+        b = batch((b"abc", b"v", 1), (b"", b"w", 2), (b"d", b"x", 3))
+        b.key_ends = [3, 1, 4]
+        with self.assertRaisesRegex(FramingError, r"keys from the host: frame 1 spans 3\.\.1 of 4"):
+            list(framing.records(b))
+        with self.assertRaisesRegex(FramingError, r"frame 0 spans 0\.\.-1 of 2"):
+            list(framing.frames([-1, 2], b"ab", "accumulators"))
+        with self.assertRaisesRegex(FramingError, r"frame 2 spans 3\.\.2 of 4"):
+            framing.check_ends([2, 3, 2, 4], 4, "record ends")
+
     def test_frames(self):
         self.assertEqual(list(framing.frames([1, 1, 4], b"abcd", "x")), [b"a", b"", b"bcd"])
         with self.assertRaises(FramingError):
