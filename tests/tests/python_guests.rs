@@ -7,6 +7,8 @@
 //! - a Python aggregate killed with SIGKILL at random moments and mid-checkpoint, then
 //!   run to completion, commits exactly an uninterrupted run's output, which is the Rust
 //!   guest's;
+//! - `print` output and the traceback of a failed call reach weir's log, tagged with
+//!   the module's name;
 //! - the Python sandbox probe gets an error inside the guest, never data, for a file read,
 //!   a file write, a directory listing, the environment, a name lookup, a TCP connect, a
 //!   UDP datagram and `urllib`, against a file that exists, a TCP port that really
@@ -585,6 +587,56 @@ fn the_python_sandbox_probe_gets_no_file_environment_or_network() {
     want.sort();
     assert_eq!(got, want);
     probes.assert_nothing_reached();
+}
+
+#[test]
+fn python_print_output_and_a_failed_calls_traceback_reach_weirs_log() {
+    // The probe prints a line to stdout and one to stderr, then raises a BaseException
+    // the SDK does not refuse: the call fails, the run fails, and all three (the
+    // traceback line by line) are in weir's log, tagged with the module's name. stdout
+    // is logged at INFO, so the run asks for it with WEIR_LOG=info.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "input.txt",
+        "print printed by the probe\neprint written to stderr by the probe\ntrap the probe gave up\n",
+    );
+    let module = guest("probe_py");
+    let spec = write_file(
+        dir.path(),
+        "print.toml",
+        &file_map_spec("probe-py-print", dir.path(), &input, &module),
+    );
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .env("WEIR_LOG", "info")
+        .output()
+        .expect("spawn weir");
+    let err = stderr_of(&out);
+    assert!(
+        !out.status.success(),
+        "the trap did not fail the run: {err}"
+    );
+    let logged = |what: &str| err.lines().any(|l| l.contains(what));
+    for line in [
+        "probe_py.wasm stdout: printed by the probe",
+        "probe_py.wasm stderr: written to stderr by the probe",
+        "probe_py.wasm stderr: Traceback (most recent call last):",
+        "probe_py.wasm stderr: probe.ProbeTrap: the probe gave up",
+    ] {
+        assert!(logged(line), "{line:?} is not in weir's log: {err}");
+    }
+    // componentize-py reports the exception on stderr, then panics: weir's one error
+    // line names the module and the records of the failed call.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("weir: error: pipeline probe-py-print, ")
+            && last
+                .contains("on input records 0..3 of this subtask: probe_py.wasm: guest panicked: ")
+            && last.ends_with("Python function threw an unexpected exception"),
+        "the run's error line: {last}"
+    );
 }
 
 // ------------------------------------------------------------------------------------
