@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use weir::engine::{GuestLimits, WasmEngine};
+use weir::engine::{EngineError, GuestLimits, WasmEngine};
 use weir::record::batch::RecordBatch;
 use weir_tests::kafka::{self, Input};
 use weir_tests::{
@@ -621,8 +621,23 @@ fn a_js_dynamic_import_of_a_file_traps_the_guest_and_reads_nothing() {
                     .map(|r| String::from_utf8_lossy(r.value).into_owned())
                     .collect::<Vec<_>>()
             ),
-            Err(e) => format!("{e:#}"),
+            Err(e) => {
+                assert!(
+                    matches!(e, EngineError::Trap { .. }),
+                    "import {path}: not a trap of the guest: {e:?}"
+                );
+                format!("{e:#}")
+            }
         };
+        // weir's wording for a trap (what `weir run` prints after the pipeline's context):
+        // the module, then wasmtime's trap (StarlingMonkey executes `unreachable` when
+        // WASI refuses the file)
+        assert!(
+            error.starts_with(
+                "probe_js.wasm: guest trapped: wasm trap: wasm `unreachable` instruction executed"
+            ),
+            "import {path}: {error}"
+        );
         assert!(!error.contains(&first_line), "{error}");
         assert!(!error.contains("root:"), "{error}");
     }
