@@ -25,29 +25,14 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use weir_tests::crash::{self, KillPlan};
+use weir_tests::guest_specs::{
+    KAFKA_PARTITIONS, kafka_exactly_once_run, map_step, respec_shipped, run_ok,
+};
 use weir_tests::kafka::{self, Input};
 use weir_tests::{
     SandboxProbes, committed_lines, file_map_spec, guest, multiset, multiset_diff, repo_root,
     stderr_of, toml_path, weir, write_file,
 };
-
-/// Runs `weir run --quiet <spec>` to success; returns its stdout.
-fn run_ok(spec: &Path) -> String {
-    let started = Instant::now();
-    let out = weir()
-        .args(["run", "--quiet"])
-        .arg(spec)
-        .output()
-        .expect("spawn weir");
-    assert!(
-        out.status.success(),
-        "{} failed: {}",
-        spec.display(),
-        stderr_of(&out)
-    );
-    eprintln!("{}: {:.1?}", spec.display(), started.elapsed());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Asserts that `actual` is the same multiset of lines as `expected` (the Rust guest's
 /// output, or an uninterrupted run's), and that `expected` is not trivially small.
@@ -339,71 +324,12 @@ fn word_count_py_commits_what_the_rust_guest_commits() {
 // Kafka exactly-once
 // ------------------------------------------------------------------------------------
 
-const PARTITIONS: i32 = 3;
-
-/// Kafka `input` -> the steps -> transactional Kafka sink `output`, parallelism 2,
-/// bounded (stops at the input's end), checkpoints every 500 ms.
-fn kafka_spec(dir: &Path, name: &str, input: &str, steps: &str, output: &str) -> PathBuf {
-    let text = format!(
-        r#"
-name = "{name}"
-parallelism = 2
-state_dir = {state}
-
-[checkpoint]
-interval = "500ms"
-
-[[sources]]
-type = "kafka"
-topic = "{input}"
-start = "earliest"
-bounded = true
-
-{steps}
-
-[[sinks]]
-type = "kafka"
-topic = "{output}"
-delivery = "exactly-once"
-
-[dead_letter]
-path = {dead}
-"#,
-        state = toml_path(&dir.join("state")),
-        dead = toml_path(&dir.join("dead")),
-    );
-    write_file(dir, &format!("{name}.toml"), &text)
-}
-
-fn map_step(module: &Path) -> String {
-    format!(
-        "[[steps]]\ntype = \"map\"\nmodule = {}\n",
-        toml_path(module)
-    )
-}
-
 fn word_count_steps(count: &Path) -> String {
     format!(
         "{}\n[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"1s\" }}\n",
         map_step(&guest("split_words")),
         toml_path(count)
     )
-}
-
-/// Runs `steps(module)` from `input` into a fresh topic under a unique pipeline name
-/// (so the transactional ids differ), and reads the topic back read_committed as
-/// `key\tvalue` lines.
-fn kafka_run(dir: &Path, label: &str, input: &str, steps: &str) -> Vec<String> {
-    let name = kafka::unique_name(label);
-    let output = kafka::unique_name(&format!("{label}-out"));
-    kafka::create_topic(&output, PARTITIONS);
-    let run_dir = dir.join(&name);
-    std::fs::create_dir_all(&run_dir).expect("run dir");
-    run_ok(&kafka_spec(&run_dir, &name, input, steps, &output));
-    kafka::read_all(&output, "read_committed")
-        .into_iter()
-        .map(|(k, v)| format!("{k}\t{v}"))
-        .collect()
 }
 
 #[test]
@@ -414,10 +340,10 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
     const RECORDS: usize = 3_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let input = kafka::unique_name("py-twins-in");
-    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&input, KAFKA_PARTITIONS);
     let records: Vec<Input> = (0..RECORDS)
         .map(|i| Input {
-            partition: (i % PARTITIONS as usize) as i32,
+            partition: (i % KAFKA_PARTITIONS as usize) as i32,
             key: format!("r{}", i % 101),
             value: format!("{} #{i}", TEXTS[i % TEXTS.len()]),
             timestamp: 1_700_000_000_000 + i as i64 * 2,
@@ -425,13 +351,13 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
         .collect();
     kafka::produce(&input, &records);
 
-    let rust = kafka_run(
+    let rust = kafka_exactly_once_run(
         dir.path(),
         "upper-rs",
         &input,
         &map_step(&guest("uppercase")),
     );
-    let python = kafka_run(
+    let python = kafka_exactly_once_run(
         dir.path(),
         "upper-py",
         &input,
@@ -440,13 +366,13 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
     assert!(rust.iter().any(|l| l.contains("STRASSE")));
     assert_same_output("Kafka uppercase", rust, python, RECORDS);
 
-    let rust = kafka_run(
+    let rust = kafka_exactly_once_run(
         dir.path(),
         "count-rs",
         &input,
         &word_count_steps(&guest("word_count")),
     );
-    let python = kafka_run(
+    let python = kafka_exactly_once_run(
         dir.path(),
         "count-py",
         &input,
@@ -696,30 +622,24 @@ fn the_shipped_python_examples_run_as_shipped() {
     // word-count: as shipped, from scratch; then the same spec text with the Rust guest
     // and its own directories.
     let shipped = root.join("guest-examples/python/word-count/pipeline.toml");
-    for d in [
+    let dirs = [
         "word-count-py-state",
         "word-count-py-output",
         "word-count-py-dead-letter",
-    ] {
+    ];
+    for d in dirs {
         let _ = std::fs::remove_dir_all(build.join(d));
     }
     run_ok(&shipped);
     let python = committed_lines(&build.join("word-count-py-output"));
     let twin = tempfile::tempdir().expect("tempdir");
-    let guests = root.join("build/guests");
-    let text = std::fs::read_to_string(&shipped)
-        .expect("shipped spec")
-        .replace("word_count_py.wasm", "word_count.wasm")
-        .replace(
-            "\"../../../build/guests/",
-            &format!("\"{}/", guests.display()),
-        )
-        .replace(
-            "\"../../../build/",
-            &format!("\"{}/", twin.path().display()),
-        );
-    let spec = write_file(twin.path(), "pipeline.toml", &text);
-    run_ok(&spec);
+    run_ok(&respec_shipped(
+        &shipped,
+        twin.path(),
+        "word_count_py.wasm",
+        &guest("word_count"),
+        &dirs,
+    ));
     assert_same_output(
         "shipped word count",
         committed_lines(&twin.path().join("word-count-py-output")),
