@@ -1,10 +1,11 @@
 //! JavaScript guests (sdk-js/, built by componentize-js through `make js-guests`) are
 //! first-class: this file proves that
-//! - the JS `uppercase` and `word-count` examples commit exactly what their Rust twins
-//!   commit on the same input: through the file sink (key, value and event time of every
-//!   record, and the same records refused to the dead-letter output), and through the
-//!   Kafka exactly-once pipeline (Kafka source -> guest -> transactional Kafka sink,
-//!   read back read_committed), the Rust run and a direct computation agreeing too;
+//! - the JS `uppercase` and `word-count` examples commit the same records (compared as
+//!   multisets) as their Rust twins on the same input: through the file sink (key,
+//!   value and event time of every record, and the same records refused to the
+//!   dead-letter output), and through the Kafka exactly-once pipeline (Kafka source ->
+//!   guest -> transactional Kafka sink, read back read_committed), the Rust run and a
+//!   direct computation agreeing too;
 //! - the three JS components load under `weir validate` (a weir world, no wasi:http);
 //! - the JS sandbox probe's every attempt (fetch to a port this test really listens on,
 //!   the environment, XMLHttpRequest, WebSocket, putting `fetch` back) fails inside the

@@ -1,12 +1,13 @@
 //! Python guests (componentize-py components built from `sdk-python/` by `make guests`)
 //! against their Rust twins, through the real `weir` binary. What it proves:
-//! - `uppercase_py` and `word_count_py` commit exactly what the Rust `uppercase` and
-//!   `word_count` commit on the same input: file sink (keys, values and event times as
-//!   JSON lines; Unicode case mapping, JSON escaping of odd keys, a rejected non-UTF-8
-//!   record), and the Kafka exactly-once pipeline read back read_committed;
+//! - `uppercase_py` and `word_count_py` commit the same records (compared as
+//!   multisets) as the Rust `uppercase` and `word_count` on the same input: file sink
+//!   (keys, values and event times as JSON lines; Unicode case mapping, JSON escaping
+//!   of odd keys, a rejected non-UTF-8 record), and the Kafka exactly-once pipeline
+//!   read back read_committed;
 //! - a Python aggregate killed with SIGKILL at random moments and mid-checkpoint, then
-//!   run to completion, commits exactly an uninterrupted run's output, which is the Rust
-//!   guest's;
+//!   run to completion, commits the same records as an uninterrupted run, which are the
+//!   Rust guest's;
 //! - `print` output and the traceback of a failed call reach weir's log, tagged with
 //!   the module's name;
 //! - the Python sandbox probe gets an error inside the guest, never data, for a file read,
