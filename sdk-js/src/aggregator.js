@@ -13,9 +13,15 @@
 // - A group whose records were all refused (or that had none) gets its input accumulator
 //   back byte for byte, so "none yet" stays empty and a refused record never changes
 //   state.
-// - Stored bytes that do not parse as JSON, or an accumulator that does not serialise
-//   (undefined, a BigInt, a cycle), are not a record's fault: the call traps, the
-//   pipeline fails and restarts from its checkpoint, nothing is silently rewritten.
+// - An accumulator is only plain objects (prototype Object.prototype or null), arrays,
+//   strings, finite numbers, booleans and null, nested. Anything JSON.stringify would
+//   drop or change (a Map or Set, written as {}; NaN or Infinity, written as null; an
+//   undefined property or array element; a BigInt; a Date or other class instance; a
+//   function; a cycle) is refused by `checkAccumulator` before it is written, and
+//   `initial` is checked when the aggregate is defined.
+// - Stored bytes that do not parse as JSON, or an accumulator that is refused, are not a
+//   record's fault: the call traps, the pipeline fails and restarts from its
+//   checkpoint, nothing is silently rewritten or lost.
 // - `emit(key, window, acc)` returns what a map returns (record, null, array); `key` is a
 //   Uint8Array view, `window` `{start, end}` (ms) or null when unwindowed. A throw there
 //   traps: the contract's emit has no rejection. A record without a timestamp gets
@@ -33,9 +39,50 @@ export function initialFactory(initial) {
   if (initial === undefined) {
     throw new TypeError('weir-guest: aggregate({ initial, update, emit }) needs `initial` (a JSON value or a function)');
   }
+  try {
+    checkAccumulator(initial, 'initial');
+  } catch (error) {
+    throw new TypeError(`weir-guest: \`initial\` does not serialise as JSON: ${reasonOf(error)}`);
+  }
   const json = JSON.stringify(initial);
-  if (json === undefined) throw new TypeError('weir-guest: `initial` does not serialise as JSON');
   return () => JSON.parse(json);
+}
+
+/**
+ * Throws a TypeError naming the first part of `value` that JSON would not give back as
+ * it is (see the invariants above); `path` names `value` in the message.
+ */
+export function checkAccumulator(value, path = 'the accumulator', ancestors = new Set()) {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (Number.isFinite(value)) return;
+      throw new TypeError(`${path} is ${value}, which JSON writes as null`);
+    case 'object': {
+      if (value === null) return;
+      if (ancestors.has(value)) throw new TypeError(`${path} is a cycle`);
+      const isArray = Array.isArray(value);
+      const proto = Object.getPrototypeOf(value);
+      if (!isArray && proto !== Object.prototype && proto !== null) {
+        const name = value.constructor?.name ?? 'object';
+        throw new TypeError(`${path} is a ${name}, which JSON does not give back (use a plain object or array)`);
+      }
+      ancestors.add(value);
+      if (isArray) {
+        for (let i = 0; i < value.length; i++) checkAccumulator(value[i], `${path}[${i}]`, ancestors);
+      } else {
+        for (const key of Object.keys(value)) checkAccumulator(value[key], `${path}.${key}`, ancestors);
+      }
+      ancestors.delete(value);
+      return;
+    }
+    default: {
+      const what = { bigint: 'a BigInt', undefined: 'undefined' }[typeof value] ?? `a ${typeof value}`;
+      throw new TypeError(`${path} is ${what}, which JSON does not store`);
+    }
+  }
 }
 
 /** Decodes an accumulator; empty bytes are "none yet". Throws (traps) on bad bytes. */
@@ -53,17 +100,13 @@ export function decodeAccumulator(bytes, fresh, whose) {
   }
 }
 
-function encodeAccumulator(column, acc) {
-  let json;
+function encodeAccumulator(column, acc, whose) {
   try {
-    json = JSON.stringify(acc);
+    checkAccumulator(acc);
   } catch (error) {
-    throw new Error(`weir-guest: an accumulator does not serialise as JSON: ${reasonOf(error)}`);
+    throw new TypeError(`weir-guest: the accumulator of ${whose} does not serialise as JSON: ${reasonOf(error)}`);
   }
-  if (json === undefined) {
-    throw new Error(`weir-guest: an accumulator does not serialise as JSON (it is ${typeof acc})`);
-  }
-  column.appendString(json);
+  column.appendString(JSON.stringify(acc));
   column.endFrame();
 }
 
@@ -103,7 +146,7 @@ function* updateLoop(groups, fresh, update) {
       }
     }
     if (changed) {
-      encodeAccumulator(out, acc);
+      encodeAccumulator(out, acc, `group ${g} of this batch`);
     } else {
       out.push(bytes);
     }

@@ -102,9 +102,19 @@ export function toTime(big) {
   return Number.isSafeInteger(n) ? n : big;
 }
 
-/** A time (Number or BigInt) as the BigInt the contract carries; throws on a non-integer. */
+/**
+ * A time (Number or BigInt) as the BigInt the contract carries (an s64). Throws a
+ * TypeError on a BigInt outside s64 (BigInt64Array would wrap it silently), and on a
+ * Number that is not a safe integer (not an integer, or beyond +-(2^53 - 1), where it
+ * may already have been rounded: pass a BigInt there).
+ */
 export function fromTime(time) {
-  if (typeof time === 'bigint') return time;
+  if (typeof time === 'bigint') {
+    if (BigInt.asIntN(64, time) !== time) {
+      throw new TypeError(`a timestamp must fit in 64 bits (an s64 of ms), not ${time}n`);
+    }
+    return time;
+  }
   if (!Number.isSafeInteger(time)) {
     throw new TypeError(`a timestamp must be an integer number of ms (or a BigInt), not ${String(time)}`);
   }

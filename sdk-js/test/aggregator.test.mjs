@@ -65,6 +65,40 @@ test('stored bytes that are not JSON, or an accumulator that does not serialise,
   assert.throws(() => initialFactory(undefined), /needs `initial`/);
 });
 
+test('an accumulator JSON would drop or change traps, naming the part', () => {
+  // JSON.stringify writes a Map or Set as {}, NaN and Infinity as null, leaves undefined
+  // properties out and throws on a BigInt: the state would be silently lost
+  const cyclic = { a: [] };
+  cyclic.a.push(cyclic);
+  const cases = [
+    [new Map([['a', 1]]), /the accumulator is a Map/],
+    [{ seen: new Set([1]) }, /the accumulator\.seen is a Set/],
+    [{ n: NaN }, /the accumulator\.n is NaN, which JSON writes as null/],
+    [[1, -Infinity], /the accumulator\[1\] is -Infinity/],
+    [{ sum: 1, last: undefined }, /the accumulator\.last is undefined/],
+    [[1, , 3], /the accumulator\[1\] is undefined/], // eslint-disable-line no-sparse-arrays
+    [{ big: 10n }, /the accumulator\.big is a BigInt/],
+    [{ at: new Date(0) }, /the accumulator\.at is a Date/],
+    [{ f: () => 1 }, /the accumulator\.f is a function/],
+    [cyclic, /the accumulator\.a\[0\] is a cycle/],
+  ];
+  for (const [acc, why] of cases) {
+    assert.throws(
+      () => runUpdate(groupBatchOf([['', [['a', '1', 0]]]]), () => 0, () => acc),
+      (error) => error instanceof TypeError && /accumulator of group 0 of this batch does not serialise as JSON/.test(error.message) && why.test(error.message),
+      String(why),
+    );
+  }
+  assert.throws(() => initialFactory({ seen: new Set() }), /`initial` does not serialise as JSON: initial\.seen is a Set/);
+  assert.throws(() => initialFactory(NaN), /initial is NaN/);
+});
+
+test('plain objects (also null-prototype), arrays, strings, finite numbers, booleans and null are stored', () => {
+  const acc = Object.assign(Object.create(null), { n: -1.5, s: 'é', b: true, z: null, l: [1, [2, 'x']], o: { k: {} } });
+  const output = runUpdate(groupBatchOf([['', [['a', '1', 0]]]]), () => 0, () => acc);
+  assert.deepEqual(accumulatorsOf(output), ['{"n":-1.5,"s":"é","b":true,"z":null,"l":[1,[2,"x"]],"o":{"k":{}}}']);
+});
+
 test('emit: one call per entry with key bytes, window and accumulator; natural times', () => {
   const entries = emitBatchOf([
     ['w1', { start: 0, end: 60000 }, '3'],

@@ -43,7 +43,16 @@ test('a bad value or time leaves nothing of its record behind', () => {
   assert.throws(() => out.push('b', 42, 2), TypeError);
   assert.throws(() => out.push('b', 'x', 1.5), TypeError);
   assert.throws(() => out.push('b', 'x', 'soon'), TypeError);
-  assert.deepEqual(readBatch(out.finish()), [['a', 'one', 1n]]);
+  // BigInt64Array would wrap these silently: 2^63 reads back as -2^63
+  assert.throws(() => out.push('b', 'x', 2n ** 63n), /must fit in 64 bits/);
+  assert.throws(() => out.push('b', 'x', -(2n ** 63n) - 1n), /must fit in 64 bits/);
+  assert.throws(() => out.push('b', 'x', 2n ** 64n + 5n), /must fit in 64 bits/);
+  for (const bad of [2 ** 63, -(2 ** 64), 2 ** 53, NaN, Infinity, -0.5]) {
+    assert.throws(() => out.push('b', 'x', bad), /must be an integer number of ms/, String(bad));
+  }
+  out.push('c', 'edge', 2n ** 63n - 1n);
+  out.push('d', 'edge', -(2n ** 63n));
+  assert.deepEqual(readBatch(out.finish()), [['a', 'one', 1n], ['c', 'edge', 2n ** 63n - 1n], ['d', 'edge', -(2n ** 63n)]]);
 });
 
 test('the reader gives views into the batch, no copies', () => {

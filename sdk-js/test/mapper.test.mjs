@@ -105,6 +105,19 @@ test('timestamps: inherited when absent, exact as BigInts beyond 2^53', () => {
   assert.deepEqual(Array.from(output.records.timestamps), [big, -7n]);
 });
 
+test('a timestamp outside s64 refuses its record instead of wrapping', () => {
+  const batch = batchOf([
+    ['', 'a', 1],
+    ['', 'b', 2],
+    ['', 'c', 3],
+  ]);
+  const times = [2n ** 63n, 5n, 2 ** 63];
+  const output = runMap(batch, (record) => ({ value: record.value, timestamp: times[record.timestamp - 1] }));
+  assert.deepEqual(Array.from(output.records.timestamps), [5n]);
+  assert.deepEqual(output.rejections.map((r) => r.index), [0, 2]);
+  assert.match(output.rejections[0].reason, /must fit in 64 bits/);
+});
+
 test('an empty batch maps to an empty batch', () => {
   const output = runMap(batchOf([]), () => {
     throw new Error('not called');

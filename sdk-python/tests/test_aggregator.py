@@ -25,6 +25,7 @@ class Update(unittest.TestCase):
         reset_registry()
 
     def register(self, fold, initial, emit=emit_value):
+        reset_registry()
         weir_guest.aggregate(initial=initial, emit=emit)(fold)
         return aggregator.registered()
 
@@ -96,6 +97,55 @@ class Update(unittest.TestCase):
         agg = self.register(lambda n, r: n + 1, 0)
         with self.assertRaisesRegex(ValueError, "does not decode"):
             agg.update(groups([b"\x00postcard"], [[(b"k", b"x", 1)]]))
+
+    def test_accumulators_that_do_not_round_trip_trap(self):
+        # json.dumps would write {5: 1} as {"5": 1}: the next batch would add a second
+        # key 5 and the count would restart; a tuple would come back a list
+        def by_int_key(counts, record):
+            n = int(record.value_str)
+            counts[n] = counts.get(n, 0) + 1
+
+        agg = self.register(by_int_key, dict)
+        with self.assertRaisesRegex(TypeError, "does not round-trip.*acc has a int key 5"):
+            agg.update(groups([b""], [[(b"k", b"5", 1)]]))
+        cases = [
+            (lambda acc, r: (1, 2), "acc is a tuple"),
+            (lambda acc, r: {"seen": {1, 2}}, r"acc\['seen'\] is a set"),
+            (lambda acc, r: [1.0, float("nan")], r"acc\[1\] is nan"),
+            (lambda acc, r: {"x": float("inf")}, r"acc\['x'\] is inf"),
+            (lambda acc, r: {"b": b"raw"}, r"acc\['b'\] is a bytes"),
+            (lambda acc, r: [{"a": [None, True, {None: 1}]}], r"acc\[0\]\['a'\]\[2\] has a NoneType key None"),
+        ]
+        for fold, why in cases:
+            with self.subTest(why=why):
+                agg = self.register(fold, 0)
+                with self.assertRaisesRegex(TypeError, why):
+                    agg.update(groups([b"7"], [[(b"k", b"x", 1)]]))
+
+    def test_accumulator_types_that_round_trip_are_kept(self):
+        value = {"n": 1, "f": -0.5, "s": "é", "b": False, "z": None, "l": [1, [2.5, "x"]], "d": {"k": {}}}
+        agg = self.register(lambda acc, r: value, dict)
+        _, data, _ = agg.update(groups([b""], [[(b"k", b"x", 1)]]))
+        self.assertEqual(agg.codec.decode(data), value)
+
+    def test_a_dataclass_with_a_field_that_does_not_round_trip_traps(self):
+        @dataclasses.dataclass
+        class Seen:
+            ids: tuple = ()
+
+        def fold(seen, record):
+            seen.ids = (*seen.ids, record.value_str)
+
+        with self.assertRaisesRegex(TypeError, r"acc\['ids'\] is a tuple"):
+            self.register(fold, Seen)  # checked at registration: Seen() has ids=()
+        agg = self.register(fold, dataclasses.make_dataclass("Ids", [("ids", list, dataclasses.field(default_factory=list))]))
+        with self.assertRaisesRegex(TypeError, r"acc\['ids'\] is a tuple"):
+            agg.update(groups([b""], [[(b"k", b"x", 1)]]))
+
+    def test_an_initial_that_does_not_round_trip_is_refused_at_registration(self):
+        for initial in [(0, 0), set, {1: 0}, float("nan")]:
+            with self.subTest(initial=initial), self.assertRaisesRegex(TypeError, "does not round-trip"):
+                self.register(lambda acc, r: acc, initial)
 
     def test_malformed_group_batch(self):
         agg = self.register(lambda n, r: n + 1, 0)

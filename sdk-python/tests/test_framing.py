@@ -31,6 +31,17 @@ class Decode(unittest.TestCase):
         with self.assertRaisesRegex(FramingError, "values"):
             list(framing.records(b))
 
+    def test_decreasing_ends_are_refused(self):
+        # the last end matches the data, but frame 1 would slice keys[3:1] == b""
+        b = batch((b"abc", b"v", 1), (b"", b"w", 2), (b"d", b"x", 3))
+        b.key_ends = [3, 1, 4]
+        with self.assertRaisesRegex(FramingError, r"keys from the host: frame 1 spans 3\.\.1 of 4"):
+            list(framing.records(b))
+        with self.assertRaisesRegex(FramingError, r"frame 0 spans 0\.\.-1 of 2"):
+            list(framing.frames([-1, 2], b"ab", "accumulators"))
+        with self.assertRaisesRegex(FramingError, r"frame 2 spans 3\.\.2 of 4"):
+            framing.check_ends([2, 3, 2, 4], 4, "record ends")
+
     def test_frames(self):
         self.assertEqual(list(framing.frames([1, 1, 4], b"abcd", "x")), [b"a", b"", b"bcd"])
         with self.assertRaises(FramingError):
@@ -53,6 +64,16 @@ class Encode(unittest.TestCase):
             out.push(b"k", 42, 1)
         with self.assertRaises(TypeError):
             out.push(b"k", b"v", "1")
+
+    def test_builder_refuses_timestamps_outside_s64(self):
+        # the bindings would fail to lower the whole batch (or, elsewhere, wrap it)
+        out = BatchBuilder()
+        for bad in (1 << 63, -(1 << 63) - 1, 1 << 70):
+            with self.subTest(bad=bad), self.assertRaisesRegex(OverflowError, "must fit in 64 bits"):
+                out.push(b"k", b"v", bad)
+        out.push(b"a", b"max", (1 << 63) - 1)
+        out.push(b"b", b"min", -(1 << 63))
+        self.assertEqual(rows(out.finish()), [(b"a", b"max", (1 << 63) - 1), (b"b", b"min", -(1 << 63))])
 
     def test_frame_builder(self):
         f = FrameBuilder()

@@ -65,6 +65,8 @@ class Map(unittest.TestCase):
             mapper.run_map(batch((b"", b"x", 1)), lambda r: "text")
         with self.assertRaisesRegex(TypeError, "list holding a str"):
             mapper.run_map(batch((b"", b"x", 1)), lambda r: [r, "text"])
+        with self.assertRaisesRegex(OverflowError, "must fit in 64 bits"):
+            mapper.run_map(batch((b"", b"x", 1)), lambda r: Record(r.key, r.value, 1 << 63))
 
     def test_one_map_per_component(self):
         @weir_guest.map

@@ -4,8 +4,13 @@ one guest call per batch each.
 
 Invariants:
 - Accumulators are the user's value serialised by the SDK as compact JSON: an int,
-  float, str, bool, list or dict, or a dataclass (as the dict of its fields, rebuilt
-  with `cls(**fields)`, so its fields must be JSON values). JSON is never empty, so an
+  finite float, str, bool, None, list or dict with str keys, nested freely, or a
+  dataclass (as the dict of its fields, rebuilt with `cls(**fields)`, so its fields
+  must be such values). An accumulator that would not come back as it went in (an int
+  dict key that JSON turns into a str, a tuple that comes back a list, a set, NaN or
+  inf, any other type) is refused when it is encoded, with an error that fails the call
+  (a trap): state is never silently changed. `initial` is checked the same way when
+  the aggregate is registered. JSON is never empty, so an
   EMPTY accumulator from the runtime always means "no accumulator yet": the fold
   starts from a fresh `initial` (called when it is callable, e.g. `dict` or a dataclass,
   else deep-copied when it is mutable).
@@ -53,16 +58,36 @@ class AccumulatorCodec:
         self.immutable = isinstance(sample, _IMMUTABLE)
         if dataclasses.is_dataclass(sample):
             cls = type(sample)
-            self._to_json = dataclasses.asdict
+            names = [f.name for f in dataclasses.fields(cls)]
+            # the fields as they are (not `asdict`, which would turn a nested dataclass
+            # into a dict that `cls(**fields)` does not turn back)
+            self._to_json = lambda acc: {name: getattr(acc, name) for name in names}
             self._from_json = lambda fields: cls(**fields)
         else:
             self._to_json = None
             self._from_json = None
+        self.encode(sample)  # refuses an `initial` that cannot be stored, at registration
 
     def encode(self, acc: Any) -> bytes:
+        """`acc` as compact JSON; raises `TypeError` if it would not decode to an equal value.
+
+        The check is one `json.loads` of the output compared with `acc` (both in C): a
+        dict key that JSON stringifies, or a tuple it turns into a list, compares unequal.
+        """
         if self._to_json is not None:
             acc = self._to_json(acc)
-        return json.dumps(acc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            text = json.dumps(acc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            round_trips = json.loads(text) == acc
+        except (TypeError, ValueError, RecursionError):
+            round_trips = False
+        if not round_trips:
+            raise TypeError(
+                f"weir_guest: the accumulator does not round-trip through JSON "
+                f"({_not_json(acc, 'acc') or 'it decodes to a different value'}): "
+                "use int, finite float, str, bool, None, list and dict with str keys"
+            )
+        return text.encode("utf-8")
 
     def decode(self, data: bytes) -> Any:
         if not data:
@@ -75,6 +100,29 @@ class AccumulatorCodec:
                 f"weir_guest: an accumulator does not decode ({e}): was this state written by "
                 "another version of the guest?"
             ) from None
+
+
+def _not_json(value: Any, path: str) -> Optional[str]:
+    """Where and why `value` is not a JSON value that round-trips, or None (error messages only)."""
+    kind = type(value)
+    if kind is float and (value != value or value in (float("inf"), float("-inf"))):
+        return f"{path} is {value!r}"
+    if value is None or kind in (bool, int, float, str):
+        return None
+    if kind is list:
+        items = ((f"{path}[{i}]", item) for i, item in enumerate(value))
+    elif kind is dict:
+        for key in value:
+            if type(key) is not str:
+                return f"{path} has a {type(key).__name__} key {key!r}"
+        items = ((f"{path}[{key!r}]", item) for key, item in value.items())
+    else:
+        return f"{path} is a {kind.__name__}"
+    for where, item in items:
+        why = _not_json(item, where)
+        if why is not None:
+            return why
+    return None
 
 
 class Aggregate:

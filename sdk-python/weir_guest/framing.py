@@ -8,7 +8,8 @@ column, or over the records) follow the same rule.
 
 Invariants:
 - Decoding is one pass of `bytes` slices over the columns (no per-byte Python loop);
-  the column lengths and the last end offset are checked against the data, so a
+  the column lengths are checked, and each column's end offsets are checked to be
+  non-decreasing and to end exactly at the data's length (`check_ends`), so a
   malformed batch from the host fails loudly (a trap) rather than shifting records.
 - Encoding appends whole records only: `BatchBuilder` keeps the pieces in lists and
   joins each bytes column once, in `finish`, so building a batch is linear in its size.
@@ -18,6 +19,8 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Iterator, List, Sequence, Tuple
 
@@ -36,6 +39,9 @@ class RecordBatch:
     values: bytes = b""
 
 
+_S64_MIN, _S64_MAX = -(1 << 63), (1 << 63) - 1  # the contract's timestamps are s64 ms
+
+
 class FramingError(ValueError):
     """The host sent a batch whose framing does not add up."""
 
@@ -50,10 +56,20 @@ def frames(ends: Sequence[int], data: bytes, what: str) -> Iterator[bytes]:
 
 
 def check_ends(ends: Sequence[int], total: int, what: str) -> None:
-    """The last of `ends` (0 when there is none) must be `total`."""
+    """`ends` must frame exactly `total` bytes: non-negative, non-decreasing (a slice
+    `data[start:end]` with `end < start` would silently be empty), the last (0 when
+    there is none) equal to `total`. The order check runs in C (`map(operator.le, ...)`),
+    one pass per column per call."""
     last = ends[-1] if ends else 0
     if last != total:
         raise FramingError(f"weir_guest: malformed {what} from the host: ends at {last}, data is {total} long")
+    if ends and (ends[0] < 0 or not all(map(operator.le, ends, itertools.islice(ends, 1, None)))):
+        start = 0
+        for i, end in enumerate(ends):
+            if end < start:
+                break
+            start = end
+        raise FramingError(f"weir_guest: malformed {what} from the host: frame {i} spans {start}..{end} of {total}")
 
 
 def records(batch) -> Iterator[Tuple[bytes, bytes, int]]:
@@ -101,6 +117,8 @@ class BatchBuilder:
             value = as_bytes(value, "value")
         if type(timestamp) is not int:
             raise TypeError(f"weir_guest: a record's timestamp must be an int, not {type(timestamp).__name__}")
+        if not _S64_MIN <= timestamp <= _S64_MAX:
+            raise OverflowError(f"weir_guest: a record's timestamp must fit in 64 bits (an s64 of ms), not {timestamp}")
         self.timestamps.append(timestamp)
         if key:
             self._keys.append(key)

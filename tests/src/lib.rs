@@ -302,6 +302,9 @@ pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.display().to_string())
 }
 
+/// Specs and runs shared by the Python and JavaScript guest tests.
+pub mod guest_specs;
+
 // ---------------------------------------------------------------------------------
 // Kafka: the broker the harness started (`KAFKA_BOOTSTRAP`), unique topics per test.
 // ---------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 //! JavaScript guests (sdk-js/, built by componentize-js through `make js-guests`) are
 //! first-class: this file proves that
-//! - the JS `uppercase` and `word-count` examples commit exactly what their Rust twins
-//!   commit on the same input: through the file sink (key, value and event time of every
-//!   record, and the same records refused to the dead-letter output), and through the
-//!   Kafka exactly-once pipeline (Kafka source -> guest -> transactional Kafka sink,
-//!   read back read_committed), the Rust run and a direct computation agreeing too;
+//! - the JS `uppercase` and `word-count` examples commit the same records (compared as
+//!   multisets) as their Rust twins on the same input: through the file sink (key,
+//!   value and event time of every record, and the same records refused to the
+//!   dead-letter output), and through the Kafka exactly-once pipeline (Kafka source ->
+//!   guest -> transactional Kafka sink, read back read_committed), the Rust run and a
+//!   direct computation agreeing too;
 //! - the three JS components load under `weir validate` (a weir world, no wasi:http);
 //! - the JS sandbox probe's every attempt (fetch to a port this test really listens on,
 //!   the environment, XMLHttpRequest, WebSocket, putting `fetch` back) fails inside the
@@ -18,15 +19,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
-use weir::engine::{GuestLimits, WasmEngine};
+use weir::engine::{EngineError, GuestLimits, WasmEngine};
 use weir::record::batch::RecordBatch;
+use weir_tests::guest_specs::{
+    KAFKA_PARTITIONS, kafka_exactly_once_run, map_step, respec_shipped, run_ok,
+};
 use weir_tests::kafka::{self, Input};
 use weir_tests::{
-    SandboxProbes, committed_lines, guest, multiset, multiset_diff, repo_root, run_weir, stderr_of,
-    take_stderr, toml_path, weir, write_file,
+    SandboxProbes, committed_lines, guest, multiset, multiset_diff, repo_root, stderr_of,
+    toml_path, weir, write_file,
 };
 
 /// Event time of input record 0, ms.
@@ -81,17 +85,6 @@ fn jsonl_input(n: usize) -> String {
         .collect()
 }
 
-/// Runs `spec` to its end; panics with its stderr if it failed.
-fn run_spec(spec: &Path) {
-    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        spec.display(),
-        stderr_of(&out)
-    );
-}
-
 /// A file -> steps -> file pipeline in `dir/<name>/`: `source` is the `[[sources]]`
 /// table (top-level keys may precede it), `steps` the `[[steps]]` tables; the sink writes JSON lines (key, value and
 /// event time of every record); refusals go to `dir/<name>/dead`.
@@ -126,15 +119,8 @@ path = {dead}
             dead = toml_path(&root.join("dead")),
         ),
     );
-    run_spec(&spec);
+    run_ok(&spec);
     root
-}
-
-fn map_step(module: &Path) -> String {
-    format!(
-        "[[steps]]\ntype = \"map\"\nmodule = {}\n",
-        toml_path(module)
-    )
 }
 
 /// The committed output of a pipeline run by [`file_pipeline`], sorted.
@@ -357,78 +343,17 @@ fn js_word_count_commits_what_the_rust_word_count_commits_through_the_file_sink(
 // Kafka: source -> guest -> transactional sink, read back read_committed.
 // ---------------------------------------------------------------------------------
 
-const PARTITIONS: i32 = 3;
-
 /// `count` records over the partitions: key `r<i>`, value one of [`TEXTS`] with a
 /// unique suffix, event times increasing.
 fn kafka_input(count: usize) -> Vec<Input> {
     (0..count)
         .map(|i| Input {
-            partition: (i % PARTITIONS as usize) as i32,
+            partition: (i % KAFKA_PARTITIONS as usize) as i32,
             key: format!("r{i}"),
             value: format!("{} id{i}", TEXTS[i % TEXTS.len()]),
             timestamp: BASE_TIME + i as i64,
         })
         .collect()
-}
-
-/// Runs `input` topic -> `steps` -> a new output topic, exactly once, parallelism 2;
-/// returns the output read back read_committed as (key, value) lines.
-fn kafka_run(dir: &Path, label: &str, input: &str, steps: &str) -> Vec<String> {
-    let name = kafka::unique_name(label);
-    let output = kafka::unique_name(&format!("{label}-out"));
-    kafka::create_topic(&output, PARTITIONS);
-    let root = dir.join(&name);
-    std::fs::create_dir_all(&root).expect("dir");
-    let spec = write_file(
-        &root,
-        "spec.toml",
-        &format!(
-            r#"
-name = "{name}"
-parallelism = 2
-state_dir = {state}
-
-[checkpoint]
-interval = "200ms"
-
-[[sources]]
-type = "kafka"
-topic = "{input}"
-start = "earliest"
-bounded = true
-
-{steps}
-
-[[sinks]]
-type = "kafka"
-topic = "{output}"
-delivery = "exactly-once"
-
-[dead_letter]
-path = {dead}
-"#,
-            state = toml_path(&root.join("state")),
-            dead = toml_path(&root.join("dead")),
-        ),
-    );
-    let mut child = weir()
-        .args(["run", "--quiet"])
-        .arg(&spec)
-        .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weir");
-    let status = child.wait().expect("wait");
-    let err = take_stderr(&mut child);
-    assert!(status.success(), "{label}: {err}");
-    let mut lines: Vec<String> = kafka::read_all(&output, "read_committed")
-        .into_iter()
-        .map(|(k, v)| format!("{k}\t{v}"))
-        .collect();
-    lines.sort();
-    lines
 }
 
 #[test]
@@ -438,16 +363,16 @@ fn kafka_exactly_once_js_uppercase_equals_the_rust_run() {
     const RECORDS: usize = 3_000;
     let records = kafka_input(RECORDS);
     let input = kafka::unique_name("js-upper-in");
-    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&input, KAFKA_PARTITIONS);
     kafka::produce(&input, &records);
 
-    let js = kafka_run(
+    let js = kafka_exactly_once_run(
         dir.path(),
         "js-upper",
         &input,
         &map_step(&guest("uppercase_js")),
     );
-    let rust = kafka_run(
+    let rust = kafka_exactly_once_run(
         dir.path(),
         "rust-upper",
         &input,
@@ -469,7 +394,7 @@ fn kafka_exactly_once_js_word_count_equals_the_rust_run() {
     const RECORDS: usize = 3_000;
     let records = kafka_input(RECORDS);
     let input = kafka::unique_name("js-wc-in");
-    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&input, KAFKA_PARTITIONS);
     kafka::produce(&input, &records);
     let steps = |count: &Path| {
         format!(
@@ -478,8 +403,8 @@ fn kafka_exactly_once_js_word_count_equals_the_rust_run() {
             toml_path(count)
         )
     };
-    let js = kafka_run(dir.path(), "js-wc", &input, &steps(&guest("word_count_js")));
-    let rust = kafka_run(dir.path(), "rust-wc", &input, &steps(&guest("word_count")));
+    let js = kafka_exactly_once_run(dir.path(), "js-wc", &input, &steps(&guest("word_count_js")));
+    let rust = kafka_exactly_once_run(dir.path(), "rust-wc", &input, &steps(&guest("word_count")));
     assert!(js.len() > 1_000, "{} window counts", js.len());
     assert_same_output("kafka word-count, JS vs Rust", &js, &rust);
     // Each record's unique word `id<i>` is counted exactly once, in its own window.
@@ -621,8 +546,23 @@ fn a_js_dynamic_import_of_a_file_traps_the_guest_and_reads_nothing() {
                     .map(|r| String::from_utf8_lossy(r.value).into_owned())
                     .collect::<Vec<_>>()
             ),
-            Err(e) => format!("{e:#}"),
+            Err(e) => {
+                assert!(
+                    matches!(e, EngineError::Trap { .. }),
+                    "import {path}: not a trap of the guest: {e:?}"
+                );
+                format!("{e:#}")
+            }
         };
+        // weir's wording for a trap (what `weir run` prints after the pipeline's context):
+        // the module, then wasmtime's trap (StarlingMonkey executes `unreachable` when
+        // WASI refuses the file)
+        assert!(
+            error.starts_with(
+                "probe_js.wasm: guest trapped: wasm trap: wasm `unreachable` instruction executed"
+            ),
+            "import {path}: {error}"
+        );
         assert!(!error.contains(&first_line), "{error}");
         assert!(!error.contains("root:"), "{error}");
     }
@@ -633,24 +573,6 @@ fn clean_shipped(names: &[&str]) {
     for name in names {
         let _ = std::fs::remove_dir_all(repo_root().join("build").join(name));
     }
-}
-
-/// `spec` with its module `from` replaced by `to` and every build/<name>-... path by
-/// `dir/<name>-...`: the same pipeline over another guest, elsewhere.
-fn respec(spec: &Path, dir: &Path, from: &str, to: &Path, dirs: &[&str]) -> PathBuf {
-    let mut text = std::fs::read_to_string(spec).expect("read spec");
-    let from = format!("\"../../../build/guests/{from}\"");
-    assert!(text.contains(&from), "{} names {from}", spec.display());
-    text = text.replace(&from, &toml_path(to));
-    for d in dirs {
-        text = text.replace(&format!("\"../../../build/{d}\""), &toml_path(&dir.join(d)));
-    }
-    // The other modules the spec names stay where they are.
-    text = text.replace(
-        "\"../../../build/guests/",
-        &format!("\"{}/", repo_root().join("build/guests").display()),
-    );
-    write_file(dir, "respec.toml", &text)
 }
 
 #[test]
@@ -679,13 +601,19 @@ fn the_js_example_specs_run_as_shipped_and_agree_with_the_rust_guests() {
     ] {
         let spec = repo_root().join(format!("guest-examples/js/{example}/pipeline.toml"));
         clean_shipped(&dirs);
-        run_spec(&spec);
+        run_ok(&spec);
         let mut shipped = committed_lines(&repo_root().join("build").join(dirs[1]));
         shipped.sort();
         assert!(shipped.len() > 100, "{example}: {} lines", shipped.len());
 
         let dir = tempfile::tempdir().expect("tempdir");
-        run_spec(&respec(&spec, dir.path(), module, &guest(rust), &dirs));
+        run_ok(&respec_shipped(
+            &spec,
+            dir.path(),
+            module,
+            &guest(rust),
+            &dirs,
+        ));
         let mut twin = committed_lines(&dir.path().join(dirs[1]));
         twin.sort();
         assert_same_output(&format!("{example} as shipped"), &shipped, &twin);

@@ -1,12 +1,15 @@
 //! Python guests (componentize-py components built from `sdk-python/` by `make guests`)
 //! against their Rust twins, through the real `weir` binary. What it proves:
-//! - `uppercase_py` and `word_count_py` commit exactly what the Rust `uppercase` and
-//!   `word_count` commit on the same input: file sink (keys, values and event times as
-//!   JSON lines; Unicode case mapping, JSON escaping of odd keys, a rejected non-UTF-8
-//!   record), and the Kafka exactly-once pipeline read back read_committed;
+//! - `uppercase_py` and `word_count_py` commit the same records (compared as
+//!   multisets) as the Rust `uppercase` and `word_count` on the same input: file sink
+//!   (keys, values and event times as JSON lines; Unicode case mapping, JSON escaping
+//!   of odd keys, a rejected non-UTF-8 record), and the Kafka exactly-once pipeline
+//!   read back read_committed;
 //! - a Python aggregate killed with SIGKILL at random moments and mid-checkpoint, then
-//!   run to completion, commits exactly an uninterrupted run's output, which is the Rust
-//!   guest's;
+//!   run to completion, commits the same records as an uninterrupted run, which are the
+//!   Rust guest's;
+//! - `print` output and the traceback of a failed call reach weir's log, tagged with
+//!   the module's name;
 //! - the Python sandbox probe gets an error inside the guest, never data, for a file read,
 //!   a file write, a directory listing, the environment, a name lookup, a TCP connect, a
 //!   UDP datagram and `urllib`, against a file that exists, a TCP port that really
@@ -23,29 +26,14 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use weir_tests::crash::{self, KillPlan};
+use weir_tests::guest_specs::{
+    KAFKA_PARTITIONS, kafka_exactly_once_run, map_step, respec_shipped, run_ok,
+};
 use weir_tests::kafka::{self, Input};
 use weir_tests::{
     SandboxProbes, committed_lines, file_map_spec, guest, multiset, multiset_diff, repo_root,
     stderr_of, toml_path, weir, write_file,
 };
-
-/// Runs `weir run --quiet <spec>` to success; returns its stdout.
-fn run_ok(spec: &Path) -> String {
-    let started = Instant::now();
-    let out = weir()
-        .args(["run", "--quiet"])
-        .arg(spec)
-        .output()
-        .expect("spawn weir");
-    assert!(
-        out.status.success(),
-        "{} failed: {}",
-        spec.display(),
-        stderr_of(&out)
-    );
-    eprintln!("{}: {:.1?}", spec.display(), started.elapsed());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Asserts that `actual` is the same multiset of lines as `expected` (the Rust guest's
 /// output, or an uninterrupted run's), and that `expected` is not trivially small.
@@ -337,71 +325,12 @@ fn word_count_py_commits_what_the_rust_guest_commits() {
 // Kafka exactly-once
 // ------------------------------------------------------------------------------------
 
-const PARTITIONS: i32 = 3;
-
-/// Kafka `input` -> the steps -> transactional Kafka sink `output`, parallelism 2,
-/// bounded (stops at the input's end), checkpoints every 500 ms.
-fn kafka_spec(dir: &Path, name: &str, input: &str, steps: &str, output: &str) -> PathBuf {
-    let text = format!(
-        r#"
-name = "{name}"
-parallelism = 2
-state_dir = {state}
-
-[checkpoint]
-interval = "500ms"
-
-[[sources]]
-type = "kafka"
-topic = "{input}"
-start = "earliest"
-bounded = true
-
-{steps}
-
-[[sinks]]
-type = "kafka"
-topic = "{output}"
-delivery = "exactly-once"
-
-[dead_letter]
-path = {dead}
-"#,
-        state = toml_path(&dir.join("state")),
-        dead = toml_path(&dir.join("dead")),
-    );
-    write_file(dir, &format!("{name}.toml"), &text)
-}
-
-fn map_step(module: &Path) -> String {
-    format!(
-        "[[steps]]\ntype = \"map\"\nmodule = {}\n",
-        toml_path(module)
-    )
-}
-
 fn word_count_steps(count: &Path) -> String {
     format!(
         "{}\n[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"1s\" }}\n",
         map_step(&guest("split_words")),
         toml_path(count)
     )
-}
-
-/// Runs `steps(module)` from `input` into a fresh topic under a unique pipeline name
-/// (so the transactional ids differ), and reads the topic back read_committed as
-/// `key\tvalue` lines.
-fn kafka_run(dir: &Path, label: &str, input: &str, steps: &str) -> Vec<String> {
-    let name = kafka::unique_name(label);
-    let output = kafka::unique_name(&format!("{label}-out"));
-    kafka::create_topic(&output, PARTITIONS);
-    let run_dir = dir.join(&name);
-    std::fs::create_dir_all(&run_dir).expect("run dir");
-    run_ok(&kafka_spec(&run_dir, &name, input, steps, &output));
-    kafka::read_all(&output, "read_committed")
-        .into_iter()
-        .map(|(k, v)| format!("{k}\t{v}"))
-        .collect()
 }
 
 #[test]
@@ -412,10 +341,10 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
     const RECORDS: usize = 3_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let input = kafka::unique_name("py-twins-in");
-    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&input, KAFKA_PARTITIONS);
     let records: Vec<Input> = (0..RECORDS)
         .map(|i| Input {
-            partition: (i % PARTITIONS as usize) as i32,
+            partition: (i % KAFKA_PARTITIONS as usize) as i32,
             key: format!("r{}", i % 101),
             value: format!("{} #{i}", TEXTS[i % TEXTS.len()]),
             timestamp: 1_700_000_000_000 + i as i64 * 2,
@@ -423,13 +352,13 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
         .collect();
     kafka::produce(&input, &records);
 
-    let rust = kafka_run(
+    let rust = kafka_exactly_once_run(
         dir.path(),
         "upper-rs",
         &input,
         &map_step(&guest("uppercase")),
     );
-    let python = kafka_run(
+    let python = kafka_exactly_once_run(
         dir.path(),
         "upper-py",
         &input,
@@ -438,13 +367,13 @@ fn kafka_exactly_once_output_matches_the_rust_guests() {
     assert!(rust.iter().any(|l| l.contains("STRASSE")));
     assert_same_output("Kafka uppercase", rust, python, RECORDS);
 
-    let rust = kafka_run(
+    let rust = kafka_exactly_once_run(
         dir.path(),
         "count-rs",
         &input,
         &word_count_steps(&guest("word_count")),
     );
-    let python = kafka_run(
+    let python = kafka_exactly_once_run(
         dir.path(),
         "count-py",
         &input,
@@ -587,6 +516,56 @@ fn the_python_sandbox_probe_gets_no_file_environment_or_network() {
     probes.assert_nothing_reached();
 }
 
+#[test]
+fn python_print_output_and_a_failed_calls_traceback_reach_weirs_log() {
+    // The probe prints a line to stdout and one to stderr, then raises a BaseException
+    // the SDK does not refuse: the call fails, the run fails, and all three (the
+    // traceback line by line) are in weir's log, tagged with the module's name. stdout
+    // is logged at INFO, so the run asks for it with WEIR_LOG=info.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "input.txt",
+        "print printed by the probe\neprint written to stderr by the probe\ntrap the probe gave up\n",
+    );
+    let module = guest("probe_py");
+    let spec = write_file(
+        dir.path(),
+        "print.toml",
+        &file_map_spec("probe-py-print", dir.path(), &input, &module),
+    );
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .env("WEIR_LOG", "info")
+        .output()
+        .expect("spawn weir");
+    let err = stderr_of(&out);
+    assert!(
+        !out.status.success(),
+        "the trap did not fail the run: {err}"
+    );
+    let logged = |what: &str| err.lines().any(|l| l.contains(what));
+    for line in [
+        "probe_py.wasm stdout: printed by the probe",
+        "probe_py.wasm stderr: written to stderr by the probe",
+        "probe_py.wasm stderr: Traceback (most recent call last):",
+        "probe_py.wasm stderr: probe.ProbeTrap: the probe gave up",
+    ] {
+        assert!(logged(line), "{line:?} is not in weir's log: {err}");
+    }
+    // componentize-py reports the exception on stderr, then panics: weir's one error
+    // line names the module and the records of the failed call.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("weir: error: pipeline probe-py-print, ")
+            && last
+                .contains("on input records 0..3 of this subtask: probe_py.wasm: guest panicked: ")
+            && last.ends_with("Python function threw an unexpected exception"),
+        "the run's error line: {last}"
+    );
+}
+
 // ------------------------------------------------------------------------------------
 // The shipped examples and the SDK's own tests
 // ------------------------------------------------------------------------------------
@@ -644,30 +623,24 @@ fn the_shipped_python_examples_run_as_shipped() {
     // word-count: as shipped, from scratch; then the same spec text with the Rust guest
     // and its own directories.
     let shipped = root.join("guest-examples/python/word-count/pipeline.toml");
-    for d in [
+    let dirs = [
         "word-count-py-state",
         "word-count-py-output",
         "word-count-py-dead-letter",
-    ] {
+    ];
+    for d in dirs {
         let _ = std::fs::remove_dir_all(build.join(d));
     }
     run_ok(&shipped);
     let python = committed_lines(&build.join("word-count-py-output"));
     let twin = tempfile::tempdir().expect("tempdir");
-    let guests = root.join("build/guests");
-    let text = std::fs::read_to_string(&shipped)
-        .expect("shipped spec")
-        .replace("word_count_py.wasm", "word_count.wasm")
-        .replace(
-            "\"../../../build/guests/",
-            &format!("\"{}/", guests.display()),
-        )
-        .replace(
-            "\"../../../build/",
-            &format!("\"{}/", twin.path().display()),
-        );
-    let spec = write_file(twin.path(), "pipeline.toml", &text);
-    run_ok(&spec);
+    run_ok(&respec_shipped(
+        &shipped,
+        twin.path(),
+        "word_count_py.wasm",
+        &guest("word_count"),
+        &dirs,
+    ));
     assert_same_output(
         "shipped word count",
         committed_lines(&twin.path().join("word-count-py-output")),

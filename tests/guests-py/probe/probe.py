@@ -16,7 +16,11 @@ outcome is `denied: <exception>` (`<exception>` = the exception's class, and for
 - `urlopen <url>`: `urllib.request.urlopen(url).read()`;
 - and the two capabilities a guest does get, through weir's own imports: `config <name>`
   answers the step's configuration value (`None` when unset), `log <message>` writes
-  the message to the pipeline's log at level warn and answers `logged`.
+  the message to the pipeline's log at level warn and answers `logged`;
+- what reaches the pipeline's log without weir's import: `print <text>` prints the text
+  to stdout and `eprint <text>` to stderr (answering `printed`), and `trap <text>`
+  raises `ProbeTrap(text)`, a `BaseException` that the SDK does not turn into a
+  rejection: the call fails, and its traceback goes to stderr.
 
 Any other value passes through unchanged. Built by `make guests` ->
 build/guests/probe_py.wasm; tests/tests/python_guests.rs asserts every line.
@@ -31,9 +35,14 @@ import encodings.idna  # noqa: F401 (socket encodes host names with it, lazily)
 import errno
 import os
 import socket
+import sys
 import urllib.request
 
 import weir_guest
+
+
+class ProbeTrap(BaseException):
+    """Not an `Exception`: it escapes the SDK's per-record refusal and fails the call."""
 
 
 def denied(error):
@@ -89,6 +98,14 @@ def run(verb, arg):
     if verb == "log":
         weir_guest.log("warn", arg)
         return "logged"
+    if verb == "print":
+        print(arg)
+        return "printed"
+    if verb == "eprint":
+        print(arg, file=sys.stderr)
+        return "printed"
+    if verb == "trap":
+        raise ProbeTrap(arg)
     if verb == "urlopen":
         with urllib.request.urlopen(arg, timeout=5) as response:
             return f"GOT DATA: {len(response.read())} bytes"
