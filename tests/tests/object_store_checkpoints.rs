@@ -184,7 +184,7 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
         );
         lose_local_state(crashed.path());
     }
-    let storage = CheckpointStorage::open(&location).expect("open the bucket's storage");
+    let storage = CheckpointStorage::open_read_only(&location).expect("open the bucket's storage");
     let before = storage.latest_complete().expect("list").expect(
         "the first run completed checkpoint 2 before it was killed: the bucket must hold it",
     );
