@@ -405,7 +405,7 @@ fn committed_group_offsets_are_the_last_committed_checkpoint_positions() {
     assert_exactly_once(&t, &expected(RECORDS));
 
     // The positions of the last committed (here: final) checkpoint's sources.
-    let storage = CheckpointStorage::open(&checkpoints).expect("storage");
+    let storage = CheckpointStorage::open_read_only(&checkpoints).expect("storage");
     let last = storage
         .latest_complete()
         .expect("list")
@@ -495,7 +495,8 @@ fn without_kafka_sources_the_marker_is_an_offset_and_a_record_on_the_progress_to
     // The marker: offset = checkpoint id on partition 0 of the pipeline's progress
     // topic weir.<name>.progress, in the pipeline's group, with the id in the metadata;
     // and the same marker as the newest record of that topic, read_committed.
-    let storage = CheckpointStorage::open(dir.path().join("state/checkpoints")).expect("storage");
+    let storage =
+        CheckpointStorage::open_read_only(dir.path().join("state/checkpoints")).expect("storage");
     let last = storage
         .latest_complete()
         .expect("list")

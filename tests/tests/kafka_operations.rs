@@ -598,7 +598,7 @@ fn a_lost_marker_with_checkpoints_refuses_to_start() {
         &kafka::bootstrap(),
     ]);
     let complete = || {
-        CheckpointStorage::open(spec.checkpoints())
+        CheckpointStorage::open_read_only(spec.checkpoints())
             .expect("storage")
             .complete_checkpoints()
             .expect("list checkpoints")
@@ -690,7 +690,7 @@ fn per_key_updates_stay_in_order_across_checkpoints() {
     );
     let started = Instant::now();
     run_ok(&spec.write(dir.path(), true));
-    let storage = CheckpointStorage::open(spec.checkpoints()).expect("storage");
+    let storage = CheckpointStorage::open_read_only(spec.checkpoints()).expect("storage");
     let last = storage
         .latest_complete()
         .expect("list")

@@ -11,9 +11,11 @@
 //! local directory), line for line; `weir checkpoints SPEC` must list exactly the
 //! bucket's complete checkpoints. Kills are made by fault injection or after waiting
 //! for an observed state, never after a guessed delay: time only bounds the waits.
+//! Last, a second pipeline pointed at the same prefix is refused and changes nothing.
 //!
 //! Without the server's environment (`AWS_ENDPOINT_URL`, `WEIR_S3_BUCKET`) the test
-//! says so loudly and returns; the harness always sets it.
+//! fails, saying how to start the server, unless `WEIR_SKIP_S3=1` asks to skip it; the
+//! harness always sets the environment.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -39,13 +41,15 @@ fn bucket() -> Option<String> {
         std::env::var("WEIR_S3_BUCKET"),
     ) {
         (Ok(_), Ok(bucket)) => Some(bucket),
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED: no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; \
-                 run `eval \"$(bash scripts/s3/s3.sh up)\"` first (make test does) ***\n"
-            );
+        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
+            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
             None
         }
+        _ => panic!(
+            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
+             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
+             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
+        ),
     }
 }
 
@@ -184,7 +188,7 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
         );
         lose_local_state(crashed.path());
     }
-    let storage = CheckpointStorage::open(&location).expect("open the bucket's storage");
+    let storage = CheckpointStorage::open_read_only(&location).expect("open the bucket's storage");
     let before = storage.latest_complete().expect("list").expect(
         "the first run completed checkpoint 2 before it was killed: the bucket must hold it",
     );
@@ -270,4 +274,22 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
             .is_some_and(|l| l.ends_with("(final)")),
         "the last checkpoint is the final one:\n{stdout}"
     );
+    // Another pipeline on the same prefix: refused at start, naming both, and the
+    // bucket's checkpoints are untouched.
+    let other = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(spec(other.path(), &url)).expect("read spec");
+    let other_spec = write_file(
+        other.path(),
+        "other.toml",
+        &text.replace("name = \"s3-word-count\"", "name = \"another-pipeline\""),
+    );
+    let mut child = start(&other_spec, None);
+    let status = wait(&mut child, "another pipeline on the prefix");
+    let err = take_stderr(&mut child);
+    assert!(!status.success(), "another pipeline was let in: {err}");
+    assert!(
+        err.contains("\"s3-word-count\"") && err.contains("\"another-pipeline\""),
+        "the refusal names both pipelines: {err}"
+    );
+    assert_eq!(storage.complete_checkpoints().expect("list"), complete);
 }

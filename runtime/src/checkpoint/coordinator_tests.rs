@@ -244,7 +244,8 @@ struct Rig {
 impl Rig {
     /// The rig, and the tasks' end of the event channel.
     fn open(dir: &Path) -> (Rig, Sender<TaskEvent>) {
-        let storage = CheckpointStorage::open(dir.join("checkpoints")).expect("open storage");
+        let storage =
+            CheckpointStorage::open(dir.join("checkpoints"), "test").expect("open storage");
         let (events_tx, events) = crossbeam_channel::unbounded();
         let (barrier_tx, barriers) = crossbeam_channel::unbounded();
         let rig = Rig {

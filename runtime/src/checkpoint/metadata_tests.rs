@@ -103,7 +103,7 @@ const UNVERSIONED_METADATA: &str = r#"{
 #[test]
 fn metadata_written_before_versions_decodes_and_restores() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let storage = CheckpointStorage::open(tmp.path().join("checkpoints")).expect("storage");
+    let storage = CheckpointStorage::open(tmp.path().join("checkpoints"), "test").expect("storage");
     storage
         .write_metadata(CheckpointId(3), UNVERSIONED_METADATA.as_bytes())
         .expect("write");

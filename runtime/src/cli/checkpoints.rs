@@ -15,7 +15,7 @@ pub struct CheckpointsArgs {
 
 pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
     let spec = PipelineSpec::load(&args.spec)?;
-    let storage = CheckpointStorage::open(&spec.checkpoint.dir)?;
+    let storage = CheckpointStorage::open_read_only(&spec.checkpoint.dir)?;
     let ids = storage.complete_checkpoints()?;
     if ids.is_empty() {
         println!(

@@ -82,7 +82,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         source,
     };
     let storage = Arc::new(
-        CheckpointStorage::open(&spec.checkpoint.dir)
+        CheckpointStorage::open(&spec.checkpoint.dir, &spec.name)
             .map_err(storage_error)?
             .with_fence(fence),
     );
@@ -138,7 +138,7 @@ fn redo_commit(
 
 /// Deletes the pipeline's checkpoints and the committed output of its file sinks.
 fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
-    CheckpointStorage::remove_all(&spec.checkpoint.dir).map_err(|source| {
+    CheckpointStorage::remove_all(&spec.checkpoint.dir, &spec.name).map_err(|source| {
         PipelineError::Storage {
             pipeline: spec.name.clone(),
             source,
@@ -269,17 +269,37 @@ fn ever_committed(
     Ok(false)
 }
 
-/// Complete checkpoint `id`'s metadata; unreadable metadata cannot be restored.
+/// Complete checkpoint `id`'s metadata; unreadable metadata, or another pipeline's,
+/// cannot be restored.
 fn read_metadata(
     spec: &PipelineSpec,
     storage: &CheckpointStorage,
     id: CheckpointId,
 ) -> Result<CheckpointMetadata, PipelineError> {
-    CheckpointMetadata::read(storage, id).map_err(|e| PipelineError::Incompatible {
+    pipelines_own_metadata(&spec.name, storage, id).map_err(|reason| PipelineError::Incompatible {
         pipeline: spec.name.clone(),
         checkpoint: id,
-        reason: e.to_string(),
+        reason,
     })
+}
+
+/// Complete checkpoint `id`'s metadata, refused (with the reason) unless it names
+/// `pipeline`: another pipeline's checkpoint (in storage adopted from an older Weir,
+/// whose marker named no pipeline) is never restored, nor read as proof of anything.
+fn pipelines_own_metadata(
+    pipeline: &str,
+    storage: &CheckpointStorage,
+    id: CheckpointId,
+) -> Result<CheckpointMetadata, String> {
+    let metadata = CheckpointMetadata::read(storage, id).map_err(|e| e.to_string())?;
+    if metadata.pipeline != pipeline {
+        return Err(format!(
+            "it is pipeline {:?}'s, not {pipeline:?}'s ({}): give each pipeline its own [checkpoint] dir",
+            metadata.pipeline,
+            storage.location()
+        ));
+    }
+    Ok(metadata)
 }
 
 /// Without an exactly-once Kafka sink: the operator's `--from-checkpoint`, with every
@@ -351,4 +371,45 @@ fn list(ids: &[CheckpointId]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
+        CheckpointMetadata {
+            format: crate::checkpoint::metadata::METADATA_FORMAT,
+            pipeline: pipeline.to_owned(),
+            id: CheckpointId(id),
+            completed_at_ms: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+            is_final: false,
+            duration_ms: 0,
+            files_added: 0,
+            bytes_added: 0,
+            state_bytes: 0,
+            committed_before: CheckpointId::NONE,
+            tasks: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn another_pipelines_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = CheckpointStorage::open(dir.path().join("checkpoints"), "wc").expect("open");
+        metadata("wc", 1).write(&storage).expect("write 1");
+        metadata("orders", 2).write(&storage).expect("write 2");
+        let ours = pipelines_own_metadata("wc", &storage, CheckpointId(1)).expect("ours");
+        assert_eq!(ours.pipeline, "wc");
+        let reason = pipelines_own_metadata("wc", &storage, CheckpointId(2))
+            .expect_err("another pipeline's checkpoint must be refused");
+        assert!(
+            reason.contains("\"orders\"") && reason.contains("\"wc\""),
+            "{reason}"
+        );
+    }
 }

@@ -120,7 +120,7 @@ pub fn last_complete_checkpoint(dir: &PipelineDir) -> Option<u64> {
     if !root.exists() {
         return None;
     }
-    let storage = crate::storage::CheckpointStorage::open(root).ok()?;
+    let storage = crate::storage::CheckpointStorage::open_read_only(root).ok()?;
     storage.complete_checkpoints().ok()?.last().map(|id| id.0)
 }
 

@@ -37,7 +37,7 @@ fn open(dir: &Path, name: &str) -> KeyedState {
 }
 
 fn storage(dir: &Path) -> Arc<CheckpointStorage> {
-    Arc::new(CheckpointStorage::open(dir.join("checkpoints")).expect("storage"))
+    Arc::new(CheckpointStorage::open(dir.join("checkpoints"), "test").expect("storage"))
 }
 
 #[test]

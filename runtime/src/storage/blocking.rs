@@ -18,12 +18,15 @@
 //!   in the background (`shutdown_background`), not joined.
 //! - A future that panics, or a runtime that is gone, is an error for the caller
 //!   ([`Interrupted`]), not a panic on the caller's thread.
-//!
-//! [`Interrupted`]: BlockingRuntime::run
+//! - Every call has a deadline: [`BlockingRuntime::run`] returns
+//!   [`Interrupted::DeadlineExceeded`] once it passes, and the future is dropped (its
+//!   requests cancelled) on the owned runtime. A store that accepts connections and
+//!   never answers cannot hold a caller (a task thread, teardown) longer than that.
 
 use std::future::Future;
 use std::io;
 use std::sync::mpsc;
+use std::time::Duration;
 
 /// Worker threads of the owned runtime: object store calls are I/O-bound (and signing
 /// is cheap); two keep one slow upload from holding up a metadata write.
@@ -36,9 +39,29 @@ pub struct BlockingRuntime {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-/// The owned runtime stopped, or the call's future panicked, before it answered.
+/// Why a call gave no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interrupted;
+pub enum Interrupted {
+    /// The owned runtime stopped, or the call's future panicked.
+    Stopped,
+    /// The call's deadline passed first; its future was dropped.
+    DeadlineExceeded(Duration),
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stopped => f.write_str("the object store client stopped before answering"),
+            Self::DeadlineExceeded(deadline) => {
+                write!(
+                    f,
+                    "no answer within {}s (the call's deadline)",
+                    deadline.as_secs()
+                )
+            }
+        }
+    }
+}
 
 impl BlockingRuntime {
     /// Starts the runtime (threads named `weir-object-store`).
@@ -53,19 +76,24 @@ impl BlockingRuntime {
         })
     }
 
-    /// Runs `future` on the owned runtime and blocks the calling thread until it is done.
-    pub fn run<F>(&self, future: F) -> Result<F::Output, Interrupted>
+    /// Runs `future` on the owned runtime and blocks the calling thread until it is done,
+    /// or until `deadline` has passed (then the future is dropped, there).
+    pub fn run<F>(&self, future: F, deadline: Duration) -> Result<F::Output, Interrupted>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let runtime = self.runtime.as_ref().ok_or(Interrupted)?;
+        let runtime = self.runtime.as_ref().ok_or(Interrupted::Stopped)?;
         let (tx, rx) = mpsc::sync_channel(1);
         runtime.spawn(async move {
-            let _ = tx.send(future.await);
+            let _ = tx.send(tokio::time::timeout(deadline, future).await);
         });
         // A panicking future drops `tx` unsent: recv fails instead of hanging.
-        rx.recv().map_err(|_| Interrupted)
+        match rx.recv() {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(_elapsed)) => Err(Interrupted::DeadlineExceeded(deadline)),
+            Err(_) => Err(Interrupted::Stopped),
+        }
     }
 }
 
@@ -81,10 +109,12 @@ impl Drop for BlockingRuntime {
 mod tests {
     use super::*;
 
+    const LONG: Duration = Duration::from_secs(60);
+
     #[test]
     fn runs_from_a_plain_thread_and_from_inside_another_runtime() {
         let blocking = BlockingRuntime::new().expect("runtime");
-        assert_eq!(blocking.run(async { 1 + 1 }), Ok(2));
+        assert_eq!(blocking.run(async { 1 + 1 }, LONG), Ok(2));
 
         // Inside a current-thread runtime, where block_on and block_in_place panic.
         let outer = tokio::runtime::Builder::new_current_thread()
@@ -96,7 +126,7 @@ mod tests {
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
                 7
             };
-            let got = blocking.run(sleep);
+            let got = blocking.run(sleep, LONG);
             // Dropping one inside an async context must not panic either.
             drop(BlockingRuntime::new().expect("runtime"));
             got
@@ -107,12 +137,30 @@ mod tests {
     #[test]
     fn a_panicking_future_is_an_error_not_a_panic_here() {
         let blocking = BlockingRuntime::new().expect("runtime");
-        let got = blocking.run(async {
-            if true {
-                panic!("deliberate, in a test");
-            }
-        });
-        assert_eq!(got, Err(Interrupted));
-        assert_eq!(blocking.run(async { 3 }), Ok(3));
+        let got = blocking.run(
+            async {
+                if true {
+                    panic!("deliberate, in a test");
+                }
+            },
+            LONG,
+        );
+        assert_eq!(got, Err(Interrupted::Stopped));
+        assert_eq!(blocking.run(async { 3 }, LONG), Ok(3));
+    }
+
+    #[test]
+    fn a_call_that_never_answers_ends_at_its_deadline() {
+        let blocking = BlockingRuntime::new().expect("runtime");
+        let deadline = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let got = blocking.run(std::future::pending::<()>(), deadline);
+        assert_eq!(got, Err(Interrupted::DeadlineExceeded(deadline)));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(blocking.run(async { 4 }, LONG), Ok(4));
     }
 }

@@ -7,7 +7,8 @@
 //! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] makes it
 //!   appear atomically and never overwrites an existing one (local: temp file, fsync,
 //!   rename, fsync dir after an existence check; object store: a conditional put,
-//!   `PutMode::Create`): a complete checkpoint is immutable. [`discard`] removes
+//!   `PutMode::Create`, where one holding exactly the bytes written is our own retried
+//!   put and success): a complete checkpoint is immutable. [`discard`] removes
 //!   `_metadata` FIRST, so a half-deleted checkpoint never looks complete.
 //! - Every file this storage accepted is durable when the `put_*` call returns, so
 //!   `_metadata` is only ever written after the files it names.
@@ -18,7 +19,9 @@
 //!   an incomplete checkpoint newer than the newest complete one (it may be in flight).
 //!   It must not run concurrently with a checkpoint's upload: a freshly uploaded shared
 //!   file is referenced by no metadata yet. The coordinator runs it after committing n
-//!   and before triggering n+1 (at most one checkpoint is in flight).
+//!   and before triggering n+1 (at most one checkpoint is in flight). On an object
+//!   store, where another instance may be uploading, gc also spares every shared object
+//!   younger than a grace period (`storage::object`'s `SHARED_GC_GRACE`, 10 minutes).
 //! - Metadata content is opaque bytes here (its format belongs to `checkpoint::metadata`).
 //!   Names (tasks, shared names, private files) are single path components; task names
 //!   may not start with `_` or `.` (reserved for `_metadata` and temp files).
@@ -26,6 +29,11 @@
 //!   (and writes the `.weir-checkpoints` marker into it), one holding that marker, or one
 //!   holding nothing but Weir's own names; anything else is refused. [`remove_all`]
 //!   (`--from-scratch`) removes only Weir's own entries, and only where `open` would.
+//! - A directory or prefix belongs to one pipeline: the marker names it (claimed
+//!   without overwriting a racing opener's: a hard link, a conditional put), and
+//!   [`open`] and [`remove_all`] refuse one whose marker names another pipeline
+//!   ([`StorageError::OtherPipeline`]). An older marker naming none is adopted.
+//!   [`open_read_only`] (listing) writes and creates nothing.
 //! - A fenced storage (its [`Fence`] raised: this instance no longer owns the pipeline)
 //!   refuses every write, discard and gc with [`StorageError::Fenced`]; reads still work.
 //!   The fence is checked here, once, for both backends.
@@ -37,6 +45,7 @@
 //!
 //! [`open`]: CheckpointStorage::open
 //! [`remove_all`]: CheckpointStorage::remove_all
+//! [`open_read_only`]: CheckpointStorage::open_read_only
 //! [`write_metadata`]: CheckpointStorage::write_metadata
 //! [`discard`]: CheckpointStorage::discard
 //! [`put_shared`]: CheckpointStorage::put_shared
@@ -101,14 +110,33 @@ pub struct CheckpointStorage {
 
 impl CheckpointStorage {
     /// Opens (creating if needed) the storage at `location`, a directory or an
-    /// `s3://` prefix; refuses one that is not Weir's (see the module docs). For an
-    /// object store this is where bad configuration shows: no credentials, an
-    /// unreachable endpoint, a missing bucket.
-    pub fn open(location: impl Into<CheckpointLocation>) -> Result<Self, StorageError> {
+    /// `s3://` prefix, for pipeline `pipeline`; refuses one that is not Weir's or is
+    /// another pipeline's (see the module docs). For an object store this is where bad
+    /// configuration shows: no credentials, an unreachable endpoint, a missing bucket.
+    pub fn open(
+        location: impl Into<CheckpointLocation>,
+        pipeline: &str,
+    ) -> Result<Self, StorageError> {
         let location = location.into();
         let backend = match &location {
-            CheckpointLocation::Local(dir) => Backend::Local(LocalStorage::open(dir)?),
-            CheckpointLocation::S3(s3) => Backend::Object(ObjectStorage::open(s3)?),
+            CheckpointLocation::Local(dir) => Backend::Local(LocalStorage::open(dir, pipeline)?),
+            CheckpointLocation::S3(s3) => Backend::Object(ObjectStorage::open(s3, pipeline)?),
+        };
+        Ok(Self {
+            backend,
+            location,
+            fence: Fence::default(),
+        })
+    }
+
+    /// Opens the storage at `location` to read it (list checkpoints, read metadata):
+    /// refuses one that is not Weir's, and writes or creates nothing (a missing
+    /// directory reads as empty). Writes through it are not refused; do not make any.
+    pub fn open_read_only(location: impl Into<CheckpointLocation>) -> Result<Self, StorageError> {
+        let location = location.into();
+        let backend = match &location {
+            CheckpointLocation::Local(dir) => Backend::Local(LocalStorage::open_read_only(dir)?),
+            CheckpointLocation::S3(s3) => Backend::Object(ObjectStorage::open_read_only(s3)?),
         };
         Ok(Self {
             backend,
@@ -118,11 +146,15 @@ impl CheckpointStorage {
     }
 
     /// Deletes every checkpoint and shared file at `location`, and nothing else: refused
-    /// (with nothing deleted) if it is not Weir's. A missing directory is fine.
-    pub fn remove_all(location: impl Into<CheckpointLocation>) -> Result<(), StorageError> {
+    /// (with nothing deleted) if it is not Weir's or is another pipeline's than
+    /// `pipeline`. A missing directory is fine.
+    pub fn remove_all(
+        location: impl Into<CheckpointLocation>,
+        pipeline: &str,
+    ) -> Result<(), StorageError> {
         match location.into() {
-            CheckpointLocation::Local(dir) => LocalStorage::remove_all(&dir),
-            CheckpointLocation::S3(s3) => ObjectStorage::remove_all(&s3),
+            CheckpointLocation::Local(dir) => LocalStorage::remove_all(&dir, pipeline),
+            CheckpointLocation::S3(s3) => ObjectStorage::remove_all(&s3, pipeline),
         }
     }
 
@@ -144,6 +176,16 @@ impl CheckpointStorage {
             Backend::Local(b) => b.root(),
             Backend::Object(_) => panic!("not a local storage: {}", self.location),
         }
+    }
+
+    /// The same storage, its object store's gc sparing shared objects younger than
+    /// `grace` (instead of ten minutes); a local storage is returned as it is.
+    #[cfg(test)]
+    pub fn with_shared_gc_grace(mut self, grace: std::time::Duration) -> Self {
+        if let Backend::Object(object) = self.backend {
+            self.backend = Backend::Object(object.with_shared_gc_grace(grace));
+        }
+        self
     }
 
     fn check_fence(&self) -> Result<(), StorageError> {
@@ -212,7 +254,8 @@ impl CheckpointStorage {
     }
 
     /// Completes checkpoint `checkpoint_id` by writing its metadata atomically; refuses
-    /// to overwrite (`AlreadyComplete`).
+    /// to overwrite (`AlreadyComplete`). On an object store, metadata already there with
+    /// exactly `bytes` (a retried put of ours that had landed) is success.
     pub fn write_metadata(
         &self,
         checkpoint_id: CheckpointId,

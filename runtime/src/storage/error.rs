@@ -53,6 +53,15 @@ pub enum StorageError {
         "{root}: not a weir checkpoint directory (it holds {entry:?} and no {OWNER_FILE} file); weir neither writes nor deletes there: point [checkpoint] dir at an empty or new directory or prefix"
     )]
     NotOurs { root: String, entry: String },
+    /// The root's marker names another pipeline: a root holds one pipeline's checkpoints.
+    /// (Boxed: it keeps this error as small as its other variants.)
+    #[error("{0}")]
+    OtherPipeline(Box<OtherPipeline>),
+    /// The object store client's runtime stopped, the request's future panicked, or the
+    /// call outlived its deadline, before an answer came. `reason` says which, and what
+    /// was being done.
+    #[error("checkpoint storage: {url}: {reason}")]
+    Interrupted { url: String, reason: String },
     /// This instance was fenced: another one owns the pipeline and its storage now.
     #[error("{root}: not written: {reason}")]
     Fenced { root: String, reason: String },
@@ -62,4 +71,15 @@ pub enum StorageError {
         checkpoint_id: CheckpointId,
         location: String,
     },
+}
+
+/// A storage root claimed by pipeline `owner`, opened for pipeline `pipeline`.
+#[derive(Debug, Error)]
+#[error(
+    "{root} holds the checkpoints of pipeline {owner:?}, not of pipeline {pipeline:?}: give each pipeline its own [checkpoint] dir"
+)]
+pub struct OtherPipeline {
+    pub root: String,
+    pub owner: String,
+    pub pipeline: String,
 }

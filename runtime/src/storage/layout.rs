@@ -5,8 +5,14 @@
 //! shared/<task>/<shared-name>.sst     SST files, shared between checkpoints
 //! chk-<id:010>/<task>/<file>          files private to one checkpoint (CURRENT, MANIFEST-*, ...)
 //! chk-<id:010>/_metadata              written LAST: a checkpoint is complete iff it exists
-//! .weir-checkpoints                   says the root is Weir's
+//! .weir-checkpoints                   says the root is Weir's, and whose: one pipeline's
 //! ```
+//!
+//! The marker (`.weir-checkpoints`) is two lines, `weir checkpoint storage` and
+//! `pipeline: <name>`: a root belongs to exactly one pipeline, and a second pipeline (or
+//! a worker of another one) pointed at it is refused instead of deleting the first's
+//! checkpoints. A marker without the second line (written by an older Weir) names no
+//! pipeline; the first pipeline to open it adopts it by rewriting it.
 //!
 //! Invariants: every name a caller gives (task, shared name, private file) is one plain
 //! path component, so no name can reach outside its place under the root on either
@@ -25,8 +31,10 @@ pub const CHECKPOINT_DIR_PREFIX: &str = "chk-";
 pub const METADATA_FILE: &str = "_metadata";
 /// The file that marks a root as Weir's checkpoint storage.
 pub const OWNER_FILE: &str = ".weir-checkpoints";
-/// What the owner file holds.
-pub const OWNER_CONTENT: &[u8] = b"weir checkpoint storage\n";
+/// The owner file's first line (all an older Weir wrote into it).
+const OWNER_HEADER: &str = "weir checkpoint storage";
+/// Prefix of the owner file's line naming the pipeline.
+const OWNER_PIPELINE: &str = "pipeline: ";
 /// Extension of shared files (RocksDB SSTs).
 pub const SHARED_EXTENSION: &str = "sst";
 
@@ -63,6 +71,36 @@ pub fn is_weir_entry(name: &str) -> bool {
         || name == SHARED_DIR
         || parse_checkpoint_dir(name).is_some()
         || (name.starts_with('.') && name.contains(".tmp-"))
+}
+
+/// What the owner file holds for `pipeline`.
+pub fn owner_content(pipeline: &str) -> Vec<u8> {
+    format!("{OWNER_HEADER}\n{OWNER_PIPELINE}{pipeline}\n").into_bytes()
+}
+
+/// The pipeline an owner file names; `None` for an older Weir's marker, which names none.
+pub fn parse_owner(content: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(content)
+        .lines()
+        .find_map(|line| line.strip_prefix(OWNER_PIPELINE))
+        .map(|name| name.trim_end().to_owned())
+}
+
+/// Checks an existing owner file's `content` lets `pipeline` use `root`: refused if it
+/// names another pipeline. Returns whether it names none (an older Weir's marker, to be
+/// adopted by rewriting it for `pipeline`).
+pub fn check_owner(root: &str, content: &[u8], pipeline: &str) -> Result<bool, StorageError> {
+    match parse_owner(content) {
+        Some(owner) if owner == pipeline => Ok(false),
+        Some(owner) => Err(StorageError::OtherPipeline(Box::new(
+            crate::storage::error::OtherPipeline {
+                root: root.to_owned(),
+                owner,
+                pipeline: pipeline.to_owned(),
+            },
+        ))),
+        None => Ok(true),
+    }
 }
 
 /// One plain path component: not empty, not `.`/`..`, no separator, not hidden.
@@ -112,5 +150,15 @@ mod tests {
         assert_eq!(parse_shared_file_name("a-7.sst"), Some("a-7"));
         assert_eq!(parse_shared_file_name("a-7sst"), None);
         assert_eq!(parse_shared_file_name(".a.sst.tmp-1"), None);
+    }
+
+    #[test]
+    fn the_owner_file_names_its_pipeline() {
+        assert_eq!(
+            parse_owner(&owner_content("orders-agg")).as_deref(),
+            Some("orders-agg")
+        );
+        // An older Weir's marker names no pipeline.
+        assert_eq!(parse_owner(b"weir checkpoint storage\n"), None);
     }
 }

@@ -41,8 +41,8 @@ use crate::record::CheckpointId;
 use crate::storage::StorageError;
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
-    self, METADATA_FILE, OWNER_CONTENT, OWNER_FILE, SHARED_DIR, is_weir_entry,
-    parse_checkpoint_dir, validate_component, validate_task,
+    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, parse_checkpoint_dir,
+    validate_component, validate_task,
 };
 
 /// Distinguishes temp files created by concurrent calls within one process.
@@ -55,27 +55,41 @@ pub struct LocalStorage {
 }
 
 impl LocalStorage {
-    /// Opens (creating if needed) the storage rooted at `root`; refuses a non-empty
-    /// directory that is not Weir's (see the module docs).
-    pub fn open(root: &Path) -> Result<Self, StorageError> {
+    /// Opens (creating if needed) the storage rooted at `root` for pipeline `pipeline`;
+    /// refuses a non-empty directory that is not Weir's, or whose marker names another
+    /// pipeline (see the module docs).
+    pub fn open(root: &Path, pipeline: &str) -> Result<Self, StorageError> {
         let root = root.to_path_buf();
         ensure_dir(&root)?;
         check_ours(&root)?;
-        let owner = root.join(OWNER_FILE);
-        if !exists(&owner)? {
-            fs::write(&owner, OWNER_CONTENT).map_err(|e| io_err("create", &owner, e))?;
-        }
+        claim(&root, pipeline)?;
         ensure_dir(&root.join(SHARED_DIR))?;
         Ok(Self { root })
     }
 
+    /// Opens the storage at `root` to read it only: nothing is created or written. A
+    /// missing `root` reads as empty.
+    pub fn open_read_only(root: &Path) -> Result<Self, StorageError> {
+        if exists(root)? {
+            check_ours(root)?;
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+
     /// Deletes every checkpoint and shared file under `root`, and nothing else: refused
-    /// (with nothing deleted) if `root` is not Weir's. A missing `root` is fine.
-    pub fn remove_all(root: &Path) -> Result<(), StorageError> {
+    /// (with nothing deleted) if `root` is not Weir's or belongs to another pipeline than
+    /// `pipeline`. A missing `root` is fine.
+    pub fn remove_all(root: &Path, pipeline: &str) -> Result<(), StorageError> {
         if !root.exists() {
             return Ok(());
         }
         check_ours(root)?;
+        let owner = root.join(OWNER_FILE);
+        if let Some(content) = read_if_exists(&owner)? {
+            layout::check_owner(&root.display().to_string(), &content, pipeline)?;
+        }
         for entry in read_dir(root)? {
             let entry = entry.map_err(|e| io_err("list", root, e))?;
             let name = entry.file_name();
@@ -239,6 +253,10 @@ impl LocalStorage {
     /// Every checkpoint directory, complete or not, ascending.
     pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
         let mut ids = Vec::new();
+        if !exists(&self.root)? {
+            // Opened read-only where nothing was ever written.
+            return Ok(ids);
+        }
         for entry in read_dir(&self.root)? {
             let entry = entry.map_err(|e| io_err("list", &self.root, e))?;
             if let Some(id) = entry.file_name().to_str().and_then(parse_checkpoint_dir) {
@@ -377,6 +395,59 @@ impl LocalStorage {
 }
 
 /// Refuses a directory that is neither marked as Weir's nor holds only Weir's names.
+/// Makes `root` (already checked to be Weir's) `pipeline`'s: writes the owner file if it
+/// is missing (whole, and never over one a racing opener wrote: a temp file hard-linked
+/// into place), refuses one naming another pipeline, and rewrites one naming none.
+fn claim(root: &Path, pipeline: &str) -> Result<(), StorageError> {
+    let owner = root.join(OWNER_FILE);
+    let shown = root.display().to_string();
+    let content = layout::owner_content(pipeline);
+    let write_temp = || -> Result<PathBuf, StorageError> {
+        let tmp = temp_path(&owner);
+        let mut file = File::create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
+        file.write_all(&content)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_err("write", &tmp, e))?;
+        Ok(tmp)
+    };
+    match read_if_exists(&owner)? {
+        Some(existing) => {
+            if layout::check_owner(&shown, &existing, pipeline)? {
+                // An older Weir's marker: adopt it.
+                let tmp = write_temp()?;
+                fs::rename(&tmp, &owner).map_err(|e| io_err("rename into place", &owner, e))?;
+            } else {
+                return Ok(());
+            }
+        }
+        None => {
+            let tmp = write_temp()?;
+            let linked = fs::hard_link(&tmp, &owner);
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    // Another opener won the race: it must have been this pipeline.
+                    let existing = read_if_exists(&owner)?.unwrap_or_default();
+                    layout::check_owner(&shown, &existing, pipeline)?;
+                    return Ok(());
+                }
+                Err(e) => return Err(io_err("create", &owner, e)),
+            }
+        }
+    }
+    sync_dir(root)
+}
+
+/// The bytes of `path`, `None` if it does not exist.
+fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("read", path, e)),
+    }
+}
+
 fn check_ours(root: &Path) -> Result<(), StorageError> {
     if exists(&root.join(OWNER_FILE))? {
         return Ok(());

@@ -10,13 +10,16 @@ use crate::record::CheckpointId;
 use crate::storage::layout::OWNER_FILE;
 use crate::storage::{CheckpointStorage, Fence, StorageError};
 
+/// The pipeline every test's storage belongs to.
+const PIPELINE: &str = "wc";
+
 fn ids(ids: &[u64]) -> Vec<CheckpointId> {
     ids.iter().copied().map(CheckpointId).collect()
 }
 
 fn storage() -> (tempfile::TempDir, CheckpointStorage) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let storage = CheckpointStorage::open(dir.path().join("checkpoints")).expect("open");
+    let storage = CheckpointStorage::open(dir.path().join("checkpoints"), PIPELINE).expect("open");
     (dir, storage)
 }
 
@@ -188,8 +191,9 @@ fn only_weirs_own_directories_are_opened_and_emptied() {
     fs::create_dir(&theirs).expect("mkdir");
     write(&theirs.join("thesis.tex"), b"years of work");
     for refused in [
-        CheckpointStorage::open(&theirs).map(|_| ()),
-        CheckpointStorage::remove_all(&theirs),
+        CheckpointStorage::open(&theirs, PIPELINE).map(|_| ()),
+        CheckpointStorage::remove_all(&theirs, PIPELINE),
+        CheckpointStorage::open_read_only(&theirs).map(|_| ()),
     ] {
         match refused {
             Err(StorageError::NotOurs { entry, .. }) => assert_eq!(entry, "thesis.tex"),
@@ -201,14 +205,14 @@ fn only_weirs_own_directories_are_opened_and_emptied() {
 
     // Ours: marked on creation; emptied of checkpoints, shared files only.
     let ours = dir.path().join("ours");
-    let storage = CheckpointStorage::open(&ours).expect("open");
+    let storage = CheckpointStorage::open(&ours, PIPELINE).expect("open");
     assert!(ours.join(OWNER_FILE).exists());
     let src = dir.path().join("f");
     write(&src, b"x");
     storage.put_shared("agg-0", "a", &src).expect("shared");
     storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
     write(&ours.join("notes.txt"), b"left by a user later");
-    CheckpointStorage::remove_all(&ours).expect("remove");
+    CheckpointStorage::remove_all(&ours, PIPELINE).expect("remove");
     let mut left: Vec<String> = fs::read_dir(&ours)
         .expect("list")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -220,9 +224,63 @@ fn only_weirs_own_directories_are_opened_and_emptied() {
     let old = dir.path().join("old");
     fs::create_dir_all(old.join("shared")).expect("mkdir");
     fs::create_dir_all(old.join("chk-0000000003")).expect("mkdir");
-    CheckpointStorage::open(&old).expect("adopted");
+    CheckpointStorage::open(&old, PIPELINE).expect("adopted");
     assert!(old.join(OWNER_FILE).exists());
-    CheckpointStorage::remove_all(dir.path().join("missing").as_path()).expect("missing is fine");
+    CheckpointStorage::remove_all(dir.path().join("missing").as_path(), PIPELINE)
+        .expect("missing is fine");
+}
+
+#[test]
+fn a_directory_belongs_to_one_pipeline() {
+    let (dir, storage) = storage();
+    let root = storage.local_root().to_path_buf();
+    storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
+    // The same pipeline opens it again; another is refused, naming both, and can
+    // neither write the marker nor empty the directory.
+    CheckpointStorage::open(&root, PIPELINE).expect("reopen");
+    let marker = fs::read(root.join(OWNER_FILE)).expect("marker");
+    for refused in [
+        CheckpointStorage::open(&root, "other").map(|_| ()),
+        CheckpointStorage::remove_all(&root, "other"),
+    ] {
+        match refused {
+            Err(e @ StorageError::OtherPipeline(_)) => {
+                let line = e.to_string();
+                assert!(
+                    line.contains("\"wc\"") && line.contains("\"other\""),
+                    "{line}"
+                );
+            }
+            other => panic!("another pipeline must be refused: {other:?}"),
+        }
+    }
+    assert_eq!(fs::read(root.join(OWNER_FILE)).expect("marker"), marker);
+    assert_eq!(storage.complete_checkpoints().expect("list"), ids(&[1]));
+
+    // An older Weir's marker (naming no pipeline) is adopted by the first opener.
+    let old = dir.path().join("old");
+    fs::create_dir(&old).expect("mkdir");
+    write(&old.join(OWNER_FILE), b"weir checkpoint storage\n");
+    CheckpointStorage::open(&old, "first").expect("adopted");
+    assert!(matches!(
+        CheckpointStorage::open(&old, "second"),
+        Err(StorageError::OtherPipeline(_))
+    ));
+}
+
+#[test]
+fn a_read_only_open_creates_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing");
+    let storage = CheckpointStorage::open_read_only(&missing).expect("open");
+    assert!(storage.complete_checkpoints().expect("list").is_empty());
+    assert!(!missing.exists());
+
+    let empty = dir.path().join("empty");
+    fs::create_dir(&empty).expect("mkdir");
+    let storage = CheckpointStorage::open_read_only(&empty).expect("open");
+    assert!(storage.checkpoint_ids().expect("ids").is_empty());
+    assert_eq!(fs::read_dir(&empty).expect("list").count(), 0);
 }
 
 #[test]

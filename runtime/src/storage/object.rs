@@ -22,19 +22,36 @@
 //! - Shared files are immutable and named uniquely by the caller: [`put_shared`] of a
 //!   name that exists is a no-op returning 0 (a has-check; two racing uploads of one
 //!   name carry the same bytes, so either winning is the same object).
+//!   A retried PUT (the client retries one that failed with a 5xx or a dropped
+//!   connection) may find the object its own first attempt stored: `_metadata` that is
+//!   there byte for byte as we wrote it is success, not `AlreadyComplete`.
 //! - Weir deletes only what it made: [`open`] takes an empty prefix (and writes the
 //!   `.weir-checkpoints` marker object there), a prefix holding the marker, or one
 //!   holding nothing but Weir's own names; any other is refused. [`remove_all`] deletes
-//!   only objects under Weir's own names, from a prefix that passes the same test.
+//!   only objects under Weir's own names, from a prefix that passes the same test, every
+//!   `_metadata` first (so no checkpoint looks complete with its files half gone).
+//! - A prefix belongs to one pipeline: the marker names it, and is claimed with a
+//!   conditional put; [`open`] and [`remove_all`] refuse a prefix whose marker names
+//!   another pipeline (`OtherPipeline`). A marker naming none (an older Weir's) is
+//!   adopted: rewritten for the opener. [`open_read_only`] writes nothing at all.
+//! - [`gc_shared`] never deletes a shared object younger than `SHARED_GC_GRACE` (by the
+//!   store's `last_modified`, against the clock when gc starts), referenced or not: an
+//!   upload another instance (a zombie not yet fenced, say) has just made, and no
+//!   metadata names yet, survives a gc racing it.
 //! - Bad configuration (no credentials, an unreachable endpoint, a bucket that does not
 //!   exist) is an error from [`open`], before anything is written, never a panic.
 //! - Requests are bounded: connect timeout, request timeout and a bounded retry budget
-//!   (see the constants), so a store that went away is an error, not a hang.
+//!   (see the constants), and every call has a deadline on top of them (`CALL_DEADLINE`,
+//!   plus time for the bytes of a transfer at `MIN_THROUGHPUT`), so a store that went
+//!   away, or accepts connections and never answers, is an error within minutes at
+//!   worst, not a hang: the caller's thread is released at the deadline.
 //!
 //! The sync API is bridged to the async client by `storage::blocking` (callable from any
 //! thread, inside a tokio runtime or not).
 //!
 //! [`open`]: ObjectStorage::open
+//! [`open_read_only`]: ObjectStorage::open_read_only
+//! [`gc_shared`]: ObjectStorage::gc_shared
 //! [`remove_all`]: ObjectStorage::remove_all
 //! [`write_metadata`]: ObjectStorage::write_metadata
 //! [`discard`]: ObjectStorage::discard
@@ -43,7 +60,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
 use futures_util::stream::TryStreamExt;
@@ -58,23 +75,37 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::record::CheckpointId;
 use crate::storage::StorageError;
-use crate::storage::blocking::BlockingRuntime;
+use crate::storage::blocking::{BlockingRuntime, Interrupted};
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
-    self, METADATA_FILE, OWNER_CONTENT, OWNER_FILE, SHARED_DIR, is_weir_entry,
-    parse_checkpoint_dir, validate_component, validate_task,
+    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, parse_checkpoint_dir,
+    validate_component, validate_task,
 };
 use crate::storage::local;
 use crate::storage::location::S3Location;
 
 /// Connect timeout of one request: an endpoint that does not answer fails fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Whole-request timeout: generous, a request may carry an SST of tens of MiB.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Whole-request timeout. A request carries at most one `UPLOAD_BUFFER` part (8 MiB:
+/// 60 s is 140 KiB/s) or a small object; a download streams in one request, so its
+/// deadline is the call's (`transfer_deadline`).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Retries of a failed request (connection errors, 5xx, throttling), with backoff.
 const MAX_RETRIES: usize = 4;
 /// Total time a request may spend being retried.
 const RETRY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Deadline of one storage call that moves no file: the retry budget, one last
+/// request's timeout, the client's longest backoff (15 s) and a margin. Past it the
+/// caller gets `StorageError::Interrupted`, whatever the store does.
+const CALL_DEADLINE: Duration = Duration::from_secs(150);
+/// Slowest transfer a file upload or download is given time for, on top of
+/// `CALL_DEADLINE`: 1 MiB/s (a 1 GiB SST: about 17 minutes).
+const MIN_THROUGHPUT: u64 = 1 << 20; // bytes per second
+/// Shared objects this young are never garbage-collected, referenced or not: another
+/// instance's upload of a checkpoint in flight is referenced by no metadata yet. Ten
+/// minutes is longer than a checkpoint's upload should take and than any plausible
+/// clock skew between this host and the store.
+const SHARED_GC_GRACE: Duration = Duration::from_secs(10 * 60);
 /// Upload buffer: files larger than this go up as a multipart upload, in parts this size.
 const UPLOAD_BUFFER: usize = 8 << 20; // 8 MiB
 /// Region when `AWS_REGION` is unset (what the AWS CLI falls back to for S3).
@@ -93,44 +124,81 @@ struct Inner {
     /// The prefix as a key (empty: the bucket's root).
     root: Key,
     runtime: BlockingRuntime,
+    /// `SHARED_GC_GRACE` (tests shorten it).
+    shared_gc_grace: Duration,
     /// Every key deleted, in order (tests check `_metadata` goes first).
     #[cfg(test)]
     deleted: std::sync::Mutex<Vec<String>>,
 }
 
 impl ObjectStorage {
-    /// Connects to `location`'s bucket, checks the prefix is Weir's (or empty) and marks
-    /// it as Weir's.
-    pub fn open(location: &S3Location) -> Result<Self, StorageError> {
-        Self::connect(location, &aws_env())?.claim()
+    /// Connects to `location`'s bucket, checks the prefix is Weir's (or empty) and not
+    /// another pipeline's, and marks it as `pipeline`'s.
+    pub fn open(location: &S3Location, pipeline: &str) -> Result<Self, StorageError> {
+        Self::connect(location, &aws_env())?.claim(pipeline)
     }
 
-    /// Checks the prefix is Weir's (or empty) and writes the marker if it is missing.
-    fn claim(self) -> Result<Self, StorageError> {
-        self.check_ours()?;
+    /// Connects to `location`'s bucket and checks the prefix is Weir's (or empty), to
+    /// read it only: nothing is written.
+    pub fn open_read_only(location: &S3Location) -> Result<Self, StorageError> {
+        let storage = Self::connect(location, &aws_env())?;
+        storage.check_ours()?;
+        Ok(storage)
+    }
+
+    /// Checks the prefix is Weir's (or empty) and not another pipeline's, and makes the
+    /// marker name `pipeline`: a conditional put if there is none, a rewrite of an
+    /// older Weir's that names none.
+    fn claim(self, pipeline: &str) -> Result<Self, StorageError> {
         let marker = self.key(OWNER_FILE);
-        self.put_if_absent(&marker, PutPayload::from_static(OWNER_CONTENT))?;
+        let root = self.inner.location.to_string();
+        let content = layout::owner_content(pipeline);
+        match self.check_ours()? {
+            Some(existing) => {
+                if layout::check_owner(&root, &existing, pipeline)? {
+                    self.put(&marker, PutPayload::from(content))?;
+                }
+            }
+            None => {
+                if !self.put_if_absent(&marker, PutPayload::from(content))? {
+                    // Another opener claimed it first (or our retried put did).
+                    let existing = self.get_bytes(&marker)?.unwrap_or_default();
+                    layout::check_owner(&root, &existing, pipeline)?;
+                }
+            }
+        }
         Ok(self)
     }
 
     /// Deletes every checkpoint and shared object under `location`'s prefix, and nothing
-    /// else: refused (with nothing deleted) if the prefix is not Weir's.
-    pub fn remove_all(location: &S3Location) -> Result<(), StorageError> {
-        let storage = Self::connect(location, &aws_env())?;
-        storage.check_ours()?;
-        let root = storage.inner.root.clone();
-        let objects = storage.list(&root)?;
-        let doomed: Vec<Key> = objects
-            .into_iter()
-            .filter(|meta| {
-                storage
-                    .relative(&meta.location)
-                    .first()
-                    .is_some_and(|first| is_weir_entry(first) && first != OWNER_FILE)
-            })
-            .map(|meta| meta.location)
-            .collect();
-        storage.delete_all(doomed)
+    /// else: refused (with nothing deleted) if the prefix is not Weir's or is another
+    /// pipeline's than `pipeline`.
+    pub fn remove_all(location: &S3Location, pipeline: &str) -> Result<(), StorageError> {
+        Self::connect(location, &aws_env())?.remove_everything(pipeline)
+    }
+
+    /// [`remove_all`](Self::remove_all) on this client: every `_metadata` first, so no
+    /// checkpoint ever looks complete with its files half deleted, then the rest.
+    fn remove_everything(&self, pipeline: &str) -> Result<(), StorageError> {
+        if let Some(existing) = self.check_ours()? {
+            layout::check_owner(&self.inner.location.to_string(), &existing, pipeline)?;
+        }
+        let root = self.inner.root.clone();
+        let mut metadata = Vec::new();
+        let mut rest = Vec::new();
+        for meta in self.list(&root)? {
+            let parts = self.relative(&meta.location);
+            match parts.as_slice() {
+                [first, ..] if !is_weir_entry(first) || first == OWNER_FILE => {}
+                [dir, file] if parse_checkpoint_dir(dir).is_some() && file == METADATA_FILE => {
+                    metadata.push(meta.location)
+                }
+                [_, ..] => rest.push(meta.location),
+                [] => {}
+            }
+        }
+        self.delete_all(metadata)?;
+        self.delete_all(rest)
     }
 
     /// The client for `location`, configured from `env` (the `AWS_*` variables, as
@@ -187,33 +255,40 @@ impl ObjectStorage {
                 location: location.clone(),
                 root,
                 runtime,
+                shared_gc_grace: SHARED_GC_GRACE,
                 #[cfg(test)]
                 deleted: std::sync::Mutex::default(),
             }),
         })
     }
 
-    /// The prefix is Weir's: it holds the marker, or only Weir's names (or nothing).
-    /// The first request to the store: a missing bucket or an unreachable endpoint
-    /// shows here, as a configuration error.
-    fn check_ours(&self) -> Result<(), StorageError> {
+    /// The prefix is Weir's: it holds the marker (whose bytes this returns), or only
+    /// Weir's names, or nothing (`None`). The first request to the store: a missing
+    /// bucket or an unreachable endpoint shows here, as a configuration error.
+    fn check_ours(&self) -> Result<Option<Vec<u8>>, StorageError> {
         let marker = self.key(OWNER_FILE);
         let store = self.inner.store.clone();
-        let head = self.run(async move { store.head(&marker).await })?;
+        let get_key = marker.clone();
+        let got = self.run("read", &marker, async move {
+            let got = store.get(&get_key).await?;
+            got.bytes().await
+        })?;
         let unreachable = |e: object_store::Error| StorageError::Config {
             url: self.url(&self.inner.root),
             reason: format!(
                 "cannot reach the bucket ({e}); check the bucket name, AWS_ENDPOINT_URL, AWS_REGION and the credentials"
             ),
         };
-        match head {
-            Ok(_) => return Ok(()),
+        match got {
+            Ok(bytes) => return Ok(Some(bytes.to_vec())),
             Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(unreachable(e)),
         }
         let store = self.inner.store.clone();
         let root = self.prefix_arg();
-        let listed = self.run(async move { store.list_with_delimiter(root.as_ref()).await })?;
+        let listed = self.run("list", &self.inner.root, async move {
+            store.list_with_delimiter(root.as_ref()).await
+        })?;
         let listed = match listed {
             Ok(listed) => listed,
             Err(e) if no_such_bucket(&e) => {
@@ -240,7 +315,7 @@ impl ObjectStorage {
                 });
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Stores local file `src` as shared file `shared_name` of `task`, unless it is
@@ -307,41 +382,35 @@ impl ObjectStorage {
     }
 
     /// Completes checkpoint `checkpoint_id`: a conditional put of `_metadata`, refused
-    /// (`AlreadyComplete`) if it exists.
+    /// (`AlreadyComplete`) if another one exists. One holding exactly `bytes` is success:
+    /// the client retries a PUT whose answer was lost (a 5xx, a dropped connection), and
+    /// the retry then finds what the first attempt stored.
     pub fn write_metadata(
         &self,
         checkpoint_id: CheckpointId,
         bytes: &[u8],
     ) -> Result<(), StorageError> {
         let key = self.metadata_key(checkpoint_id);
-        let created = self.put_if_absent(&key, PutPayload::from(bytes.to_vec()))?;
-        if created {
-            Ok(())
-        } else {
-            Err(StorageError::AlreadyComplete {
+        if self.put_if_absent(&key, PutPayload::from(bytes.to_vec()))? {
+            return Ok(());
+        }
+        match self.get_bytes(&key)? {
+            Some(existing) if existing == bytes => Ok(()),
+            _ => Err(StorageError::AlreadyComplete {
                 checkpoint_id,
                 location: self.url(&key),
-            })
+            }),
         }
     }
 
     /// Reads the metadata of a complete checkpoint.
     pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
         let key = self.metadata_key(checkpoint_id);
-        let store = self.inner.store.clone();
-        let get_key = key.clone();
-        let got = self.run(async move {
-            let got = store.get(&get_key).await?;
-            got.bytes().await
-        })?;
-        match got {
-            Ok(bytes) => Ok(bytes.to_vec()),
-            Err(object_store::Error::NotFound { .. }) => Err(StorageError::NotComplete {
+        self.get_bytes(&key)?
+            .ok_or_else(|| StorageError::NotComplete {
                 checkpoint_id,
                 location: self.url(&key),
-            }),
-            Err(e) => Err(self.store_err("read", &key, e)),
-        }
+            })
     }
 
     /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
@@ -353,7 +422,9 @@ impl ObjectStorage {
     pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
         let store = self.inner.store.clone();
         let root = self.prefix_arg();
-        let listed = self.run(async move { store.list_with_delimiter(root.as_ref()).await })?;
+        let listed = self.run("list", &self.inner.root, async move {
+            store.list_with_delimiter(root.as_ref()).await
+        })?;
         let listed = listed.map_err(|e| self.store_err("list", &self.inner.root, e))?;
         let mut ids: Vec<CheckpointId> = listed
             .common_prefixes
@@ -386,16 +457,25 @@ impl ObjectStorage {
         Ok(true)
     }
 
-    /// Deletes every shared object not in `referenced`. Checkpoints are the caller's
-    /// (`CheckpointStorage::gc`) to remove first.
+    /// Deletes every shared object not in `referenced` and older than the grace period
+    /// (`SHARED_GC_GRACE` before now, when gc starts): a younger one may be another
+    /// instance's upload for a checkpoint no metadata names yet. Checkpoints are the
+    /// caller's (`CheckpointStorage::gc`) to remove first.
     pub fn gc_shared(
         &self,
         referenced: &HashSet<(String, String)>,
         report: &mut GcReport,
     ) -> Result<(), StorageError> {
+        let started = SystemTime::now();
+        let cutoff = started
+            .checked_sub(self.inner.shared_gc_grace)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
         let objects = self.list(&self.key(SHARED_DIR))?;
         let mut doomed = Vec::new();
         for meta in objects {
+            if SystemTime::from(meta.last_modified) > cutoff {
+                continue;
+            }
             let parts = self.relative(&meta.location);
             let shared = match parts.as_slice() {
                 [_, task, file] => {
@@ -413,6 +493,15 @@ impl ObjectStorage {
             doomed.push(meta.location);
         }
         self.delete_all(doomed)
+    }
+
+    /// The same storage, with shared objects younger than `grace` spared by gc.
+    #[cfg(test)]
+    pub fn with_shared_gc_grace(mut self, grace: Duration) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("set before the storage is shared")
+            .shared_gc_grace = grace;
+        self
     }
 
     /// Completion time and size of checkpoint `checkpoint_id`.
@@ -442,26 +531,69 @@ impl ObjectStorage {
 
     // --- requests ---
 
-    /// Runs one client future on the owned runtime.
-    fn run<F>(&self, future: F) -> Result<F::Output, StorageError>
+    /// Runs one client future (operation `op` on `key`) on the owned runtime, within
+    /// `CALL_DEADLINE`.
+    fn run<F>(&self, op: &'static str, key: &Key, future: F) -> Result<F::Output, StorageError>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.run_within(op, key, CALL_DEADLINE, future)
+    }
+
+    /// [`run`](Self::run) with another deadline.
+    fn run_within<F>(
+        &self,
+        op: &'static str,
+        key: &Key,
+        deadline: Duration,
+        future: F,
+    ) -> Result<F::Output, StorageError>
     where
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
         self.inner
             .runtime
-            .run(future)
-            .map_err(|_| StorageError::Config {
-                url: self.inner.location.to_string(),
-                reason: "the object store client stopped before answering".into(),
+            .run(future, deadline)
+            .map_err(|e: Interrupted| StorageError::Interrupted {
+                url: self.url(key),
+                reason: format!("cannot {op}: {e}"),
             })
+    }
+
+    /// The bytes of object `key`, `None` if there is none.
+    fn get_bytes(&self, key: &Key) -> Result<Option<Vec<u8>>, StorageError> {
+        let store = self.inner.store.clone();
+        let get_key = key.clone();
+        let got = self.run("read", key, async move {
+            let got = store.get(&get_key).await?;
+            got.bytes().await
+        })?;
+        match got {
+            Ok(bytes) => Ok(Some(bytes.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.store_err("read", key, e)),
+        }
+    }
+
+    /// Puts `payload` at `key`, overwriting.
+    fn put(&self, key: &Key, payload: PutPayload) -> Result<(), StorageError> {
+        let store = self.inner.store.clone();
+        let put_key = key.clone();
+        let put = self.run(
+            "write",
+            key,
+            async move { store.put(&put_key, payload).await },
+        )?;
+        put.map(|_| ()).map_err(|e| self.store_err("write", key, e))
     }
 
     /// Whether object `key` exists.
     fn exists(&self, key: &Key) -> Result<bool, StorageError> {
         let store = self.inner.store.clone();
         let head_key = key.clone();
-        match self.run(async move { store.head(&head_key).await })? {
+        match self.run("look up", key, async move { store.head(&head_key).await })? {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(self.store_err("look up", key, e)),
@@ -472,7 +604,7 @@ impl ObjectStorage {
     fn put_if_absent(&self, key: &Key, payload: PutPayload) -> Result<bool, StorageError> {
         let store = self.inner.store.clone();
         let put_key = key.clone();
-        let put = self.run(async move {
+        let put = self.run("write", key, async move {
             let opts = PutOptions {
                 mode: PutMode::Create,
                 ..PutOptions::default()
@@ -493,7 +625,7 @@ impl ObjectStorage {
         let store = self.inner.store.clone();
         let path = src.to_path_buf();
         let put_key = key.clone();
-        let sent = self.run(async move {
+        let sent = self.run_within("upload to", &key, transfer_deadline(size), async move {
             let file = match tokio::fs::File::open(&path).await {
                 Ok(file) => file,
                 Err(e) => return Err(Upload::Read(e)),
@@ -513,14 +645,7 @@ impl ObjectStorage {
                 path: src.to_path_buf(),
                 source: e,
             }),
-            Err(Upload::Send(e)) => Err(StorageError::ObjectStore {
-                op: "upload to",
-                url: self.url(&key),
-                source: Box::new(object_store::Error::Generic {
-                    store: "S3",
-                    source: Box::new(e),
-                }),
-            }),
+            Err(Upload::Send(e)) => Err(self.store_err("upload to", &key, store_error(e))),
         }
     }
 
@@ -543,8 +668,18 @@ impl ObjectStorage {
         let store = self.inner.store.clone();
         let get_key = key.clone();
         let tmp_path = tmp.clone();
-        let got = self.run(async move {
-            let got = store.get(&get_key).await.map_err(Download::Get)?;
+        let got = self.run("download", &key, async move { store.get(&get_key).await })?;
+        let got = match got {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StorageError::MissingFile {
+                    location: self.url(&key),
+                });
+            }
+            Err(e) => return Err(self.store_err("download", &key, e)),
+        };
+        let deadline = transfer_deadline(got.meta.size);
+        let got = self.run_within("download", &key, deadline, async move {
             let mut file = tokio::fs::File::create(&tmp_path)
                 .await
                 .map_err(Download::Write)?;
@@ -557,6 +692,10 @@ impl ObjectStorage {
             }
             file.sync_all().await.map_err(Download::Write)?;
             Ok::<u64, Download>(size)
+        });
+        // Past the deadline the future was dropped: the temp file is ours to remove.
+        let got = got.inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
         })?;
         let size = match got {
             Ok(size) => size,
@@ -595,7 +734,7 @@ impl ObjectStorage {
     fn list(&self, prefix: &Key) -> Result<Vec<ObjectMeta>, StorageError> {
         let store = self.inner.store.clone();
         let list_prefix = prefix.clone();
-        let listed = self.run(async move {
+        let listed = self.run("list", prefix, async move {
             let prefix = (!list_prefix.as_ref().is_empty()).then_some(list_prefix);
             store.list(prefix.as_ref()).try_collect::<Vec<_>>().await
         })?;
@@ -613,7 +752,11 @@ impl ObjectStorage {
                 .push(key.to_string());
             let store = self.inner.store.clone();
             let delete_key = key.clone();
-            match self.run(async move { store.delete(&delete_key).await })? {
+            match self.run(
+                "delete",
+                &key,
+                async move { store.delete(&delete_key).await },
+            )? {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(self.store_err("delete", &key, e)),
             }
@@ -700,6 +843,29 @@ enum Upload {
 enum Download {
     Get(object_store::Error),
     Write(std::io::Error),
+}
+
+/// How long a call moving `size` bytes may take: `CALL_DEADLINE`, plus the bytes at
+/// `MIN_THROUGHPUT`.
+fn transfer_deadline(size: u64) -> Duration {
+    CALL_DEADLINE + Duration::from_secs(size / MIN_THROUGHPUT)
+}
+
+/// The client's own error inside an I/O error from its `BufWriter` (which wraps it),
+/// so its kind (`NotFound`, `PermissionDenied`, ...) is kept; else a generic one.
+fn store_error(e: std::io::Error) -> object_store::Error {
+    let kind = e.kind();
+    let source: Box<dyn std::error::Error + Send + Sync> = match e.into_inner() {
+        Some(inner) => match inner.downcast::<object_store::Error>() {
+            Ok(store) => return *store,
+            Err(other) => other,
+        },
+        None => Box::new(std::io::Error::from(kind)),
+    };
+    object_store::Error::Generic {
+        store: "S3",
+        source,
+    }
 }
 
 /// Whether `e` is S3's answer for a bucket that does not exist (the client reports a

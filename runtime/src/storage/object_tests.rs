@@ -1,8 +1,9 @@
 //! The object store backend against a real S3-compatible server: the local moto server
 //! `scripts/s3/s3.sh up` starts (`make test` does), found through the variables it
 //! prints (`AWS_ENDPOINT_URL`, the dummy credentials, `WEIR_S3_BUCKET`). Each test works
-//! under a prefix of its own. Without those variables each test says so loudly on
-//! stderr and returns (the harness always sets them).
+//! under a prefix of its own. Without those variables each test fails, saying how to
+//! start the server, unless `WEIR_SKIP_S3=1` asks to skip them (the harness always sets
+//! the variables).
 
 use std::collections::HashSet;
 use std::fs;
@@ -14,19 +15,25 @@ use crate::record::CheckpointId;
 use crate::storage::layout::OWNER_FILE;
 use crate::storage::{CheckpointLocation, CheckpointStorage, Fence, S3Location, StorageError};
 
-/// The bucket `s3.sh up` creates, if the server's environment is set.
+/// The pipeline every test's storage belongs to.
+const PIPELINE: &str = "wc";
+
+/// The bucket `s3.sh up` creates. Without the server's environment: a failure, or
+/// `None` (skip the test) if `WEIR_SKIP_S3=1`.
 fn bucket() -> Option<String> {
     let endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
     let bucket = std::env::var("WEIR_S3_BUCKET").ok();
     match (endpoint, bucket) {
         (Some(_), Some(bucket)) => Some(bucket),
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED: no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; \
-                 run `eval \"$(bash scripts/s3/s3.sh up)\"` first (make test does) ***\n"
-            );
+        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
+            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
             None
         }
+        _ => panic!(
+            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
+             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
+             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
+        ),
     }
 }
 
@@ -48,7 +55,7 @@ fn fresh_location(bucket: &str, test: &str) -> S3Location {
 }
 
 fn open(location: &S3Location) -> CheckpointStorage {
-    CheckpointStorage::open(CheckpointLocation::S3(location.clone())).expect("open")
+    CheckpointStorage::open(CheckpointLocation::S3(location.clone()), PIPELINE).expect("open")
 }
 
 fn ids(ids: &[u64]) -> Vec<CheckpointId> {
@@ -64,8 +71,9 @@ fn put_raw(location: &S3Location, rel: &str, bytes: &'static [u8]) {
     let storage = ObjectStorage::connect(location, &aws_env()).expect("connect");
     let key = storage.key(rel);
     let store = storage.inner.store.clone();
+    let put_key = key.clone();
     storage
-        .run(async move {
+        .run("write", &put_key, async move {
             object_store::ObjectStoreExt::put(
                 store.as_ref(),
                 &key,
@@ -170,7 +178,7 @@ fn discard_deletes_metadata_first_and_leaves_nothing() {
     let location = fresh_location(&bucket, "discard");
     let storage = ObjectStorage::connect(&location, &aws_env())
         .expect("connect")
-        .claim()
+        .claim(PIPELINE)
         .expect("claim");
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("f");
@@ -282,7 +290,8 @@ fn put_shared_is_idempotent_and_restores_byte_for_byte() {
 fn gc_keeps_referenced_shared_files_and_in_flight_checkpoints() {
     let Some(bucket) = bucket() else { return };
     let location = fresh_location(&bucket, "gc");
-    let storage = open(&location);
+    // No grace period: every unreferenced shared object is old enough to go.
+    let storage = open(&location).with_shared_gc_grace(std::time::Duration::ZERO);
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("f");
     write(&src, b"0123456789");
@@ -364,8 +373,9 @@ fn only_weirs_own_prefixes_are_opened_and_emptied() {
     let theirs = fresh_location(&bucket, "theirs");
     put_raw(&theirs, "thesis.tex", b"years of work");
     for refused in [
-        CheckpointStorage::open(CheckpointLocation::S3(theirs.clone())).map(|_| ()),
-        CheckpointStorage::remove_all(CheckpointLocation::S3(theirs.clone())),
+        CheckpointStorage::open(CheckpointLocation::S3(theirs.clone()), PIPELINE).map(|_| ()),
+        CheckpointStorage::remove_all(CheckpointLocation::S3(theirs.clone()), PIPELINE),
+        CheckpointStorage::open_read_only(CheckpointLocation::S3(theirs.clone())).map(|_| ()),
     ] {
         match refused {
             Err(StorageError::NotOurs { entry, root }) => {
@@ -387,7 +397,7 @@ fn only_weirs_own_prefixes_are_opened_and_emptied() {
     storage.put_shared("agg-0", "a", &src).expect("shared");
     storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
     put_raw(&ours, "notes.txt", b"left by a user later");
-    CheckpointStorage::remove_all(CheckpointLocation::S3(ours.clone())).expect("remove");
+    CheckpointStorage::remove_all(CheckpointLocation::S3(ours.clone()), PIPELINE).expect("remove");
     assert_eq!(
         listing(&ours),
         vec![OWNER_FILE.to_owned(), "notes.txt".to_owned()]
@@ -422,7 +432,7 @@ fn bad_configuration_is_a_clear_error_not_a_panic_or_a_hang() {
         |env: &[(String, String)], location: &S3Location| match ObjectStorage::connect(
             location, env,
         )
-        .and_then(ObjectStorage::claim)
+        .and_then(|storage| storage.claim(PIPELINE))
         {
             Err(StorageError::Config { url, reason }) => {
                 assert!(
@@ -453,7 +463,11 @@ fn bad_configuration_is_a_clear_error_not_a_panic_or_a_hang() {
     let started = std::time::Instant::now();
     let reason = config_error(&with("AWS_ENDPOINT_URL", "http://127.0.0.1:1"), &location);
     assert!(reason.contains("cannot reach the bucket"), "{reason}");
-    eprintln!("unreachable endpoint refused after {:?}", started.elapsed());
+    let took = started.elapsed();
+    eprintln!("unreachable endpoint refused after {took:?}");
+    // Bounded, not a hang: its claim. Refused connections are retried with short
+    // backoffs, so this ends in seconds; a minute leaves room for a slow machine.
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
     // Nothing was written by the refused attempts.
     assert!(listing(&location).is_empty());
 }
@@ -482,4 +496,119 @@ fn callable_from_inside_a_tokio_runtime_of_either_flavour() {
     assert_eq!(in_worker.expect("list"), ids(&[1]));
     // The last clone dropped inside an async context: no panic.
     current.block_on(async move { drop(storage) });
+}
+
+#[test]
+fn gc_keeps_a_fresh_unreferenced_shared_object() {
+    // Another instance's upload for a checkpoint in flight: no metadata names it yet.
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "gc-fresh");
+    let storage = open(&location);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("f");
+    write(&src, b"0123456789");
+    storage.put_shared("agg-0", "fresh", &src).expect("shared");
+    let report = storage.gc(&[], &HashSet::new()).expect("gc");
+    assert_eq!(report.shared_files_removed, 0, "{report:?}");
+    assert!(storage.has_shared("agg-0", "fresh").expect("has"));
+}
+
+#[test]
+fn a_retried_metadata_put_that_landed_is_success() {
+    // The client retried a PUT whose first attempt was stored: the object is ours.
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "metadata-retry");
+    let storage = open(&location);
+    put_raw(&location, "chk-0000000001/_metadata", b"{\"one\":1}");
+    storage
+        .write_metadata(CheckpointId(1), b"{\"one\":1}")
+        .expect("the same bytes are our own earlier attempt");
+    put_raw(&location, "chk-0000000002/_metadata", b"{\"two\":2}");
+    assert!(matches!(
+        storage.write_metadata(CheckpointId(2), b"{\"two\":\"other\"}"),
+        Err(StorageError::AlreadyComplete { .. })
+    ));
+    assert_eq!(
+        storage.read_metadata(CheckpointId(2)).expect("read"),
+        b"{\"two\":2}"
+    );
+}
+
+#[test]
+fn remove_all_deletes_every_metadata_first() {
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "remove-order");
+    let storage = ObjectStorage::connect(&location, &aws_env())
+        .expect("connect")
+        .claim(PIPELINE)
+        .expect("claim");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("f");
+    write(&src, b"x");
+    storage.put_shared("agg-0", "a", &src).expect("shared");
+    for id in [1, 2, 3] {
+        for name in ["CURRENT", "MANIFEST-000001"] {
+            storage
+                .put_private(CheckpointId(id), "agg-0", name, &src)
+                .expect("private");
+        }
+        storage.write_metadata(CheckpointId(id), b"m").expect("m");
+    }
+    storage.remove_everything(PIPELINE).expect("remove");
+    let deleted = storage.inner.deleted.lock().expect("log").clone();
+    assert_eq!(deleted.len(), 3 + 6 + 1, "{deleted:?}");
+    assert!(
+        deleted[..3].iter().all(|key| key.ends_with("/_metadata")),
+        "every _metadata must go first: {deleted:?}"
+    );
+    assert_eq!(listing(&location), vec![OWNER_FILE.to_owned()]);
+}
+
+#[test]
+fn a_prefix_belongs_to_one_pipeline() {
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "owner");
+    let s3 = || CheckpointLocation::S3(location.clone());
+    let storage = open(&location);
+    storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
+    CheckpointStorage::open(s3(), PIPELINE).expect("the same pipeline reopens it");
+    let before = listing(&location);
+    for refused in [
+        CheckpointStorage::open(s3(), "other").map(|_| ()),
+        CheckpointStorage::remove_all(s3(), "other"),
+    ] {
+        match refused {
+            Err(e @ StorageError::OtherPipeline(_)) => {
+                let line = e.to_string();
+                assert!(
+                    line.contains(&location.to_string())
+                        && line.contains("\"wc\"")
+                        && line.contains("\"other\""),
+                    "{line}"
+                );
+            }
+            other => panic!("another pipeline must be refused: {other:?}"),
+        }
+    }
+    assert_eq!(listing(&location), before, "the refused pipeline wrote");
+    assert_eq!(storage.complete_checkpoints().expect("list"), ids(&[1]));
+
+    // An older Weir's marker names no pipeline: the first opener adopts it.
+    let old = fresh_location(&bucket, "owner-old");
+    put_raw(&old, OWNER_FILE, b"weir checkpoint storage\n");
+    CheckpointStorage::open(CheckpointLocation::S3(old.clone()), "first").expect("adopted");
+    assert!(matches!(
+        CheckpointStorage::open(CheckpointLocation::S3(old.clone()), "second"),
+        Err(StorageError::OtherPipeline(_))
+    ));
+}
+
+#[test]
+fn a_read_only_open_writes_nothing() {
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "read-only");
+    let storage =
+        CheckpointStorage::open_read_only(CheckpointLocation::S3(location.clone())).expect("open");
+    assert!(storage.complete_checkpoints().expect("list").is_empty());
+    assert!(listing(&location).is_empty(), "a read-only open wrote");
 }

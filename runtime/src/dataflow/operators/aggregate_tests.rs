@@ -36,7 +36,9 @@ fn config(allowed_lateness_ms: i64) -> AggregateConfig {
 fn location(dir: &Path, work: &str) -> StateLocation {
     StateLocation {
         work_dir: dir.join(work),
-        storage: Arc::new(CheckpointStorage::open(dir.join("checkpoints")).expect("storage")),
+        storage: Arc::new(
+            CheckpointStorage::open(dir.join("checkpoints"), "test").expect("storage"),
+        ),
         storage_task: "stage1-0.step-0".into(),
     }
 }

@@ -174,7 +174,10 @@ pub fn open_aggregate(
     module: &Arc<GuestModule>,
     dir: &std::path::Path,
 ) -> anyhow::Result<AggregateOperator> {
-    let storage = Arc::new(CheckpointStorage::open(dir.join("checkpoints"))?);
+    let storage = Arc::new(CheckpointStorage::open(
+        dir.join("checkpoints"),
+        "weir-bench",
+    )?);
     AggregateOperator::open(
         AggregateConfig {
             id: "step-0".into(),
