@@ -226,6 +226,12 @@ impl CheckpointStorage {
         src: &Path,
     ) -> Result<u64, StorageError> {
         self.check_fence()?;
+        if self.is_complete(checkpoint_id)? {
+            return Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: dispatch!(self.metadata_location(checkpoint_id)),
+            });
+        }
         dispatch!(self.put_private(checkpoint_id, task, name, src))
     }
 

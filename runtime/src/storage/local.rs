@@ -156,12 +156,6 @@ impl LocalStorage {
         src: &Path,
     ) -> Result<u64, StorageError> {
         let dest = self.private_path(checkpoint_id, task, name)?;
-        if self.is_complete(checkpoint_id)? {
-            return Err(StorageError::AlreadyComplete {
-                checkpoint_id,
-                location: self.metadata_path(checkpoint_id).display().to_string(),
-            });
-        }
         let dir = self.checkpoint_dir(checkpoint_id).join(task);
         ensure_dir(&dir)?;
         let size = file_size(src)?;
@@ -213,7 +207,7 @@ impl LocalStorage {
         if exists(&path)? {
             return Err(StorageError::AlreadyComplete {
                 checkpoint_id,
-                location: path.display().to_string(),
+                location: self.metadata_location(checkpoint_id),
             });
         }
         let tmp = temp_path(&path);
@@ -248,6 +242,11 @@ impl LocalStorage {
     /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
     pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
         exists(&self.metadata_path(checkpoint_id))
+    }
+
+    /// Where checkpoint `checkpoint_id`'s metadata is (or would be), for messages.
+    pub fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
+        self.metadata_path(checkpoint_id).display().to_string()
     }
 
     /// Every checkpoint directory, complete or not, ascending.

@@ -339,7 +339,7 @@ impl ObjectStorage {
     }
 
     /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`,
-    /// replacing a previous attempt's; refused once the checkpoint is complete.
+    /// replacing a previous attempt's (`CheckpointStorage` refuses a complete checkpoint).
     pub fn put_private(
         &self,
         checkpoint_id: CheckpointId,
@@ -348,12 +348,6 @@ impl ObjectStorage {
         src: &Path,
     ) -> Result<u64, StorageError> {
         let key = self.private_key(checkpoint_id, task, name)?;
-        if self.is_complete(checkpoint_id)? {
-            return Err(StorageError::AlreadyComplete {
-                checkpoint_id,
-                location: self.url(&self.metadata_key(checkpoint_id)),
-            });
-        }
         self.upload(src, key)
     }
 
@@ -398,7 +392,7 @@ impl ObjectStorage {
             Some(existing) if existing == bytes => Ok(()),
             _ => Err(StorageError::AlreadyComplete {
                 checkpoint_id,
-                location: self.url(&key),
+                location: self.metadata_location(checkpoint_id),
             }),
         }
     }
@@ -416,6 +410,11 @@ impl ObjectStorage {
     /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
     pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
         self.exists(&self.metadata_key(checkpoint_id))
+    }
+
+    /// Where checkpoint `checkpoint_id`'s metadata is (or would be), for messages.
+    pub fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
+        self.url(&self.metadata_key(checkpoint_id))
     }
 
     /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
