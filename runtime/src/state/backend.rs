@@ -19,7 +19,9 @@
 //! - Only the state writer thread (see `writer`) writes the live DB, in the order the
 //!   task sent write-backs; the task thread only reads it. What `get` returns is the
 //!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
-//!   RocksDB holds every write-back and merges the cache over it.
+//!   RocksDB holds every write-back and merges the cache over it. `prefetch` reads a
+//!   batch's keys unknown to both in one batched MultiGet and caches them (clean), so
+//!   the `get`s that follow hit: it changes what is cached, never what is read.
 //! - A snapshot has a short synchronous part on the task thread, at the barrier (copy
 //!   the dirty entries, sorted, into one write-back, mark them clean, and ask the
 //!   writer for checkpoint n), and an asynchronous part on the writer thread (write
@@ -37,7 +39,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rocksdb::{BlockBasedOptions, DB, DBCompressionType, Options};
+use rocksdb::{
+    BlockBasedOptions, DB, DBCompressionType, DEFAULT_COLUMN_FAMILY_NAME, Options, ReadOptions,
+};
 
 use crate::record::CheckpointId;
 use crate::state::cache::{StateCache, slot_bytes};
@@ -89,6 +93,21 @@ const INFO_LOG_FILES_KEPT: usize = 2;
 
 /// Sub-directory of the work dir holding the live DB.
 const DB_DIR: &str = "db";
+/// A state key's hash under one [`KeyedState`]'s cache ([`KeyedState::key_hash`]). A
+/// caller that hashes its keys anyway (the aggregate groups a batch by state key) files
+/// them under this hash and hands it back to [`KeyedState::get_hashed`] and
+/// [`KeyedState::put_hashed`], so a key is hashed once per batch, not once per access.
+/// Meaningful only to the state that made it (its hasher is randomly seeded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash(u64);
+
+impl KeyHash {
+    /// The hash, to file the key in the caller's own hash table.
+    pub fn value(self) -> u64 {
+        self.0
+    }
+}
+
 /// Keyed state of one stateful operator subtask. See the module doc.
 pub struct KeyedState {
     cache: StateCache,
@@ -100,6 +119,11 @@ pub struct KeyedState {
     dirty_limit: usize,
     /// The cache's byte bound, also the most bytes write-backs in flight may hold.
     max_bytes: usize,
+    /// Keys RocksDB was asked for since the last [`prefetch`](Self::prefetch): whether
+    /// the next one is worth its cache probes.
+    read_from_db: usize,
+    /// One set of read options for every RocksDB read (creating them is a C++ allocation).
+    read_options: ReadOptions,
     work_dir: PathBuf,
     db_dir: PathBuf,
 }
@@ -183,6 +207,8 @@ impl KeyedState {
             writer,
             dirty_limit: dirty_limit(cache_capacity.entries),
             max_bytes: cache_capacity.bytes,
+            read_from_db: 0,
+            read_options: ReadOptions::default(),
             work_dir,
             db_dir,
         })
@@ -191,31 +217,100 @@ impl KeyedState {
     /// The current value of `key`: from the cache, else from the write-backs in flight,
     /// else from RocksDB (then cached, clean).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
+        self.get_hashed(self.key_hash(key), key)
+    }
+
+    /// `key`'s hash in this state (see [`KeyHash`]).
+    pub fn key_hash(&self, key: &[u8]) -> KeyHash {
+        KeyHash(self.cache.hash(key))
+    }
+
+    /// [`get`](Self::get) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
+    pub fn get_hashed(&mut self, hash: KeyHash, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
         // One probe on a hit; the value is read by slot, so the miss path may change the cache.
-        if let Some(slot) = self.cache.find_touch(key) {
+        if let Some(slot) = self.cache.find_touch_hashed(hash.0, key) {
             return Ok(self.cache.value(slot));
         }
         self.in_flight.prune(self.writer.applied());
         let value = match self.in_flight.lookup(key) {
             Some(value) => value.map(<[u8]>::to_vec),
-            None => self
-                .writer
-                .db()
-                .get_pinned(key)
-                .map_err(|e| StateError::db("get", &self.db_dir, e))?
-                .map(|v| v.to_vec()),
+            None => {
+                self.read_from_db += 1;
+                self.writer
+                    .db()
+                    .get_pinned_opt(key, &self.read_options)
+                    .map_err(|e| StateError::db("get", &self.db_dir, e))?
+                    .map(|v| v.to_vec())
+            }
         };
         let incoming = slot_bytes(key, value.as_deref());
         if self.cache.would_overflow(incoming) {
             self.evict(incoming, true)?;
         }
-        Ok(self.cache.insert_clean(key.to_vec(), value))
+        Ok(self.cache.insert_clean_hashed(hash.0, key.to_vec(), value))
+    }
+
+    /// Reads every key of `keys` that neither the cache nor a write-back in flight knows
+    /// from RocksDB in one batched MultiGet, and caches what it holds (clean), so that
+    /// the `get`s that follow hit the cache. A batch's keys new to the cache are mostly new
+    /// to the state too, and RocksDB answers such misses together (memtable and bloom
+    /// filter probes of the whole batch) faster than one by one. Skipped when the last
+    /// batch found (almost) everything cached, so a cache-resident state pays nothing.
+    /// Only a hint: an entry evicted again before its `get` is read again then.
+    pub fn prefetch<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = (KeyHash, &'k [u8])>,
+    ) -> Result<(), StateError> {
+        let worth_it = self.read_from_db >= PREFETCH_MIN_READS;
+        self.read_from_db = 0;
+        if !worth_it {
+            return Ok(());
+        }
+        self.in_flight.prune(self.writer.applied());
+        let (cache, in_flight) = (&mut self.cache, &self.in_flight);
+        let mut misses: Vec<(KeyHash, &[u8])> = keys
+            .into_iter()
+            .filter(|&(hash, key)| {
+                cache.find_touch_hashed(hash.0, key).is_none() && in_flight.lookup(key).is_none()
+            })
+            .collect();
+        self.read_from_db = misses.len();
+        let db = self.writer.db();
+        let Some(default) = db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME) else {
+            return Ok(());
+        };
+        misses.sort_unstable_by(|a, b| a.1.cmp(b.1));
+        let values = db
+            .batched_multi_get_cf_opt(default, misses.iter().map(|m| m.1), true, &self.read_options)
+            .into_iter()
+            .map(|value| value.map(|v| v.map(|v| v.to_vec())))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StateError::db("multi-get", &self.db_dir, e))?;
+        for ((hash, key), value) in misses.into_iter().zip(values) {
+            let incoming = slot_bytes(key, value.as_deref());
+            if self.cache.would_overflow(incoming) {
+                self.evict(incoming, true)?;
+            }
+            self.cache.insert_clean_hashed(hash.0, key.to_vec(), value);
+        }
+        Ok(())
+    }
+
+    /// Keys RocksDB was asked for since the last `prefetch`.
+    #[cfg(test)]
+    pub(crate) fn reads_from_db(&self) -> usize {
+        self.read_from_db
     }
 
     /// Sets `key` to `value` in the cache (written back at the next barrier or eviction,
     /// or when too many entries are dirty).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
-        self.cache.put(key, value);
+        self.put_hashed(self.key_hash(key), key, value)
+    }
+
+    /// [`put`](Self::put) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
+    pub fn put_hashed(&mut self, hash: KeyHash, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.cache.put_hashed(hash.0, key, value);
         self.shrink()
     }
 
@@ -355,6 +450,10 @@ fn dirty_limit(capacity: usize) -> usize {
     (capacity / 8).clamp(1_024, MAX_DIRTY_ENTRIES)
 }
 
+/// Fewest RocksDB reads in a batch that make the next [`KeyedState::prefetch`] worth its
+/// cache probes.
+const PREFETCH_MIN_READS: usize = 16;
+
 /// The largest dirty limit: some 10 ms of copying at a barrier.
 const MAX_DIRTY_ENTRIES: usize = 65_536;
 
@@ -378,7 +477,9 @@ fn db_options() -> Options {
 }
 
 fn open_db(db_dir: &Path) -> Result<DB, StateError> {
-    DB::open(&db_options(), db_dir).map_err(|e| StateError::db("open", db_dir, e))
+    // The default column family by name, so that its handle serves batched MultiGets.
+    DB::open_cf(&db_options(), db_dir, [DEFAULT_COLUMN_FAMILY_NAME])
+        .map_err(|e| StateError::db("open", db_dir, e))
 }
 
 /// Creates `work_dir`, removes the previous DB and snapshot temp dirs, creates an empty

@@ -105,7 +105,10 @@ impl StateCache {
         }
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
+    /// The hash this cache files `key` under; a caller that needs it anyway (the
+    /// aggregate's grouping) passes it back to the `_hashed` methods instead of having
+    /// the key hashed again.
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
     }
 
@@ -151,8 +154,14 @@ impl StateCache {
     /// The slot of `key`, if cached, marked as recently used: one probe. Lets a caller
     /// that must change the cache on a miss (and so cannot hold a borrow of the value
     /// across it) read the value with [`value`](Self::value) afterwards.
+    #[cfg(test)]
     pub(crate) fn find_touch(&mut self, key: &[u8]) -> Option<SlotId> {
-        let i = self.find(self.hash(key), key)?;
+        self.find_touch_hashed(self.hash(key), key)
+    }
+
+    /// [`find_touch`](Self::find_touch) with `hash` = [`hash`](Self::hash)`(key)`.
+    pub(crate) fn find_touch_hashed(&mut self, hash: u64, key: &[u8]) -> Option<SlotId> {
+        let i = self.find(hash, key)?;
         self.slot_mut(i).referenced = true;
         Some(SlotId(i))
     }
@@ -222,8 +231,18 @@ impl StateCache {
     }
 
     /// Caches what RocksDB holds for `key` (clean) and returns it.
+    #[cfg(test)]
     pub(crate) fn insert_clean(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Option<&[u8]> {
-        let hash = self.hash(&key);
+        self.insert_clean_hashed(self.hash(&key), key, value)
+    }
+
+    /// [`insert_clean`](Self::insert_clean) with `hash` = [`hash`](Self::hash)`(key)`.
+    pub(crate) fn insert_clean_hashed(
+        &mut self,
+        hash: u64,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> Option<&[u8]> {
         let i = match self.find(hash, &key) {
             Some(i) => {
                 self.replace(i, false, |_| value);
@@ -238,8 +257,13 @@ impl StateCache {
     /// fits (at most twice the new length, so the byte bound, counted in lengths, stays
     /// honest): no allocation when a key is updated in place with a value of about its
     /// old size, the aggregate's every record.
+    #[cfg(test)]
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
-        let hash = self.hash(key);
+        self.put_hashed(self.hash(key), key, value);
+    }
+
+    /// [`put`](Self::put) with `hash` = [`hash`](Self::hash)`(key)`.
+    pub(crate) fn put_hashed(&mut self, hash: u64, key: &[u8], value: &[u8]) {
         let Some(i) = self.find(hash, key) else {
             self.insert_new(hash, key.into(), Some(value.to_vec()), true);
             return;

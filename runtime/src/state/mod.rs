@@ -18,7 +18,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyedState};
+pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyHash, KeyedState};
 pub use error::StateError;
 pub use key::{DecodedKey, StateKey};
 pub use scan::StateScan;

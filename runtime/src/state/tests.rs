@@ -1,7 +1,7 @@
 //! Tests of `KeyedState` with its checkpoint storage: cache and eviction, merged scans,
 //! snapshot and restore, incremental uploads, lineage-unique shared names, GC.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -450,6 +450,15 @@ fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
                 state.put(&k, &v).expect("put");
                 model.insert(k, v);
             }
+            9 => {
+                // More keys than the cache holds: prefetch evicts what it just read.
+                let keys: Vec<Vec<u8>> = (0..40)
+                    .map(|_| key(&format!("k{}", rng.random_range(0..300)), None))
+                    .collect();
+                let keys: BTreeSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let hashed: Vec<_> = keys.iter().map(|k| (state.key_hash(k), *k)).collect();
+                state.prefetch(hashed).expect("prefetch");
+            }
             _ => assert_eq!(
                 state.get(&k).expect("get"),
                 model.get(&k).map(Vec::as_slice),
@@ -471,6 +480,47 @@ fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
         let restored = KeyedState::restore(&work, &storage, &snapshot, CACHE).expect("restore");
         assert_eq!(contents(&restored), expected, "checkpoint {}", i + 1);
     }
+}
+
+/// `prefetch` reads a batch's uncached keys from RocksDB at once and caches them: the
+/// `get`s that follow ask RocksDB nothing and return what it holds, absent keys included.
+#[test]
+fn state_prefetch_caches_a_batch_of_misses_and_reads_agree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let mut written = open(dir.path(), "written");
+    let keys: Vec<Vec<u8>> = (0..2_000).map(|i| key(&format!("k{i}"), None)).collect();
+    for (i, k) in keys.iter().enumerate() {
+        written.put(k, format!("v{i}").as_bytes()).expect("put");
+    }
+    let snapshot = written
+        .snapshot(&storage, CheckpointId(1), "agg-0")
+        .expect("snapshot");
+    drop(written);
+    // Restored: everything in RocksDB, nothing cached, room for all that is read below.
+    let mut state =
+        KeyedState::restore(dir.path().join("agg"), &storage, &snapshot, 4_096).expect("restore");
+    // Cold keys, read one by one: RocksDB is asked for each.
+    for k in &keys[..100] {
+        state.get(k).expect("get");
+    }
+    assert_eq!(state.reads_from_db(), 100);
+    // A batch of cold keys (every tenth absent), prefetched, then read.
+    let batch: Vec<Vec<u8>> = (1_000..1_150)
+        .map(|i| match i % 10 {
+            0 => key(&format!("absent{i}"), None),
+            _ => keys[i].clone(),
+        })
+        .collect();
+    let hashed: Vec<_> = batch.iter().map(|k| (state.key_hash(k), k.as_slice())).collect();
+    state.prefetch(hashed).expect("prefetch");
+    assert_eq!(state.reads_from_db(), batch.len(), "one batched read of the misses");
+    for (n, k) in batch.iter().enumerate() {
+        let i = 1_000 + n;
+        let expected = (i % 10 != 0).then(|| format!("v{i}").into_bytes());
+        assert_eq!(state.get(k).expect("get"), expected.as_deref(), "key {i}");
+    }
+    assert_eq!(state.reads_from_db(), batch.len(), "every get hit the cache");
 }
 
 /// A barrier copies at most an eighth of the cache: past that many dirty entries, they

@@ -25,12 +25,11 @@
 //!   the guest's output.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::BuildHasher;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
@@ -46,7 +45,7 @@ use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
+use crate::state::{CacheBounds, DbSnapshot, KeyHash, KeyedState, StateKey};
 use crate::storage::CheckpointStorage;
 
 /// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
@@ -153,7 +152,8 @@ fn push_emit_entry(input: &mut EmitBatch, user_key: &[u8], window: Option<Window
 /// The (key, window) groups of one input batch, built without an allocation per record:
 /// their state keys end to end, found again by a hash table of group indices, and each
 /// group's records (indices into the batch, in batch order), group after group. Groups
-/// are numbered in order of first appearance.
+/// are numbered in order of first appearance. A state key is hashed once per record, by
+/// the state's own hasher, and that hash serves the group's state get and put too.
 #[derive(Default)]
 struct Groups {
     /// Group `g`'s state key is `keys[key_ends[g-1]..key_ends[g]]`.
@@ -161,14 +161,15 @@ struct Groups {
     key_ends: Vec<u32>,
     /// Window end of each group; `None`: the global window.
     window_ends: Vec<Option<i64>>,
+    /// Each group's state key hashed by the state (the index below files groups by it).
+    hashes: Vec<KeyHash>,
     /// (group, record) in the order `add` saw them.
     assigned: Vec<(u32, u32)>,
     /// After `finish`: group `g`'s records are `members[member_ends[g-1]..member_ends[g]]`.
     members: Vec<u32>,
     member_ends: Vec<u32>,
-    /// Group indices, hashed by state key.
+    /// Group indices, filed under `hashes`.
     index: HashTable<u32>,
-    hasher: DefaultHashBuilder,
     /// The state key being added.
     scratch: Vec<u8>,
 }
@@ -178,6 +179,7 @@ impl Groups {
         self.keys.clear();
         self.key_ends.clear();
         self.window_ends.clear();
+        self.hashes.clear();
         self.assigned.clear();
         self.members.clear();
         self.member_ends.clear();
@@ -192,10 +194,23 @@ impl Groups {
         group_key(&self.keys, &self.key_ends, g)
     }
 
-    /// Adds record `record` to the group of (`key_group`, `user_key`, `window_end`).
-    fn add(&mut self, key_group: u16, user_key: &[u8], window_end: Option<i64>, record: u32) {
+    fn hash(&self, g: usize) -> KeyHash {
+        self.hashes[g]
+    }
+
+    /// Adds record `record` to the group of (`key_group`, `user_key`, `window_end`) in
+    /// `state`.
+    fn add(
+        &mut self,
+        state: &KeyedState,
+        key_group: u16,
+        user_key: &[u8],
+        window_end: Option<i64>,
+        record: u32,
+    ) {
         StateKey::encode_into(&mut self.scratch, key_group, user_key, window_end);
-        let hash = self.hasher.hash_one(self.scratch.as_slice());
+        let key_hash = state.key_hash(&self.scratch);
+        let hash = key_hash.value();
         let (keys, key_ends, scratch) = (&self.keys, &self.key_ends, &self.scratch);
         let found = self
             .index
@@ -210,11 +225,10 @@ impl Groups {
                 self.keys.extend_from_slice(&self.scratch);
                 self.key_ends.push(self.keys.len() as u32);
                 self.window_ends.push(window_end);
-                let hasher = &self.hasher;
-                let (keys, key_ends) = (&self.keys, &self.key_ends);
-                self.index.insert_unique(hash, g, |&g| {
-                    hasher.hash_one(group_key(keys, key_ends, g as usize))
-                });
+                self.hashes.push(key_hash);
+                let hashes = &self.hashes;
+                self.index
+                    .insert_unique(hash, g, |&g| hashes[g as usize].value());
                 g
             }
         };
@@ -423,6 +437,8 @@ impl AggregateOperator {
         range: Range<usize>,
     ) -> Result<GroupBatch, OperatorError> {
         let members = groups.members_of(range.clone());
+        self.state
+            .prefetch(range.clone().map(|g| (groups.hash(g), groups.key(g))))?;
         let mut input = GroupBatch {
             accumulator_ends: Vec::with_capacity(range.len()),
             accumulators: Vec::new(),
@@ -430,7 +446,7 @@ impl AggregateOperator {
             records: RecordBatch::with_capacity(members.len(), batch.byte_size()),
         };
         for g in range {
-            if let Some(acc) = self.state.get(groups.key(g))? {
+            if let Some(acc) = self.state.get_hashed(groups.hash(g), groups.key(g))? {
                 input.accumulators.extend_from_slice(acc);
             }
             input.accumulator_ends.push(input.accumulators.len() as u32);
@@ -531,7 +547,7 @@ impl AggregateOperator {
                     }
                 }
             }
-            self.state.put(state_key, acc)?;
+            self.state.put_hashed(groups.hash(g), state_key, acc)?;
         }
         if !unwindowed.key_ends.is_empty() {
             self.emit_unwindowed(unwindowed, out)?;
@@ -692,7 +708,7 @@ impl Operator for AggregateOperator {
         for (i, r) in batch.iter().enumerate() {
             let group = key_group(r.key, max_parallelism);
             if self.config.windows.is_global() {
-                groups.add(group, r.key, None, i as u32);
+                groups.add(&self.state, group, r.key, None, i as u32);
                 continue;
             }
             windows.clear();
@@ -711,7 +727,7 @@ impl Operator for AggregateOperator {
                 continue;
             }
             for w in &windows {
-                groups.add(group, r.key, Some(w.end), i as u32);
+                groups.add(&self.state, group, r.key, Some(w.end), i as u32);
             }
         }
         groups.finish();
