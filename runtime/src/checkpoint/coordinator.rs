@@ -379,6 +379,9 @@ impl Coordinator {
         self.metrics
             .last_checkpoint_duration_ms
             .store(duration.as_millis() as u64, Ordering::Relaxed);
+        self.metrics
+            .last_checkpoint_unix_ms
+            .store(crate::metrics::unix_ms(), Ordering::Relaxed);
         tracing::debug!(pipeline = %self.config.pipeline, checkpoint = %id, ?duration, files_added, bytes_added, "checkpoint complete");
     }
 

@@ -9,6 +9,7 @@
 //! recovery replays from the last committed one.
 
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::checkpoint::coordinator::RunEnd;
+use crate::metrics::PipelineMetrics;
+use crate::metrics::endpoint::{self, WorkerEndpoint};
 use crate::pipeline::{self, RunOptions};
 use crate::record::CheckpointId;
 use crate::spec::PipelineSpec;
@@ -34,6 +37,10 @@ pub struct RunArgs {
     /// lists the candidates).
     #[arg(long, value_name = "N")]
     pub from_checkpoint: Option<u64>,
+    /// Serve /healthz, /readyz and /metrics on this address (e.g. 0.0.0.0:9464) for
+    /// an orchestrator's probes and a Prometheus scrape, from before recovery on.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
     /// Do not show progress, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -53,6 +60,24 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let stop = stop_on_signals()?;
+    let metrics = Arc::new(PipelineMetrics::default());
+    // Up before recovery, so probes are answered while state is restored.
+    let _endpoint = match args.http {
+        Some(addr) => {
+            let stall_after =
+                endpoint::stall_after(spec.checkpoint.interval, spec.checkpoint.timeout);
+            let served = WorkerEndpoint::start(
+                addr,
+                &spec.name,
+                metrics.clone(),
+                stall_after,
+                stop.clone(),
+            )?;
+            eprintln!("weir: health endpoint on http://{}", served.addr());
+            Some(served)
+        }
+        None => None,
+    };
     // Pipeline errors already name the pipeline, task and operator.
     let options = RunOptions {
         from_scratch: args.from_scratch,
@@ -61,6 +86,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         stop,
         compile_program: Some(super::this_program()?),
         status_file: args.status_file,
+        metrics,
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;

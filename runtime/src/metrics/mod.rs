@@ -4,6 +4,7 @@
 //! process did (replayed records included), which is what a throughput display wants.
 //! Exactly-once is a property of committed output, never of these numbers.
 
+pub mod endpoint;
 pub mod progress;
 pub mod status_file;
 
@@ -28,6 +29,10 @@ pub struct PipelineMetrics {
     pub consumer_lag: AtomicU64,
     pub last_checkpoint_id: AtomicU64,
     pub last_checkpoint_duration_ms: AtomicU64,
+    /// When the last checkpoint completed, Unix milliseconds (0: none yet).
+    pub last_checkpoint_unix_ms: AtomicU64,
+    /// When the pipeline's tasks started, after recovery, Unix milliseconds (0: not yet).
+    pub started_unix_ms: AtomicU64,
 }
 
 /// A point-in-time copy of the counters.
@@ -43,6 +48,17 @@ pub struct MetricsSnapshot {
     pub consumer_lag: u64,
     pub last_checkpoint_id: u64,
     pub last_checkpoint_duration_ms: u64,
+    #[serde(default)]
+    pub last_checkpoint_unix_ms: u64,
+    #[serde(default)]
+    pub started_unix_ms: u64,
+}
+
+/// Milliseconds since the Unix epoch, now (0 if the clock is before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl PipelineMetrics {
@@ -68,6 +84,8 @@ impl PipelineMetrics {
             consumer_lag: get(&self.consumer_lag),
             last_checkpoint_id: get(&self.last_checkpoint_id),
             last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
+            last_checkpoint_unix_ms: get(&self.last_checkpoint_unix_ms),
+            started_unix_ms: get(&self.started_unix_ms),
         }
     }
 }

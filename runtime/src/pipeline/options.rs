@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use crate::checkpoint::coordinator::RunEnd;
-use crate::metrics::MetricsSnapshot;
+use crate::metrics::{MetricsSnapshot, PipelineMetrics};
 use crate::record::CheckpointId;
 
 #[derive(Debug, Clone, Default)]
@@ -24,6 +24,9 @@ pub struct RunOptions {
     pub compile_program: Option<PathBuf>,
     /// Write the counters to this file twice a second (see `metrics::status_file`).
     pub status_file: Option<PathBuf>,
+    /// The run's counters; shared with whoever reports them while the run goes on (the
+    /// health endpoint, started before recovery).
+    pub metrics: Arc<PipelineMetrics>,
 }
 
 #[derive(Debug, Clone)]

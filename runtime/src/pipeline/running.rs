@@ -56,7 +56,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         checkpoint_base,
         committers,
     } = recovery;
-    let metrics = Arc::new(PipelineMetrics::default());
+    let metrics = options.metrics.clone();
     let cancel = Arc::new(AtomicBool::new(false));
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
     let context = TaskContext {
@@ -110,6 +110,9 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         format!("{}-coordinator", spec.name),
         move || task_panic::catch(|| coordinator.run()),
     )?;
+    metrics
+        .started_unix_ms
+        .store(crate::metrics::unix_ms(), Ordering::Relaxed);
     Ok(RunningPipeline {
         pipeline: spec.name.clone(),
         coordinator,

@@ -281,7 +281,12 @@ impl KeyedState {
         };
         misses.sort_unstable_by(|a, b| a.1.cmp(b.1));
         let values = db
-            .batched_multi_get_cf_opt(default, misses.iter().map(|m| m.1), true, &self.read_options)
+            .batched_multi_get_cf_opt(
+                default,
+                misses.iter().map(|m| m.1),
+                true,
+                &self.read_options,
+            )
             .into_iter()
             .map(|value| value.map(|v| v.map(|v| v.to_vec())))
             .collect::<Result<Vec<_>, _>>()
@@ -309,7 +314,12 @@ impl KeyedState {
     }
 
     /// [`put`](Self::put) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
-    pub fn put_hashed(&mut self, hash: KeyHash, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+    pub fn put_hashed(
+        &mut self,
+        hash: KeyHash,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
         self.cache.put_hashed(hash.0, key, value);
         self.shrink()
     }

@@ -354,7 +354,9 @@ fn state_restore_from_older_checkpoint_never_reuses_a_discarded_newer_ones_files
     // the name was (or could have been) run 1's. Which of run 1's numbers were ever uploaded
     // depends on background compaction timing, so compare with every discarded upload.
     let number = |name: &str| -> u64 {
-        name.trim_end_matches(".sst").parse().expect("an SST number")
+        name.trim_end_matches(".sst")
+            .parse()
+            .expect("an SST number")
     };
     let highest_discarded = discarded.keys().map(|n| number(n)).max().expect("files");
     assert!(
@@ -363,7 +365,9 @@ fn state_restore_from_older_checkpoint_never_reuses_a_discarded_newer_ones_files
         new_file.local_name
     );
     assert!(
-        !discarded.values().any(|shared| *shared == new_file.shared_name),
+        !discarded
+            .values()
+            .any(|shared| *shared == new_file.shared_name),
         "{} was uploaded under a discarded checkpoint's shared name {}",
         new_file.local_name,
         new_file.shared_name
@@ -512,15 +516,26 @@ fn state_prefetch_caches_a_batch_of_misses_and_reads_agree() {
             _ => keys[i].clone(),
         })
         .collect();
-    let hashed: Vec<_> = batch.iter().map(|k| (state.key_hash(k), k.as_slice())).collect();
+    let hashed: Vec<_> = batch
+        .iter()
+        .map(|k| (state.key_hash(k), k.as_slice()))
+        .collect();
     state.prefetch(hashed).expect("prefetch");
-    assert_eq!(state.reads_from_db(), batch.len(), "one batched read of the misses");
+    assert_eq!(
+        state.reads_from_db(),
+        batch.len(),
+        "one batched read of the misses"
+    );
     for (n, k) in batch.iter().enumerate() {
         let i = 1_000 + n;
         let expected = (i % 10 != 0).then(|| format!("v{i}").into_bytes());
         assert_eq!(state.get(k).expect("get"), expected.as_deref(), "key {i}");
     }
-    assert_eq!(state.reads_from_db(), batch.len(), "every get hit the cache");
+    assert_eq!(
+        state.reads_from_db(),
+        batch.len(),
+        "every get hit the cache"
+    );
 }
 
 /// A barrier copies at most an eighth of the cache: past that many dirty entries, they
