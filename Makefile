@@ -24,7 +24,7 @@ DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup build guests test demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
-.PHONY: s3-up s3-down
+.PHONY: s3-up s3-down k8s-tools
 
 help:
 	@echo "make demo       run the demo pipeline (generator -> WASM map -> windowed WASM aggregate -> exactly-once files)"
@@ -149,7 +149,12 @@ fuzz-tools:
 	  echo "installing schemathesis $(SCHEMATHESIS_VERSION) into $(VENV)"; \
 	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; }
 
-test: setup guests fuzz-tools
+# kubernetes-validate (PyPI, pinned in the script, venv outside the clone): the offline
+# check of deploy/kubernetes/ (tests/tests/kubernetes_manifests.rs).
+k8s-tools:
+	@bash scripts/kubernetes/validate.sh install
+
+test: setup guests fuzz-tools k8s-tools
 	cargo build --workspace --bins --tests
 	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
