@@ -1,5 +1,5 @@
-//! `weir run SPEC.toml`: runs a pipeline locally until its sources are drained, or until
-//! SIGINT or SIGTERM.
+//! `weir run SPEC.toml [--worker I/N]`: runs a pipeline (or worker I of N of it) locally
+//! until its sources are drained, or until SIGINT or SIGTERM.
 //!
 //! A first SIGINT/SIGTERM asks the run to stop after one more committed checkpoint;
 //! the run then says where it will resume and exits 130 (SIGINT) or 143 (SIGTERM), as a
@@ -18,6 +18,7 @@ use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::checkpoint::coordinator::RunEnd;
+use crate::cluster::Worker;
 use crate::pipeline::{self, RunOptions};
 use crate::record::CheckpointId;
 use crate::spec::PipelineSpec;
@@ -34,6 +35,12 @@ pub struct RunArgs {
     /// lists the candidates).
     #[arg(long, value_name = "N")]
     pub from_checkpoint: Option<u64>,
+    /// Run worker I of N of the pipeline (I counts from 0): it reads its own share of
+    /// the Kafka source partitions and commits on its own (transactional ids
+    /// `<prefix><pipeline>.<I>.{0,1}`, checkpoints and state in `worker-<I>-of-<N>/`).
+    /// Without it the pipeline runs whole, as worker 0/1.
+    #[arg(long, value_name = "I/N", default_value_t = Worker::SINGLE)]
+    pub worker: Worker,
     /// Do not show progress, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -61,6 +68,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         stop,
         compile_program: Some(super::this_program()?),
         status_file: args.status_file,
+        worker: args.worker,
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
@@ -78,18 +86,21 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => format!(" (resumed from checkpoint {id})"),
         None => String::new(),
     };
+    let who = if args.worker.is_single() {
+        spec.name.clone()
+    } else {
+        format!("{} (worker {})", spec.name, args.worker)
+    };
     match summary.end {
         RunEnd::Finished(last) => {
             eprintln!(
-                "weir: pipeline {} finished: {counts}; last checkpoint {last}{resumed}",
-                spec.name
+                "weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}"
             );
             Ok(ExitCode::SUCCESS)
         }
         RunEnd::Stopped { checkpoint, signal } => {
             eprintln!(
-                "weir: pipeline {} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
-                spec.name,
+                "weir: pipeline {who} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
                 signal_name(signal)
             );
             Ok(ExitCode::from(exit_code(signal)))

@@ -9,8 +9,9 @@
 //!   all of them: they share the transactional producers, and that transaction is the
 //!   checkpoint's commit point, see `kafka::sink`), then the file sinks in spec order,
 //!   then the dead letters.
-//! - A file sink's files are named `<pipeline>-<sink id>-<task>-<checkpoint>`, so sinks
-//!   sharing a directory never write the same file.
+//! - A file sink's files are named `<pipeline>-<sink id>-<task>-<checkpoint>`
+//!   (`<pipeline>-worker-<I>-of-<N>-<sink id>-...` for worker I of N > 1), so sinks and
+//!   workers sharing a directory never write the same file.
 
 use std::sync::Arc;
 
@@ -26,12 +27,21 @@ use crate::spec::{PipelineSpec, SinkSpec};
 
 /// File-name prefix of file sink `index`'s output.
 pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
-    format!("{}-{}", spec.name, ids::sink_id(index))
+    format!("{}-{}", file_prefix(spec), ids::sink_id(index))
 }
 
 /// File-name prefix of the dead-letter output.
 pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
-    format!("{}-{}", spec.name, ids::DEAD_LETTER_ID)
+    format!("{}-{}", file_prefix(spec), ids::DEAD_LETTER_ID)
+}
+
+/// The pipeline's name, and for worker I of N > 1 its `worker-<I>-of-<N>`: workers
+/// write into the same directories, each under names of its own.
+fn file_prefix(spec: &PipelineSpec) -> String {
+    match spec.worker.dir_name() {
+        None => spec.name.clone(),
+        Some(worker) => format!("{}-{worker}", spec.name),
+    }
 }
 
 /// The sinks of one pipeline run.

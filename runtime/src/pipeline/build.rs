@@ -137,7 +137,7 @@ fn source_task(
         all: &all_positions,
     });
     let reader =
-        connector::open_source(source, i, spec.parallelism, restored).map_err(|source| {
+        connector::open_source(source, spec.worker, i, spec.parallelism, restored).map_err(|source| {
             PipelineError::Connector {
                 pipeline: spec.name.clone(),
                 task: task.clone(),

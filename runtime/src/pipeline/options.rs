@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use crate::checkpoint::coordinator::RunEnd;
+use crate::cluster::Worker;
 use crate::metrics::MetricsSnapshot;
 use crate::record::CheckpointId;
 
@@ -24,6 +25,8 @@ pub struct RunOptions {
     pub compile_program: Option<PathBuf>,
     /// Write the counters to this file twice a second (see `metrics::status_file`).
     pub status_file: Option<PathBuf>,
+    /// Which worker of the pipeline to run (`--worker I/N`); 0/1 runs all of it.
+    pub worker: Worker,
 }
 
 #[derive(Debug, Clone)]

@@ -1,9 +1,11 @@
 //! `KafkaSource`: one subtask's reader of the partitions of one or more Kafka topics.
 //!
 //! Invariants:
-//! - Assignment, not subscription: each partition of the configured topics belongs to the
-//!   subtask `assignment::owner` names, which adding partitions or topics never changes
-//!   for an existing partition. No consumer group rebalancing ever moves a partition;
+//! - Assignment, not subscription: the partitions of the configured topics are first
+//!   split among the pipeline's workers (`cluster::assignment`; worker 0/1 owns them
+//!   all), then each of the worker's partitions belongs to the subtask
+//!   `assignment::owner` names, which adding partitions or topics never changes for an
+//!   existing partition. No consumer group rebalancing ever moves a partition;
 //!   the group is only where offsets are committed (by the sink, inside its
 //!   transactions) and read (`start = "committed"`).
 //! - Restore from the whole checkpoint: a restored subtask looks its partitions up in
@@ -47,6 +49,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::{self, Worker};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
@@ -226,13 +229,14 @@ impl std::fmt::Debug for KafkaSource {
 }
 
 impl KafkaSource {
-    /// Subtask `subtask` of `parallelism`, in consumer group `group`, resuming from a
-    /// checkpoint if `restored` holds the source's positions in it (every subtask's).
-    /// Fails (bounded by `connect_timeout`) if the broker cannot be reached or a topic
-    /// does not exist.
+    /// Subtask `subtask` of `parallelism` of worker `worker`, in consumer group `group`,
+    /// resuming from a checkpoint if `restored` holds the source's positions in it (every
+    /// subtask's). Fails (bounded by `connect_timeout`) if the broker cannot be reached
+    /// or a topic does not exist.
     pub fn open(
         config: &KafkaSourceConfig,
         group: &str,
+        worker: Worker,
         subtask: usize,
         parallelism: usize,
         restored: Option<&[&SourcePosition]>,
@@ -242,7 +246,7 @@ impl KafkaSource {
         authenticate(&endpoint, timeout)?;
         let bootstrap = endpoint.bootstrap.clone();
         // The partitions first: the consumer's queues are sized by how many it reads.
-        let mine = owned_partitions(&endpoint, config, subtask, parallelism)?;
+        let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged).transpose()?;
         let committed =
@@ -337,11 +341,13 @@ fn create_consumer(
         })
 }
 
-/// The partitions of the configured topics that `assignment::owner` gives to
-/// `subtask`, sorted; read with a metadata client of its own (dropped on return).
+/// The partitions of the configured topics that `cluster::assignment` gives to
+/// `worker` and, of those, `assignment::owner` to `subtask`, sorted; read with a
+/// metadata client of its own (dropped on return).
 fn owned_partitions(
     endpoint: &Endpoint,
     config: &KafkaSourceConfig,
+    worker: Worker,
     subtask: usize,
     parallelism: usize,
 ) -> Result<Vec<(String, i32)>, ConnectorError> {
@@ -349,14 +355,16 @@ fn owned_partitions(
         .create_with_context(QuietContext)
         .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
     let bootstrap = endpoint.bootstrap.as_str();
-    let mut mine = Vec::new();
+    let mut all = Vec::new();
     for topic in config.topic_names() {
         for p in topic_partitions(probe.client(), bootstrap, &topic, config.connect_timeout)? {
-            if assignment::owner(&topic, p, parallelism) == subtask {
-                mine.push((topic.clone(), p));
-            }
+            all.push((topic.clone(), p));
         }
     }
+    let mut mine: Vec<(String, i32)> = cluster::assignment::partitions_of(worker, &all)
+        .into_iter()
+        .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
+        .collect();
     mine.sort();
     Ok(mine)
 }
