@@ -87,3 +87,70 @@ impl PipelineSpec {
         Ok(spec)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn spec(dir: &Path, steps: &str, source: &str) -> PipelineSpec {
+        std::fs::write(dir.join("m.wasm"), b"\0asm").expect("module");
+        let text = format!(
+            r#"
+name = "p"
+state_dir = "state"
+{source}
+{steps}
+[[sinks]]
+type = "kafka"
+topic = "out"
+bootstrap = "127.0.0.1:1"
+"#
+        );
+        PipelineSpec::parse(&text, dir, "spec.toml").expect("spec")
+    }
+
+    const KAFKA: &str = "[[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"";
+    const MAP: &str = "[[steps]]\ntype = \"map\"\nmodule = \"m.wasm\"";
+
+    #[test]
+    fn worker_0_of_1_is_the_spec_unchanged_others_get_their_own_dirs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = spec(dir.path(), MAP, KAFKA);
+        assert_eq!(s.for_worker(Worker::SINGLE), Ok(s.clone()));
+        let w = s.for_worker(Worker::new(2, 3).expect("2/3")).expect("stateless");
+        assert_eq!(w.worker.to_string(), "2/3");
+        assert_eq!(w.name, "p");
+        assert_eq!(w.state_dir, s.state_dir.join("worker-2-of-3"));
+        assert_eq!(w.checkpoint.dir, s.checkpoint.dir.child("worker-2-of-3"));
+        assert_eq!(w.dead_letter, s.dead_letter, "one dead-letter dir, names per worker");
+    }
+
+    #[test]
+    fn a_keyed_step_or_a_non_kafka_source_is_refused_with_one_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keyed = format!(
+            "{MAP}\n[[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\""
+        );
+        let s = spec(dir.path(), &keyed, KAFKA);
+        s.for_worker(Worker::SINGLE).expect("one worker runs it whole");
+        let error = s
+            .for_worker(Worker::new(0, 2).expect("0/2"))
+            .expect_err("keyed with 2 workers");
+        assert_eq!(
+            error.to_string(),
+            "pipeline p, worker 0/2: step count is a keyed aggregate step: its shuffle by key across 2 workers needs a Kafka repartition topic, which Weir does not build yet; run this pipeline as one worker (without --worker, or --worker 0/1)"
+        );
+        let generator = "[[sources]]\ntype = \"generator\"\ncount = 10";
+        let error = spec(dir.path(), MAP, generator)
+            .for_worker(Worker::new(1, 2).expect("1/2"))
+            .expect_err("generator with 2 workers");
+        assert!(
+            error.to_string().starts_with(
+                "pipeline p, worker 1/2: source source-0 is a generator source, which every worker would read whole"
+            ),
+            "{error}"
+        );
+    }
+}
