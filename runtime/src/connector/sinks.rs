@@ -124,3 +124,21 @@ impl<'a> PipelineSinks<'a> {
         )?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Worker;
+
+    #[test]
+    fn workers_write_file_output_under_names_of_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n";
+        let mut spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("spec");
+        assert_eq!(sink_file_name(&spec, 0), "p-sink-0", "0/1: as before workers");
+        assert_eq!(dead_letter_file_name(&spec), "p-dead-letter");
+        spec.worker = Worker::new(1, 3).expect("1/3");
+        assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-sink-0");
+        assert_eq!(dead_letter_file_name(&spec), "p-worker-1-of-3-dead-letter");
+    }
+}
