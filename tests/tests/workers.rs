@@ -1,8 +1,9 @@
 //! A pipeline as N worker processes (`weir run --worker I/N`), against the real broker
 //! of the test run (`KAFKA_BOOTSTRAP`): a stateless uppercase map from a 6-partition
 //! topic to a Kafka topic, run as 3 workers at once while worker 1 is SIGKILLed and
-//! restarted several times; a second process of the same worker; a keyed pipeline
-//! refused with more than one worker.
+//! restarted several times; a second process of the same worker; a partition moved
+//! between workers by a grown topic, refused; a keyed pipeline refused with more than
+//! one worker.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -434,4 +435,63 @@ bootstrap = "127.0.0.1:1"
             "{value}: {err}"
         );
     }
+}
+
+#[test]
+fn a_partition_moved_to_another_worker_by_a_new_partition_is_refused() {
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("workers-grow");
+    let input_topic = kafka::unique_name("workers-grow-in");
+    let output = kafka::unique_name("workers-grow-out");
+    kafka::create_topic(&input_topic, 4);
+    kafka::create_topic(&output, 4);
+    let records: Vec<Input> = input(300).into_iter().filter(|r| r.partition < 4).collect();
+    kafka::produce(&input_topic, &records);
+    let spec = spec(
+        dir.path(),
+        "grow.toml",
+        &name,
+        &input_topic,
+        &output,
+        &dir.path().join("state"),
+        true,
+        0,
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for worker in ["0/2", "1/2"] {
+        let (status, err) = wait(&mut start(&spec, worker, None), deadline, worker);
+        assert!(status.success(), "worker {worker}: {err}");
+    }
+    // 4 partitions: worker 0 owns 0-1, worker 1 owns 2-3; with 5, worker 0 owns 0-2.
+    let shares = |count: i32| {
+        let all: Vec<(String, i32)> = (0..count).map(|p| (input_topic.clone(), p)).collect();
+        weir::cluster::assignment::assign(2, &all, 1)
+    };
+    assert_eq!(shares(4)[1].partitions[0].1, 2);
+    assert_eq!(shares(5)[0].partitions[2].1, 2);
+    kafka::kafka_tool(&[
+        "topics",
+        "--alter",
+        "--topic",
+        &input_topic,
+        "--partitions",
+        "5",
+        "--bootstrap-server",
+        &kafka::bootstrap(),
+    ]);
+    let out = weir()
+        .args(["run", "--quiet", "--worker", "0/2"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    let line = refusal_line(&out);
+    assert!(
+        line.contains(&format!(
+            "partition {input_topic}-2 is worker 0/2's now, but worker 1 of the pipeline committed its offset"
+        )),
+        "{line}"
+    );
+    // Nothing was read twice.
+    assert_eq!(kafka::committed_values(&output).len(), records.len());
 }

@@ -26,9 +26,11 @@
 //! Not an invariant: adding partitions to a source topic changes the partition count,
 //! and with N > 1 that can move an existing partition to another worker (the tests
 //! show by how much). A worker's checkpoint holds only its own partitions' positions,
-//! so a moved partition would restart at its earliest offset on its new owner. Until
-//! rescaling exists (it restores positions from every old worker's checkpoint), do not
-//! add partitions to the source topics of a pipeline run as N > 1 workers.
+//! so a moved partition would restart at its earliest offset on its new owner: the
+//! Kafka source refuses it instead (it finds the other worker's marker on the
+//! partition's committed offset, see `connector::kafka::source`). Until rescaling
+//! exists (it restores positions from every old worker's checkpoint), do not add
+//! partitions to the source topics of a pipeline run as N > 1 workers.
 
 use std::ops::Range;
 

@@ -10,7 +10,9 @@
 //!   transactions) and read (`start = "committed"`).
 //! - Restore from the whole checkpoint: a restored subtask looks its partitions up in
 //!   the positions of every subtask of the source (merged), so a partition's position
-//!   never depends on which subtask owned it. A partition in no snapshot was added after
+//!   never depends on which subtask owned it. Across workers it does (each worker's
+//!   checkpoint holds its own partitions): a worker of N > 1 refuses a partition its
+//!   checkpoint does not list but another worker committed an offset for. A partition in no snapshot was added after
 //!   the checkpoint and starts at its earliest offset: it holds only newer records. A
 //!   restored offset that retention already deleted continues at the earliest offset,
 //!   with a warning and the records skipped counted.
@@ -58,6 +60,7 @@ use crate::connector::kafka::client::{
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
+use crate::connector::kafka::marker::Marker;
 use crate::connector::kafka::source_context::{STATS_INTERVAL_MS, SourceContext};
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
@@ -249,6 +252,11 @@ impl KafkaSource {
         let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged).transpose()?;
+        if let Some(positions) = &restored
+            && !worker.is_single()
+        {
+            refuse_moved_partitions(&consumer, &mine, positions, worker, timeout)?;
+        }
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
                 committed_offsets(&consumer, &mine, &bootstrap, timeout)?
@@ -367,6 +375,47 @@ fn owned_partitions(
         .collect();
     mine.sort();
     Ok(mine)
+}
+
+/// Worker I of N > 1 resuming from its checkpoint: a partition it owns that the
+/// checkpoint does not list is new (read from its earliest offset), unless another
+/// worker of the pipeline committed an offset for it: then the partition count changed
+/// and the assignment moved the partition here from that worker, whose checkpoint holds
+/// its position. Refused rather than read again from the start.
+fn refuse_moved_partitions(
+    consumer: &BaseConsumer<SourceContext>,
+    mine: &[(String, i32)],
+    restored: &BTreeMap<(String, i32), i64>,
+    worker: Worker,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let mut unknown = TopicPartitionList::new();
+    for (topic, partition) in mine {
+        if !restored.contains_key(&(topic.clone(), *partition)) {
+            unknown.add_partition(topic, *partition);
+        }
+    }
+    if unknown.count() == 0 {
+        return Ok(());
+    }
+    let committed = client::committed_offsets(consumer, &unknown, timeout)
+        .map_err(|e| KafkaError::client("cannot read the committed offsets of new partitions", &e))?;
+    for e in committed.elements() {
+        if !matches!(e.offset(), Offset::Offset(_)) {
+            continue;
+        }
+        if let Some(marker) = Marker::parse(e.metadata())
+            && marker.unit != worker.unit()
+        {
+            return Err(KafkaError::PartitionMoved {
+                topic: e.topic().to_owned(),
+                partition: e.partition(),
+                worker,
+                from: marker.unit,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Opens a subtask's partitions one by one: where each starts, its queue, its
