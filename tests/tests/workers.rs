@@ -39,6 +39,7 @@ fn input(per_partition: u64) -> Vec<Input> {
 /// The spec of the pipeline: Kafka `input` -> uppercase -> Kafka `output`,
 /// parallelism 2 per worker, checkpoints every 300 ms; `rate`: records/s each worker
 /// reads (0: unthrottled); `bounded`: stop at the input's end.
+#[allow(clippy::too_many_arguments)] // each test names every place it uses
 fn spec(
     dir: &Path,
     file: &str,
@@ -256,7 +257,10 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     assert_eq!(offsets.len(), PARTITIONS as usize, "{offsets:?}");
     let mut units: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for (p, (offset, metadata)) in &offsets {
-        assert_eq!(*offset, PER_PARTITION as i64, "partition {p} read to its end");
+        assert_eq!(
+            *offset, PER_PARTITION as i64,
+            "partition {p} read to its end"
+        );
         let unit = metadata
             .strip_prefix(&format!("weir:{name}:"))
             .and_then(|rest| rest.split_once(":checkpoint="))
@@ -270,7 +274,11 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     for (i, share) in shares.iter().enumerate() {
         let mine: Vec<i32> = share.partitions.iter().map(|(_, p)| *p).collect();
         assert_eq!(mine.len(), 2, "balanced");
-        assert_eq!(units.get(&i.to_string()), Some(&mine), "worker {i}'s partitions");
+        assert_eq!(
+            units.get(&i.to_string()),
+            Some(&mine),
+            "worker {i}'s partitions"
+        );
         let checkpoints = dir.path().join(format!("checkpoints/worker-{i}-of-3"));
         let storage = weir::storage::CheckpointStorage::open_read_only(&checkpoints)
             .expect("worker checkpoints");
@@ -338,7 +346,10 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         )) && line.contains("worker-1-of-2"),
         "{line}"
     );
-    assert!(first.try_wait().expect("try_wait").is_none(), "the first still runs");
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first still runs"
+    );
 
     // Worker 0/2 (another commit unit) does not disturb it either: it runs to the end
     // of its partitions, and the first keeps running.
@@ -355,7 +366,10 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
     let mut other = start(&spec_bounded, "0/2", None);
     let (status, err) = wait(&mut other, deadline, "worker 0/2");
     assert!(status.success(), "worker 0/2: {err}");
-    assert!(first.try_wait().expect("try_wait").is_none(), "1/2 not fenced by 0/2");
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "1/2 not fenced by 0/2"
+    );
 
     // On another machine (its own state dir, the shared checkpoint dir): the same
     // transactional ids, so it fences the first, which stops with one line saying so.
@@ -366,7 +380,10 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         err.contains("was fenced") && err.contains(&format!("another instance of pipeline {name}")),
         "{err}"
     );
-    assert!(err.contains(&format!("weir.{name}.1.")), "names its transactional id: {err}");
+    assert!(
+        err.contains(&format!("weir.{name}.1.")),
+        "names its transactional id: {err}"
+    );
     let (status, err) = wait(&mut second, deadline, "the second process");
     assert!(status.success(), "the fencing process: {err}");
     assert_each_record_once_in_order(&output, 500);
@@ -420,7 +437,10 @@ bootstrap = "127.0.0.1:1"
     );
     // The flag's own refusals.
     for (value, says) in [
-        ("3/3", "worker 3 does not exist among 3 workers (I counts from 0, so I < N)"),
+        (
+            "3/3",
+            "worker 3 does not exist among 3 workers (I counts from 0, so I < N)",
+        ),
         ("0/0", "N must be at least 1"),
     ] {
         let out = weir()

@@ -93,9 +93,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     match summary.end {
         RunEnd::Finished(last) => {
-            eprintln!(
-                "weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}"
-            );
+            eprintln!("weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}");
             Ok(ExitCode::SUCCESS)
         }
         RunEnd::Stopped { checkpoint, signal } => {
@@ -174,18 +172,25 @@ mod tests {
     #[test]
     fn the_worker_flag_defaults_to_0_of_1_and_refuses_what_is_not_a_worker() {
         assert_eq!(worker_of(&[]), Ok(Worker::SINGLE));
-        assert_eq!(worker_of(&["--worker", "2/3"]).map(|w| w.to_string()), Ok("2/3".into()));
+        assert_eq!(
+            worker_of(&["--worker", "2/3"]).map(|w| w.to_string()),
+            Ok("2/3".into())
+        );
         assert_eq!(worker_of(&["--worker=0/1"]), Ok(Worker::SINGLE));
         for (bad, says) in [
-            ("3/3", "worker 3 does not exist among 3 workers (I counts from 0, so I < N)"),
+            (
+                "3/3",
+                "worker 3 does not exist among 3 workers (I counts from 0, so I < N)",
+            ),
             ("0/0", "N must be at least 1"),
             ("x", "is not I/N"),
         ] {
             let error = worker_of(&["--worker", bad]).expect_err(bad);
             let first = error.lines().next().unwrap_or_default();
             assert!(
-                first.starts_with(&format!("error: invalid value '{bad}' for '--worker <I/N>'"))
-                    && first.contains(says),
+                first.starts_with(&format!(
+                    "error: invalid value '{bad}' for '--worker <I/N>'"
+                )) && first.contains(says),
                 "{bad}: {error}"
             );
         }

@@ -81,8 +81,7 @@ pub fn share<P: Ord + Clone>(
     partitions: &[P],
     key_groups: u16,
 ) -> WorkerAssignment<P> {
-    assign(worker.count(), partitions, key_groups)
-        .swap_remove(worker.index() as usize)
+    assign(worker.count(), partitions, key_groups).swap_remove(worker.index() as usize)
 }
 
 /// `worker`'s source partitions: its share of `partitions` (any order), sorted.
@@ -99,23 +98,12 @@ fn split(workers: u32, units: usize) -> Vec<Vec<usize>> {
     let mut owned: Vec<Vec<usize>> = vec![(0..units).collect()];
     for _ in 1..workers {
         let mut taken = Vec::new();
-        loop {
-            // The most loaded worker, the lowest index among equals.
-            let Some((donor, load)) = owned
-                .iter()
-                .enumerate()
-                .map(|(w, units)| (w, units.len()))
-                .fold(None, |best: Option<(usize, usize)>, (w, n)| match best {
-                    Some((_, m)) if m >= n => best,
-                    _ => Some((w, n)),
-                })
-            else {
-                break;
-            };
-            if load <= taken.len() + 1 {
-                break;
-            }
-            // Units are kept ascending: the highest is the last.
+        // The most loaded worker (the lowest index among equals) gives its highest
+        // unit (units are kept ascending: the last) while it holds more than one unit
+        // above the new worker.
+        while let Some((donor, load)) = most_loaded(&owned)
+            && load > taken.len() + 1
+        {
             if let Some(unit) = owned[donor].pop() {
                 taken.push(unit);
             }
@@ -124,6 +112,17 @@ fn split(workers: u32, units: usize) -> Vec<Vec<usize>> {
         owned.push(taken);
     }
     owned
+}
+
+/// The worker holding the most units and how many, the lowest index among equals.
+fn most_loaded(owned: &[Vec<usize>]) -> Option<(usize, usize)> {
+    owned
+        .iter()
+        .enumerate()
+        .fold(None, |best, (w, units)| match best {
+            Some((_, most)) if most >= units.len() => best,
+            _ => Some((w, units.len())),
+        })
 }
 
 /// Ascending units as ascending, non-adjacent ranges (key groups fit in u16).

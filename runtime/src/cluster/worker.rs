@@ -33,7 +33,9 @@ pub enum WorkerParseError {
     NoWorkers(String),
     #[error("{0:?}: N must be at most {MAX_WORKERS}")]
     TooMany(String),
-    #[error("{value:?}: worker {index} does not exist among {count} workers (I counts from 0, so I < N)")]
+    #[error(
+        "{value:?}: worker {index} does not exist among {count} workers (I counts from 0, so I < N)"
+    )]
     OutOfRange {
         value: String,
         index: u32,
@@ -153,16 +155,25 @@ mod tests {
         let w: Worker = "2/3".parse().expect("2/3");
         assert_eq!((w.index(), w.count()), (2, 3));
         assert_eq!(w.to_string(), "2/3");
-        assert_eq!(" 1 / 4 ".parse::<Worker>().map(|w| w.to_string()), Ok("1/4".into()));
+        assert_eq!(
+            " 1 / 4 ".parse::<Worker>().map(|w| w.to_string()),
+            Ok("1/4".into())
+        );
         assert_eq!(Worker::default(), Worker::SINGLE);
     }
 
     #[test]
     fn bad_values_are_refused_with_one_clear_line() {
         let cases = [
-            ("3/3", "\"3/3\": worker 3 does not exist among 3 workers (I counts from 0, so I < N)"),
+            (
+                "3/3",
+                "\"3/3\": worker 3 does not exist among 3 workers (I counts from 0, so I < N)",
+            ),
             ("0/0", "\"0/0\": N must be at least 1"),
-            ("5/2", "\"5/2\": worker 5 does not exist among 2 workers (I counts from 0, so I < N)"),
+            (
+                "5/2",
+                "\"5/2\": worker 5 does not exist among 2 workers (I counts from 0, so I < N)",
+            ),
             ("1", "\"1\" is not I/N (worker I of N, e.g. 0/3)"),
             ("a/3", "\"a/3\" is not I/N (worker I of N, e.g. 0/3)"),
             ("-1/3", "\"-1/3\" is not I/N (worker I of N, e.g. 0/3)"),
@@ -185,7 +196,13 @@ mod tests {
         assert_eq!(w.dir_name().as_deref(), Some("worker-1-of-3"));
         assert_eq!(w.unit(), "1");
         assert_eq!(Worker::parse_dir_name("worker-1-of-3"), Some(w));
-        for bad in ["worker-3-of-3", "worker-01-of-3", "worker-1-of-", "chk-0000000001", "worker-0-of-1"] {
+        for bad in [
+            "worker-3-of-3",
+            "worker-01-of-3",
+            "worker-1-of-",
+            "chk-0000000001",
+            "worker-0-of-1",
+        ] {
             assert_eq!(Worker::parse_dir_name(bad), None, "{bad}");
         }
     }

@@ -135,7 +135,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let text = "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n";
         let mut spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("spec");
-        assert_eq!(sink_file_name(&spec, 0), "p-sink-0", "0/1: as before workers");
+        assert_eq!(
+            sink_file_name(&spec, 0),
+            "p-sink-0",
+            "0/1: as before workers"
+        );
         assert_eq!(dead_letter_file_name(&spec), "p-dead-letter");
         spec.worker = Worker::new(1, 3).expect("1/3");
         assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-sink-0");

@@ -103,13 +103,19 @@ mod tests {
                 tmp.path().display()
             )
         );
-        assert!(refuse_other_layouts("p", Worker::SINGLE, &root).is_err(), "3 -> 1");
+        assert!(
+            refuse_other_layouts("p", Worker::SINGLE, &root).is_err(),
+            "3 -> 1"
+        );
         // A single worker's checkpoints refuse N > 1 but not another single run.
         let single = tempfile::tempdir().expect("tempdir");
         let root = CheckpointLocation::Local(single.path().to_owned());
         complete(single.path(), 7);
         refuse_other_layouts("p", Worker::SINGLE, &root).expect("1 -> 1");
         let error = refuse_other_layouts("p", w(0, 2), &root).expect_err("1 -> 2");
-        assert!(error.to_string().contains("the pipeline run as one worker"), "{error}");
+        assert!(
+            error.to_string().contains("the pipeline run as one worker"),
+            "{error}"
+        );
     }
 }

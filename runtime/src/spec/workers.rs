@@ -111,7 +111,8 @@ bootstrap = "127.0.0.1:1"
         PipelineSpec::parse(&text, dir, "spec.toml").expect("spec")
     }
 
-    const KAFKA: &str = "[[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"";
+    const KAFKA: &str =
+        "[[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"";
     const MAP: &str = "[[steps]]\ntype = \"map\"\nmodule = \"m.wasm\"";
 
     #[test]
@@ -119,12 +120,17 @@ bootstrap = "127.0.0.1:1"
         let dir = tempfile::tempdir().expect("tempdir");
         let s = spec(dir.path(), MAP, KAFKA);
         assert_eq!(s.for_worker(Worker::SINGLE), Ok(s.clone()));
-        let w = s.for_worker(Worker::new(2, 3).expect("2/3")).expect("stateless");
+        let w = s
+            .for_worker(Worker::new(2, 3).expect("2/3"))
+            .expect("stateless");
         assert_eq!(w.worker.to_string(), "2/3");
         assert_eq!(w.name, "p");
         assert_eq!(w.state_dir, s.state_dir.join("worker-2-of-3"));
         assert_eq!(w.checkpoint.dir, s.checkpoint.dir.child("worker-2-of-3"));
-        assert_eq!(w.dead_letter, s.dead_letter, "one dead-letter dir, names per worker");
+        assert_eq!(
+            w.dead_letter, s.dead_letter,
+            "one dead-letter dir, names per worker"
+        );
     }
 
     #[test]
@@ -134,7 +140,8 @@ bootstrap = "127.0.0.1:1"
             "{MAP}\n[[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\""
         );
         let s = spec(dir.path(), &keyed, KAFKA);
-        s.for_worker(Worker::SINGLE).expect("one worker runs it whole");
+        s.for_worker(Worker::SINGLE)
+            .expect("one worker runs it whole");
         let error = s
             .for_worker(Worker::new(0, 2).expect("0/2"))
             .expect_err("keyed with 2 workers");

@@ -398,8 +398,9 @@ fn refuse_moved_partitions(
     if unknown.count() == 0 {
         return Ok(());
     }
-    let committed = client::committed_offsets(consumer, &unknown, timeout)
-        .map_err(|e| KafkaError::client("cannot read the committed offsets of new partitions", &e))?;
+    let committed = client::committed_offsets(consumer, &unknown, timeout).map_err(|e| {
+        KafkaError::client("cannot read the committed offsets of new partitions", &e)
+    })?;
     for e in committed.elements() {
         if !matches!(e.offset(), Offset::Offset(_)) {
             continue;
