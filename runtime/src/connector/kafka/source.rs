@@ -12,10 +12,11 @@
 //!   the positions of every subtask of the source (merged), so a partition's position
 //!   never depends on which subtask owned it. Across workers it does (each worker's
 //!   checkpoint holds its own partitions): a worker of N > 1 refuses a partition its
-//!   checkpoint does not list but another worker committed an offset for. A partition in no snapshot was added after
-//!   the checkpoint and starts at its earliest offset: it holds only newer records. A
-//!   restored offset that retention already deleted continues at the earliest offset,
-//!   with a warning and the records skipped counted.
+//!   checkpoint does not list but another worker committed an offset for. Otherwise a
+//!   partition in no snapshot was added after the checkpoint and starts at its earliest
+//!   offset: it holds only newer records. A restored offset that retention already
+//!   deleted continues at the earliest offset, with a warning and the records skipped
+//!   counted.
 //! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
 //!   input and never commits anything itself; its progress lives in checkpoints.
 //! - The position `{"v": 1, "partitions": [{"topic": t, "partition": p, "offset": o}, ...]}`
