@@ -11,6 +11,7 @@
 //!   running guest components under memory and CPU limits; [`state`]: the RocksDB
 //!   keyed-state backend;
 //! - [`storage`]: checkpoint storage and the fence of an instance that lost ownership;
+//! - [`cluster`]: which worker of N a process is, and what each worker owns;
 //! - [`record`]: the data every layer shares (batches, messages, checkpoint ids,
 //!   windows, dead letters, snapshots).
 //!
@@ -19,6 +20,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod cluster;
 pub mod connector;
 pub mod dataflow;
 pub mod engine;

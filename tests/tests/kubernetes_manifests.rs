@@ -106,7 +106,10 @@ fn the_worker_manifests_agree_with_weir_run() {
     let help = run_weir(&["run", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     for flag in args.iter().filter(|a| a.starts_with("--")) {
-        assert!(help.contains(&format!("{flag} ")), "`weir run` has no {flag}:\n{help}");
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "`weir run` has no {flag}:\n{help}"
+        );
     }
     let after = |flag: &str| {
         let i = args.iter().position(|a| *a == flag).expect(flag);
@@ -118,11 +121,17 @@ fn the_worker_manifests_agree_with_weir_run() {
     assert_eq!(field(&statefulset, "replicas"), workers, "replicas = N");
     let port = after("--http").rsplit(':').next().expect("a port");
     assert_eq!(field(&statefulset, "containerPort"), port);
-    assert!(statefulset.contains("mountPath: /etc/weir\n"), "the spec is mounted");
+    assert!(
+        statefulset.contains("mountPath: /etc/weir\n"),
+        "the spec is mounted"
+    );
 
     let needed = env_names(&config_map_file(&config_map, "pipeline.toml"));
     let secret = secret_keys(&manifest("worker/secret.yaml"));
-    assert!(needed.is_subset(&secret), "{needed:?} not all in {secret:?}");
+    assert!(
+        needed.is_subset(&secret),
+        "{needed:?} not all in {secret:?}"
+    );
     for aws in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
         assert!(secret.contains(aws), "{aws} for the s3:// checkpoint dir");
     }
@@ -139,7 +148,10 @@ fn the_server_manifests_agree_with_weir_serve() {
         "admin_token_env = \"WEIR_ADMIN_TOKEN\"",
         &format!("admin_token_file = {:?}", token.display().to_string()),
     );
-    assert_ne!(local, text, "server.toml takes its admin token from WEIR_ADMIN_TOKEN");
+    assert_ne!(
+        local, text,
+        "server.toml takes its admin token from WEIR_ADMIN_TOKEN"
+    );
     let path: PathBuf = write_file(dir.path(), "server.toml", &local);
     let config = ServerConfig::load(Path::new(&path))
         .unwrap_or_else(|e| panic!("the server's server.toml: {e}"));
@@ -147,10 +159,16 @@ fn the_server_manifests_agree_with_weir_serve() {
     let port = config.listen.rsplit(':').next().expect("a port");
     let deployment = manifest("server/deployment.yaml");
     assert_eq!(field(&deployment, "containerPort"), port);
-    assert!(deployment.contains("mountPath: /var/lib/weir\n"), "data_dir on the volume");
+    assert!(
+        deployment.contains("mountPath: /var/lib/weir\n"),
+        "data_dir on the volume"
+    );
 
     let needed = env_names(&text);
     assert!(needed.contains("WEIR_ADMIN_TOKEN"));
     let secret = secret_keys(&manifest("server/secret.yaml"));
-    assert!(needed.is_subset(&secret), "{needed:?} not all in {secret:?}");
+    assert!(
+        needed.is_subset(&secret),
+        "{needed:?} not all in {secret:?}"
+    );
 }

@@ -47,7 +47,10 @@ path = {out}
 fn get(agent: &ureq::Agent, url: &str) -> (u16, String) {
     let mut response = agent.get(url).call().expect("the endpoint answers");
     let status = response.status().as_u16();
-    (status, response.body_mut().read_to_string().unwrap_or_default())
+    (
+        status,
+        response.body_mut().read_to_string().unwrap_or_default(),
+    )
 }
 
 /// The value of the sample `name{pipeline="endpoint"}` in a scrape.
@@ -75,7 +78,10 @@ fn the_endpoint_reports_readiness_liveness_and_counters_of_a_real_run() {
     let mut line = String::new();
     let url = loop {
         line.clear();
-        assert!(stderr.read_line(&mut line).expect("read") > 0, "no endpoint line");
+        assert!(
+            stderr.read_line(&mut line).expect("read") > 0,
+            "no endpoint line"
+        );
         if let Some(url) = line.trim().strip_prefix("weir: health endpoint on ") {
             break url.to_owned();
         }
@@ -103,12 +109,18 @@ fn the_endpoint_reports_readiness_liveness_and_counters_of_a_real_run() {
         if sample(&scrape, "weir_checkpoints_completed_total") >= 2 {
             break scrape;
         }
-        assert!(Instant::now() < deadline, "no checkpoint completed:\n{scrape}");
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint completed:\n{scrape}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(sample(&scrape, "weir_records_in_total") > 0, "{scrape}");
     assert!(sample(&scrape, "weir_last_checkpoint_id") >= 2, "{scrape}");
-    assert!(sample(&scrape, "weir_last_checkpoint_unix_ms") > 0, "{scrape}");
+    assert!(
+        sample(&scrape, "weir_last_checkpoint_unix_ms") > 0,
+        "{scrape}"
+    );
     assert_eq!(get(&agent, &format!("{url}/healthz")), (200, "ok\n".into()));
 
     let pid = Pid::from_raw(child.id() as i32);

@@ -1,5 +1,5 @@
-//! `weir run SPEC.toml`: runs a pipeline locally until its sources are drained, or until
-//! SIGINT or SIGTERM.
+//! `weir run SPEC.toml [--worker I/N]`: runs a pipeline (or worker I of N of it) locally
+//! until its sources are drained, or until SIGINT or SIGTERM.
 //!
 //! A first SIGINT/SIGTERM asks the run to stop after one more committed checkpoint;
 //! the run then says where it will resume and exits 130 (SIGINT) or 143 (SIGTERM), as a
@@ -19,6 +19,7 @@ use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::checkpoint::coordinator::RunEnd;
+use crate::cluster::Worker;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::endpoint::{self, WorkerEndpoint};
 use crate::pipeline::{self, RunOptions};
@@ -41,6 +42,12 @@ pub struct RunArgs {
     /// an orchestrator's probes and a Prometheus scrape, from before recovery on.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Run worker I of N of the pipeline (I counts from 0): it reads its own share of
+    /// the Kafka source partitions and commits on its own (transactional ids
+    /// `<prefix><pipeline>.<I>.{0,1}`, checkpoints and state in `worker-<I>-of-<N>/`).
+    /// Without it the pipeline runs whole, as worker 0/1.
+    #[arg(long, value_name = "I/N", default_value_t = Worker::SINGLE)]
+    pub worker: Worker,
     /// Do not show progress, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -87,6 +94,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         compile_program: Some(super::this_program()?),
         status_file: args.status_file,
         metrics,
+        worker: args.worker,
     };
     let summary = pipeline::run(&spec, &options)?;
     let m = summary.metrics;
@@ -104,18 +112,19 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => format!(" (resumed from checkpoint {id})"),
         None => String::new(),
     };
+    let who = if args.worker.is_single() {
+        spec.name.clone()
+    } else {
+        format!("{} (worker {})", spec.name, args.worker)
+    };
     match summary.end {
         RunEnd::Finished(last) => {
-            eprintln!(
-                "weir: pipeline {} finished: {counts}; last checkpoint {last}{resumed}",
-                spec.name
-            );
+            eprintln!("weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}");
             Ok(ExitCode::SUCCESS)
         }
         RunEnd::Stopped { checkpoint, signal } => {
             eprintln!(
-                "weir: pipeline {} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
-                spec.name,
+                "weir: pipeline {who} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
                 signal_name(signal)
             );
             Ok(ExitCode::from(exit_code(signal)))
@@ -164,5 +173,52 @@ fn signal_name(signal: usize) -> &'static str {
         SIGINT => "SIGINT",
         SIGTERM => "SIGTERM",
         _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    use crate::cluster::Worker;
+
+    fn worker_of(args: &[&str]) -> Result<Worker, String> {
+        let argv = ["weir", "run", "spec.toml"].iter().chain(args);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Run(run),
+                ..
+            }) => Ok(run.worker),
+            Ok(_) => Err("not a run".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn the_worker_flag_defaults_to_0_of_1_and_refuses_what_is_not_a_worker() {
+        assert_eq!(worker_of(&[]), Ok(Worker::SINGLE));
+        assert_eq!(
+            worker_of(&["--worker", "2/3"]).map(|w| w.to_string()),
+            Ok("2/3".into())
+        );
+        assert_eq!(worker_of(&["--worker=0/1"]), Ok(Worker::SINGLE));
+        for (bad, says) in [
+            (
+                "3/3",
+                "worker 3 does not exist among 3 workers (I counts from 0, so I < N)",
+            ),
+            ("0/0", "N must be at least 1"),
+            ("x", "is not I/N"),
+        ] {
+            let error = worker_of(&["--worker", bad]).expect_err(bad);
+            let first = error.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with(&format!(
+                    "error: invalid value '{bad}' for '--worker <I/N>'"
+                )) && first.contains(says),
+                "{bad}: {error}"
+            );
+        }
     }
 }

@@ -24,13 +24,17 @@ pub use sinks::PipelineSinks;
 pub use stdin::{StdinSource, StdinSourceConfig};
 pub use stdout::{StdoutSink, StdoutSinkConfig};
 
+use crate::cluster::Worker;
 use crate::dataflow::source::{RestoredSource, Source};
 use crate::spec::{SourceConfig, SourceSpec};
 
-/// Opens subtask `subtask` of `parallelism` of the source `spec`, resuming from the
-/// restored checkpoint's positions if there is one.
+/// Opens subtask `subtask` of `parallelism` of the source `spec` in worker `worker`
+/// (a Kafka source reads only the worker's partitions; the spec admits no other source
+/// for a worker of N > 1), resuming from the restored checkpoint's positions if there
+/// is one.
 pub fn open_source(
     spec: &SourceSpec,
+    worker: Worker,
     subtask: usize,
     parallelism: usize,
     restored: Option<RestoredSource<'_>>,
@@ -51,6 +55,7 @@ pub fn open_source(
             Box::new(kafka::KafkaSource::open(
                 c,
                 &group,
+                worker,
                 subtask,
                 parallelism,
                 restored.map(|r| r.all),

@@ -9,8 +9,9 @@
 //!   all of them: they share the transactional producers, and that transaction is the
 //!   checkpoint's commit point, see `kafka::sink`), then the file sinks in spec order,
 //!   then the dead letters.
-//! - A file sink's files are named `<pipeline>-<sink id>-<task>-<checkpoint>`, so sinks
-//!   sharing a directory never write the same file.
+//! - A file sink's files are named `<pipeline>-<sink id>-<task>-<checkpoint>`
+//!   (`<pipeline>-worker-<I>-of-<N>-<sink id>-...` for worker I of N > 1), so sinks and
+//!   workers sharing a directory never write the same file.
 
 use std::sync::Arc;
 
@@ -26,12 +27,21 @@ use crate::spec::{PipelineSpec, SinkSpec};
 
 /// File-name prefix of file sink `index`'s output.
 pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
-    format!("{}-{}", spec.name, ids::sink_id(index))
+    format!("{}-{}", file_prefix(spec), ids::sink_id(index))
 }
 
 /// File-name prefix of the dead-letter output.
 pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
-    format!("{}-{}", spec.name, ids::DEAD_LETTER_ID)
+    format!("{}-{}", file_prefix(spec), ids::DEAD_LETTER_ID)
+}
+
+/// The pipeline's name, and for worker I of N > 1 its `worker-<I>-of-<N>`: workers
+/// write into the same directories, each under names of its own.
+fn file_prefix(spec: &PipelineSpec) -> String {
+    match spec.worker.dir_name() {
+        None => spec.name.clone(),
+        Some(worker) => format!("{}-{worker}", spec.name),
+    }
 }
 
 /// The sinks of one pipeline run.
@@ -112,5 +122,27 @@ impl<'a> PipelineSinks<'a> {
             &self.spec.dead_letter.path,
             OutputFormat::Value,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Worker;
+
+    #[test]
+    fn workers_write_file_output_under_names_of_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n";
+        let mut spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("spec");
+        assert_eq!(
+            sink_file_name(&spec, 0),
+            "p-sink-0",
+            "0/1: as before workers"
+        );
+        assert_eq!(dead_letter_file_name(&spec), "p-dead-letter");
+        spec.worker = Worker::new(1, 3).expect("1/3");
+        assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-sink-0");
+        assert_eq!(dead_letter_file_name(&spec), "p-worker-1-of-3-dead-letter");
     }
 }

@@ -136,13 +136,11 @@ fn source_task(
         own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
         all: &all_positions,
     });
-    let reader =
-        connector::open_source(source, i, spec.parallelism, restored).map_err(|source| {
-            PipelineError::Connector {
-                pipeline: spec.name.clone(),
-                task: task.clone(),
-                source,
-            }
+    let reader = connector::open_source(source, spec.worker, i, spec.parallelism, restored)
+        .map_err(|source| PipelineError::Connector {
+            pipeline: spec.name.clone(),
+            task: task.clone(),
+            source,
         })?;
     PipelineMetrics::add(
         &cx.context.metrics.records_skipped,

@@ -88,6 +88,22 @@ pub enum PipelineError {
     #[error(transparent)]
     Run(#[from] CoordinatorError),
 
+    /// The spec cannot run as the requested worker (a keyed step, a non-Kafka source).
+    #[error(transparent)]
+    Worker(#[from] crate::spec::WorkerSpecError),
+
+    /// The checkpoint dir holds another worker layout's checkpoints: a rescale.
+    #[error(
+        "pipeline {pipeline}, worker {worker}: checkpoint storage {storage} holds complete checkpoints of {found}: changing the number of workers (rescaling) is not supported yet; run with the same number of workers as before, or with --from-scratch on a fresh checkpoint dir"
+    )]
+    OtherWorkerLayout {
+        pipeline: String,
+        worker: crate::cluster::Worker,
+        storage: String,
+        /// E.g. `worker-1-of-3`, or `the pipeline run as one worker`.
+        found: String,
+    },
+
     /// The coordinator's thread panicked: a bug, reported as the run's failure.
     #[error("pipeline {pipeline}: the checkpoint coordinator panicked: {message}")]
     CoordinatorPanicked { pipeline: String, message: String },

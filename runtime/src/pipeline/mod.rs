@@ -10,6 +10,7 @@ pub mod recovery;
 pub mod run;
 pub mod running;
 pub mod state_dir_lock;
+pub mod worker_layout;
 
 pub use error::PipelineError;
 pub use modules::compile_cache_dir;

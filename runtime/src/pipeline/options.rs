@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use crate::checkpoint::coordinator::RunEnd;
+use crate::cluster::Worker;
 use crate::metrics::{MetricsSnapshot, PipelineMetrics};
 use crate::record::CheckpointId;
 
@@ -27,6 +28,8 @@ pub struct RunOptions {
     /// The run's counters; shared with whoever reports them while the run goes on (the
     /// health endpoint, started before recovery).
     pub metrics: Arc<PipelineMetrics>,
+    /// Which worker of the pipeline to run (`--worker I/N`); 0/1 runs all of it.
+    pub worker: Worker,
 }
 
 #[derive(Debug, Clone)]

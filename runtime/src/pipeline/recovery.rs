@@ -1,7 +1,11 @@
 //! `recover`: everything a run does before its tasks start, in order.
 //!
+//! 0. Worker I of N (`RunOptions::worker`): the spec becomes that worker's
+//!    (`PipelineSpec::for_worker`: its own state and checkpoint subdirectories, its own
+//!    Kafka commit unit), or is refused (a keyed step or a non-Kafka source with N > 1).
 //! 1. Lock the state dir (`state_dir_lock`): a second instance on the same state dir is
-//!    refused before it can fence the first or touch its files.
+//!    refused before it can fence the first or touch its files. Then refuse checkpoints
+//!    of another number of workers (`worker_layout`).
 //! 2. Load the guests (`modules`).
 //! 3. Kafka sinks: check their configuration against the spec and the broker; for
 //!    exactly-once, fence every earlier instance and read the progress markers.
@@ -34,6 +38,7 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
 use crate::pipeline::state_dir_lock::StateDirLock;
+use crate::pipeline::worker_layout;
 use crate::record::CheckpointId;
 use crate::spec::{PipelineSpec, SinkSpec};
 use crate::storage::{CheckpointStorage, Fence};
@@ -59,10 +64,16 @@ pub struct Recovery {
 
 /// Recovers `spec` (steps 1 to 6 above).
 pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, PipelineError> {
+    let root = &spec.checkpoint.dir;
+    let spec = &spec.for_worker(options.worker)?;
     let lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
         pipeline: spec.name.clone(),
         source,
     })?;
+    worker_layout::refuse_other_layouts(&spec.name, spec.worker, root)?;
+    if !spec.worker.is_single() {
+        tracing::info!(pipeline = %spec.name, worker = %spec.worker, state_dir = %spec.state_dir.display(), checkpoints = %spec.checkpoint.dir, "running as one worker of several");
+    }
     let modules = load_modules(spec, &engine(spec, options)?)?;
     // Before anything is deleted or written.
     let fence = Fence::default();

@@ -93,7 +93,7 @@ mod tests {
         for name in [
             names.group(),
             names.progress_topic(),
-            names.transactional_id("0", 1),
+            names.transactional_id(1),
         ] {
             assert!(name.starts_with("a."), "{name}");
         }

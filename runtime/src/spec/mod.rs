@@ -195,6 +195,7 @@ pub mod source;
 pub mod step;
 mod tagged;
 pub mod units;
+pub mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -204,3 +205,4 @@ pub use pipeline::{CheckpointSpec, DeadLetterSpec, GuestLimitsSpec, PipelineSpec
 pub use sink::SinkSpec;
 pub use source::{SourceConfig, SourceSpec};
 pub use step::{AggregateStep, MapStep, StepSpec, WindowSpec};
+pub use workers::WorkerSpecError;

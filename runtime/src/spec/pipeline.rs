@@ -14,6 +14,7 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeTable;
 
+use crate::cluster::Worker;
 use crate::connector::kafka::KafkaNames;
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
@@ -70,6 +71,9 @@ pub struct PipelineSpec {
     pub dead_letter: DeadLetterSpec,
     /// The directory relative paths were resolved against (the spec file's).
     pub base_dir: PathBuf,
+    /// Which worker of the pipeline this spec runs as: 0/1 as parsed (the whole
+    /// pipeline in one process); `PipelineSpec::for_worker` makes worker I of N.
+    pub worker: Worker,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,6 +321,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         },
         state_dir: dirs.state,
         base_dir: base_dir.to_owned(),
+        worker: Worker::SINGLE,
     })
 }
 

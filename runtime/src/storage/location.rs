@@ -63,6 +63,22 @@ impl CheckpointLocation {
         }
     }
 
+    /// The location one path component `name` below this one: a subdirectory, or the
+    /// prefix extended by `/name` (a worker's own checkpoints, see `cluster::Worker`).
+    pub fn child(&self, name: &str) -> CheckpointLocation {
+        match self {
+            CheckpointLocation::Local(dir) => CheckpointLocation::Local(dir.join(name)),
+            CheckpointLocation::S3(s3) => CheckpointLocation::S3(S3Location {
+                bucket: s3.bucket.clone(),
+                prefix: if s3.prefix.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{}/{name}", s3.prefix)
+                },
+            }),
+        }
+    }
+
     /// The local directory, if this is one.
     pub fn as_local(&self) -> Option<&Path> {
         match self {

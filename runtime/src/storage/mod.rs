@@ -11,7 +11,7 @@ mod blocking;
 pub mod checkpoint_storage;
 mod error;
 pub mod fence;
-mod layout;
+pub mod layout;
 mod local;
 pub mod location;
 mod object;

@@ -20,6 +20,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::cluster::assignment;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
@@ -38,8 +39,8 @@ use crate::record::ids;
 use crate::spec::{PipelineSpec, SourceConfig};
 use crate::storage::Fence;
 
-/// The commit unit of a pipeline run on one machine (`weir run`). Workers of a scaled-out
-/// pipeline will each be a unit of their own.
+/// The commit unit of a pipeline run as one process (worker 0/1). Worker I of N is unit
+/// `I` (`KafkaNames::unit`).
 pub const LOCAL_UNIT: &str = "0";
 /// Bound on `init_transactions` and on reading the markers at start: the coordinator may
 /// have to wait out a previous instance's transaction being aborted. (A checkpoint's
@@ -586,13 +587,14 @@ impl ExactlyOnceOpener<'_> {
         Ok(())
     }
 
-    /// The two transactional producers, `{prefix}{pipeline}.{unit}.{0,1}`, both created
-    /// before either's failure is reported.
+    /// The two transactional producers, `{prefix}{pipeline}.{worker}.{0,1}`, both
+    /// created before either's failure is reported.
     fn slots(&self) -> Result<[Slot; 2], KafkaError> {
         let (spec, sink) = (self.spec, self.sink);
         let slots = [0, 1].map(|i| {
             let id = KafkaNames::new(&sink.transactional_prefix, &spec.name)
-                .transactional_id(LOCAL_UNIT, i);
+                .for_worker(spec.worker)
+                .transactional_id(i);
             let mut config = producer_config(sink, self.endpoint);
             config.set("transactional.id", &id).set(
                 "transaction.timeout.ms",
@@ -801,17 +803,20 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
 
 /// Where the marker goes: the group's offsets of the Kafka sources on the sink's
 /// cluster (those in the group of the first such source), else an offset on the
-/// pipeline's progress topic; the marker record always goes to the progress topic.
+/// worker's progress topic; the marker record always goes to the progress topic. A
+/// worker of N > 1 commits (and reads back) only the offsets of the partitions it owns;
+/// one that owns none of the group's partitions carries its marker like a pipeline
+/// without Kafka sources.
 fn marker_target(
     spec: &PipelineSpec,
     sink: &KafkaSinkConfig,
     endpoint: &Endpoint,
 ) -> Result<MarkerTarget, KafkaError> {
     let bootstrap = endpoint.bootstrap.as_str();
-    let names = KafkaNames::new(&sink.transactional_prefix, &spec.name);
+    let names = KafkaNames::new(&sink.transactional_prefix, &spec.name).for_worker(spec.worker);
     let mut target = MarkerTarget {
         pipeline: spec.name.clone(),
-        unit: LOCAL_UNIT.into(),
+        unit: names.unit(),
         group: names.group(),
         sources: Vec::new(),
         source_partitions: Vec::new(),
@@ -835,11 +840,18 @@ fn marker_target(
         let probe: BaseConsumer<QuietContext> = client_config(&c.endpoint()?, c.connect_timeout)
             .create_with_context(QuietContext)
             .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
+        let mut all = Vec::new();
         for topic in c.topic_names() {
             for p in topic_partitions(probe.client(), bootstrap, &topic, c.connect_timeout)? {
-                target.source_partitions.push((topic.clone(), p));
+                all.push((topic.clone(), p));
             }
         }
+        target
+            .source_partitions
+            .extend(assignment::partitions_of(spec.worker, &all));
+    }
+    if target.source_partitions.is_empty() {
+        target.sources.clear();
     }
     Ok(target)
 }

@@ -29,6 +29,16 @@ pub enum KafkaError {
     },
 
     #[error(
+        "partition {topic}-{partition} is worker {worker}'s now, but worker {from} of the pipeline committed its offset: the source topic's partition count changed, which moves partitions between workers, and the position is in worker {from}'s checkpoint; moving a partition between workers needs rescaling, which is not supported yet: restore the partition count, or start the pipeline over on fresh output"
+    )]
+    PartitionMoved {
+        topic: String,
+        partition: i32,
+        worker: crate::cluster::Worker,
+        from: String,
+    },
+
+    #[error(
         "topic {topic} does not exist on {bootstrap}: create it (e.g. `kafka.sh topics --create --topic {topic} --partitions 3`) or fix `topic` in the spec"
     )]
     MissingTopic { topic: String, bootstrap: String },

@@ -3,10 +3,17 @@
 //!
 //! Invariants:
 //! - Every transactional id, consumer group and progress topic of pipeline `p` under
-//!   prefix `P` starts with `P`: the transactional ids are `{P}{p}.{unit}.{0|1}`, the
-//!   default consumer group is `{P}{p}` and the progress topic `{P}{p}.progress`. A
-//!   broker ACL PREFIXED on `P` (transactional ids, groups, topics) therefore covers all
-//!   of them, and two namespaces that are not prefixes of each other share none.
+//!   prefix `P` starts with `P`: the transactional ids of worker I (its commit unit) are
+//!   `{P}{p}.{I}.{0|1}`, the default consumer group is `{P}{p}` (shared by the workers:
+//!   each commits the offsets of its own partitions) and the progress topic
+//!   `{P}{p}.progress`, or `{P}{p}.{I}.progress` for worker I of N > 1. A broker ACL
+//!   PREFIXED on `P` (transactional ids, groups, topics) therefore covers all of them,
+//!   and two namespaces that are not prefixes of each other share none.
+//! - Workers: 0/1 (a pipeline in one process) has exactly the names it had before
+//!   workers existed (unit `0`). Two workers of different I share no transactional id
+//!   and no progress topic, so neither fences the other, and reading one worker's
+//!   marker with read_committed never waits behind another worker's open transaction;
+//!   two processes of the same I share both, so the later one fences the earlier.
 //! - The prefix of a `weir run` pipeline is its Kafka sinks' `transactional_prefix`
 //!   (they must agree, see `preflight::shared_settings`), else
 //!   `DEFAULT_TRANSACTIONAL_PREFIX`; a hosting server sets that field itself from the
@@ -14,13 +21,15 @@
 //! - A source's explicit `group` overrides only the group; nothing overrides the
 //!   transactional ids or the progress topic.
 
+use crate::cluster::Worker;
 use crate::connector::kafka::config::{DEFAULT_TRANSACTIONAL_PREFIX, KafkaSinkConfig};
 
-/// The Kafka names of one pipeline.
+/// The Kafka names of one pipeline (as one of its workers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaNames {
     prefix: String,
     pipeline: String,
+    worker: Worker,
 }
 
 impl KafkaNames {
@@ -30,7 +39,19 @@ impl KafkaNames {
         KafkaNames {
             prefix: prefix.into(),
             pipeline: pipeline.into(),
+            worker: Worker::SINGLE,
         }
+    }
+
+    /// The names of worker `worker` of the same pipeline (0/1 unless set).
+    pub fn for_worker(mut self, worker: Worker) -> Self {
+        self.worker = worker;
+        self
+    }
+
+    /// The commit unit these names belong to: the worker's index.
+    pub fn unit(&self) -> String {
+        self.worker.unit()
     }
 
     /// Names of `pipeline` whose Kafka sinks are `sinks`: the namespace is their shared
@@ -57,14 +78,29 @@ impl KafkaNames {
         format!("{}{}", self.prefix, self.pipeline)
     }
 
-    /// The compacted topic holding the pipeline's progress markers.
+    /// The compacted topic holding the worker's progress markers: the pipeline's for
+    /// 0/1, the worker's own for I of N > 1.
     pub fn progress_topic(&self) -> String {
-        format!("{}{}.progress", self.prefix, self.pipeline)
+        if self.worker.is_single() {
+            format!("{}{}.progress", self.prefix, self.pipeline)
+        } else {
+            format!(
+                "{}{}.{}.progress",
+                self.prefix,
+                self.pipeline,
+                self.worker.index()
+            )
+        }
     }
 
-    /// The transactional id of producer `slot` (0 or 1) of commit unit `unit`.
-    pub fn transactional_id(&self, unit: &str, slot: usize) -> String {
-        format!("{}{}.{unit}.{slot}", self.prefix, self.pipeline)
+    /// The transactional id of producer `slot` (0 or 1) of the worker's commit unit.
+    pub fn transactional_id(&self, slot: usize) -> String {
+        format!(
+            "{}{}.{}.{slot}",
+            self.prefix,
+            self.pipeline,
+            self.worker.index()
+        )
     }
 }
 
@@ -77,13 +113,41 @@ mod tests {
         let names = KafkaNames::new("team-a.", "wc");
         assert_eq!(names.group(), "team-a.wc");
         assert_eq!(names.progress_topic(), "team-a.wc.progress");
-        assert_eq!(names.transactional_id("0", 1), "team-a.wc.0.1");
+        assert_eq!(names.transactional_id(1), "team-a.wc.0.1");
+        assert_eq!(names.unit(), "0");
         for name in [
             names.group(),
             names.progress_topic(),
-            names.transactional_id("0", 0),
+            names.transactional_id(0),
         ] {
             assert!(name.starts_with(names.prefix()), "{name}");
+        }
+    }
+
+    #[test]
+    fn each_worker_has_its_own_transactional_ids_and_progress_topic() {
+        let base = KafkaNames::new("team-a.", "wc");
+        let single = base.clone().for_worker(Worker::SINGLE);
+        assert_eq!(single, base, "0/1 is the pipeline's names, unchanged");
+        let w = |i, n| base.clone().for_worker(Worker::new(i, n).expect("worker"));
+        assert_eq!(w(1, 3).transactional_id(0), "team-a.wc.1.0");
+        assert_eq!(w(1, 3).transactional_id(1), "team-a.wc.1.1");
+        assert_eq!(w(1, 3).unit(), "1");
+        assert_eq!(w(1, 3).progress_topic(), "team-a.wc.1.progress");
+        assert_eq!(w(1, 3).group(), "team-a.wc", "the workers share the group");
+        // The same I fences itself, whatever N; different I share nothing.
+        assert_eq!(w(0, 3).transactional_id(0), single.transactional_id(0));
+        assert_eq!(w(2, 3).transactional_id(1), w(2, 5).transactional_id(1));
+        for (a, b) in [((0, 3), (1, 3)), ((1, 3), (2, 3)), ((0, 2), (1, 2))] {
+            let (a, b) = (w(a.0, a.1), w(b.0, b.1));
+            for slot in [0, 1] {
+                assert_ne!(a.transactional_id(slot), b.transactional_id(slot));
+                assert_ne!(a.transactional_id(slot), b.transactional_id(1 - slot));
+            }
+            assert_ne!(a.progress_topic(), b.progress_topic());
+        }
+        for name in [w(2, 3).transactional_id(0), w(2, 3).progress_topic()] {
+            assert!(name.starts_with("team-a."), "{name}");
         }
     }
 

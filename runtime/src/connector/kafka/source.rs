@@ -1,17 +1,22 @@
 //! `KafkaSource`: one subtask's reader of the partitions of one or more Kafka topics.
 //!
 //! Invariants:
-//! - Assignment, not subscription: each partition of the configured topics belongs to the
-//!   subtask `assignment::owner` names, which adding partitions or topics never changes
-//!   for an existing partition. No consumer group rebalancing ever moves a partition;
+//! - Assignment, not subscription: the partitions of the configured topics are first
+//!   split among the pipeline's workers (`cluster::assignment`; worker 0/1 owns them
+//!   all), then each of the worker's partitions belongs to the subtask
+//!   `assignment::owner` names, which adding partitions or topics never changes for an
+//!   existing partition. No consumer group rebalancing ever moves a partition;
 //!   the group is only where offsets are committed (by the sink, inside its
 //!   transactions) and read (`start = "committed"`).
 //! - Restore from the whole checkpoint: a restored subtask looks its partitions up in
 //!   the positions of every subtask of the source (merged), so a partition's position
-//!   never depends on which subtask owned it. A partition in no snapshot was added after
-//!   the checkpoint and starts at its earliest offset: it holds only newer records. A
-//!   restored offset that retention already deleted continues at the earliest offset,
-//!   with a warning and the records skipped counted.
+//!   never depends on which subtask owned it. Across workers it does (each worker's
+//!   checkpoint holds its own partitions): a worker of N > 1 refuses a partition its
+//!   checkpoint does not list but another worker committed an offset for. Otherwise a
+//!   partition in no snapshot was added after the checkpoint and starts at its earliest
+//!   offset: it holds only newer records. A restored offset that retention already
+//!   deleted continues at the earliest offset, with a warning and the records skipped
+//!   counted.
 //! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
 //!   input and never commits anything itself; its progress lives in checkpoints.
 //! - The position `{"v": 1, "partitions": [{"topic": t, "partition": p, "offset": o}, ...]}`
@@ -47,6 +52,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::{self, Worker};
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
@@ -55,6 +61,7 @@ use crate::connector::kafka::client::{
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
+use crate::connector::kafka::marker::Marker;
 use crate::connector::kafka::source_context::{STATS_INTERVAL_MS, SourceContext};
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
@@ -226,13 +233,14 @@ impl std::fmt::Debug for KafkaSource {
 }
 
 impl KafkaSource {
-    /// Subtask `subtask` of `parallelism`, in consumer group `group`, resuming from a
-    /// checkpoint if `restored` holds the source's positions in it (every subtask's).
-    /// Fails (bounded by `connect_timeout`) if the broker cannot be reached or a topic
-    /// does not exist.
+    /// Subtask `subtask` of `parallelism` of worker `worker`, in consumer group `group`,
+    /// resuming from a checkpoint if `restored` holds the source's positions in it (every
+    /// subtask's). Fails (bounded by `connect_timeout`) if the broker cannot be reached
+    /// or a topic does not exist.
     pub fn open(
         config: &KafkaSourceConfig,
         group: &str,
+        worker: Worker,
         subtask: usize,
         parallelism: usize,
         restored: Option<&[&SourcePosition]>,
@@ -242,9 +250,14 @@ impl KafkaSource {
         authenticate(&endpoint, timeout)?;
         let bootstrap = endpoint.bootstrap.clone();
         // The partitions first: the consumer's queues are sized by how many it reads.
-        let mine = owned_partitions(&endpoint, config, subtask, parallelism)?;
+        let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged).transpose()?;
+        if let Some(positions) = &restored
+            && !worker.is_single()
+        {
+            refuse_moved_partitions(&consumer, &mine, positions, worker, timeout)?;
+        }
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
                 committed_offsets(&consumer, &mine, &bootstrap, timeout)?
@@ -337,11 +350,13 @@ fn create_consumer(
         })
 }
 
-/// The partitions of the configured topics that `assignment::owner` gives to
-/// `subtask`, sorted; read with a metadata client of its own (dropped on return).
+/// The partitions of the configured topics that `cluster::assignment` gives to
+/// `worker` and, of those, `assignment::owner` to `subtask`, sorted; read with a
+/// metadata client of its own (dropped on return).
 fn owned_partitions(
     endpoint: &Endpoint,
     config: &KafkaSourceConfig,
+    worker: Worker,
     subtask: usize,
     parallelism: usize,
 ) -> Result<Vec<(String, i32)>, ConnectorError> {
@@ -349,16 +364,60 @@ fn owned_partitions(
         .create_with_context(QuietContext)
         .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
     let bootstrap = endpoint.bootstrap.as_str();
-    let mut mine = Vec::new();
+    let mut all = Vec::new();
     for topic in config.topic_names() {
         for p in topic_partitions(probe.client(), bootstrap, &topic, config.connect_timeout)? {
-            if assignment::owner(&topic, p, parallelism) == subtask {
-                mine.push((topic.clone(), p));
-            }
+            all.push((topic.clone(), p));
         }
     }
+    let mut mine: Vec<(String, i32)> = cluster::assignment::partitions_of(worker, &all)
+        .into_iter()
+        .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
+        .collect();
     mine.sort();
     Ok(mine)
+}
+
+/// Worker I of N > 1 resuming from its checkpoint: a partition it owns that the
+/// checkpoint does not list is new (read from its earliest offset), unless another
+/// worker of the pipeline committed an offset for it: then the partition count changed
+/// and the assignment moved the partition here from that worker, whose checkpoint holds
+/// its position. Refused rather than read again from the start.
+fn refuse_moved_partitions(
+    consumer: &BaseConsumer<SourceContext>,
+    mine: &[(String, i32)],
+    restored: &BTreeMap<(String, i32), i64>,
+    worker: Worker,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let mut unknown = TopicPartitionList::new();
+    for (topic, partition) in mine {
+        if !restored.contains_key(&(topic.clone(), *partition)) {
+            unknown.add_partition(topic, *partition);
+        }
+    }
+    if unknown.count() == 0 {
+        return Ok(());
+    }
+    let committed = client::committed_offsets(consumer, &unknown, timeout).map_err(|e| {
+        KafkaError::client("cannot read the committed offsets of new partitions", &e)
+    })?;
+    for e in committed.elements() {
+        if !matches!(e.offset(), Offset::Offset(_)) {
+            continue;
+        }
+        if let Some(marker) = Marker::parse(e.metadata())
+            && marker.unit != worker.unit()
+        {
+            return Err(KafkaError::PartitionMoved {
+                topic: e.topic().to_owned(),
+                partition: e.partition(),
+                worker,
+                from: marker.unit,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Opens a subtask's partitions one by one: where each starts, its queue, its
