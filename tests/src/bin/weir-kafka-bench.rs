@@ -276,18 +276,28 @@ fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: 
     )
 }
 
-/// One `weir run` of the bench: its delivery, checkpoint interval and budgets.
+/// One `weir run` of the bench: its delivery, checkpoint interval and budgets, and how
+/// many worker processes run the pipeline (`--worker I/N`; 1: one plain process).
 struct WeirRun<'a> {
     delivery: &'a str,
     interval: &'a str,
     budgets: Budgets,
+    workers: u32,
 }
 
-/// Starts `weir run --quiet spec` against the benchmark's broker.
-fn spawn_weir(spec: &Path, stderr: Stdio) -> anyhow::Result<std::process::Child> {
-    std::process::Command::new(weir_tests::weir_bin())
-        .env_remove("WEIR_FAULT")
-        .args(["run", "--quiet"])
+/// Starts `weir run --quiet spec` (as worker `worker` of `workers` if more than one)
+/// against the benchmark's broker.
+fn spawn_weir(
+    spec: &Path,
+    (worker, workers): (u32, u32),
+    stderr: Stdio,
+) -> anyhow::Result<std::process::Child> {
+    let mut command = std::process::Command::new(weir_tests::weir_bin());
+    command.env_remove("WEIR_FAULT").args(["run", "--quiet"]);
+    if workers > 1 {
+        command.args(["--worker", &format!("{worker}/{workers}")]);
+    }
+    command
         .arg(spec)
         .env("KAFKA_BOOTSTRAP", kafka::bootstrap())
         .stdout(Stdio::null())
@@ -305,8 +315,9 @@ fn peak_rss(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// (b)/(c): runs `weir run --quiet` on a bounded Kafka -> uppercase -> Kafka spec;
-/// (seconds, peak RSS in bytes).
+/// (b)/(c)/(wN): runs `weir run --quiet` on a bounded Kafka -> uppercase -> Kafka spec,
+/// as `run.workers` processes at once; (seconds until the last one ended, the sum of
+/// their peak RSS in bytes).
 fn weir_run(
     dir: &Path,
     run: &WeirRun<'_>,
@@ -315,27 +326,36 @@ fn weir_run(
 ) -> anyhow::Result<(f64, u64)> {
     let spec = weir_spec(dir, run, input, output, true);
     let started = Instant::now();
-    let mut child = spawn_weir(&spec, Stdio::piped())?;
-    let mut peak = 0;
+    let mut children = (0..run.workers)
+        .map(|w| spawn_weir(&spec, (w, run.workers), Stdio::piped()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut peaks = vec![0; children.len()];
+    let mut statuses = vec![None; children.len()];
     // stderr is drained after exit; --quiet keeps it small.
-    let status = loop {
-        if let Some(rss) = peak_rss(child.id()) {
-            peak = peak.max(rss);
-        }
-        if let Some(status) = child.try_wait().context("wait for weir")? {
-            break status;
+    while statuses.iter().any(Option::is_none) {
+        for (i, child) in children.iter_mut().enumerate() {
+            if statuses[i].is_some() {
+                continue;
+            }
+            if let Some(rss) = peak_rss(child.id()) {
+                peaks[i] = peaks[i].max(rss);
+            }
+            statuses[i] = child.try_wait().context("wait for weir")?;
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
     let seconds = started.elapsed().as_secs_f64();
-    let err = take_stderr(&mut child);
-    ensure!(
-        status.success(),
-        "weir run ({} at {}) failed: {status}\n{err}",
-        run.delivery,
-        run.interval
-    );
-    Ok((seconds, peak))
+    for (child, status) in children.iter_mut().zip(statuses.into_iter().flatten()) {
+        let err = take_stderr(child);
+        ensure!(
+            status.success(),
+            "weir run ({} at {}, {} workers) failed: {status}\n{err}",
+            run.delivery,
+            run.interval,
+            run.workers
+        );
+    }
+    Ok((seconds, peaks.iter().sum()))
 }
 
 /// Reads `output` back with read_committed and checks it holds `records` records
@@ -399,9 +419,10 @@ fn exactly_once_latency(
         delivery: "exactly-once",
         interval,
         budgets,
+        workers: 1,
     };
     let spec = weir_spec(dir, &run, &input, &output, false);
-    let mut child = spawn_weir(&spec, Stdio::null())?;
+    let mut child = spawn_weir(&spec, (0, 1), Stdio::null())?;
     let result = measure_latency(&input, &output, count, rate);
     let _ = child.kill();
     let _ = child.wait();
@@ -498,7 +519,7 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
@@ -582,24 +603,41 @@ fn main() -> anyhow::Result<()> {
     // transactions initialised, shutdown), taken off for the net rates.
     let empty = kafka::unique_name("bench-empty-in");
     kafka::create_topic(&empty, PARTITIONS);
-    for (key, scenario, delivery, interval) in [
+    for (key, scenario, delivery, interval, workers) in [
         (
             "b",
             "(b) Weir uppercase, at-least-once",
             "at-least-once",
             "1s",
+            1,
         ),
         (
             "c",
             "(c) Weir uppercase, exactly-once, checkpoint 1s",
             "exactly-once",
             "1s",
+            1,
         ),
         (
             "c100",
             "(c100) Weir uppercase, exactly-once, checkpoint 100ms",
             "exactly-once",
             "100ms",
+            1,
+        ),
+        (
+            "w2",
+            "(w2) as (c), 2 worker processes (--worker I/2)",
+            "exactly-once",
+            "1s",
+            2,
+        ),
+        (
+            "w3",
+            "(w3) as (c), 3 worker processes (--worker I/3)",
+            "exactly-once",
+            "1s",
+            3,
         ),
     ] {
         if !wanted(key) {
@@ -612,6 +650,7 @@ fn main() -> anyhow::Result<()> {
             delivery,
             interval,
             budgets,
+            workers,
         };
         let (seconds, peak) = weir_run(dir.path(), &run, &input, &output)?;
         verify(&output, records, true)?;
@@ -670,9 +709,20 @@ fn main() -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let mut workers_over_one = Vec::new();
+    for (prefix, workers) in [("(w2)", 2), ("(w3)", 3)] {
+        if let (Some(split), Some(one)) = (net_rate_of(prefix), net_rate_of("(c)")) {
+            println!(
+                "exactly-once net throughput of {workers} worker processes / of one: {:.3}",
+                split / one
+            );
+            workers_over_one.push(serde_json::json!({"workers": workers, "ratio": split / one}));
+        }
+    }
     println!(
-        "(b)/(c) wall time includes weir start-up, guest compilation and shutdown; \
-         net = records / (wall - fixed), fixed = the same run on an empty topic"
+        "(b)/(c)/(wN) wall time includes weir start-up, guest compilation and shutdown; \
+         net = records / (wall - fixed), fixed = the same run on an empty topic; \
+         (wN) peak RSS is the sum over its processes"
     );
 
     let mut latency = Vec::new();
@@ -713,6 +763,7 @@ fn main() -> anyhow::Result<()> {
             "peak_rss_bytes": r.peak_rss,
         })).collect::<Vec<_>>(),
         "exactly_once_100ms_over_1s": c100_over_c,
+        "exactly_once_workers_over_one": workers_over_one,
         "exactly_once_latency_ms": latency,
     });
     if let Some(parent) = out.parent() {
