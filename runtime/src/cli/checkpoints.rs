@@ -1,25 +1,47 @@
-//! `weir checkpoints SPEC.toml`: lists a pipeline's complete checkpoints.
+//! `weir checkpoints SPEC.toml [--worker I/N]`: lists a pipeline's (or one of its
+//! workers') complete checkpoints.
 
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::cluster::Worker;
 use crate::spec::PipelineSpec;
-use crate::storage::CheckpointStorage;
+use crate::storage::{CheckpointLocation, CheckpointStorage};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckpointsArgs {
     /// The pipeline spec (TOML) whose checkpoints to list.
     pub spec: PathBuf,
+    /// The checkpoints of worker I of N (`weir run --worker I/N`), which keeps its own.
+    #[arg(long, value_name = "I/N", default_value_t = Worker::SINGLE)]
+    pub worker: Worker,
 }
 
 pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
-    let spec = PipelineSpec::load(&args.spec)?;
+    let whole = PipelineSpec::load(&args.spec)?;
+    if args.worker.is_single() {
+        let workers = worker_dirs(&whole.checkpoint.dir);
+        if !workers.is_empty() {
+            println!(
+                "pipeline {} runs as workers, each with its own checkpoints: {} in {} (list one with --worker I/N)",
+                whole.name,
+                workers.join(", "),
+                whole.checkpoint.dir
+            );
+            return Ok(());
+        }
+    }
+    let spec = whole.for_worker(args.worker)?;
     let storage = CheckpointStorage::open_read_only(&spec.checkpoint.dir)?;
     let ids = storage.complete_checkpoints()?;
     if ids.is_empty() {
+        let worker = match args.worker.dir_name() {
+            Some(_) => format!(", worker {}", args.worker),
+            None => String::new(),
+        };
         println!(
-            "pipeline {}: no checkpoints in {}",
+            "pipeline {}{worker}: no checkpoints in {}",
             spec.name, spec.checkpoint.dir
         );
         return Ok(());
@@ -43,4 +65,19 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The `worker-I-of-N` subdirectories of a local checkpoint dir, sorted (an object-store
+/// prefix is not listed).
+fn worker_dirs(root: &CheckpointLocation) -> Vec<String> {
+    let Some(Ok(entries)) = root.as_local().map(std::fs::read_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| Worker::parse_dir_name(name).is_some())
+        .collect();
+    names.sort();
+    names
 }
