@@ -40,7 +40,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rocksdb::{
-    BlockBasedOptions, DB, DBCompressionType, DEFAULT_COLUMN_FAMILY_NAME, Options, ReadOptions,
+    BlockBasedOptions, ColumnFamilyDescriptor, DB, DBCompressionType, DEFAULT_COLUMN_FAMILY_NAME,
+    Options, ReadOptions,
 };
 
 use crate::record::CheckpointId;
@@ -487,8 +488,11 @@ fn db_options() -> Options {
 }
 
 fn open_db(db_dir: &Path) -> Result<DB, StateError> {
-    // The default column family by name, so that its handle serves batched MultiGets.
-    DB::open_cf(&db_options(), db_dir, [DEFAULT_COLUMN_FAMILY_NAME])
+    // The default column family by descriptor, so that its handle serves batched
+    // MultiGets; with its options given again (`open_cf` by name would give it RocksDB's
+    // defaults: 64 MiB memtables, no bloom filters).
+    let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, db_options());
+    DB::open_cf_descriptors(&db_options(), db_dir, [default])
         .map_err(|e| StateError::db("open", db_dir, e))
 }
 

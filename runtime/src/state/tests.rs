@@ -552,3 +552,45 @@ fn state_keeps_at_most_an_eighth_of_the_cache_dirty() {
     state.flush().expect("flush");
     assert_eq!(contents(&state).len(), 10_000);
 }
+
+/// The live DB's column family runs with Weir's options (16 MiB memtables, bloom
+/// filters, LZ4), not RocksDB's defaults: RocksDB's own OPTIONS file says so. (Opening
+/// the default column family by name alone would give it the defaults: 64 MiB
+/// memtables and no filters, which the memory bounds do not allow for.)
+#[test]
+fn state_db_runs_with_weirs_column_family_options() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = open(dir.path(), "agg");
+    let db_dir = dir.path().join("agg/db");
+    let newest = std::fs::read_dir(&db_dir)
+        .expect("db dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("OPTIONS-"))
+        .max_by_key(|n| n["OPTIONS-".len()..].parse::<u64>().unwrap_or(0))
+        .expect("an OPTIONS file");
+    let text = std::fs::read_to_string(db_dir.join(newest)).expect("read OPTIONS");
+    let section = |name: &str| -> Vec<&str> {
+        text.lines()
+            .skip_while(|l| l.trim() != name)
+            .skip(1)
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .map(str::trim)
+            .collect()
+    };
+    let cf = section("[CFOptions \"default\"]");
+    for line in [
+        "write_buffer_size=16777216",
+        "max_write_buffer_number=2",
+        "compression=kLZ4Compression",
+        "memtable_whole_key_filtering=true",
+    ] {
+        assert!(cf.contains(&line), "{line} not in the default CF's options: {cf:?}");
+    }
+    let table = section("[TableOptions/BlockBasedTable \"default\"]");
+    assert!(
+        table.iter().any(|l| l.starts_with("filter_policy=") && l.contains("bloomfilter")),
+        "no bloom filter: {table:?}"
+    );
+    drop(state);
+}
