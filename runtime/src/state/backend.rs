@@ -94,6 +94,7 @@ const INFO_LOG_FILES_KEPT: usize = 2;
 
 /// Sub-directory of the work dir holding the live DB.
 const DB_DIR: &str = "db";
+
 /// A state key's hash under one [`KeyedState`]'s cache ([`KeyedState::key_hash`]). A
 /// caller that hashes its keys anyway (the aggregate groups a batch by state key) files
 /// them under this hash and hands it back to [`KeyedState::get_hashed`] and

@@ -585,11 +585,16 @@ fn state_db_runs_with_weirs_column_family_options() {
         "compression=kLZ4Compression",
         "memtable_whole_key_filtering=true",
     ] {
-        assert!(cf.contains(&line), "{line} not in the default CF's options: {cf:?}");
+        assert!(
+            cf.contains(&line),
+            "{line} not in the default CF's options: {cf:?}"
+        );
     }
     let table = section("[TableOptions/BlockBasedTable \"default\"]");
     assert!(
-        table.iter().any(|l| l.starts_with("filter_policy=") && l.contains("bloomfilter")),
+        table
+            .iter()
+            .any(|l| l.starts_with("filter_policy=") && l.contains("bloomfilter")),
         "no bloom filter: {table:?}"
     );
     drop(state);

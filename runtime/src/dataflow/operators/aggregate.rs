@@ -22,7 +22,9 @@
 //!   grouping reuses the operator's `Groups` buffers (state keys end to end, a hash
 //!   table of group indices); per group, one state `get` and one `put` (the put's
 //!   accumulator copy is the one allocation), and the emit input is built straight from
-//!   the guest's output.
+//!   the guest's output. A state key is hashed once (the state's hash files the group
+//!   and serves its get and put), and the groups a call needs are first prefetched from
+//!   RocksDB in one batched read (`KeyedState::prefetch`, a no-op while they are cached).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
