@@ -252,7 +252,7 @@ fn copy_partitions(
     Ok(copied)
 }
 
-/// Writes the spec of a Weir Kafka -> `uppercase` -> Kafka pipeline with `delivery`,
+/// Writes the spec of a Weir Kafka -> `run.shape` -> Kafka pipeline with `delivery`,
 /// checkpoints every `interval`.
 fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: bool) -> PathBuf {
     let name = kafka::unique_name(&format!("bench-{}", run.delivery));
@@ -261,6 +261,19 @@ fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: 
         run.budgets.source_line()
     );
     let state = dir.join(format!("state-{name}"));
+    if run.shape == Shape::WordCount {
+        let text = format!(
+            "name = \"{name}\"\nparallelism = 2\nstate_dir = {state}\n\n[checkpoint]\ninterval = \"{interval}\"\n\n{source}\n\n\
+             [[steps]]\ntype = \"aggregate\"\nmodule = {count}\n\n\
+             [[sinks]]\ntype = \"kafka\"\ntopic = \"{output}\"\ndelivery = \"{delivery}\"\n{sink}\n",
+            state = weir_tests::toml_path(&state),
+            interval = run.interval,
+            count = weir_tests::toml_path(&guest("word_count")),
+            delivery = run.delivery,
+            sink = run.budgets.sink_line(),
+        );
+        return weir_tests::write_file(dir, &format!("{name}.toml"), &text);
+    }
     kafka::uppercase_spec(
         dir,
         &name,
@@ -276,9 +289,21 @@ fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: 
     )
 }
 
-/// One `weir run` of the bench: its delivery, checkpoint interval and budgets, and how
-/// many worker processes run the pipeline (`--worker I/N`; 1: one plain process).
+/// What a benchmarked pipeline computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// The WASM `uppercase` map: no shuffle.
+    Uppercase,
+    /// The WASM `word-count` aggregate (unwindowed) over the records' keys: a keyed
+    /// shuffle, in process for one worker, through the repartition topic for more.
+    WordCount,
+}
+
+/// One `weir run` of the bench: what it computes, its delivery, checkpoint interval and
+/// budgets, and how many worker processes run the pipeline (`--worker I/N`; 1: one
+/// plain process).
 struct WeirRun<'a> {
+    shape: Shape,
     delivery: &'a str,
     interval: &'a str,
     budgets: Budgets,
@@ -358,6 +383,28 @@ fn weir_run(
     Ok((seconds, peaks.iter().sum()))
 }
 
+/// Reads the word counts in `output` back with read_committed and checks them: every
+/// word of the input, each word's highest count its number of records, `records` in all.
+fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<()> {
+    let mut highest: BTreeMap<String, u64> = BTreeMap::new();
+    for value in kafka::committed_values(output) {
+        let json: serde_json::Value = serde_json::from_str(&value)
+            .with_context(|| format!("a word count in {output}: {value}"))?;
+        let (Some(word), Some(count)) = (json["word"].as_str(), json["count"].as_u64()) else {
+            bail!("not a word count in {output}: {value}");
+        };
+        let entry = highest.entry(word.to_owned()).or_default();
+        *entry = (*entry).max(count);
+    }
+    ensure!(
+        highest.len() as u64 == words && highest.values().sum::<u64>() == records,
+        "output topic {output}: {} words counting {} records, expected {words} counting {records}",
+        highest.len(),
+        highest.values().sum::<u64>()
+    );
+    Ok(())
+}
+
 /// Reads `output` back with read_committed and checks it holds `records` records
 /// (uppercased if `upper`).
 fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<()> {
@@ -416,6 +463,7 @@ fn exactly_once_latency(
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
     let run = WeirRun {
+        shape: Shape::Uppercase,
         delivery: "exactly-once",
         interval,
         budgets,
@@ -519,7 +567,9 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+/// Distinct keys of the word-count scenarios (k1-k3).
+const WORDS: u64 = 10_000;
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
@@ -603,10 +653,27 @@ fn main() -> anyhow::Result<()> {
     // transactions initialised, shutdown), taken off for the net rates.
     let empty = kafka::unique_name("bench-empty-in");
     kafka::create_topic(&empty, PARTITIONS);
-    for (key, scenario, delivery, interval, workers) in [
+    let word_input = ["k1", "k2", "k3"].iter().any(|k| wanted(k)).then(|| {
+        let topic = kafka::unique_name("bench-words");
+        kafka::create_topic(&topic, PARTITIONS);
+        let words: Vec<Input> = (0..records)
+            .map(|i| Input {
+                partition: (i % PARTITIONS as u64) as i32,
+                key: format!("w{}", i % WORDS),
+                value: "1".to_owned(),
+                timestamp: now,
+            })
+            .collect();
+        eprintln!("producing {records} keyed records over {WORDS} words to {topic}");
+        kafka::produce(&topic, &words);
+        topic
+    });
+    use Shape::{Uppercase, WordCount};
+    for (key, scenario, shape, delivery, interval, workers) in [
         (
             "b",
             "(b) Weir uppercase, at-least-once",
+            Uppercase,
             "at-least-once",
             "1s",
             1,
@@ -614,6 +681,7 @@ fn main() -> anyhow::Result<()> {
         (
             "c",
             "(c) Weir uppercase, exactly-once, checkpoint 1s",
+            Uppercase,
             "exactly-once",
             "1s",
             1,
@@ -621,6 +689,7 @@ fn main() -> anyhow::Result<()> {
         (
             "c100",
             "(c100) Weir uppercase, exactly-once, checkpoint 100ms",
+            Uppercase,
             "exactly-once",
             "100ms",
             1,
@@ -628,6 +697,7 @@ fn main() -> anyhow::Result<()> {
         (
             "w2",
             "(w2) as (c), 2 worker processes (--worker I/2)",
+            Uppercase,
             "exactly-once",
             "1s",
             2,
@@ -635,6 +705,31 @@ fn main() -> anyhow::Result<()> {
         (
             "w3",
             "(w3) as (c), 3 worker processes (--worker I/3)",
+            Uppercase,
+            "exactly-once",
+            "1s",
+            3,
+        ),
+        (
+            "k1",
+            "(k1) Weir word-count (keyed, in-process shuffle), exactly-once, 1s",
+            WordCount,
+            "exactly-once",
+            "1s",
+            1,
+        ),
+        (
+            "k2",
+            "(k2) as (k1), 2 workers (shuffle through the repartition topic)",
+            WordCount,
+            "exactly-once",
+            "1s",
+            2,
+        ),
+        (
+            "k3",
+            "(k3) as (k1), 3 workers (shuffle through the repartition topic)",
+            WordCount,
             "exactly-once",
             "1s",
             3,
@@ -647,13 +742,21 @@ fn main() -> anyhow::Result<()> {
         kafka::create_topic(&output, PARTITIONS);
         eprintln!("{scenario} -> {output}");
         let run = WeirRun {
+            shape,
             delivery,
             interval,
             budgets,
             workers,
         };
-        let (seconds, peak) = weir_run(dir.path(), &run, &input, &output)?;
-        verify(&output, records, true)?;
+        let source = match shape {
+            Uppercase => input.as_str(),
+            WordCount => word_input.as_deref().context("the word input")?,
+        };
+        let (seconds, peak) = weir_run(dir.path(), &run, source, &output)?;
+        match shape {
+            Uppercase => verify(&output, records, true)?,
+            WordCount => verify_counts(&output, records, WORDS.min(records))?,
+        }
         let (fixed, _) = weir_run(dir.path(), &run, &empty, &output)?;
         rows.push(Row {
             scenario,
@@ -710,19 +813,26 @@ fn main() -> anyhow::Result<()> {
         _ => None,
     };
     let mut workers_over_one = Vec::new();
-    for (prefix, workers) in [("(w2)", 2), ("(w3)", 3)] {
-        if let (Some(split), Some(one)) = (net_rate_of(prefix), net_rate_of("(c)")) {
+    for (prefix, one_prefix, workers, what) in [
+        ("(w2)", "(c)", 2, "uppercase"),
+        ("(w3)", "(c)", 3, "uppercase"),
+        ("(k2)", "(k1)", 2, "word-count"),
+        ("(k3)", "(k1)", 3, "word-count"),
+    ] {
+        if let (Some(split), Some(one)) = (net_rate_of(prefix), net_rate_of(one_prefix)) {
             println!(
-                "exactly-once net throughput of {workers} worker processes / of one: {:.3}",
+                "exactly-once {what}: net throughput of {workers} worker processes / of one: {:.3}",
                 split / one
             );
-            workers_over_one.push(serde_json::json!({"workers": workers, "ratio": split / one}));
+            workers_over_one.push(
+                serde_json::json!({"pipeline": what, "workers": workers, "ratio": split / one}),
+            );
         }
     }
     println!(
-        "(b)/(c)/(wN) wall time includes weir start-up, guest compilation and shutdown; \
+        "(b)/(c)/(wN)/(kN) wall time includes weir start-up, guest compilation and shutdown; \
          net = records / (wall - fixed), fixed = the same run on an empty topic; \
-         (wN) peak RSS is the sum over its processes"
+         (wN)/(kN) peak RSS is the sum over its processes"
     );
 
     let mut latency = Vec::new();
