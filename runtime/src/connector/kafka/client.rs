@@ -341,20 +341,23 @@ pub fn broker_transaction_max_timeout_ms(
     })
 }
 
-/// Creates `topic` (one partition, the broker's default replication) unless it exists.
+/// Creates the `kind` topic `topic` (`partitions` partitions, the broker's default
+/// replication, `configs`) unless it exists; an existing topic is left as it is (the
+/// caller checks its partition count if it matters).
 pub fn ensure_topic(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
-    topic: &str,
+    (kind, topic): (&str, &str),
+    partitions: i32,
     configs: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<(), KafkaError> {
     if topic_partitions(admin.inner(), bootstrap, topic, timeout).is_ok() {
         return Ok(());
     }
-    let what = || format!("cannot create the progress topic {topic} on {bootstrap}");
+    let what = || format!("cannot create the {kind} topic {topic} on {bootstrap}");
     // -1: the broker's default.replication.factor (KIP-464).
-    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
     for (key, value) in configs {
         new = new.set(key, value);
     }

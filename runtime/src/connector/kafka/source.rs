@@ -52,7 +52,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{self, Worker};
+use crate::cluster::Worker;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
@@ -351,7 +351,7 @@ fn create_consumer(
 }
 
 /// The partitions of the configured topics that `cluster::assignment` gives to
-/// `worker` and, of those, `assignment::owner` to `subtask`, sorted; read with a
+/// `worker` (for a repartition topic: those of its key groups, see `repartition`) and, of those, `assignment::owner` to `subtask`, sorted; read with a
 /// metadata client of its own (dropped on return).
 fn owned_partitions(
     endpoint: &Endpoint,
@@ -370,7 +370,8 @@ fn owned_partitions(
             all.push((topic.clone(), p));
         }
     }
-    let mut mine: Vec<(String, i32)> = cluster::assignment::partitions_of(worker, &all)
+    let mut mine: Vec<(String, i32)> = config
+        .worker_partitions(worker, &all)
         .into_iter()
         .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
         .collect();
