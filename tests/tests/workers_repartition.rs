@@ -1,0 +1,307 @@
+//! A keyed pipeline as 3 worker processes on one machine, its shuffle by key going
+//! through the Kafka repartition topic (issue 12, item 2), against the real broker
+//! (`KAFKA_BOOTSTRAP`) and the local S3-compatible server (`scripts/s3/s3.sh`):
+//! split-words map + unwindowed word-count aggregate, Kafka in (6 partitions) and out
+//! (exactly-once), checkpoints in the bucket. Random workers are SIGKILLed 10 times
+//! and restarted, one of them with its local state directory deleted (it can only
+//! restore from the bucket). The committed output, read_committed, must be what an
+//! uninterrupted run commits: per word, the counts 1, 2, 3, ... up to the word's exact
+//! number of occurrences, in that order, nothing missing or repeated
+//! (`batch_size = 1`: an unwindowed aggregate emits once per update call, so a batch
+//! holding a word twice would skip a count). The same input run uninterrupted as one
+//! process (in-process shuffle) commits exactly that too.
+//!
+//! Without the S3 server's environment the test fails, saying how to start it, unless
+//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use weir_tests::kafka::{self, Input};
+use weir_tests::{guest, take_stderr, toml_path, weir, write_file};
+
+const PARTITIONS: i32 = 6;
+const WORKERS: u32 = 3;
+/// Input lines per partition, and distinct words per line (out of `VOCABULARY`).
+const LINES_PER_PARTITION: usize = 250;
+const WORDS_PER_LINE: usize = 4;
+const VOCABULARY: usize = 40;
+const KILLS: usize = 10;
+/// Bound on the whole scenario.
+const WAIT_LIMIT: Duration = Duration::from_secs(420);
+
+fn bucket() -> Option<String> {
+    match (
+        std::env::var("AWS_ENDPOINT_URL"),
+        std::env::var("WEIR_S3_BUCKET"),
+    ) {
+        (Ok(_), Ok(bucket)) => Some(bucket),
+        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
+            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
+            None
+        }
+        _ => panic!(
+            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
+             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
+             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
+        ),
+    }
+}
+
+/// Line `n` of partition `p`: `WORDS_PER_LINE` distinct words of the vocabulary.
+fn input() -> (Vec<Input>, BTreeMap<String, u64>) {
+    let mut records = Vec::new();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    for n in 0..LINES_PER_PARTITION {
+        for p in 0..PARTITIONS {
+            let start = (n * 7 + p as usize * 3) % VOCABULARY;
+            let words: Vec<String> = (0..WORDS_PER_LINE)
+                .map(|k| format!("w{:02}", (start + k * 5) % VOCABULARY))
+                .collect();
+            for w in &words {
+                *totals.entry(w.clone()).or_default() += 1;
+            }
+            records.push(Input {
+                partition: p,
+                key: format!("p{p}"),
+                value: words.join(" "),
+                timestamp: 1_700_000_000_000 + n as i64,
+            });
+        }
+    }
+    (records, totals)
+}
+
+/// The word-count spec: `checkpoints` a path or an `s3://` URL; `rate`: input lines
+/// per second each worker reads; `bounded`: stop at the input's end (one process only:
+/// a worker with a repartition topic runs until stopped).
+fn spec(
+    dir: &Path,
+    name: &str,
+    (input, output): (&str, &str),
+    checkpoints: &str,
+    rate: u64,
+    bounded: bool,
+) -> PathBuf {
+    let text = format!(
+        r#"
+name = "{name}"
+parallelism = 2
+max_parallelism = 32
+batch_size = 1
+state_dir = {state}
+
+[checkpoint]
+interval = "300ms"
+dir = "{checkpoints}"
+
+[[sources]]
+type = "kafka"
+topic = "{input}"
+start = "earliest"
+bounded = {bounded}
+rate = {rate}
+
+[[steps]]
+type = "map"
+module = {split}
+
+[[steps]]
+type = "aggregate"
+name = "count"
+module = {count}
+
+[[sinks]]
+type = "kafka"
+topic = "{output}"
+
+[dead_letter]
+path = {dead}
+"#,
+        state = toml_path(&dir.join("state")),
+        split = toml_path(&guest("split_words")),
+        count = toml_path(&guest("word_count")),
+        dead = toml_path(&dir.join("dead")),
+    );
+    write_file(dir, &format!("{name}.toml"), &text)
+}
+
+fn start(spec: &Path, worker: &str) -> Child {
+    weir()
+        .args(["run", "--quiet", "--worker", worker])
+        .arg(spec)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weir")
+}
+
+/// Per word, the counts committed to `output` (read_committed), in output order.
+fn committed_counts(output: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (key, value) in kafka::read_all(output, "read_committed") {
+        let json: serde_json::Value = serde_json::from_str(&value)
+            .unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
+        assert_eq!(json["word"].as_str(), Some(key.as_str()), "{value}");
+        let count = json["count"].as_u64().unwrap_or_else(|| panic!("{value}"));
+        counts.entry(key).or_default().push(count);
+    }
+    counts
+}
+
+/// What an uninterrupted run commits: per word, 1..=its occurrences (see the module
+/// docs). Asserts it word by word, naming the first difference.
+fn assert_exact(counts: &BTreeMap<String, Vec<u64>>, totals: &BTreeMap<String, u64>) {
+    assert_eq!(
+        counts.keys().collect::<Vec<_>>(),
+        totals.keys().collect::<Vec<_>>(),
+        "the words"
+    );
+    for (word, total) in totals {
+        let seen = &counts[word];
+        let expected: Vec<u64> = (1..=*total).collect();
+        assert!(
+            *seen == expected,
+            "word {word}: {} counts for {total} occurrences, first difference at index {:?} \
+             ({:?})",
+            seen.len(),
+            seen.iter().zip(&expected).position(|(a, b)| a != b),
+            seen.iter().take(12).collect::<Vec<_>>()
+        );
+    }
+}
+
+fn total_records(counts: &BTreeMap<String, Vec<u64>>) -> usize {
+    counts.values().map(Vec::len).sum()
+}
+
+#[test]
+fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_killed() {
+    let Some(bucket) = bucket() else {
+        return;
+    };
+    let _one_at_a_time = kafka::exclusive();
+    let (records, totals) = input();
+    let expected_records: u64 = totals.values().sum();
+    let input_topic = kafka::unique_name("repartition-in");
+    kafka::create_topic(&input_topic, PARTITIONS);
+    kafka::produce(&input_topic, &records);
+    let deadline = Instant::now() + WAIT_LIMIT;
+
+    // The reference: one process, in-process shuffle, bounded, uninterrupted.
+    let reference = tempfile::tempdir().expect("tempdir");
+    let single_out = kafka::unique_name("repartition-single-out");
+    kafka::create_topic(&single_out, PARTITIONS);
+    let single = spec(
+        reference.path(),
+        &kafka::unique_name("wc-single"),
+        (&input_topic, &single_out),
+        &toml_path(&reference.path().join("checkpoints")).replace('"', ""),
+        0,
+        true,
+    );
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&single)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "the one-process run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_exact(&committed_counts(&single_out), &totals);
+
+    // The workers, checkpointing into the bucket.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("wc-workers");
+    let output = kafka::unique_name("repartition-out");
+    kafka::create_topic(&output, PARTITIONS);
+    let checkpoints = format!("s3://{bucket}/{}", kafka::unique_name("repartition"));
+    // Each worker reads its 2 input partitions at 40 lines/s: ~12 s of input
+    // uninterrupted, so the kills land while it is being read.
+    let spec = spec(
+        dir.path(),
+        &name,
+        (&input_topic, &output),
+        &checkpoints,
+        40,
+        false,
+    );
+    let mut workers: Vec<Child> = (0..WORKERS)
+        .map(|i| start(&spec, &format!("{i}/{WORKERS}")))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut kills = 0;
+    let mut restored_from_bucket = None;
+    while kills < KILLS {
+        assert!(Instant::now() < deadline, "{kills} kills in time");
+        std::thread::sleep(Duration::from_millis(rng.random_range(700..2_500)));
+        let i = rng.random_range(0..WORKERS) as usize;
+        if let Some(status) = workers[i].try_wait().expect("try_wait") {
+            panic!(
+                "worker {i} ended on its own ({status}): {}",
+                take_stderr(&mut workers[i])
+            );
+        }
+        workers[i].kill().expect("SIGKILL");
+        workers[i].wait().expect("reap");
+        kills += 1;
+        if kills == KILLS / 2 {
+            // As on a new machine: the restart can only restore from the bucket.
+            let local = dir.path().join(format!("state/worker-{i}-of-{WORKERS}"));
+            std::fs::remove_dir_all(&local).expect("delete the local state");
+            restored_from_bucket = Some(i);
+        }
+        workers[i] = start(&spec, &format!("{i}/{WORKERS}"));
+    }
+    eprintln!(
+        "{kills} SIGKILLs; worker {restored_from_bucket:?} restarted with an empty local state dir"
+    );
+
+    // Every worker runs until stopped: wait (bounded) until the committed output holds
+    // as many records as the input has words, then stop them all.
+    loop {
+        let seen = total_records(&committed_counts(&output)) as u64;
+        if seen >= expected_records {
+            break;
+        }
+        for (i, w) in workers.iter_mut().enumerate() {
+            if let Some(status) = w.try_wait().expect("try_wait") {
+                panic!("worker {i} ended ({status}): {}", take_stderr(w));
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workers committed {seen} of {expected_records} counts in time"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (i, w) in workers.iter_mut().enumerate() {
+        let _ = w.kill();
+        let _ = w.wait();
+        let err = take_stderr(w);
+        assert!(!err.contains("panicked"), "worker {i}: {err}");
+    }
+    assert_exact(&committed_counts(&output), &totals);
+
+    // The shuffle went through the topic: one partition per key group, and each worker
+    // committed the offsets of its own key groups' partitions, with its marker.
+    let topic = format!("weir.{name}-count-repartition");
+    let offsets = kafka::committed_offsets(&format!("weir.{name}"), &topic);
+    assert_eq!(offsets.len(), 32, "every key group's partition: {offsets:?}");
+    for i in 0..WORKERS {
+        let worker = weir::cluster::Worker::new(i, WORKERS).expect("worker");
+        for p in weir::connector::kafka::repartition::partitions_of(worker, 32) {
+            let (_, marker) = &offsets[&p];
+            assert!(
+                marker.starts_with(&format!("weir:{name}:{i}:checkpoint=")),
+                "partition {p} is worker {i}'s: {marker}"
+            );
+        }
+    }
+}
