@@ -144,8 +144,8 @@ fn start(spec: &Path, worker: &str) -> Child {
 fn committed_counts(output: &str) -> BTreeMap<String, Vec<u64>> {
     let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for (key, value) in kafka::read_all(output, "read_committed") {
-        let json: serde_json::Value = serde_json::from_str(&value)
-            .unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
+        let json: serde_json::Value =
+            serde_json::from_str(&value).unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
         assert_eq!(json["word"].as_str(), Some(key.as_str()), "{value}");
         let count = json["count"].as_u64().unwrap_or_else(|| panic!("{value}"));
         counts.entry(key).or_default().push(count);
@@ -293,7 +293,11 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     // committed the offsets of its own key groups' partitions, with its marker.
     let topic = format!("weir.{name}-count-repartition");
     let offsets = kafka::committed_offsets(&format!("weir.{name}"), &topic);
-    assert_eq!(offsets.len(), 32, "every key group's partition: {offsets:?}");
+    assert_eq!(
+        offsets.len(),
+        32,
+        "every key group's partition: {offsets:?}"
+    );
     for i in 0..WORKERS {
         let worker = weir::cluster::Worker::new(i, WORKERS).expect("worker");
         for p in weir::connector::kafka::repartition::partitions_of(worker, 32) {

@@ -311,9 +311,10 @@ fn chain(
         (Some(r), ChainEnd::Repartition) => {
             // `for_worker` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.
-            let unit = cx.kafka.as_ref().ok_or_else(|| {
-                connector_error(cx, task, ConnectorError::Unavailable("kafka"))
-            })?;
+            let unit = cx
+                .kafka
+                .as_ref()
+                .ok_or_else(|| connector_error(cx, task, ConnectorError::Unavailable("kafka")))?;
             vec![Box::new(KafkaSink::repartition(
                 REPARTITION_SINK_ID,
                 r.topic.clone(),

@@ -42,7 +42,10 @@ fn one_process_shuffles_every_source_into_the_keyed_stage() {
     let plan = stages(&s);
     assert_eq!(plan.len(), 2);
     assert_eq!((plan[0].steps.clone(), plan[0].shuffles), (vec![0], true));
-    assert_eq!((plan[1].steps.clone(), plan[1].shuffles), (vec![1, 2], false));
+    assert_eq!(
+        (plan[1].steps.clone(), plan[1].shuffles),
+        (vec![1, 2], false)
+    );
     assert_eq!(stage_1_feeders(&s), vec![0, 1]);
     assert!((0..2).all(|n| source_route(&s, n) == SourceRoute::Local));
     assert_eq!(s.repartition, None);

@@ -237,8 +237,15 @@ bootstrap = "127.0.0.1:1"
             "{MAP}\n[[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\""
         );
         let s = spec(dir.path(), &keyed, KAFKA);
-        assert_eq!(s.for_worker(Worker::SINGLE).expect("one worker").repartition, None);
-        let w = s.for_worker(two).expect("keyed with 2 workers: through Kafka");
+        assert_eq!(
+            s.for_worker(Worker::SINGLE)
+                .expect("one worker")
+                .repartition,
+            None
+        );
+        let w = s
+            .for_worker(two)
+            .expect("keyed with 2 workers: through Kafka");
         assert_eq!(
             w.repartition.map(|r| r.topic),
             Some("weir.p-count-repartition".to_owned())
@@ -251,14 +258,21 @@ bootstrap = "127.0.0.1:1"
                 .to_string()
         };
         assert_eq!(
-            error(&keyed, "[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\""),
+            error(
+                &keyed,
+                "[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\""
+            ),
             "pipeline p, worker 0/2: steps count and step-2 are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
         );
         assert_eq!(
             error(&keyed, "window = { type = \"tumbling\", size = \"1s\" }"),
             "pipeline p, worker 0/2: step count is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
         );
-        let big = spec(dir.path(), &keyed, &format!("max_parallelism = 2048\n{KAFKA}"));
+        let big = spec(
+            dir.path(),
+            &keyed,
+            &format!("max_parallelism = 2048\n{KAFKA}"),
+        );
         assert!(
             big.for_worker(two).expect_err("too many").to_string().contains(
                 "max_parallelism is 2048: its repartition topic has a partition per key group, at most 1024"
@@ -267,7 +281,10 @@ bootstrap = "127.0.0.1:1"
         let mut no_kafka_sink = s.clone();
         no_kafka_sink.sinks.clear();
         assert_eq!(
-            no_kafka_sink.for_worker(two).expect_err("no sink").to_string(),
+            no_kafka_sink
+                .for_worker(two)
+                .expect_err("no sink")
+                .to_string(),
             "pipeline p, worker 0/2: step count is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
         );
         let generator = "[[sources]]\ntype = \"generator\"\ncount = 10";

@@ -311,8 +311,13 @@ fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
 fn a_full_queue_makes_the_sink_wait_and_loses_nothing() {
     let (unit, log) = unit_with(0, None, 3);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a", "b"]), &in_flight)
-        .expect("the send waits for room, then succeeds");
+    unit.send_batch(
+        CheckpointId(1),
+        ("out", None),
+        &batch(&["a", "b"]),
+        &in_flight,
+    )
+    .expect("the send waits for room, then succeeds");
     assert_eq!(
         take(&log),
         [

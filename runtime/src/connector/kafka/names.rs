@@ -162,8 +162,14 @@ mod tests {
             w(2, 3).repartition_topic("count"),
             "one repartition topic per step, shared by the workers"
         );
-        assert_eq!(w(1, 3).repartition_topic("count"), "team-a.wc-count-repartition");
-        assert_eq!(base.repartition_topic("step-1"), "team-a.wc-step-1-repartition");
+        assert_eq!(
+            w(1, 3).repartition_topic("count"),
+            "team-a.wc-count-repartition"
+        );
+        assert_eq!(
+            base.repartition_topic("step-1"),
+            "team-a.wc-step-1-repartition"
+        );
         for name in [w(2, 3).transactional_id(0), w(2, 3).progress_topic()] {
             assert!(name.starts_with("team-a."), "{name}");
         }

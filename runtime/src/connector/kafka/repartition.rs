@@ -157,9 +157,7 @@ mod tests {
             let p = partition_of_key(key, 32);
             assert_eq!(p, i32::from(key_group(key, 32)));
             let owners: Vec<u32> = (0..3)
-                .filter(|&i| {
-                    partitions_of(Worker::new(i, 3).expect("worker"), 32).contains(&p)
-                })
+                .filter(|&i| partitions_of(Worker::new(i, 3).expect("worker"), 32).contains(&p))
                 .collect();
             assert_eq!(owners.len(), 1, "{key:?}");
         }
