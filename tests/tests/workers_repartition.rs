@@ -9,7 +9,9 @@
 //! number of occurrences, in that order, nothing missing or repeated
 //! (`batch_size = 1`: an unwindowed aggregate emits once per update call, so a batch
 //! holding a word twice would skip a count). The same input run uninterrupted as one
-//! process (in-process shuffle) commits exactly that too.
+//! process (in-process shuffle) commits exactly that too. The repartition topic Weir
+//! created has a partition per key group and unlimited retention; one that exists with
+//! another partition count is refused with one line before anything is written.
 //!
 //! Without the S3 server's environment the test fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
-use weir_tests::{guest, take_stderr, toml_path, weir, write_file};
+use weir_tests::{guest, refusal_line, take_stderr, toml_path, weir, write_file};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -289,9 +291,25 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     }
     assert_exact(&committed_counts(&output), &totals);
 
-    // The shuffle went through the topic: one partition per key group, and each worker
-    // committed the offsets of its own key groups' partitions, with its marker.
+    // The shuffle went through the topic: one partition per key group, created with
+    // unlimited retention, and each worker committed the offsets of its own key
+    // groups' partitions, with its marker.
     let topic = format!("weir.{name}-count-repartition");
+    let described = kafka::kafka_tool(&[
+        "topics",
+        "--describe",
+        "--topic",
+        &topic,
+        "--bootstrap-server",
+        &kafka::bootstrap(),
+    ]);
+    for says in [
+        "PartitionCount: 32",
+        "retention.ms=-1",
+        "retention.bytes=-1",
+    ] {
+        assert!(described.contains(says), "{says}: {described}");
+    }
     let offsets = kafka::committed_offsets(&format!("weir.{name}"), &topic);
     assert_eq!(
         offsets.len(),
@@ -308,4 +326,40 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
             );
         }
     }
+}
+
+#[test]
+fn a_repartition_topic_with_another_partition_count_is_refused_with_one_line() {
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("wc-wrong-topic");
+    let input_topic = kafka::unique_name("repartition-wrong-in");
+    let output = kafka::unique_name("repartition-wrong-out");
+    kafka::create_topic(&input_topic, 2);
+    kafka::create_topic(&output, 2);
+    let topic = format!("weir.{name}-count-repartition");
+    kafka::create_topic(&topic, 3);
+    let checkpoints = toml_path(&dir.path().join("checkpoints")).replace('"', "");
+    let spec = spec(
+        dir.path(),
+        &name,
+        (&input_topic, &output),
+        &checkpoints,
+        0,
+        false,
+    );
+    let out = weir()
+        .args(["run", "--quiet", "--worker", "0/2"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let line = refusal_line(&out);
+    assert!(
+        line.contains(&format!(
+            "repartition topic {topic} has 3 partitions, but this pipeline has 32 key groups (max_parallelism) and needs one partition per key group"
+        )),
+        "{line}"
+    );
+    assert_eq!(kafka::end_offsets_sum(&output), 0, "nothing written");
 }
