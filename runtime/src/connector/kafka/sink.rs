@@ -85,6 +85,11 @@
 //! of the partitions it wrote, so `read_committed` readers of those partitions stall
 //! until the restart fences it (or the timeout aborts it).
 //!
+//! A repartition topic (`repartition`, worker I of N > 1) is written by a `KafkaSink`
+//! too (`KafkaSink::repartition`: each record to its key group's partition), so its
+//! records are in T(n) with the output and the source offsets, and the owner of the key
+//! group, reading it read_committed, sees them exactly when T(n) commits.
+//!
 //! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
 //! at pre-commit: nothing is lost, a replay after a crash may duplicate.
 
@@ -130,9 +135,7 @@ impl KafkaSink {
             drain_before_next: false,
         }
     }
-}
 
-impl KafkaSink {
     /// The writer of repartition topic `topic` of `key_groups` key groups (see
     /// `repartition`): each record goes to its key group's partition, inside the same
     /// transactions as every other Kafka sink of the unit.
