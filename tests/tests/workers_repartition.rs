@@ -9,7 +9,10 @@
 //! number of occurrences, in that order, nothing missing or repeated
 //! (`batch_size = 1`: an unwindowed aggregate emits once per update call, so a batch
 //! holding a word twice would skip a count). The same input run uninterrupted as one
-//! process (in-process shuffle) commits exactly that too. The repartition topic Weir
+//! process (in-process shuffle) commits exactly that too. Workers run until stopped:
+//! once the output is complete each stops on SIGTERM with exit 143. A worker that fails
+//! on its own (a transaction commit timing out on a loaded broker fails it into
+//! recovery) is restarted as an orchestrator would, at most 5 times, each printed. The repartition topic Weir
 //! created has a partition per key group and unlimited retention; one that exists with
 //! another partition count is refused with one line before anything is written.
 //!
@@ -21,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
@@ -33,6 +38,8 @@ const LINES_PER_PARTITION: usize = 250;
 const WORDS_PER_LINE: usize = 4;
 const VOCABULARY: usize = 40;
 const KILLS: usize = 10;
+/// Most restarts of workers that failed on their own (not killed by the test).
+const MAX_FAILURES: usize = 5;
 /// Bound on the whole scenario.
 const WAIT_LIMIT: Duration = Duration::from_secs(420);
 
@@ -132,6 +139,63 @@ path = {dead}
     write_file(dir, &format!("{name}.toml"), &text)
 }
 
+/// The worker processes of a run; any still running when it is dropped (a failed
+/// assertion) is SIGKILLed and reaped, so no worker outlives its test.
+struct Workers {
+    spec: PathBuf,
+    children: Vec<Child>,
+    /// Restarts of workers that failed on their own (see `restart_failed`).
+    failures: Vec<String>,
+}
+
+impl Workers {
+    fn start(spec: &Path) -> Workers {
+        Workers {
+            spec: spec.to_owned(),
+            children: (0..WORKERS)
+                .map(|i| start(spec, &format!("{i}/{WORKERS}")))
+                .collect(),
+            failures: Vec::new(),
+        }
+    }
+
+    fn restart(&mut self, i: usize) {
+        self.children[i] = start(&self.spec, &format!("{i}/{WORKERS}"));
+    }
+
+    /// A worker that ended on its own failed (a commit that timed out on a loaded
+    /// broker fails the worker into recovery): restart it, as an orchestrator would,
+    /// at most `MAX_FAILURES` times in all; a worker that exits 0 is a bug.
+    fn restart_failed(&mut self) {
+        for i in 0..self.children.len() {
+            let Some(status) = self.children[i].try_wait().expect("try_wait") else {
+                continue;
+            };
+            let err = take_stderr(&mut self.children[i]);
+            assert!(
+                !status.success() && !err.contains("panicked"),
+                "worker {i} ended ({status}): {err}"
+            );
+            self.failures.push(format!("worker {i}: {err}"));
+            assert!(
+                self.failures.len() <= MAX_FAILURES,
+                "workers failed on their own too often: {:#?}",
+                self.failures
+            );
+            self.restart(i);
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn start(spec: &Path, worker: &str) -> Child {
     weir()
         .args(["run", "--quiet", "--worker", worker])
@@ -174,6 +238,22 @@ fn assert_exact(counts: &BTreeMap<String, Vec<u64>>, totals: &BTreeMap<String, u
             seen.iter().zip(&expected).position(|(a, b)| a != b),
             seen.iter().take(12).collect::<Vec<_>>()
         );
+    }
+}
+
+/// Waits for `child` until `deadline` (then SIGKILLs it and fails); its status and
+/// stderr.
+fn wait(child: &mut Child, deadline: Instant, what: &str) -> (std::process::ExitStatus, String) {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return (status, take_stderr(child));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end in time: {}", take_stderr(child));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -234,24 +314,17 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         40,
         false,
     );
-    let mut workers: Vec<Child> = (0..WORKERS)
-        .map(|i| start(&spec, &format!("{i}/{WORKERS}")))
-        .collect();
+    let mut workers = Workers::start(&spec);
     let mut rng = StdRng::seed_from_u64(12);
     let mut kills = 0;
     let mut restored_from_bucket = None;
     while kills < KILLS {
         assert!(Instant::now() < deadline, "{kills} kills in time");
         std::thread::sleep(Duration::from_millis(rng.random_range(700..2_500)));
+        workers.restart_failed();
         let i = rng.random_range(0..WORKERS) as usize;
-        if let Some(status) = workers[i].try_wait().expect("try_wait") {
-            panic!(
-                "worker {i} ended on its own ({status}): {}",
-                take_stderr(&mut workers[i])
-            );
-        }
-        workers[i].kill().expect("SIGKILL");
-        workers[i].wait().expect("reap");
+        workers.children[i].kill().expect("SIGKILL");
+        workers.children[i].wait().expect("reap");
         kills += 1;
         if kills == KILLS / 2 {
             // As on a new machine: the restart can only restore from the bucket.
@@ -259,36 +332,36 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
             std::fs::remove_dir_all(&local).expect("delete the local state");
             restored_from_bucket = Some(i);
         }
-        workers[i] = start(&spec, &format!("{i}/{WORKERS}"));
+        workers.restart(i);
     }
     eprintln!(
         "{kills} SIGKILLs; worker {restored_from_bucket:?} restarted with an empty local state dir"
     );
 
     // Every worker runs until stopped: wait (bounded) until the committed output holds
-    // as many records as the input has words, then stop them all.
+    // as many records as the input has words, then stop them all with SIGTERM.
     loop {
         let seen = total_records(&committed_counts(&output)) as u64;
         if seen >= expected_records {
             break;
         }
-        for (i, w) in workers.iter_mut().enumerate() {
-            if let Some(status) = w.try_wait().expect("try_wait") {
-                panic!("worker {i} ended ({status}): {}", take_stderr(w));
-            }
-        }
+        workers.restart_failed();
         assert!(
             Instant::now() < deadline,
             "the workers committed {seen} of {expected_records} counts in time"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    for (i, w) in workers.iter_mut().enumerate() {
-        let _ = w.kill();
-        let _ = w.wait();
-        let err = take_stderr(w);
-        assert!(!err.contains("panicked"), "worker {i}: {err}");
+    for (i, w) in workers.children.iter_mut().enumerate() {
+        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        let (status, err) = wait(w, deadline, &format!("worker {i} after SIGTERM"));
+        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
     }
+    eprintln!(
+        "{} restarts of workers that failed on their own: {:?}",
+        workers.failures.len(),
+        workers.failures
+    );
     assert_exact(&committed_counts(&output), &totals);
 
     // The shuffle went through the topic: one partition per key group, created with

@@ -287,6 +287,13 @@ bootstrap = "127.0.0.1:1"
                 .to_string(),
             "pipeline p, worker 0/2: step count is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
         );
+        // Only `for_worker` makes a repartition source: a spec cannot.
+        std::fs::write(dir.path().join("m.wasm"), b"\0asm").expect("module");
+        let forged = format!("name = \"p\"\n{KAFKA}\nrepartition_key_groups = 4\n{MAP}");
+        let error = PipelineSpec::parse(&forged, dir.path(), "spec.toml")
+            .expect_err("not a spec field")
+            .to_string();
+        assert!(error.contains("repartition_key_groups"), "{error}");
         let generator = "[[sources]]\ntype = \"generator\"\ncount = 10";
         let error = spec(dir.path(), MAP, generator)
             .for_worker(Worker::new(1, 2).expect("1/2"))
