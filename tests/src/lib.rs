@@ -432,6 +432,30 @@ topic = "{output}"
         for r in results {
             r.unwrap_or_else(|(t, e)| panic!("cannot create topic {t}: {e}"));
         }
+        // The controller answers before the broker's metadata lists the partitions: a
+        // client using the topic at once could be told it does not exist. Wait until
+        // the broker lists every partition (bounded).
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let listed = admin
+                .inner()
+                .fetch_metadata(Some(topic), TIMEOUT)
+                .ok()
+                .and_then(|m| {
+                    m.topics()
+                        .iter()
+                        .find(|t| t.name() == topic && t.error().is_none())
+                        .map(|t| t.partitions().len())
+                });
+            if listed == Some(partitions as usize) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "topic {topic}: the broker lists {listed:?} of {partitions} partitions"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// One input record: partition, key, value, timestamp (ms).

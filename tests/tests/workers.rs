@@ -2,8 +2,8 @@
 //! of the test run (`KAFKA_BOOTSTRAP`): a stateless uppercase map from a 6-partition
 //! topic to a Kafka topic, run as 3 workers at once while worker 1 is SIGKILLed and
 //! restarted several times; a second process of the same worker; a partition moved
-//! between workers by a grown topic, refused; a keyed pipeline refused with more than
-//! one worker.
+//! between workers by a grown topic, refused; a windowed keyed pipeline refused with
+//! more than one worker (unwindowed keyed pipelines: `workers_repartition.rs`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -390,7 +390,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
 }
 
 #[test]
-fn a_keyed_pipeline_with_more_than_one_worker_is_refused_with_one_line() {
+fn a_windowed_keyed_pipeline_with_more_than_one_worker_is_refused_with_one_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let text = format!(
         r#"
@@ -410,6 +410,7 @@ module = {split}
 type = "aggregate"
 name = "count-words"
 module = {count}
+window = {{ type = "tumbling", size = "10s" }}
 
 [[sinks]]
 type = "kafka"
@@ -429,7 +430,7 @@ bootstrap = "127.0.0.1:1"
     assert!(!out.status.success());
     assert_eq!(
         refusal_line(&out),
-        "weir: error: pipeline wc, worker 0/2: step count-words is a keyed aggregate step: its shuffle by key across 2 workers needs a Kafka repartition topic, which Weir does not build yet; run this pipeline as one worker (without --worker, or --worker 0/1)"
+        "weir: error: pipeline wc, worker 0/2: step count-words is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
     );
     assert!(
         !dir.path().join("state").exists(),

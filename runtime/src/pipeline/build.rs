@@ -4,7 +4,9 @@
 //! Invariants: every operator is opened with its own snapshot from the restored
 //! checkpoint (looked up by task and operator id, see `plan`), or empty when starting
 //! from scratch; every channel between two tasks is bounded; each downstream subtask gets
-//! one channel per upstream task, so it can align barriers per input.
+//! one channel per upstream task, so it can align barriers per input. With a
+//! repartition topic (worker I of N > 1, see `plan`'s split), the spec's sources end in
+//! the topic and only the repartition source's tasks are stage 1's upstream tasks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::kafka::KafkaCommitUnit;
+use crate::connector::kafka::repartition::REPARTITION_SINK_ID;
+use crate::connector::kafka::{KafkaCommitUnit, KafkaSink};
 use crate::connector::{self, ConnectorError, PipelineSinks};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
@@ -22,14 +25,14 @@ use crate::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, 
 use crate::dataflow::operators::key_by::KeyByField;
 use crate::dataflow::operators::map::MapOperator;
 use crate::dataflow::partition::ShuffleWriter;
-use crate::dataflow::sink::SinkSet;
+use crate::dataflow::sink::{Sink, SinkSet};
 use crate::dataflow::source::RestoredSource;
 use crate::dataflow::task::{Pipe, SourceInput, SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::plan::{self, StagePlan};
+use crate::pipeline::plan::{self, SourceRoute, StagePlan};
 use crate::record::CheckpointId;
 use crate::record::SourcePosition;
 use crate::record::batch::BatchLimit;
@@ -82,7 +85,8 @@ impl BuiltPipeline {
 pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     let spec = cx.spec;
     let stages = plan::stages(spec);
-    let mut channels = Channels::new(&stages, spec.sources.len(), spec.parallelism);
+    let feeders = plan::stage_1_feeders(spec);
+    let mut channels = Channels::new(&stages, feeders.len(), spec.parallelism);
     let mut built = BuiltPipeline {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
@@ -90,7 +94,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     };
     for s in 0..spec.sources.len() {
         for i in 0..spec.parallelism {
-            let (task, barriers) = source_task(cx, &stages, &mut channels, s, i)?;
+            let (task, barriers) = source_task(cx, &stages, &mut channels, &feeders, s, i)?;
             built.barriers.insert(task.ctx.task.clone(), barriers);
             built.source_tasks.push(task);
         }
@@ -99,7 +103,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         for j in 0..spec.parallelism {
             let task = ids::stage_task(stage.index, j);
             let pipe = Pipe::new(
-                chain(cx, stage, &stages, &task)?,
+                chain(cx, stage, &stages, &task, ChainEnd::of(stage))?,
                 dead_letter_sink(cx, &task)?,
                 channels.output(stage, j, spec.max_parallelism),
             );
@@ -119,6 +123,7 @@ fn source_task(
     cx: &BuildContext<'_>,
     stages: &[StagePlan],
     channels: &mut Channels,
+    feeders: &[usize],
     s: usize,
     i: usize,
 ) -> Result<(SourceTask, Sender<Barrier>), PipelineError> {
@@ -158,11 +163,26 @@ fn source_task(
         },
         out_of_orderness: source.out_of_orderness,
     };
-    let pipe = Pipe::new(
-        chain(cx, stage, stages, &task)?,
-        dead_letter_sink(cx, &task)?,
-        channels.output(stage, s * spec.parallelism + i, spec.max_parallelism),
-    );
+    // This task's number among stage 1's upstream tasks, if it is one.
+    let upstream = feeders
+        .iter()
+        .position(|&f| f == s)
+        .map(|f| f * spec.parallelism + i);
+    let (chain, output) = match (plan::source_route(spec, s), upstream) {
+        (SourceRoute::ToRepartition, _) | (_, None) => (
+            chain(cx, stage, stages, &task, ChainEnd::Repartition)?,
+            TaskOutput::Sinks,
+        ),
+        (SourceRoute::Local, Some(u)) => (
+            chain(cx, stage, stages, &task, ChainEnd::of(stage))?,
+            channels.output(stage, u, spec.max_parallelism),
+        ),
+        (SourceRoute::FromRepartition, Some(u)) => (
+            Chain::new(Vec::new(), SinkSet::new(Vec::new(), cx.checkpoint_base)),
+            channels.output(stage, u, spec.max_parallelism),
+        ),
+    };
+    let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
     let task = SourceTask::new(context(cx, &task), input, pipe);
     Ok((task, barriers))
 }
@@ -177,12 +197,13 @@ struct Channels {
 }
 
 impl Channels {
-    fn new(stages: &[StagePlan], sources: usize, parallelism: usize) -> Channels {
+    /// `feeders`: how many sources' tasks feed stage 1.
+    fn new(stages: &[StagePlan], feeders: usize, parallelism: usize) -> Channels {
         let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
         let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
         for k in 1..stages.len() {
             let upstream = if k == 1 {
-                sources * parallelism
+                feeders * parallelism
             } else {
                 parallelism
             };
@@ -236,12 +257,36 @@ fn limits(spec: &PipelineSpec) -> GuestLimits {
     }
 }
 
-/// The operators of `stage` for `task`, plus the sinks if it is the last stage.
+/// Where a chain's records go after its operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChainEnd {
+    /// The spec's sinks: the last stage.
+    Sinks,
+    /// Out of the chain, to the task's shuffle into the next stage.
+    Shuffle,
+    /// The repartition topic, inside the unit's transactions (see `plan`).
+    Repartition,
+}
+
+impl ChainEnd {
+    fn of(stage: &StagePlan) -> ChainEnd {
+        if stage.shuffles {
+            ChainEnd::Shuffle
+        } else {
+            ChainEnd::Sinks
+        }
+    }
+}
+
+/// The operators of `stage` for `task`, then its end: the sinks if it is the last
+/// stage, else keyed for the next stage and out to the shuffle or the repartition
+/// topic.
 fn chain(
     cx: &BuildContext<'_>,
     stage: &StagePlan,
     stages: &[StagePlan],
     task: &str,
+    end: ChainEnd,
 ) -> Result<Chain, PipelineError> {
     let spec = cx.spec;
     let mut operators = stage
@@ -249,7 +294,7 @@ fn chain(
         .iter()
         .map(|&n| step_operator(cx, task, n))
         .collect::<Result<Vec<_>, _>>()?;
-    if !stage.shuffles {
+    if end == ChainEnd::Sinks {
         return Ok(Chain::new(operators, sinks(cx, task)?));
     }
     // The next stage starts with an aggregate: key records the way it asks.
@@ -262,9 +307,26 @@ fn chain(
             )));
         }
     }
+    let ends_in: Vec<Box<dyn Sink>> = match (&spec.repartition, end) {
+        (Some(r), ChainEnd::Repartition) => {
+            // `for_worker` gives a repartition only to a spec with a Kafka sink, and
+            // `recover` opens the unit for it.
+            let unit = cx
+                .kafka
+                .as_ref()
+                .ok_or_else(|| connector_error(cx, task, ConnectorError::Unavailable("kafka")))?;
+            vec![Box::new(KafkaSink::repartition(
+                REPARTITION_SINK_ID,
+                r.topic.clone(),
+                r.key_groups,
+                unit.clone(),
+            ))]
+        }
+        _ => Vec::new(),
+    };
     Ok(Chain::new(
         operators,
-        SinkSet::new(Vec::new(), cx.checkpoint_base),
+        SinkSet::new(ends_in, cx.checkpoint_base),
     ))
 }
 

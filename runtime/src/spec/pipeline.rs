@@ -15,7 +15,7 @@ use toml::Spanned;
 use toml::de::DeTable;
 
 use crate::cluster::Worker;
-use crate::connector::kafka::KafkaNames;
+use crate::connector::kafka::{KafkaNames, Repartition};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
 use crate::spec::error::{Located, SpecError};
@@ -74,6 +74,9 @@ pub struct PipelineSpec {
     /// Which worker of the pipeline this spec runs as: 0/1 as parsed (the whole
     /// pipeline in one process); `PipelineSpec::for_worker` makes worker I of N.
     pub worker: Worker,
+    /// The keyed exchange through a Kafka repartition topic: only worker I of N > 1 of
+    /// a keyed pipeline has one (`PipelineSpec::for_worker`), never a parsed spec.
+    pub repartition: Option<Repartition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +325,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         state_dir: dirs.state,
         base_dir: base_dir.to_owned(),
         worker: Worker::SINGLE,
+        repartition: None,
     })
 }
 

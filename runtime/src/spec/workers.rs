@@ -11,28 +11,63 @@
 //!   checkpoint dir (or the dir itself for M = 1).
 //! - Only what N workers compute correctly is accepted: every source is a Kafka source
 //!   (each worker reads its own slice of the partitions; a file, stdin or generator
-//!   source would be read whole by every worker), and no step is keyed (an aggregate
-//!   shuffles records by key, and a shuffle across workers needs the repartition
-//!   topic, which is not built yet). Anything else is refused, naming the source or
-//!   step, before anything is locked, fenced or written.
+//!   source would be read whole by every worker). Anything else is refused, naming the
+//!   source or step, before anything is locked, fenced or written.
+//! - A keyed step (an aggregate) with N > 1 shuffles through its Kafka repartition
+//!   topic (`connector::kafka::repartition`): the worker's spec gets a `repartition`
+//!   naming the step and the topic, and one more Kafka source, appended after the
+//!   spec's own, that reads the partitions of the worker's key groups in the
+//!   pipeline's group (so its offsets ride in the worker's transactions), from the
+//!   earliest offset when there is no checkpoint, unbounded (only the other workers
+//!   know when they are done: a worker with a repartition topic runs until stopped).
+//!   Refused with N > 1, each with one line: a second keyed step (one exchange per
+//!   pipeline for now), a windowed keyed step (event time does not cross the topic
+//!   yet: its watermark would wait on every partition, idle ones included), no Kafka
+//!   sink (whose transactions carry the repartition records), and more key groups than
+//!   `MAX_REPARTITION_PARTITIONS`.
 
 use crate::cluster::Worker;
+use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
+use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
-use crate::spec::{PipelineSpec, SourceConfig, StepSpec};
+use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SourceSpec, StepSpec};
 
 /// Why a spec cannot run as worker I of N.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerSpecError {
     #[error(
-        "pipeline {pipeline}, worker {worker}: step {step} is a keyed {kind} step: its shuffle by key across {count} workers needs a Kafka repartition topic, which Weir does not build yet; run this pipeline as one worker (without --worker, or --worker 0/1)"
+        "pipeline {pipeline}, worker {worker}: steps {first} and {second} are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
     )]
-    KeyedStep {
+    SecondKeyedStep {
         pipeline: String,
         worker: Worker,
-        count: u32,
-        /// The step's name if it has one, else its id (`step-<n>`).
+        first: String,
+        second: String,
+    },
+    #[error(
+        "pipeline {pipeline}, worker {worker}: step {step} is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
+    )]
+    WindowedKeyedStep {
+        pipeline: String,
+        worker: Worker,
         step: String,
-        kind: &'static str,
+    },
+    #[error(
+        "pipeline {pipeline}, worker {worker}: step {step} is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
+    )]
+    NoKafkaSink {
+        pipeline: String,
+        worker: Worker,
+        step: String,
+    },
+    #[error(
+        "pipeline {pipeline}, worker {worker}: step {step} is keyed and max_parallelism is {max_parallelism}: its repartition topic has a partition per key group, at most {MAX_REPARTITION_PARTITIONS} across workers; lower max_parallelism (before the pipeline's first checkpoint) or run it as one worker"
+    )]
+    TooManyKeyGroups {
+        pipeline: String,
+        worker: Worker,
+        step: String,
+        max_parallelism: usize,
     },
     #[error(
         "pipeline {pipeline}, worker {worker}: source {source_id} is a {kind} source, which every worker would read whole; workers split Kafka sources only: run this pipeline as one worker (without --worker, or --worker 0/1)"
@@ -64,27 +99,88 @@ impl PipelineSpec {
                 kind: source.config.type_name(),
             });
         }
-        if let Some((n, step)) = self
-            .steps
-            .iter()
-            .enumerate()
-            .find(|(_, step)| matches!(step, StepSpec::Aggregate(_)))
-        {
-            return Err(WorkerSpecError::KeyedStep {
-                pipeline: self.name.clone(),
-                worker,
-                count: worker.count(),
-                step: step
-                    .name()
-                    .map_or_else(|| ids::step_id(n), ToOwned::to_owned),
-                kind: step.type_name(),
-            });
-        }
         let mut spec = self.clone();
         spec.worker = worker;
         spec.state_dir = self.state_dir.join(&dir);
         spec.checkpoint.dir = self.checkpoint.dir.child(&dir);
+        spec.add_repartition()?;
         Ok(spec)
+    }
+
+    /// Worker I of N > 1 of a keyed pipeline: the exchange through its repartition
+    /// topic and the source reading it back (see the module invariants).
+    fn add_repartition(&mut self) -> Result<(), WorkerSpecError> {
+        let step_id = |n: usize| {
+            self.steps[n]
+                .name()
+                .map_or_else(|| ids::step_id(n), ToOwned::to_owned)
+        };
+        let keyed: Vec<usize> = (0..self.steps.len())
+            .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
+            .collect();
+        let Some(&step) = keyed.first() else {
+            return Ok(());
+        };
+        let (pipeline, worker) = (self.name.clone(), self.worker);
+        if let Some(&second) = keyed.get(1) {
+            return Err(WorkerSpecError::SecondKeyedStep {
+                pipeline,
+                worker,
+                first: step_id(step),
+                second: step_id(second),
+            });
+        }
+        if let StepSpec::Aggregate(agg) = &self.steps[step]
+            && agg.window.is_some()
+        {
+            return Err(WorkerSpecError::WindowedKeyedStep {
+                pipeline,
+                worker,
+                step: step_id(step),
+            });
+        }
+        if self.max_parallelism > MAX_REPARTITION_PARTITIONS {
+            return Err(WorkerSpecError::TooManyKeyGroups {
+                pipeline,
+                worker,
+                step: step_id(step),
+                max_parallelism: self.max_parallelism,
+            });
+        }
+        let Some(sink) = self.sinks.iter().find_map(|s| match s {
+            SinkSpec::Kafka(c) => Some(c),
+            _ => None,
+        }) else {
+            return Err(WorkerSpecError::NoKafkaSink {
+                pipeline,
+                worker,
+                step: step_id(step),
+            });
+        };
+        let names = KafkaNames::for_sinks(&self.name, std::iter::once(sink));
+        let topic = names.repartition_topic(&step_id(step));
+        // Capped above, so it fits the u16 of key groups.
+        let key_groups = u16::try_from(self.max_parallelism).unwrap_or(u16::MAX);
+        let mut source = KafkaSourceConfig::new(topic.clone());
+        source.bootstrap = sink.bootstrap.clone();
+        source.security = sink.security.clone();
+        source.connect_timeout = sink.connect_timeout;
+        source.group = Some(names.group());
+        source.start = StartOffset::Earliest;
+        source.bounded = false;
+        source.repartition_key_groups = Some(key_groups);
+        self.repartition = Some(Repartition {
+            step,
+            step_id: step_id(step),
+            topic,
+            key_groups,
+            source: self.sources.len(),
+        });
+        self.sources.push(SourceSpec {
+            config: SourceConfig::Kafka(source),
+            out_of_orderness: std::time::Duration::ZERO,
+        });
+        Ok(())
     }
 }
 
@@ -134,21 +230,70 @@ bootstrap = "127.0.0.1:1"
     }
 
     #[test]
-    fn a_keyed_step_or_a_non_kafka_source_is_refused_with_one_line() {
+    fn a_non_kafka_source_or_a_keyed_step_it_cannot_shuffle_is_refused_with_one_line() {
         let dir = tempfile::tempdir().expect("tempdir");
+        let two = Worker::new(0, 2).expect("0/2");
         let keyed = format!(
             "{MAP}\n[[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\""
         );
         let s = spec(dir.path(), &keyed, KAFKA);
-        s.for_worker(Worker::SINGLE)
-            .expect("one worker runs it whole");
-        let error = s
-            .for_worker(Worker::new(0, 2).expect("0/2"))
-            .expect_err("keyed with 2 workers");
         assert_eq!(
-            error.to_string(),
-            "pipeline p, worker 0/2: step count is a keyed aggregate step: its shuffle by key across 2 workers needs a Kafka repartition topic, which Weir does not build yet; run this pipeline as one worker (without --worker, or --worker 0/1)"
+            s.for_worker(Worker::SINGLE)
+                .expect("one worker")
+                .repartition,
+            None
         );
+        let w = s
+            .for_worker(two)
+            .expect("keyed with 2 workers: through Kafka");
+        assert_eq!(
+            w.repartition.map(|r| r.topic),
+            Some("weir.p-count-repartition".to_owned())
+        );
+        let error = |steps: &str, extra: &str| {
+            let text = format!("{steps}\n{extra}");
+            spec(dir.path(), &text, KAFKA)
+                .for_worker(two)
+                .expect_err("refused")
+                .to_string()
+        };
+        assert_eq!(
+            error(
+                &keyed,
+                "[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\""
+            ),
+            "pipeline p, worker 0/2: steps count and step-2 are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
+        );
+        assert_eq!(
+            error(&keyed, "window = { type = \"tumbling\", size = \"1s\" }"),
+            "pipeline p, worker 0/2: step count is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
+        );
+        let big = spec(
+            dir.path(),
+            &keyed,
+            &format!("max_parallelism = 2048\n{KAFKA}"),
+        );
+        assert!(
+            big.for_worker(two).expect_err("too many").to_string().contains(
+                "max_parallelism is 2048: its repartition topic has a partition per key group, at most 1024"
+            )
+        );
+        let mut no_kafka_sink = s.clone();
+        no_kafka_sink.sinks.clear();
+        assert_eq!(
+            no_kafka_sink
+                .for_worker(two)
+                .expect_err("no sink")
+                .to_string(),
+            "pipeline p, worker 0/2: step count is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
+        );
+        // Only `for_worker` makes a repartition source: a spec cannot.
+        std::fs::write(dir.path().join("m.wasm"), b"\0asm").expect("module");
+        let forged = format!("name = \"p\"\n{KAFKA}\nrepartition_key_groups = 4\n{MAP}");
+        let error = PipelineSpec::parse(&forged, dir.path(), "spec.toml")
+            .expect_err("not a spec field")
+            .to_string();
+        assert!(error.contains("repartition_key_groups"), "{error}");
         let generator = "[[sources]]\ntype = \"generator\"\ncount = 10";
         let error = spec(dir.path(), MAP, generator)
             .for_worker(Worker::new(1, 2).expect("1/2"))

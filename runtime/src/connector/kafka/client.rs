@@ -341,20 +341,23 @@ pub fn broker_transaction_max_timeout_ms(
     })
 }
 
-/// Creates `topic` (one partition, the broker's default replication) unless it exists.
+/// Creates the `kind` topic `topic` (`partitions` partitions, the broker's default
+/// replication, `configs`) unless it exists; an existing topic is left as it is (the
+/// caller checks its partition count if it matters).
 pub fn ensure_topic(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
-    topic: &str,
+    (kind, topic): (&str, &str),
+    partitions: i32,
     configs: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<(), KafkaError> {
     if topic_partitions(admin.inner(), bootstrap, topic, timeout).is_ok() {
         return Ok(());
     }
-    let what = || format!("cannot create the progress topic {topic} on {bootstrap}");
+    let what = || format!("cannot create the {kind} topic {topic} on {bootstrap}");
     // -1: the broker's default.replication.factor (KIP-464).
-    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
     for (key, value) in configs {
         new = new.set(key, value);
     }
@@ -368,12 +371,30 @@ pub fn ensure_topic(
         reason: format!("CreateTopics did not answer ({})", what()),
     })?
     .map_err(|e| KafkaError::client(what(), &e))?;
+    // Created here, or by someone else just before (another worker): then its
+    // partition count is theirs, and the caller checks it if it matters.
+    let mut created_here = false;
     for result in results {
         match result {
-            Ok(_) => {}
+            Ok(_) => created_here = true,
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((_, code)) => return Err(KafkaError::from_code(what(), code)),
         }
     }
-    Ok(())
+    // The controller answers CreateTopics before the broker's metadata lists the new
+    // partitions; a client reading the topic at once (the marker, a repartition source)
+    // would be told the partition is unknown. Wait, bounded, until the broker lists it
+    // (all of it, if we created it).
+    let deadline = Instant::now() + timeout;
+    loop {
+        match topic_partitions(admin.inner(), bootstrap, topic, timeout) {
+            Ok(listed) if !created_here || listed.len() == partitions as usize => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Ok(_) if Instant::now() >= deadline => return Ok(()),
+            _ => std::thread::sleep(TOPIC_METADATA_POLL),
+        }
+    }
 }
+
+/// Wait between two looks at a just-created topic's metadata.
+const TOPIC_METADATA_POLL: Duration = Duration::from_millis(50);

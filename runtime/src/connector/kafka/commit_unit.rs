@@ -20,7 +20,6 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::cluster::assignment;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
@@ -32,6 +31,7 @@ use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
+use crate::connector::kafka::repartition;
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
@@ -215,6 +215,17 @@ impl KafkaCommitUnit {
         for (_, s) in &sinks {
             topic_partitions(admin.inner(), &bootstrap, &s.topic, timeout)?;
         }
+        // Before the marker target lists the sources' partitions: the repartition
+        // source reads this topic.
+        if let Some(exchange) = &spec.repartition {
+            repartition::ensure_topic(
+                &admin,
+                &bootstrap,
+                &exchange.topic,
+                exchange.key_groups,
+                timeout,
+            )?;
+        }
         let mode = match sink.delivery {
             DeliveryGuarantee::AtLeastOnce => {
                 let mut config = producer_config(sink, &endpoint);
@@ -232,7 +243,8 @@ impl KafkaCommitUnit {
                 client::ensure_topic(
                     &admin,
                     &bootstrap,
-                    &marker.progress_topic,
+                    ("progress", &marker.progress_topic),
+                    1,
                     &PROGRESS_TOPIC_CONFIG,
                     timeout,
                 )?;
@@ -358,11 +370,14 @@ impl KafkaCommitUnit {
 
     /// Sends `batch` to `topic` as part of checkpoint `checkpoint`'s output (inside
     /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full. Every
-    /// record is counted in `in_flight` until the broker acknowledges it.
+    /// record is counted in `in_flight` until the broker acknowledges it. `key_groups`:
+    /// `topic` is a repartition topic of that many key groups, and each record goes to
+    /// its key group's partition (`repartition::partition_of_key`); else the producer's
+    /// partitioner picks.
     pub fn send_batch(
         &self,
         checkpoint: CheckpointId,
-        topic: &str,
+        (topic, key_groups): (&str, Option<u16>),
         batch: &RecordBatch,
         in_flight: &Arc<InFlight>,
     ) -> Result<(), KafkaError> {
@@ -373,6 +388,9 @@ impl KafkaCommitUnit {
             let r = batch.get(i);
             let mut record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
                 BaseRecord::with_opaque_to(topic, in_flight.clone()).payload(r.value);
+            if let Some(key_groups) = key_groups {
+                record = record.partition(repartition::partition_of_key(r.key, key_groups));
+            }
             if !r.key.is_empty() {
                 record = record.key(r.key);
             }
@@ -848,7 +866,7 @@ fn marker_target(
         }
         target
             .source_partitions
-            .extend(assignment::partitions_of(spec.worker, &all));
+            .extend(c.worker_partitions(spec.worker, &all));
     }
     if target.source_partitions.is_empty() {
         target.sources.clear();

@@ -197,14 +197,14 @@ fn far() -> Instant {
 fn transactions_alternate_between_the_two_producers() {
     let (unit, log) = unit(0);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
         .expect("send 1");
-    unit.send_batch(CheckpointId(2), "out", &batch(&["b"]), &in_flight)
+    unit.send_batch(CheckpointId(2), ("out", None), &batch(&["b"]), &in_flight)
         .expect("send 2");
     unit.pre_commit(CheckpointId(1), far())
         .expect("pre-commit 1");
     unit.commit(&metadata(1), far()).expect("commit 1");
-    unit.send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
+    unit.send_batch(CheckpointId(3), ("out", None), &batch(&["c"]), &in_flight)
         .expect("send 3");
     unit.pre_commit(CheckpointId(2), far())
         .expect("pre-commit 2");
@@ -265,10 +265,10 @@ fn a_committed_checkpoint_is_not_committed_again() {
 fn a_transaction_still_open_two_checkpoints_later_is_a_protocol_error() {
     let (unit, log) = unit(0);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
         .expect("send 1");
     let err = unit
-        .send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
+        .send_batch(CheckpointId(3), ("out", None), &batch(&["c"]), &in_flight)
         .expect_err("T(1) is open on p.1");
     assert_eq!(
         err.to_string(),
@@ -285,7 +285,7 @@ fn a_transaction_still_open_two_checkpoints_later_is_a_protocol_error() {
 fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
     let (unit, log) = unit_failing(0, Some("p.1"));
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
         .expect("handed over; the report comes later");
     let err = unit
         .pre_commit(CheckpointId(1), far())
@@ -311,8 +311,13 @@ fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
 fn a_full_queue_makes_the_sink_wait_and_loses_nothing() {
     let (unit, log) = unit_with(0, None, 3);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), "out", &batch(&["a", "b"]), &in_flight)
-        .expect("the send waits for room, then succeeds");
+    unit.send_batch(
+        CheckpointId(1),
+        ("out", None),
+        &batch(&["a", "b"]),
+        &in_flight,
+    )
+    .expect("the send waits for room, then succeeds");
     assert_eq!(
         take(&log),
         [

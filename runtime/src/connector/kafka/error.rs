@@ -39,6 +39,15 @@ pub enum KafkaError {
     },
 
     #[error(
+        "repartition topic {topic} has {found} partitions, but this pipeline has {expected} key groups (max_parallelism) and needs one partition per key group: delete the topic if it holds nothing unread, or set max_parallelism = {found}"
+    )]
+    RepartitionPartitions {
+        topic: String,
+        found: usize,
+        expected: i32,
+    },
+
+    #[error(
         "topic {topic} does not exist on {bootstrap}: create it (e.g. `kafka.sh topics --create --topic {topic} --partitions 3`) or fix `topic` in the spec"
     )]
     MissingTopic { topic: String, bootstrap: String },

@@ -20,6 +20,10 @@
 //!   tenant's namespace and refuses a spec that sets it or a `group`.
 //! - A source's explicit `group` overrides only the group; nothing overrides the
 //!   transactional ids or the progress topic.
+//! - The repartition topic of keyed step `s` (its name, else `step-<n>`) is
+//!   `{P}{p}-{s}-repartition`: one per pipeline and step, shared by all its workers
+//!   (each writes every key group's records there and reads its own key groups' back,
+//!   see `repartition`). Step names are `[a-z0-9_-]`, so the name is a legal topic.
 
 use crate::cluster::Worker;
 use crate::connector::kafka::config::{DEFAULT_TRANSACTIONAL_PREFIX, KafkaSinkConfig};
@@ -93,6 +97,13 @@ impl KafkaNames {
         }
     }
 
+    /// The internal topic through which keyed step `step` (its stable id: the step's
+    /// name, else `step-<n>`) receives its records from every worker: the same for all
+    /// workers of the pipeline.
+    pub fn repartition_topic(&self, step: &str) -> String {
+        format!("{}{}-{step}-repartition", self.prefix, self.pipeline)
+    }
+
     /// The transactional id of producer `slot` (0 or 1) of the worker's commit unit.
     pub fn transactional_id(&self, slot: usize) -> String {
         format!(
@@ -146,6 +157,19 @@ mod tests {
             }
             assert_ne!(a.progress_topic(), b.progress_topic());
         }
+        assert_eq!(
+            w(0, 3).repartition_topic("count"),
+            w(2, 3).repartition_topic("count"),
+            "one repartition topic per step, shared by the workers"
+        );
+        assert_eq!(
+            w(1, 3).repartition_topic("count"),
+            "team-a.wc-count-repartition"
+        );
+        assert_eq!(
+            base.repartition_topic("step-1"),
+            "team-a.wc-step-1-repartition"
+        );
         for name in [w(2, 3).transactional_id(0), w(2, 3).progress_topic()] {
             assert!(name.starts_with("team-a."), "{name}");
         }

@@ -85,6 +85,11 @@
 //! of the partitions it wrote, so `read_committed` readers of those partitions stall
 //! until the restart fences it (or the timeout aborts it).
 //!
+//! A repartition topic (`repartition`, worker I of N > 1) is written by a `KafkaSink`
+//! too (`KafkaSink::repartition`: each record to its key group's partition), so its
+//! records are in T(n) with the output and the source offsets, and the owner of the key
+//! group, reading it read_committed, sees them exactly when T(n) commits.
+//!
 //! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
 //! at pre-commit: nothing is lost, a replay after a crash may duplicate.
 
@@ -105,6 +110,8 @@ use crate::record::message::Barrier;
 pub struct KafkaSink {
     id: String,
     topic: String,
+    /// A repartition topic's key groups (each record to its key group's partition).
+    key_groups: Option<u16>,
     unit: Arc<KafkaCommitUnit>,
     /// This subtask's records not yet acknowledged by the broker.
     in_flight: Arc<InFlight>,
@@ -122,9 +129,25 @@ impl KafkaSink {
         KafkaSink {
             id: id.into(),
             topic: topic.into(),
+            key_groups: None,
             unit,
             in_flight: Arc::new(InFlight::default()),
             drain_before_next: false,
+        }
+    }
+
+    /// The writer of repartition topic `topic` of `key_groups` key groups (see
+    /// `repartition`): each record goes to its key group's partition, inside the same
+    /// transactions as every other Kafka sink of the unit.
+    pub fn repartition(
+        id: impl Into<String>,
+        topic: impl Into<String>,
+        key_groups: u16,
+        unit: Arc<KafkaCommitUnit>,
+    ) -> Self {
+        KafkaSink {
+            key_groups: Some(key_groups),
+            ..KafkaSink::new(id, topic, unit)
         }
     }
 }
@@ -155,8 +178,12 @@ impl Sink for KafkaSink {
             }
             self.drain_before_next = false;
         }
-        self.unit
-            .send_batch(checkpoint, &self.topic, batch, &self.in_flight)?;
+        self.unit.send_batch(
+            checkpoint,
+            (&self.topic, self.key_groups),
+            batch,
+            &self.in_flight,
+        )?;
         Ok(())
     }
 

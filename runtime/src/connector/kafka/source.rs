@@ -3,7 +3,8 @@
 //! Invariants:
 //! - Assignment, not subscription: the partitions of the configured topics are first
 //!   split among the pipeline's workers (`cluster::assignment`; worker 0/1 owns them
-//!   all), then each of the worker's partitions belongs to the subtask
+//!   all; a repartition topic's partitions go to the owners of their key groups, see
+//!   `repartition`), then each of the worker's partitions belongs to the subtask
 //!   `assignment::owner` names, which adding partitions or topics never changes for an
 //!   existing partition. No consumer group rebalancing ever moves a partition;
 //!   the group is only where offsets are committed (by the sink, inside its
@@ -52,7 +53,7 @@ use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{self, Worker};
+use crate::cluster::Worker;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
@@ -351,8 +352,9 @@ fn create_consumer(
 }
 
 /// The partitions of the configured topics that `cluster::assignment` gives to
-/// `worker` and, of those, `assignment::owner` to `subtask`, sorted; read with a
-/// metadata client of its own (dropped on return).
+/// `worker` (for a repartition topic: those of its key groups, see `repartition`) and,
+/// of those, `assignment::owner` to `subtask`, sorted; read with a metadata client of
+/// its own (dropped on return).
 fn owned_partitions(
     endpoint: &Endpoint,
     config: &KafkaSourceConfig,
@@ -370,7 +372,8 @@ fn owned_partitions(
             all.push((topic.clone(), p));
         }
     }
-    let mut mine: Vec<(String, i32)> = cluster::assignment::partitions_of(worker, &all)
+    let mut mine: Vec<(String, i32)> = config
+        .worker_partitions(worker, &all)
         .into_iter()
         .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
         .collect();

@@ -1,0 +1,168 @@
+//! The repartition topic: how a keyed step's records cross from the worker that read
+//! them to the worker that owns their key group (Kafka Streams' model).
+//!
+//! Invariants:
+//! - Only worker I of N > 1 has one (`PipelineSpec::for_worker` adds it); a pipeline
+//!   in one process (0/1) shuffles in process exactly as before.
+//! - One topic per pipeline and keyed step, `KafkaNames::repartition_topic`, shared by
+//!   every worker. Its partitions are the key groups, one to one: key group `g` is
+//!   partition `g`, so the topic has exactly `max_parallelism` partitions. One to one
+//!   because a worker owns arbitrary key-group ranges (`cluster::assignment`) and a
+//!   rescale moves single key groups: a partition holding several key groups would be
+//!   split between owners. `max_parallelism` is therefore capped at
+//!   `MAX_REPARTITION_PARTITIONS` for N > 1.
+//! - Weir creates the topic at start if it is missing (`ensure_topic`); an existing
+//!   topic with another partition count is refused with one line (its key groups would
+//!   land on the wrong partitions). Retention is unlimited (`retention.ms = -1`,
+//!   `retention.bytes = -1`, `cleanup.policy = delete`): a record is never deleted
+//!   before its owner read it, however long that worker is down. Weir does not purge
+//!   records already read (Kafka Streams does, with DeleteRecords); the topic grows
+//!   with the input, and an operator may set a finite retention that exceeds the
+//!   longest outage of a worker.
+//! - Writing: upstream of the exchange, every record (key, value, event time as the
+//!   Kafka timestamp) goes to the partition of its key's group (`partition_of_key`,
+//!   the same `dataflow::partition::key_group` as the in-process shuffle), through the
+//!   worker's own transactional producers (`KafkaCommitUnit`), so repartition records,
+//!   output records and the source offsets commit or abort together in T(n).
+//! - Reading: the owner of key group `g` reads partition `g` (`partitions_of`) as one
+//!   more Kafka source, `read_committed`, from the earliest offset the first time,
+//!   else from its checkpoint; those offsets ride in its own T(n)'s offset commit like
+//!   any source's. Each worker is exactly-once on its own, and Kafka joins them: no
+//!   global barrier.
+//! - Order: a key's records from one upstream sink subtask reach its partition in the
+//!   order that subtask wrote them (see `sink`'s "Order"), and the owning worker reads a
+//!   partition in offset order.
+
+use std::time::Duration;
+
+use rdkafka::admin::AdminClient;
+
+use crate::cluster::{Worker, assignment};
+use crate::connector::kafka::client::{self, QuietContext, topic_partitions};
+use crate::connector::kafka::error::KafkaError;
+use crate::dataflow::partition::key_group;
+
+/// Most key groups (hence repartition partitions) of a pipeline run as N > 1 workers:
+/// a partition per key group costs the broker a few files and the transactions a few
+/// bytes each; 1,024 is far beyond what a handful of workers needs.
+pub const MAX_REPARTITION_PARTITIONS: usize = 1024;
+
+/// The operator id of the repartition writer in the tasks upstream of the exchange.
+pub const REPARTITION_SINK_ID: &str = "repartition";
+
+/// Topic configuration of a repartition topic: never delete what a worker has not read.
+pub const REPARTITION_TOPIC_CONFIG: [(&str, &str); 3] = [
+    ("cleanup.policy", "delete"),
+    ("retention.ms", "-1"),
+    ("retention.bytes", "-1"),
+];
+
+/// A worker's keyed exchange through Kafka: what `PipelineSpec::for_worker` adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repartition {
+    /// The keyed step (index into `spec.steps`) whose input crosses the topic.
+    pub step: usize,
+    /// Its stable id in names: the step's name, else `step-<n>`.
+    pub step_id: String,
+    /// `KafkaNames::repartition_topic(step_id)`.
+    pub topic: String,
+    /// The pipeline's key groups (`max_parallelism`): the topic's partition count.
+    pub key_groups: u16,
+    /// The source (index into `spec.sources`) reading the worker's partitions back.
+    pub source: usize,
+}
+
+/// The partition holding key group `group`.
+pub fn partition_of_key_group(group: u16) -> i32 {
+    i32::from(group)
+}
+
+/// The partition a record with `key` goes to, among `key_groups` key groups.
+pub fn partition_of_key(key: &[u8], key_groups: u16) -> i32 {
+    partition_of_key_group(key_group(key, key_groups))
+}
+
+/// The repartition partitions `worker` reads: those of the key groups it owns, sorted.
+pub fn partitions_of(worker: Worker, key_groups: u16) -> Vec<i32> {
+    assignment::share::<i32>(worker, &[], key_groups)
+        .key_groups
+        .into_iter()
+        .flat_map(|range| range.map(partition_of_key_group))
+        .collect()
+}
+
+/// Creates `topic` with `key_groups` partitions and `REPARTITION_TOPIC_CONFIG` unless it
+/// exists; refuses an existing one with another partition count.
+pub fn ensure_topic(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    topic: &str,
+    key_groups: u16,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
+    let expected = i32::from(key_groups);
+    client::ensure_topic(
+        admin,
+        bootstrap,
+        ("repartition", topic),
+        expected,
+        &REPARTITION_TOPIC_CONFIG,
+        timeout,
+    )?;
+    // Created by us or by another worker just before: either way, check what is there.
+    let found = topic_partitions(admin.inner(), bootstrap, topic, timeout)?.len();
+    if found != expected as usize {
+        return Err(KafkaError::RepartitionPartitions {
+            topic: topic.to_owned(),
+            found,
+            expected,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Catches: a key group read by two workers or by none (duplicates or losses), a
+    /// mapping that disagrees with the in-process shuffle's key groups, or one that
+    /// depends on anything but the key.
+    #[test]
+    fn every_partition_is_read_by_exactly_one_worker_for_every_n() {
+        for key_groups in [1u16, 7, 32, 128] {
+            for n in 1..=8u32 {
+                let mut seen = BTreeSet::new();
+                for i in 0..n {
+                    let worker = Worker::new(i, n).expect("worker");
+                    let mine = partitions_of(worker, key_groups);
+                    assert!(mine.windows(2).all(|w| w[0] < w[1]), "sorted");
+                    let share = assignment::share::<i32>(worker, &[], key_groups);
+                    assert_eq!(mine.len(), share.key_group_count());
+                    for p in mine {
+                        assert!((0..i32::from(key_groups)).contains(&p));
+                        assert!(seen.insert(p), "partition {p} read twice (N = {n})");
+                    }
+                }
+                assert_eq!(seen.len(), usize::from(key_groups), "N = {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_goes_to_the_partition_of_its_key_group_and_its_owner_reads_it() {
+        for key in [&b"alpha"[..], b"", b"beta", b"the"] {
+            let p = partition_of_key(key, 32);
+            assert_eq!(p, i32::from(key_group(key, 32)));
+            let owners: Vec<u32> = (0..3)
+                .filter(|&i| partitions_of(Worker::new(i, 3).expect("worker"), 32).contains(&p))
+                .collect();
+            assert_eq!(owners.len(), 1, "{key:?}");
+        }
+        // A single worker would read every partition (it never has a topic, but the
+        // mapping is total).
+        assert_eq!(partitions_of(Worker::SINGLE, 4), vec![0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,97 @@
+//! The plan's split: stages at the keyed step, and with a repartition topic the spec's
+//! sources ending in it while only the repartition source feeds the keyed stage.
+
+use std::path::Path;
+
+use super::*;
+use crate::cluster::Worker;
+
+fn spec(dir: &Path, sources: usize) -> PipelineSpec {
+    std::fs::write(dir.join("m.wasm"), b"\0asm").expect("module");
+    let source = "[[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"\n";
+    let text = format!(
+        r#"
+name = "p"
+parallelism = 2
+max_parallelism = 16
+{}
+[[steps]]
+type = "map"
+module = "m.wasm"
+[[steps]]
+type = "aggregate"
+name = "count"
+module = "m.wasm"
+[[steps]]
+type = "map"
+module = "m.wasm"
+[[sinks]]
+type = "kafka"
+topic = "out"
+bootstrap = "127.0.0.1:1"
+"#,
+        source.repeat(sources)
+    );
+    PipelineSpec::parse(&text, dir, "spec.toml").expect("spec")
+}
+
+#[test]
+fn one_process_shuffles_every_source_into_the_keyed_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(dir.path(), 2);
+    let plan = stages(&s);
+    assert_eq!(plan.len(), 2);
+    assert_eq!((plan[0].steps.clone(), plan[0].shuffles), (vec![0], true));
+    assert_eq!(
+        (plan[1].steps.clone(), plan[1].shuffles),
+        (vec![1, 2], false)
+    );
+    assert_eq!(stage_1_feeders(&s), vec![0, 1]);
+    assert!((0..2).all(|n| source_route(&s, n) == SourceRoute::Local));
+    assert_eq!(s.repartition, None);
+}
+
+/// Catches: the repartition source running stage 0's steps (records mapped twice), a
+/// spec source still feeding the keyed stage in process (a key counted on two
+/// workers), or the stages changing shape across workers (operator ids, hence
+/// snapshots, would not match).
+#[test]
+fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = spec(dir.path(), 2);
+    let w = s
+        .for_worker(Worker::new(1, 3).expect("1/3"))
+        .expect("keyed with 3 workers");
+    let r = w.repartition.clone().expect("a repartition topic");
+    assert_eq!((r.step, r.step_id.as_str()), (1, "count"));
+    assert_eq!(r.topic, "weir.p-count-repartition");
+    assert_eq!((r.key_groups, r.source), (16, 2));
+    assert_eq!(w.sources.len(), 3, "one more source");
+    assert_eq!(stages(&w), stages(&s), "the same stages");
+    assert_eq!(source_route(&w, 0), SourceRoute::ToRepartition);
+    assert_eq!(source_route(&w, 1), SourceRoute::ToRepartition);
+    assert_eq!(source_route(&w, 2), SourceRoute::FromRepartition);
+    assert_eq!(stage_1_feeders(&w), vec![2]);
+    let crate::spec::SourceConfig::Kafka(c) = &w.sources[2].config else {
+        panic!("a kafka source");
+    };
+    assert_eq!(c.topic.as_deref(), Some("weir.p-count-repartition"));
+    assert_eq!(c.repartition_key_groups, Some(16));
+    assert_eq!(c.group.as_deref(), Some("weir.p"), "the pipeline's group");
+    assert!(!c.bounded);
+    // Worker 1 of 3 reads the partitions of its key groups only.
+    let all: Vec<(String, i32)> = (0..16).map(|p| (r.topic.clone(), p)).collect();
+    let mine: Vec<i32> = c
+        .worker_partitions(w.worker, &all)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    let share = crate::cluster::assignment::share::<i32>(w.worker, &[], 16);
+    let expected: Vec<i32> = share
+        .key_groups
+        .iter()
+        .flat_map(|g| g.clone().map(i32::from))
+        .collect();
+    assert_eq!(mine, expected);
+    assert!((5..=6).contains(&mine.len()), "a third of 16: {mine:?}");
+}
