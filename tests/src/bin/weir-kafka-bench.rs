@@ -567,8 +567,8 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
-/// Distinct keys of the word-count scenarios (k1-k3).
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+/// Distinct keys of the word-count scenario (k1).
 const WORDS: u64 = 10_000;
 
 fn mib(bytes: u64) -> f64 {
@@ -653,7 +653,10 @@ fn main() -> anyhow::Result<()> {
     // transactions initialised, shutdown), taken off for the net rates.
     let empty = kafka::unique_name("bench-empty-in");
     kafka::create_topic(&empty, PARTITIONS);
-    let word_input = ["k1", "k2", "k3"].iter().any(|k| wanted(k)).then(|| {
+    // Only one process: a worker with a repartition topic runs until stopped, even on
+    // bounded input, so N > 1 word counts need a stop condition (their committed
+    // offsets of the input and the repartition topic at the end) this bench lacks yet.
+    let word_input = wanted("k1").then(|| {
         let topic = kafka::unique_name("bench-words");
         kafka::create_topic(&topic, PARTITIONS);
         let words: Vec<Input> = (0..records)
@@ -717,22 +720,6 @@ fn main() -> anyhow::Result<()> {
             "exactly-once",
             "1s",
             1,
-        ),
-        (
-            "k2",
-            "(k2) as (k1), 2 workers (shuffle through the repartition topic)",
-            WordCount,
-            "exactly-once",
-            "1s",
-            2,
-        ),
-        (
-            "k3",
-            "(k3) as (k1), 3 workers (shuffle through the repartition topic)",
-            WordCount,
-            "exactly-once",
-            "1s",
-            3,
         ),
     ] {
         if !wanted(key) {
@@ -816,8 +803,6 @@ fn main() -> anyhow::Result<()> {
     for (prefix, one_prefix, workers, what) in [
         ("(w2)", "(c)", 2, "uppercase"),
         ("(w3)", "(c)", 3, "uppercase"),
-        ("(k2)", "(k1)", 2, "word-count"),
-        ("(k3)", "(k1)", 3, "word-count"),
     ] {
         if let (Some(split), Some(one)) = (net_rate_of(prefix), net_rate_of(one_prefix)) {
             println!(
@@ -830,9 +815,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "(b)/(c)/(wN)/(kN) wall time includes weir start-up, guest compilation and shutdown; \
+        "(b)/(c)/(wN)/(k1) wall time includes weir start-up, guest compilation and shutdown; \
          net = records / (wall - fixed), fixed = the same run on an empty topic; \
-         (wN)/(kN) peak RSS is the sum over its processes"
+         (wN) peak RSS is the sum over its processes"
     );
 
     let mut latency = Vec::new();
