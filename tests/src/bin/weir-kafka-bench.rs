@@ -264,7 +264,7 @@ fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: 
     if run.shape == Shape::WordCount {
         let text = format!(
             "name = \"{name}\"\nparallelism = 2\nstate_dir = {state}\n\n[checkpoint]\ninterval = \"{interval}\"\n\n{source}\n\n\
-             [[steps]]\ntype = \"aggregate\"\nmodule = {count}\n\n\
+             [[steps]]\ntype = \"aggregate\"\nname = \"{REPARTITION_STEP}\"\nmodule = {count}\n\n\
              [[sinks]]\ntype = \"kafka\"\ntopic = \"{output}\"\ndelivery = \"{delivery}\"\n{sink}\n",
             state = weir_tests::toml_path(&state),
             interval = run.interval,
@@ -340,9 +340,76 @@ fn peak_rss(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// (b)/(c)/(wN): runs `weir run --quiet` on a bounded Kafka -> uppercase -> Kafka spec,
-/// as `run.workers` processes at once; (seconds until the last one ended, the sum of
-/// their peak RSS in bytes).
+/// The name of the word count's aggregate step: its repartition topic is
+/// `weir.<pipeline>-count-repartition` with N > 1 workers.
+const REPARTITION_STEP: &str = "count";
+
+/// Whether N > 1 word-count workers are done with `input`: the pipeline's group has
+/// committed every input offset (the input is not transactional: its end offsets are
+/// its records), and no committed record of the repartition topic is left to read
+/// after the group's committed offsets (read_committed, to the end of every
+/// partition). Workers with a repartition topic never end on their own.
+fn keyed_workers_drained(spec: &Path, input: &str) -> anyhow::Result<bool> {
+    let name = spec
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .context("the spec is named after its pipeline")?;
+    let group = format!("weir.{name}");
+    let read: i64 = kafka::committed_offsets(&group, input)
+        .values()
+        .map(|(offset, _)| offset)
+        .sum();
+    if read < kafka::end_offsets_sum(input) {
+        return Ok(false);
+    }
+    let topic = format!("weir.{name}-{REPARTITION_STEP}-repartition");
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kafka::bootstrap())
+        .set("group.id", format!("{group}-bench-probe"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("log_level", "3")
+        .create()?;
+    let partitions = consumer
+        .fetch_metadata(Some(&topic), TIMEOUT)?
+        .topics()
+        .first()
+        .map_or(0, |t| t.partitions().len());
+    if partitions == 0 {
+        // Not created yet: the workers are still starting.
+        return Ok(false);
+    }
+    let committed = kafka::committed_offsets(&group, &topic);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions as i32 {
+        let from = committed
+            .get(&p)
+            .map_or(Offset::Beginning, |(o, _)| Offset::Offset(*o));
+        tpl.add_partition_offset(&topic, p, from)?;
+    }
+    consumer.assign(&tpl)?;
+    let mut at_end = 0;
+    let deadline = Instant::now() + TIMEOUT;
+    while at_end < partitions {
+        ensure!(
+            Instant::now() < deadline,
+            "{topic}: no end of partition in {TIMEOUT:?}"
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(_)) => return Ok(false),
+            Some(Err(KafkaError::PartitionEOF(_))) => at_end += 1,
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+    Ok(true)
+}
+
+/// (b)/(c)/(wN)/(k1): runs `weir run --quiet` on a bounded Kafka -> `run.shape` -> Kafka
+/// spec, as `run.workers` processes at once; (seconds until the last one ended, the sum
+/// of their peak RSS in bytes). N > 1 word-count workers are stopped with SIGTERM once
+/// [`keyed_workers_drained`]; their time is taken then.
 fn weir_run(
     dir: &Path,
     run: &WeirRun<'_>,
@@ -356,8 +423,21 @@ fn weir_run(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut peaks = vec![0; children.len()];
     let mut statuses = vec![None; children.len()];
+    let stop_when_drained = run.shape == Shape::WordCount && run.workers > 1;
+    let mut drained_after = None;
+    let mut next_check = Instant::now();
     // stderr is drained after exit; --quiet keeps it small.
     while statuses.iter().any(Option::is_none) {
+        if stop_when_drained && drained_after.is_none() && Instant::now() >= next_check {
+            next_check = Instant::now() + Duration::from_millis(200);
+            if keyed_workers_drained(&spec, input)? {
+                drained_after = Some(started.elapsed().as_secs_f64());
+                for child in &children {
+                    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                }
+            }
+        }
         for (i, child) in children.iter_mut().enumerate() {
             if statuses[i].is_some() {
                 continue;
@@ -369,11 +449,13 @@ fn weir_run(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = drained_after.unwrap_or_else(|| started.elapsed().as_secs_f64());
     for (child, status) in children.iter_mut().zip(statuses.into_iter().flatten()) {
         let err = take_stderr(child);
+        // Stopped by SIGTERM after a final checkpoint: exit 143.
+        let stopped = drained_after.is_some() && status.code() == Some(143);
         ensure!(
-            status.success(),
+            status.success() || stopped,
             "weir run ({} at {}, {} workers) failed: {status}\n{err}",
             run.delivery,
             run.interval,
@@ -567,8 +649,8 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
-/// Distinct keys of the word-count scenario (k1).
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+/// Distinct keys of the word-count scenarios (k1-k3).
 const WORDS: u64 = 10_000;
 
 fn mib(bytes: u64) -> f64 {
@@ -653,10 +735,7 @@ fn main() -> anyhow::Result<()> {
     // transactions initialised, shutdown), taken off for the net rates.
     let empty = kafka::unique_name("bench-empty-in");
     kafka::create_topic(&empty, PARTITIONS);
-    // Only one process: a worker with a repartition topic runs until stopped, even on
-    // bounded input, so N > 1 word counts need a stop condition (their committed
-    // offsets of the input and the repartition topic at the end) this bench lacks yet.
-    let word_input = wanted("k1").then(|| {
+    let word_input = ["k1", "k2", "k3"].iter().any(|k| wanted(k)).then(|| {
         let topic = kafka::unique_name("bench-words");
         kafka::create_topic(&topic, PARTITIONS);
         let words: Vec<Input> = (0..records)
@@ -720,6 +799,22 @@ fn main() -> anyhow::Result<()> {
             "exactly-once",
             "1s",
             1,
+        ),
+        (
+            "k2",
+            "(k2) as (k1), 2 workers (shuffle through the repartition topic)",
+            WordCount,
+            "exactly-once",
+            "1s",
+            2,
+        ),
+        (
+            "k3",
+            "(k3) as (k1), 3 workers (shuffle through the repartition topic)",
+            WordCount,
+            "exactly-once",
+            "1s",
+            3,
         ),
     ] {
         if !wanted(key) {
@@ -803,6 +898,8 @@ fn main() -> anyhow::Result<()> {
     for (prefix, one_prefix, workers, what) in [
         ("(w2)", "(c)", 2, "uppercase"),
         ("(w3)", "(c)", 3, "uppercase"),
+        ("(k2)", "(k1)", 2, "word-count"),
+        ("(k3)", "(k1)", 3, "word-count"),
     ] {
         if let (Some(split), Some(one)) = (net_rate_of(prefix), net_rate_of(one_prefix)) {
             println!(
@@ -815,9 +912,10 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "(b)/(c)/(wN)/(k1) wall time includes weir start-up, guest compilation and shutdown; \
-         net = records / (wall - fixed), fixed = the same run on an empty topic; \
-         (wN) peak RSS is the sum over its processes"
+        "(b)/(c)/(wN)/(kN) wall time includes weir start-up, guest compilation and shutdown; \
+         net = records / (wall - fixed), fixed = the same run on an empty topic; (k2)/(k3) wall = until their input and \
+         repartition topic are read and committed; \
+         (wN)/(kN) peak RSS is the sum over its processes"
     );
 
     let mut latency = Vec::new();
