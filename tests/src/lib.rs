@@ -131,6 +131,61 @@ pub fn take_stderr(child: &mut std::process::Child) -> String {
     text
 }
 
+/// `weir run --quiet --worker <worker> <spec>`, stderr piped, with `WEIR_FAULT=fault`
+/// if given.
+pub fn start_worker(spec: &Path, worker: &str, fault: Option<&str>) -> std::process::Child {
+    let mut cmd = weir();
+    cmd.args(["run", "--quiet", "--worker", worker])
+        .arg(spec)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    if let Some(fault) = fault {
+        cmd.env("WEIR_FAULT", fault);
+    }
+    cmd.spawn().expect("spawn weir")
+}
+
+/// Waits for `child` (bounded: it must end by `deadline`, else it is killed and the
+/// test fails); its exit status and stderr.
+pub fn wait_until(
+    child: &mut std::process::Child,
+    deadline: std::time::Instant,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return (status, take_stderr(child));
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end in time: {}", take_stderr(child));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The test bucket of the local S3-compatible server (`scripts/s3/s3.sh up`, started by
+/// `make test`); `None` (the test skips) only with `WEIR_SKIP_S3=1`, else a panic that
+/// says how to start the server.
+pub fn s3_bucket() -> Option<String> {
+    match (
+        std::env::var("AWS_ENDPOINT_URL"),
+        std::env::var("WEIR_S3_BUCKET"),
+    ) {
+        (Ok(_), Ok(bucket)) => Some(bucket),
+        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
+            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
+            None
+        }
+        _ => panic!(
+            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
+             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
+             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
+        ),
+    }
+}
+
 /// stderr as text, for assertions.
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

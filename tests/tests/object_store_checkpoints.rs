@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use weir::record::CheckpointId;
 use weir::storage::{CheckpointLocation, CheckpointStorage};
 use weir_tests::{
-    committed_lines, guest, multiset, multiset_diff, take_stderr, toml_path, weir, write_file,
+    committed_lines, guest, multiset, multiset_diff, s3_bucket, take_stderr, toml_path, weir,
+    write_file,
 };
 
 const RECORDS: u64 = 200_000;
@@ -34,24 +35,6 @@ const RECORDS: u64 = 200_000;
 const RATE: u64 = 50_000;
 /// Bound on any one wait (a run to completion, a checkpoint to appear).
 const WAIT_LIMIT: Duration = Duration::from_secs(180);
-
-fn bucket() -> Option<String> {
-    match (
-        std::env::var("AWS_ENDPOINT_URL"),
-        std::env::var("WEIR_S3_BUCKET"),
-    ) {
-        (Ok(_), Ok(bucket)) => Some(bucket),
-        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
-            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
-            None
-        }
-        _ => panic!(
-            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
-             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
-             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
-        ),
-    }
-}
 
 /// The pipeline, its checkpoints at `checkpoint_dir` (a path or an `s3://` URL).
 fn spec(dir: &Path, checkpoint_dir: &str) -> PathBuf {
@@ -141,7 +124,7 @@ fn lose_local_state(dir: &Path) {
 
 #[test]
 fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
-    let Some(bucket) = bucket() else { return };
+    let Some(bucket) = s3_bucket() else { return };
 
     // The reference: uninterrupted, checkpoints in a local directory.
     let reference = tempfile::tempdir().expect("tempdir");

@@ -8,13 +8,14 @@
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
-use weir_tests::{guest, refusal_line, take_stderr, toml_path, weir, write_file};
+use weir_tests::{
+    guest, refusal_line, start_worker, take_stderr, toml_path, wait_until, weir, write_file,
+};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -84,35 +85,6 @@ path = {dead}
         dead = toml_path(&dir.join("dead")),
     );
     write_file(dir, file, &text)
-}
-
-/// `weir run --quiet --worker <worker> <spec>`, with `WEIR_FAULT=fault` if given.
-fn start(spec: &Path, worker: &str, fault: Option<&str>) -> Child {
-    let mut cmd = weir();
-    cmd.args(["run", "--quiet", "--worker", worker])
-        .arg(spec)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    if let Some(fault) = fault {
-        cmd.env("WEIR_FAULT", fault);
-    }
-    cmd.spawn().expect("spawn weir")
-}
-
-/// Waits for `child` (bounded: it must end by `deadline`, else it is killed and the
-/// test fails); its exit status and stderr.
-fn wait(child: &mut Child, deadline: Instant, what: &str) -> (std::process::ExitStatus, String) {
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return (status, take_stderr(child));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not end in time: {}", take_stderr(child));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Asserts that `output` holds, read_committed, each input record exactly once,
@@ -192,8 +164,8 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     );
     let deadline = Instant::now() + Duration::from_secs(240);
 
-    let mut worker_0 = start(&spec, "0/3", None);
-    let mut worker_2 = start(&spec, "2/3", None);
+    let mut worker_0 = start_worker(&spec, "0/3", None);
+    let mut worker_2 = start_worker(&spec, "2/3", None);
     // Worker 1 dies by SIGKILL three times at points of the commit protocol (the n-th
     // time it reaches them, so they land whatever the timing), once more from outside
     // at a random moment if it is still running then, and finishes on its last start.
@@ -207,7 +179,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     let mut rng = StdRng::seed_from_u64(12);
     let mut kills = 0;
     for (attempt, fault) in faults.iter().enumerate() {
-        let mut worker_1 = start(&spec, "1/3", *fault);
+        let mut worker_1 = start_worker(&spec, "1/3", *fault);
         let last = attempt + 1 == faults.len();
         if fault.is_none() && !last {
             std::thread::sleep(Duration::from_millis(rng.random_range(1_000..3_000)));
@@ -216,7 +188,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
                 kills += 1;
             }
         }
-        let (status, err) = wait(&mut worker_1, deadline, "worker 1");
+        let (status, err) = wait_until(&mut worker_1, deadline, "worker 1");
         if fault.is_some() {
             assert_eq!(
                 status.signal(),
@@ -237,7 +209,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     // Restarting worker 1 (same transactional ids as itself, none of theirs) fenced
     // neither of the others: their first processes finish on their own.
     for (i, worker) in [(0, &mut worker_0), (2, &mut worker_2)] {
-        let (status, err) = wait(worker, deadline, &format!("worker {i}"));
+        let (status, err) = wait_until(worker, deadline, &format!("worker {i}"));
         assert!(status.success(), "worker {i} failed: {err}");
         assert!(!err.contains("fenced"), "worker {i}: {err}");
         assert!(
@@ -319,7 +291,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         0,
     );
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut first = start(&spec_a, "1/2", None);
+    let mut first = start_worker(&spec_a, "1/2", None);
     // Wait until the first has committed (its marker is in the group).
     let group = format!("weir.{name}");
     while kafka::committed_offsets(&group, &input_topic).is_empty() {
@@ -365,8 +337,8 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         true,
         0,
     );
-    let mut other = start(&spec_bounded, "0/2", None);
-    let (status, err) = wait(&mut other, deadline, "worker 0/2");
+    let mut other = start_worker(&spec_bounded, "0/2", None);
+    let (status, err) = wait_until(&mut other, deadline, "worker 0/2");
     assert!(status.success(), "worker 0/2: {err}");
     assert!(
         first.try_wait().expect("try_wait").is_none(),
@@ -375,8 +347,8 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
 
     // On another machine (its own state dir, the shared checkpoint dir): the same
     // transactional ids, so it fences the first, which stops with one line saying so.
-    let mut second = start(&spec_bounded, "1/2", None);
-    let (status, err) = wait(&mut first, deadline, "the fenced first process");
+    let mut second = start_worker(&spec_bounded, "1/2", None);
+    let (status, err) = wait_until(&mut first, deadline, "the fenced first process");
     assert!(!status.success(), "the fenced process must fail");
     assert!(
         err.contains("was fenced") && err.contains(&format!("another instance of pipeline {name}")),
@@ -386,7 +358,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         err.contains(&format!("weir.{name}.1.")),
         "names its transactional id: {err}"
     );
-    let (status, err) = wait(&mut second, deadline, "the second process");
+    let (status, err) = wait_until(&mut second, deadline, "the second process");
     assert!(status.success(), "the fencing process: {err}");
     assert_each_record_once_in_order(&output, 500);
 }
@@ -483,7 +455,7 @@ fn a_partition_moved_to_another_worker_by_a_new_partition_is_refused() {
     );
     let deadline = Instant::now() + Duration::from_secs(120);
     for worker in ["0/2", "1/2"] {
-        let (status, err) = wait(&mut start(&spec, worker, None), deadline, worker);
+        let (status, err) = wait_until(&mut start_worker(&spec, worker, None), deadline, worker);
         assert!(status.success(), "worker {worker}: {err}");
     }
     // 4 partitions: worker 0 owns 0-1, worker 1 owns 2-3; with 5, worker 0 owns 0-2.

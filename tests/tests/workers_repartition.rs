@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -29,7 +29,10 @@ use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
-use weir_tests::{guest, refusal_line, take_stderr, toml_path, weir, write_file};
+use weir_tests::{
+    guest, refusal_line, s3_bucket, start_worker, take_stderr, toml_path, wait_until, weir,
+    write_file,
+};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -42,24 +45,6 @@ const KILLS: usize = 10;
 const MAX_FAILURES: usize = 5;
 /// Bound on the whole scenario.
 const WAIT_LIMIT: Duration = Duration::from_secs(420);
-
-fn bucket() -> Option<String> {
-    match (
-        std::env::var("AWS_ENDPOINT_URL"),
-        std::env::var("WEIR_S3_BUCKET"),
-    ) {
-        (Ok(_), Ok(bucket)) => Some(bucket),
-        _ if std::env::var("WEIR_SKIP_S3").as_deref() == Ok("1") => {
-            eprintln!("\n*** SKIPPED (WEIR_SKIP_S3=1): no S3-compatible server ***\n");
-            None
-        }
-        _ => panic!(
-            "no S3-compatible server: AWS_ENDPOINT_URL / WEIR_S3_BUCKET unset; run \
-             `eval \"$(bash scripts/s3/s3.sh up)\"` and export its variables first (make test \
-             does), or set WEIR_SKIP_S3=1 to skip the object store tests"
-        ),
-    }
-}
 
 /// Line `n` of partition `p`: `WORDS_PER_LINE` distinct words of the vocabulary.
 fn input() -> (Vec<Input>, BTreeMap<String, u64>) {
@@ -153,14 +138,14 @@ impl Workers {
         Workers {
             spec: spec.to_owned(),
             children: (0..WORKERS)
-                .map(|i| start(spec, &format!("{i}/{WORKERS}")))
+                .map(|i| start_worker(spec, &format!("{i}/{WORKERS}"), None))
                 .collect(),
             failures: Vec::new(),
         }
     }
 
     fn restart(&mut self, i: usize) {
-        self.children[i] = start(&self.spec, &format!("{i}/{WORKERS}"));
+        self.children[i] = start_worker(&self.spec, &format!("{i}/{WORKERS}"), None);
     }
 
     /// A worker that ended on its own failed (a commit that timed out on a loaded
@@ -194,16 +179,6 @@ impl Drop for Workers {
             let _ = child.wait();
         }
     }
-}
-
-fn start(spec: &Path, worker: &str) -> Child {
-    weir()
-        .args(["run", "--quiet", "--worker", worker])
-        .arg(spec)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weir")
 }
 
 /// Per word, the counts committed to `output` (read_committed), in output order.
@@ -241,29 +216,13 @@ fn assert_exact(counts: &BTreeMap<String, Vec<u64>>, totals: &BTreeMap<String, u
     }
 }
 
-/// Waits for `child` until `deadline` (then SIGKILLs it and fails); its status and
-/// stderr.
-fn wait(child: &mut Child, deadline: Instant, what: &str) -> (std::process::ExitStatus, String) {
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return (status, take_stderr(child));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not end in time: {}", take_stderr(child));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn total_records(counts: &BTreeMap<String, Vec<u64>>) -> usize {
     counts.values().map(Vec::len).sum()
 }
 
 #[test]
 fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_killed() {
-    let Some(bucket) = bucket() else {
+    let Some(bucket) = s3_bucket() else {
         return;
     };
     let _one_at_a_time = kafka::exclusive();
@@ -354,7 +313,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     }
     for (i, w) in workers.children.iter_mut().enumerate() {
         kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let (status, err) = wait(w, deadline, &format!("worker {i} after SIGTERM"));
+        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
         assert_eq!(status.code(), Some(143), "worker {i}: {err}");
     }
     eprintln!(

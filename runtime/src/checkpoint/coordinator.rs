@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -37,7 +37,7 @@ use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataE
 use crate::dataflow::error::TaskError;
 use crate::dataflow::task::TaskEvent;
 use crate::fault::{self, FaultPoint};
-use crate::metrics::PipelineMetrics;
+use crate::metrics::{PipelineMetrics, unix_ms};
 use crate::record::message::Barrier;
 use crate::record::{CheckpointId, OperatorSnapshot};
 use crate::storage::CheckpointStorage;
@@ -353,9 +353,7 @@ impl Coordinator {
             format: METADATA_FORMAT,
             pipeline: self.config.pipeline.clone(),
             id,
-            completed_at_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            completed_at_ms: unix_ms(),
             parallelism: self.config.parallelism,
             max_parallelism: self.config.max_parallelism,
             is_final,
@@ -381,7 +379,7 @@ impl Coordinator {
             .store(duration.as_millis() as u64, Ordering::Relaxed);
         self.metrics
             .last_checkpoint_unix_ms
-            .store(crate::metrics::unix_ms(), Ordering::Relaxed);
+            .store(metadata.completed_at_ms, Ordering::Relaxed);
         tracing::debug!(pipeline = %self.config.pipeline, checkpoint = %id, ?duration, files_added, bytes_added, "checkpoint complete");
     }
 

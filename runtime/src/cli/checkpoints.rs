@@ -6,8 +6,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::Worker;
+use crate::pipeline::worker_layout;
 use crate::spec::PipelineSpec;
-use crate::storage::{CheckpointLocation, CheckpointStorage};
+use crate::storage::CheckpointStorage;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckpointsArgs {
@@ -21,7 +22,10 @@ pub struct CheckpointsArgs {
 pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
     let whole = PipelineSpec::load(&args.spec)?;
     if args.worker.is_single() {
-        let workers = worker_dirs(&whole.checkpoint.dir);
+        let workers: Vec<String> = worker_layout::worker_dirs(&whole.checkpoint.dir)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
         if !workers.is_empty() {
             println!(
                 "pipeline {} runs as workers, each with its own checkpoints: {} in {} (list one with --worker I/N)",
@@ -65,19 +69,4 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The `worker-I-of-N` subdirectories of a local checkpoint dir, sorted (an object-store
-/// prefix is not listed).
-fn worker_dirs(root: &CheckpointLocation) -> Vec<String> {
-    let Some(Ok(entries)) = root.as_local().map(std::fs::read_dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| Worker::parse_dir_name(name).is_some())
-        .collect();
-    names.sort();
-    names
 }

@@ -27,24 +27,14 @@ pub fn refuse_other_layouts(
     let Some(dir) = root.as_local() else {
         return Ok(());
     };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        // No checkpoint dir yet: nothing to conflict with.
-        return Ok(());
-    };
-    let mut found: Vec<String> = Vec::new();
-    let mut single = false;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if parse_checkpoint_dir(&name).is_some() {
-            single |= entry.path().join(METADATA_FILE).is_file();
-        } else if let Some(other) = Worker::parse_dir_name(&name)
-            && other.count() != worker.count()
-            && holds_complete_checkpoint(&entry.path())
-        {
-            found.push(name);
-        }
-    }
-    if single && !worker.is_single() {
+    let mut found: Vec<String> = worker_dirs(root)
+        .into_iter()
+        .filter(|(name, other)| {
+            other.count() != worker.count() && holds_complete_checkpoint(&dir.join(name))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    if !worker.is_single() && holds_complete_checkpoint(dir) {
         found.push("the pipeline run as one worker".to_owned());
     }
     if found.is_empty() {
@@ -57,6 +47,23 @@ pub fn refuse_other_layouts(
         storage: root.to_string(),
         found: found.join(", "),
     })
+}
+
+/// The workers' locations (`worker-I-of-N/`) in the local checkpoint dir `root`, by
+/// name, sorted; none for an object-store prefix or a dir that does not exist.
+pub fn worker_dirs(root: &CheckpointLocation) -> Vec<(String, Worker)> {
+    let Some(Ok(entries)) = root.as_local().map(std::fs::read_dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, Worker)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            Worker::parse_dir_name(&name).map(|w| (name, w))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// Whether `dir` holds a complete checkpoint (`chk-*/_metadata`).
