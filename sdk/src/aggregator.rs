@@ -1,6 +1,7 @@
 //! The `aggregate` exports: `update` folds each group's records into its accumulator,
 //! `emit` turns accumulators into output records (written into the one output batch
-//! through an [`Emitter`]). One call per batch each.
+//! through an [`Emitter`]). One call per batch each; for unwindowed aggregates the host
+//! calls the fused `update-and-emit` instead, one call doing both.
 //!
 //! Accumulators are the user's type serialised with postcard; an EMPTY byte string is
 //! the contract's "no accumulator yet" and decodes as `A::default()`. A group whose
@@ -48,7 +49,48 @@ pub struct EmitBatch {
 /// A record for which `f` returns `Err` is a rejection (index into `groups.records`).
 /// `f` must leave the accumulator untouched when it refuses a record: the SDK does not
 /// snapshot it (that would cost a clone per record).
-pub fn run_update<A, F, R>(groups: &GroupBatch, mut f: F) -> UpdateOutput
+pub fn run_update<A, F, R>(groups: &GroupBatch, f: F) -> UpdateOutput
+where
+    A: Default + Serialize + DeserializeOwned,
+    F: FnMut(&mut A, &Record) -> R,
+    R: UpdateResult,
+{
+    fold_groups(groups, f, |_, _: &A, _| {})
+}
+
+/// The fused `update-and-emit`: [`run_update`] with `f`, and for every group whose new
+/// accumulator is not empty, what [`run_emit`] with `emit` returns for it (the group's
+/// key, no window), from the accumulator already in hand: no second call, no second
+/// decode.
+pub fn run_update_and_emit<A, F, R, Form, E>(
+    groups: &GroupBatch,
+    f: F,
+    mut emit: E,
+) -> (UpdateOutput, Batch)
+where
+    A: Default + Serialize + DeserializeOwned,
+    F: FnMut(&mut A, &Record) -> R,
+    R: UpdateResult,
+    E: EmitFunction<A, Form>,
+{
+    let mut records = Batch::with_capacity(groups.record_ends.len(), groups.records.keys.len(), 0);
+    let mut out = Emitter::new(&mut records);
+    let update = fold_groups(groups, f, |key, acc, bytes| {
+        if !bytes.is_empty() {
+            emit.call(key, None, acc, &mut out);
+        }
+    });
+    (update, records)
+}
+
+/// The loop of [`run_update`]: after each group, `then(key, accumulator, its bytes)`
+/// with the group's key (its first record's), the new accumulator and its serialised
+/// bytes as returned (empty: still "none yet").
+fn fold_groups<A, F, R>(
+    groups: &GroupBatch,
+    mut f: F,
+    mut then: impl FnMut(&[u8], &A, &[u8]),
+) -> UpdateOutput
 where
     A: Default + Serialize + DeserializeOwned,
     F: FnMut(&mut A, &Record) -> R,
@@ -87,7 +129,9 @@ where
     for (bytes, range) in accumulators.zip(ranges) {
         let mut acc: A = decode(bytes, || "a group of this batch".to_owned());
         let mut changed = false;
+        let mut empty = true;
         for (index, (key, value, timestamp)) in range.zip(records.by_ref()) {
+            empty = false;
             scratch.key.clear();
             scratch.key.extend_from_slice(key);
             scratch.value.clear();
@@ -98,7 +142,9 @@ where
                 Err(error) => output.rejections.push(Rejection::new(index, error)),
             }
         }
+        let key: &[u8] = if empty { &[] } else { &scratch.key };
         if changed {
+            let start = output.accumulators.len();
             output.accumulators =
                 postcard::to_extend(&acc, core::mem::take(&mut output.accumulators))
                     .unwrap_or_else(|e| {
@@ -108,12 +154,14 @@ where
                         )
                     });
             framing::end_frame(&mut output.accumulator_ends, &output.accumulators);
+            then(key, &acc, &output.accumulators[start..]);
         } else {
             framing::push_frame(
                 &mut output.accumulator_ends,
                 &mut output.accumulators,
                 bytes,
             );
+            then(key, &acc, bytes);
         }
     }
     output

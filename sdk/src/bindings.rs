@@ -8,12 +8,14 @@
 //! `#[map]` / `#[aggregate]` attribute expands to in the guest crate: a mapper does not
 //! have to define the aggregator's exports, and vice versa.
 
-/// The `aggregator` world; it also owns the shared `types`, `log` and `config`
-/// interfaces, which the mapper bindings reuse (`with:` below).
+/// The `fused-aggregator` world (the `aggregator` world plus the fused
+/// `update-and-emit`, which the host calls for unwindowed aggregates); it also owns the
+/// shared `types`, `log` and `config` interfaces, which the mapper bindings reuse
+/// (`with:` below).
 pub mod aggregator {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "aggregator",
+        world: "fused-aggregator",
         pub_export_macro: true,
         export_macro_name: "export_aggregator",
         default_bindings_module: "::weir_guest::__private::aggregator",
@@ -39,6 +41,7 @@ pub mod mapper {
 }
 
 use aggregator::exports::weir::transform::aggregate as wit_aggregate;
+use aggregator::exports::weir::transform::update_and_emit as wit_update_and_emit;
 use aggregator::weir::transform::types as wit_types;
 use mapper::exports::weir::transform::map as wit_map;
 
@@ -48,6 +51,8 @@ pub use wit_aggregate::UpdateOutput as WitUpdateOutput;
 pub use wit_aggregate::{EmitBatch as WitEmitBatch, GroupBatch as WitGroupBatch};
 pub use wit_map::MapOutput as WitMapOutput;
 pub use wit_types::RecordBatch as WitRecordBatch;
+pub use wit_update_and_emit::Guest as UpdateAndEmitGuest;
+pub use wit_update_and_emit::UpdateAndEmitOutput as WitUpdateAndEmitOutput;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -157,6 +162,27 @@ where
     R: UpdateResult,
 {
     crate::aggregator::run_update(&groups.into(), f).into()
+}
+
+/// Body of the `update-and-emit` export for the user functions `f` (update) and `emit`.
+pub fn update_and_emit<A, F, R, Form, E>(
+    groups: wit_aggregate::GroupBatch,
+    f: F,
+    emit: E,
+) -> wit_update_and_emit::UpdateAndEmitOutput
+where
+    A: Default + Serialize + DeserializeOwned,
+    F: FnMut(&mut A, &Record) -> R,
+    R: UpdateResult,
+    E: crate::aggregator::EmitFunction<A, Form>,
+{
+    let (update, records) = crate::aggregator::run_update_and_emit(&groups.into(), f, emit);
+    wit_update_and_emit::UpdateAndEmitOutput {
+        accumulator_ends: update.accumulator_ends,
+        accumulators: update.accumulators,
+        rejections: rejections(update.rejections),
+        records: records.into(),
+    }
 }
 
 /// Body of the `emit` export for the user function `f`.

@@ -2,9 +2,11 @@
 //! `weir`, of this workspace; it runs the component this crate helps build).
 //!
 //! A guest is a `cdylib` crate built for `wasm32-wasip2`: the build output is a
-//! WebAssembly component that exports one of the two worlds of `weir:transform`
-//! (`wit/weir.wit`). This crate hides that contract: the bindings, the columnar batches
-//! and the accumulator bytes. A guest author writes one attributed function.
+//! WebAssembly component that exports one of the worlds of `weir:transform`
+//! (`wit/weir.wit`): `mapper`, or `fused-aggregator` (the `aggregator` world plus the
+//! fused `update-and-emit` the runtime calls for unwindowed aggregates). This crate
+//! hides that contract: the bindings, the columnar batches and the accumulator bytes. A
+//! guest author writes one attributed function.
 //!
 //! # Map, filter, flat-map
 //!
@@ -141,8 +143,9 @@ pub use weir_guest_macros::aggregate;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::bindings::{
-        AggregateGuest, MapGuest, WitEmitBatch, WitGroupBatch, WitMapOutput, WitRecordBatch,
-        WitUpdateOutput, aggregator, emit, map, mapper, update,
+        AggregateGuest, MapGuest, UpdateAndEmitGuest, WitEmitBatch, WitGroupBatch, WitMapOutput,
+        WitRecordBatch, WitUpdateAndEmitOutput, WitUpdateOutput, aggregator, emit, map, mapper,
+        update, update_and_emit,
     };
     pub use crate::framing::Batch;
     pub use wit_bindgen;

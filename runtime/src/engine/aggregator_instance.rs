@@ -3,7 +3,10 @@
 //!
 //! Invariants:
 //! - One guest call per batch: `update` folds every group of a batch at once, `emit`
-//!   turns every firing (key, window) into records at once.
+//!   turns every firing (key, window) into records at once. A guest that exports the
+//!   optional fused `update-and-emit` does both for an unwindowed batch in one call
+//!   ([`AggregatorInstance::update_and_emit`]); its output is checked as the two calls'
+//!   would be, against the one call's input.
 //! - Inputs are built by the runtime and trusted to be well framed (see each struct);
 //!   outputs come from the guest and are checked before they leave: `update` returns
 //!   exactly one accumulator per input group with valid framing and rejection indices
@@ -15,12 +18,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use wasmtime::component::{ComponentExportIndex, TypedFunc};
+
 use crate::record::Window;
 use crate::record::batch::{RecordBatch, check_ends};
 
 use super::bindings::aggregator::exports::weir::transform::aggregate as wit_aggregate;
 use super::bindings::aggregator::{Aggregator, AggregatorPre};
-use super::bindings::wit_types;
+use super::bindings::{WitUpdateAndEmitOutput, wit_types};
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_store::GuestStore;
@@ -101,16 +106,22 @@ impl From<EmitBatch> for wit_aggregate::EmitBatch {
     }
 }
 
+/// The guest's fused `update-and-emit`.
+type UpdateAndEmitFunc = TypedFunc<(wit_aggregate::GroupBatch,), (WitUpdateAndEmitOutput,)>;
+
 /// A live aggregator guest. Not `Sync`: one thread calls it at a time.
 pub struct AggregatorInstance {
     guest: GuestStore,
     bindings: Aggregator,
+    /// The fused call, if the guest exports it.
+    update_and_emit: Option<UpdateAndEmitFunc>,
 }
 
 impl std::fmt::Debug for AggregatorInstance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AggregatorInstance")
             .field("module", &self.guest.module())
+            .field("update_and_emit", &self.update_and_emit.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -120,12 +131,37 @@ impl AggregatorInstance {
         module: Arc<str>,
         ticker: Arc<EpochTicker>,
         pre: &AggregatorPre<HostState>,
+        update_and_emit: Option<&ComponentExportIndex>,
         limits: &GuestLimits,
         config: BTreeMap<String, String>,
     ) -> Result<Self, EngineError> {
         let mut guest = GuestStore::new(pre.engine(), module, ticker, limits, config);
-        let bindings = guest.call(|store| pre.instantiate(store))?;
-        Ok(Self { guest, bindings })
+        let (bindings, update_and_emit) = guest.call(|store| {
+            let instance = pre.instance_pre().instantiate(&mut *store)?;
+            let bindings = Aggregator::new(&mut *store, &instance)?;
+            let fused = update_and_emit
+                .map(|index| instance.get_typed_func(&mut *store, index))
+                .transpose()?;
+            Ok((bindings, fused))
+        })?;
+        Ok(Self {
+            guest,
+            bindings,
+            update_and_emit,
+        })
+    }
+
+    /// Whether the guest exports the fused `update-and-emit`.
+    pub fn has_update_and_emit(&self) -> bool {
+        self.update_and_emit.is_some()
+    }
+
+    /// Forgets the guest's fused call: this instance then runs `update` and `emit`
+    /// separately, as for a guest without it (benchmarks and tests compare the two).
+    #[doc(hidden)]
+    pub fn without_update_and_emit(mut self) -> Self {
+        self.update_and_emit = None;
+        self
     }
 
     /// The module this instance runs.
@@ -135,14 +171,11 @@ impl AggregatorInstance {
 
     /// Folds each group's records into its accumulator.
     pub fn update(&mut self, groups: GroupBatch) -> Result<UpdateOutput, EngineError> {
-        let group_count = groups.record_ends.len();
-        let record_count = groups.records.len();
-        let input_bytes = groups
-            .records
-            .byte_size()
-            .saturating_add(groups.accumulators.len());
+        let shape = InputShape::of(&groups);
         let input = wit_aggregate::GroupBatch::from(groups);
-        let Self { guest, bindings } = self;
+        let Self {
+            guest, bindings, ..
+        } = self;
         let out = guest.call(|store| {
             bindings
                 .weir_transform_aggregate()
@@ -153,14 +186,60 @@ impl AggregatorInstance {
             accumulators: out.accumulators,
             rejections: out.rejections.into_iter().map(Rejection::from).collect(),
         };
-        let bad = |reason: String| EngineError::BadOutput {
+        self.check_update(&output, &shape, 0, 0)?;
+        Ok(output)
+    }
+
+    /// `update`, then `emit` of every group whose new accumulator is not empty (no
+    /// window), in one call: the guest's fused `update-and-emit`.
+    ///
+    /// # Panics
+    /// If the guest does not export it ([`Self::has_update_and_emit`]).
+    pub fn update_and_emit(
+        &mut self,
+        groups: GroupBatch,
+    ) -> Result<(UpdateOutput, RecordBatch), EngineError> {
+        let shape = InputShape::of(&groups);
+        let input = wit_aggregate::GroupBatch::from(groups);
+        let func = self
+            .update_and_emit
+            .expect("update_and_emit is called only on a guest that exports it");
+        let (out,) = self.guest.call(|store| func.call(store, (input,)))?;
+        let output = UpdateOutput {
+            accumulator_ends: out.accumulator_ends,
+            accumulators: out.accumulators,
+            rejections: out.rejections.into_iter().map(Rejection::from).collect(),
+        };
+        let records = RecordBatch::from(out.records);
+        records
+            .validate()
+            .map_err(|e| self.bad_output(e.to_string()))?;
+        self.check_update(&output, &shape, records.len(), records.byte_size())?;
+        Ok((output, records))
+    }
+
+    fn bad_output(&self, reason: String) -> EngineError {
+        EngineError::BadOutput {
             module: self.guest.module().to_owned(),
             reason,
-        };
-        if output.accumulator_ends.len() != group_count {
+        }
+    }
+
+    /// Checks an update's output (and the `records_out` records of `bytes_out` bytes
+    /// emitted with it) against its input.
+    fn check_update(
+        &self,
+        output: &UpdateOutput,
+        input: &InputShape,
+        records_out: usize,
+        bytes_out: usize,
+    ) -> Result<(), EngineError> {
+        let bad = |reason: String| self.bad_output(reason);
+        if output.accumulator_ends.len() != input.groups {
             return Err(bad(format!(
-                "update returned {} accumulators for {group_count} groups",
-                output.accumulator_ends.len()
+                "update returned {} accumulators for {} groups",
+                output.accumulator_ends.len(),
+                input.groups
             )));
         }
         check_ends(
@@ -169,13 +248,11 @@ impl AggregatorInstance {
             "accumulator-ends",
         )
         .map_err(|e| bad(e.to_string()))?;
-        check_rejections(&output.rejections, record_count).map_err(&bad)?;
-        let bytes_out = output
-            .accumulators
-            .len()
+        check_rejections(&output.rejections, input.records).map_err(&bad)?;
+        let bytes_out = bytes_out
+            .saturating_add(output.accumulators.len())
             .saturating_add(reason_bytes(&output.rejections));
-        check_output_size(0, bytes_out, record_count, input_bytes).map_err(bad)?;
-        Ok(output)
+        check_output_size(records_out, bytes_out, input.records, input.bytes).map_err(bad)
     }
 
     /// Turns accumulators into output records.
@@ -186,17 +263,36 @@ impl AggregatorInstance {
             .len()
             .saturating_add(entries.accumulators.len());
         let input = wit_aggregate::EmitBatch::from(entries);
-        let Self { guest, bindings } = self;
+        let Self {
+            guest, bindings, ..
+        } = self;
         let out =
             guest.call(|store| bindings.weir_transform_aggregate().call_emit(store, &input))?;
         let records = RecordBatch::from(out);
-        let bad = |reason: String| EngineError::BadOutput {
-            module: self.guest.module().to_owned(),
-            reason,
-        };
+        let bad = |reason: String| self.bad_output(reason);
         records.validate().map_err(|e| bad(e.to_string()))?;
         check_output_size(records.len(), records.byte_size(), input_len, input_bytes)
             .map_err(bad)?;
         Ok(records)
+    }
+}
+
+/// What an update's output is checked against: its input's groups, records and bytes.
+struct InputShape {
+    groups: usize,
+    records: usize,
+    bytes: usize,
+}
+
+impl InputShape {
+    fn of(groups: &GroupBatch) -> Self {
+        Self {
+            groups: groups.record_ends.len(),
+            records: groups.records.len(),
+            bytes: groups
+                .records
+                .byte_size()
+                .saturating_add(groups.accumulators.len()),
+        }
     }
 }

@@ -30,6 +30,20 @@ pub(crate) mod aggregator {
     });
 }
 
+/// The result of the optional fused `update-and-emit` (interface `update-and-emit`).
+/// Declared here rather than generated: the host calls that function with the
+/// `aggregator` world's `group-batch`, so this record is all it needs of world
+/// `fused-aggregator`. Its WIT type is checked against the guest's at load.
+#[derive(Debug, wasmtime::component::ComponentType, wasmtime::component::Lift)]
+#[component(record)]
+pub(crate) struct WitUpdateAndEmitOutput {
+    #[component(name = "accumulator-ends")]
+    pub accumulator_ends: Vec<u32>,
+    pub accumulators: Vec<u8>,
+    pub rejections: Vec<wit_types::Rejection>,
+    pub records: wit_types::RecordBatch,
+}
+
 pub(crate) use mapper::weir::transform::{
     config as wit_config, log as wit_log, types as wit_types,
 };

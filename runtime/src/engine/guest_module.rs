@@ -5,10 +5,10 @@
 //!   exports exactly one weir world, whose every import is allowed by `import_policy`
 //!   (weir's own and WASI 0.2, nothing foreign), and whose world's types match this
 //!   host's (the typed `MapperPre`/`AggregatorPre` was built) including the type of
-//!   every exported function (`map`, or `update` and `emit`): checked here with the
-//!   same check wasmtime's typed-function lookup runs at instantiation, so a wrong
-//!   signature is refused by `weir validate`, not at the first batch. Each refusal says why in one
-//!   line.
+//!   every exported function (`map`, or `update` and `emit`, and the optional fused
+//!   `update-and-emit`): checked here with the same check wasmtime's typed-function
+//!   lookup runs at instantiation, so a wrong signature is refused by `weir validate`,
+//!   not at the first batch. Each refusal says why in one line.
 //! - It holds an `InstancePre`: imports are resolved once, so instantiating (per
 //!   subtask, or after a trap) does no linking and no compilation.
 //! - `sha256` is the hex SHA-256 of the exact bytes loaded: the module's identity for
@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::aggregator_instance::AggregatorInstance;
 use super::bindings::aggregator::AggregatorPre;
@@ -27,7 +27,9 @@ use super::bindings::mapper::MapperPre;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_text::one_line;
-use super::import_policy::{forbidden_imports, refusal, unversioned, world_of};
+use super::import_policy::{
+    UPDATE_AND_EMIT_EXPORT, forbidden_imports, refusal, unversioned, world_of,
+};
 use super::limits::GuestLimits;
 use super::mapper_instance::MapperInstance;
 use super::wasm_engine::{MAX_MODULE_BYTES, WasmEngine};
@@ -53,7 +55,11 @@ impl fmt::Display for World {
 #[derive(Clone)]
 enum Pre {
     Mapper(MapperPre<super::host::HostState>),
-    Aggregator(AggregatorPre<super::host::HostState>),
+    /// With the index of the fused `update-and-emit` function, if the guest exports it.
+    Aggregator(
+        AggregatorPre<super::host::HostState>,
+        Option<ComponentExportIndex>,
+    ),
 }
 
 /// A loaded guest. Cheap to clone; instantiate it once per subtask.
@@ -182,7 +188,8 @@ impl GuestModule {
                     .aggregator_linker()
                     .instantiate_pre(component)
                     .map_err(mismatch)?;
-                Pre::Aggregator(AggregatorPre::new(pre).map_err(mismatch)?)
+                let fused = update_and_emit_index(component, &exports);
+                Pre::Aggregator(AggregatorPre::new(pre).map_err(mismatch)?, fused)
             }
         };
         Ok(GuestModule {
@@ -218,7 +225,7 @@ impl GuestModule {
     pub fn world(&self) -> World {
         match self.pre {
             Pre::Mapper(_) => World::Mapper,
-            Pre::Aggregator(_) => World::Aggregator,
+            Pre::Aggregator(..) => World::Aggregator,
         }
     }
 
@@ -236,7 +243,7 @@ impl GuestModule {
                 limits,
                 config,
             ),
-            Pre::Aggregator(_) => Err(self.wrong_world(World::Mapper)),
+            Pre::Aggregator(..) => Err(self.wrong_world(World::Mapper)),
         }
     }
 
@@ -247,10 +254,11 @@ impl GuestModule {
         config: BTreeMap<String, String>,
     ) -> Result<AggregatorInstance, EngineError> {
         match &self.pre {
-            Pre::Aggregator(pre) => AggregatorInstance::instantiate(
+            Pre::Aggregator(pre, fused) => AggregatorInstance::instantiate(
                 self.name.clone(),
                 self.ticker.clone(),
                 pre,
+                fused.as_ref(),
                 limits,
                 config,
             ),
@@ -280,7 +288,7 @@ fn check_export_types(
 ) -> wasmtime::Result<()> {
     use super::bindings::aggregator::exports::weir::transform::aggregate as agg;
     use super::bindings::mapper::exports::weir::transform::r#map;
-    use super::bindings::wit_types;
+    use super::bindings::{WitUpdateAndEmitOutput, wit_types};
     use wasmtime::component::types::ComponentItem;
 
     let (interface, functions): (&str, &[&str]) = match world {
@@ -311,7 +319,44 @@ fn check_export_types(
         checked
             .map_err(|e| e.context(format!("function {name} of {export} has the wrong type")))?;
     }
+    if world == World::Aggregator
+        && let Some((export, item)) = ty
+            .exports(engine.engine())
+            .find(|(name, _)| unversioned(name) == UPDATE_AND_EMIT_EXPORT)
+    {
+        let ComponentItem::ComponentInstance(instance) = item.ty else {
+            wasmtime::bail!("export {export} is not an instance");
+        };
+        let Some(ComponentItem::ComponentFunc(func)) = instance
+            .get_export(engine.engine(), UPDATE_AND_EMIT_FUNCTION)
+            .map(|e| e.ty)
+        else {
+            wasmtime::bail!("export {export} has no function {UPDATE_AND_EMIT_FUNCTION}");
+        };
+        func.typecheck::<(agg::GroupBatch,), (WitUpdateAndEmitOutput,)>(&cx)
+            .map_err(|e| {
+                e.context(format!(
+                    "function {UPDATE_AND_EMIT_FUNCTION} of {export} has the wrong type"
+                ))
+            })?;
+    }
     Ok(())
+}
+
+/// The function of the optional fused interface.
+const UPDATE_AND_EMIT_FUNCTION: &str = "update-and-emit";
+
+/// Where the guest's fused `update-and-emit` is, if it exports one (its type was
+/// checked by [`check_export_types`]).
+fn update_and_emit_index(
+    component: &Component,
+    exports: &[String],
+) -> Option<ComponentExportIndex> {
+    let interface = exports
+        .iter()
+        .find(|name| unversioned(name) == UPDATE_AND_EMIT_EXPORT)?;
+    let instance = component.get_export_index(None, interface.as_str())?;
+    component.get_export_index(Some(&instance), UPDATE_AND_EMIT_FUNCTION)
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -62,6 +62,8 @@ const WASI_VERSION: &str = "0.2.";
 
 const MAP_EXPORT: &str = "weir:transform/map";
 const AGGREGATE_EXPORT: &str = "weir:transform/aggregate";
+/// The optional fused call an aggregator may export beside `aggregate`.
+pub(crate) const UPDATE_AND_EMIT_EXPORT: &str = "weir:transform/update-and-emit";
 
 /// `name` without its `@version` suffix.
 pub(crate) fn unversioned(name: &str) -> &str {

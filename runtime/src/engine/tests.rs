@@ -183,6 +183,110 @@ fn aggregator_wat(drop_accumulators: bool) -> String {
     )
 }
 
+/// [`aggregator_wat`] that also exports the fused `update-and-emit`, whose result type
+/// is `result` (`$ueo`, the contract's, or another to test the refusal). It returns
+/// what `update` returns (see there) and no records.
+fn fused_aggregator_wat(drop_accumulators: bool, result: &str) -> String {
+    let acc_ends_len = if drop_accumulators {
+        "(i32.const 0)"
+    } else {
+        "(local.get 1)"
+    };
+    let core = format!(
+        r#"    (func (export "update-and-emit") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+      (memory.fill (i32.const 128) (i32.const 0) (i32.const 64))
+      (i32.store offset=0 (i32.const 128) (local.get 0))
+      (i32.store offset=4 (i32.const 128) {acc_ends_len})
+      (i32.store offset=8 (i32.const 128) (local.get 2))
+      (i32.store offset=12 (i32.const 128) (local.get 3))
+      (i32.const 128))
+  )
+  (core instance $i (instantiate $m))"#
+    );
+    let component = format!(
+        r#"  (type $ueo (record (field "accumulator-ends" (list u32)) (field "accumulators" (list u8))
+                     (field "rejections" (list $rej)) (field "records" $rb)))
+  (func $update-and-emit (param "groups" $gb) (result {result})
+    (canon lift (core func $i "update-and-emit") (memory $mem) (realloc $realloc)))
+  (instance $fused
+    (export "record-batch" (type $rb))
+    (export "rejection" (type $rej))
+    (export "group-batch" (type $gb))
+    (export "update-and-emit-output" (type $ueo))
+    (export "update-and-emit" (func $update-and-emit)))
+  (export "weir:transform/update-and-emit@0.1.0" (instance $fused))
+)"#
+    );
+    let wat = aggregator_wat(drop_accumulators).replacen(
+        "  )\n  (core instance $i (instantiate $m))",
+        &core,
+        1,
+    );
+    let end = wat.rfind(')').expect("a component");
+    format!("{}{component}", &wat[..end])
+}
+
+#[test]
+fn a_fused_update_and_emit_is_used_and_its_output_validated() {
+    let engine = engine();
+    let groups = GroupBatch {
+        accumulator_ends: vec![0, 3],
+        accumulators: b"abc".to_vec(),
+        record_ends: vec![1, 2],
+        records: batch(&["x", "y"]),
+    };
+    let module =
+        load_wat(&engine, "fused.wasm", &fused_aggregator_wat(false, "$ueo")).expect("load");
+    let mut agg = module
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    assert!(agg.has_update_and_emit());
+    let (out, records) = agg
+        .update_and_emit(groups.clone())
+        .expect("update-and-emit");
+    assert_eq!(out.accumulator_ends, [0, 3]);
+    assert_eq!(out.accumulators, b"abc");
+    assert!(records.is_empty());
+    // Without the fused export, an aggregator has none (and `update` still works).
+    let plain = load_wat(&engine, "agg.wasm", &aggregator_wat(false)).expect("load");
+    let plain = plain
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    assert!(!plain.has_update_and_emit());
+
+    let module = load_wat(
+        &engine,
+        "fused-bad.wasm",
+        &fused_aggregator_wat(true, "$ueo"),
+    )
+    .expect("load");
+    let mut agg = module
+        .instantiate_aggregator(&GuestLimits::default(), BTreeMap::new())
+        .expect("inst");
+    let err = agg.update_and_emit(groups).expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "fused-bad.wasm: guest returned malformed output: update returned 0 accumulators for 2 groups"
+    );
+}
+
+#[test]
+fn a_fused_update_and_emit_of_the_wrong_type_is_refused_at_load() {
+    let engine = engine();
+    let err = load_wat(
+        &engine,
+        "impostor.wasm",
+        &fused_aggregator_wat(false, "u32"),
+    )
+    .expect_err("must fail");
+    assert_eq!(
+        err.to_string(),
+        "impostor.wasm: does not match this host's weir:transform world aggregator: function \
+         update-and-emit of weir:transform/update-and-emit@0.1.0 has the wrong type: expected \
+         `record` found `u32`"
+    );
+}
+
 // ---------------------------------------------------------------- load checks
 
 #[test]

@@ -402,6 +402,7 @@ fn aggregate_config(
             bytes: agg.cache_bytes,
         },
         max_accumulator_bytes: agg.max_accumulator_bytes,
+        update_and_emit: true,
     }
 }
 

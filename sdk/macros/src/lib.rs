@@ -103,6 +103,9 @@ fn expand_aggregate(
     let update = quote_spanned! {name.span()=>
         ::weir_guest::__private::update::<#accumulator, _, _>(groups, #name)
     };
+    let update_and_emit = quote_spanned! {name.span()=>
+        ::weir_guest::__private::update_and_emit::<#accumulator, _, _, _, _>(groups, #name, #emit)
+    };
     let emit = quote_spanned! {emit.span()=>
         ::weir_guest::__private::emit::<#accumulator, _, _>(entries, #emit)
     };
@@ -123,6 +126,14 @@ fn expand_aggregate(
                     entries: ::weir_guest::__private::WitEmitBatch,
                 ) -> ::weir_guest::__private::WitRecordBatch {
                     #emit
+                }
+            }
+
+            impl ::weir_guest::__private::UpdateAndEmitGuest for WeirAggregator {
+                fn update_and_emit(
+                    groups: ::weir_guest::__private::WitGroupBatch,
+                ) -> ::weir_guest::__private::WitUpdateAndEmitOutput {
+                    #update_and_emit
                 }
             }
 

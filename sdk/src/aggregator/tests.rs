@@ -262,3 +262,50 @@ fn an_emitting_emit_function_writes_straight_into_the_output() {
         ]
     );
 }
+
+/// The fused call returns `run_update`'s output byte for byte and, for each group whose
+/// new accumulator is not empty, what `run_emit` returns for it (the group's key, no
+/// window): groups updated, all refused with an accumulator (emitted unchanged) and all
+/// refused without one (nothing emitted).
+#[test]
+fn update_and_emit_is_update_then_emit_of_the_non_empty_accumulators() {
+    let existing = encode(&Acc {
+        count: 1,
+        sum: 7,
+        last: "b".into(),
+    });
+    let input = groups(&[
+        (vec![], &[("a", "1"), ("a", "2")]),
+        (existing.clone(), &[("b", "x")]),
+        (vec![], &[("c", "y")]),
+        (existing, &[("d", "3")]),
+    ]);
+    let emit = |key: &[u8], window: Option<Window>, acc: &Acc| {
+        assert_eq!(window, None);
+        Record::new(key, format!("{}:{}", acc.count, acc.sum))
+    };
+    let (update, records) = run_update_and_emit(&input, add, emit);
+    assert_eq!(update, run_update(&input, add));
+    let emitted: Vec<(&[u8], &[u8], i64)> = records.iter().collect();
+    assert_eq!(
+        emitted,
+        [
+            (&b"a"[..], &b"2:3"[..], 0),
+            (&b"b"[..], &b"1:7"[..], 0),
+            (&b"d"[..], &b"2:10"[..], 0),
+        ]
+    );
+    // The same as `emit` of the non-empty accumulators.
+    let mut entries = EmitBatch::default();
+    for (key, acc) in [("a", 0), ("b", 1), ("d", 3)] {
+        framing::push_frame(&mut entries.key_ends, &mut entries.keys, key.as_bytes());
+        entries.windows.push(None);
+        let bytes = accumulators(&update)[acc];
+        framing::push_frame(
+            &mut entries.accumulator_ends,
+            &mut entries.accumulators,
+            bytes,
+        );
+    }
+    assert_eq!(records, run_emit(&entries, emit));
+}

@@ -9,7 +9,9 @@
 //!   `state::key`); an empty accumulator means "none yet".
 //! - Windows fire when the watermark reaches their last timestamp (see `window`), in
 //!   one emit call per `batch_size` windows; their records get timestamp `end - 1`.
-//!   Unwindowed aggregates emit the updated keys after each update call.
+//!   Unwindowed aggregates emit the updated keys after each update call, in the same
+//!   call when the guest exports the fused `update-and-emit` (one guest call per
+//!   `batch_size` groups instead of two; the output is the same).
 //! - The operator's watermark is part of its snapshot and never goes back after a
 //!   restore: a window fired before checkpoint n is not fired again after restoring n.
 //! - Records for a window past its allowed lateness go to the dead-letter output and
@@ -98,6 +100,9 @@ pub struct AggregateConfig {
     pub cache: CacheBounds,
     /// Largest accumulator the guest may return.
     pub max_accumulator_bytes: usize,
+    /// Use the guest's fused `update-and-emit` for unwindowed batches when it exports
+    /// one (always, except where a test or benchmark compares it with the two calls).
+    pub update_and_emit: bool,
 }
 
 /// Where this subtask keeps and checkpoints its state.
@@ -140,6 +145,14 @@ pub struct AggregateOperator {
     records_seen: u64,
     /// The current batch's groups; kept between batches for its buffers.
     groups: Groups,
+}
+
+/// Whether the updated unwindowed groups still need an emit call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emit {
+    Now,
+    /// The guest's fused `update-and-emit` returned their records already.
+    Done,
 }
 
 /// Appends one entry to an emit call's input.
@@ -372,11 +385,15 @@ impl AggregateOperator {
 
     fn instance(&mut self) -> Result<&mut AggregatorInstance, engine::EngineError> {
         if self.instance.is_none() {
-            self.instance =
-                Some(self.config.module.instantiate_aggregator(
-                    &self.config.limits,
-                    self.config.guest_config.clone(),
-                )?);
+            let instance = self
+                .config
+                .module
+                .instantiate_aggregator(&self.config.limits, self.config.guest_config.clone())?;
+            self.instance = Some(if self.config.update_and_emit {
+                instance
+            } else {
+                instance.without_update_and_emit()
+            });
         }
         Ok(self.instance.as_mut().expect("just instantiated"))
     }
@@ -402,7 +419,9 @@ impl AggregateOperator {
     /// Folds the groups `range` of `groups` into their accumulators in state with one
     /// guest call. Records the guest refuses go to `out` as dead letters; a group whose
     /// window has fired already (a late firing, within its allowed lateness) or that has
-    /// no window is emitted at once, the others wait in `pending` for the watermark.
+    /// no window is emitted at once (by the same call for an unwindowed aggregate whose
+    /// guest has the fused `update-and-emit`), the others wait in `pending` for the
+    /// watermark.
     fn update_groups(
         &mut self,
         batch: &RecordBatch,
@@ -418,16 +437,29 @@ impl AggregateOperator {
             .records
             .byte_len()
             .saturating_add(input.accumulators.len());
+        let global = self.config.windows.is_global();
         let result = match self.instance() {
-            Ok(instance) => instance.update(input),
+            Ok(instance) if global && instance.has_update_and_emit() => instance
+                .update_and_emit(input)
+                .map(|(output, records)| (output, Some(records))),
+            Ok(instance) => instance.update(input).map(|output| (output, None)),
             Err(e) => Err(e),
         };
-        let output = result.map_err(|e| {
+        let (output, emitted) = result.map_err(|e| {
             self.instance = None;
             self.guest_error(first, first + batch.len() as u64, input_bytes, e)
         })?;
         self.reject_refused(batch, origin, &output.rejections, out);
-        self.store_accumulators(groups, range, &output, out)
+        let emit = if emitted.is_some() {
+            Emit::Done
+        } else {
+            Emit::Now
+        };
+        self.store_accumulators(groups, range, &output, emit, out)?;
+        if let Some(records) = emitted {
+            out.emit(records);
+        }
+        Ok(())
     }
 
     /// The guest's input for the groups `range`: each group's accumulator from state (none
@@ -495,13 +527,14 @@ impl AggregateOperator {
 
     /// Puts the guest's new accumulators of the groups `range` in state (skipping groups
     /// whose every record was refused), refusing one past `max_accumulator_bytes`; emits
-    /// the unwindowed ones and the late firings at once, straight from the guest's output;
-    /// the rest wait in `pending`.
+    /// the unwindowed ones (unless `emit` says the guest did already) and the late
+    /// firings at once, straight from the guest's output; the rest wait in `pending`.
     fn store_accumulators(
         &mut self,
         groups: &Groups,
         range: Range<usize>,
         output: &UpdateOutput,
+        emit: Emit,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
         let mut start = 0usize;
@@ -536,6 +569,7 @@ impl AggregateOperator {
                 }));
             }
             match groups.window_ends[g] {
+                None if emit == Emit::Done => {}
                 None => push_emit_entry(&mut unwindowed, StateKey::user_key(state_key)?, None, acc),
                 Some(end) => {
                     if window::has_fired(self.window_ending_at(end), self.watermark.0) {

@@ -29,6 +29,7 @@ fn config(allowed_lateness_ms: i64) -> AggregateConfig {
         batch_size: 64,
         cache: CacheBounds::from(1024),
         max_accumulator_bytes: 1 << 20,
+        update_and_emit: true,
     }
 }
 
@@ -391,4 +392,104 @@ fn snapshot_is_versioned() {
         unversioned_aggregate_state(),
         &expected,
     );
+}
+
+/// Records as (key, value, timestamp) and dead letters as (key, reason).
+type Everything = (Vec<(String, String, i64)>, Vec<(String, String)>);
+
+/// Everything `out` holds, in emission order; then cleared.
+fn everything(out: &mut Output) -> Everything {
+    let records = out
+        .batches
+        .drain(..)
+        .flat_map(|b| {
+            b.iter()
+                .map(|r| {
+                    (
+                        String::from_utf8_lossy(r.key).into_owned(),
+                        String::from_utf8_lossy(r.value).into_owned(),
+                        r.timestamp,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let letters = out
+        .dead_letters
+        .drain(..)
+        .map(|d| (String::from_utf8_lossy(&d.key).into_owned(), d.reason))
+        .collect();
+    (records, letters)
+}
+
+/// An unwindowed aggregate whose guest exports the fused `update-and-emit` emits, in
+/// the same order, exactly what `update` then `emit` emit, and refuses the same
+/// records: batches with repeated keys, keys seen again in later batches, a group whose
+/// every record is refused (with and without an accumulator yet), and more groups than
+/// `batch_size` (several calls per batch).
+#[test]
+fn the_fused_update_and_emit_emits_what_update_then_emit_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unwindowed = |update_and_emit: bool| AggregateConfig {
+        windows: WindowAssigner::Global,
+        batch_size: 3,
+        update_and_emit,
+        ..config(0)
+    };
+    let mut fused = open(unwindowed(true), location(dir.path(), "fused"));
+    let mut two_calls = open(unwindowed(false), location(dir.path(), "two-calls"));
+    let bad = |key: &'static str, ts: i64| {
+        let mut b = RecordBatch::default();
+        b.push(key.as_bytes(), b"not json", ts);
+        b
+    };
+    let mut batches = vec![
+        batch(&[
+            ("a", 1, 1),
+            ("b", 2, 2),
+            ("a", 3, 3),
+            ("c", 4, 4),
+            ("d", 5, 5),
+        ]),
+        bad("never", 6),
+        batch(&[("b", 10, 7), ("e", 1, 8), ("a", -4, 9)]),
+    ];
+    // "b" already has a sum: a group of only refused records, with an accumulator.
+    batches.push(bad("b", 10));
+    let mut mixed = batch(&[("f", 7, 11)]);
+    mixed.push(b"f", b"{}", 12);
+    mixed.push(b"g", b"{}", 13);
+    batches.push(mixed);
+    let mut outputs = Vec::new();
+    for op in [&mut fused, &mut two_calls] {
+        let mut emitted = Vec::new();
+        for b in &batches {
+            let mut out = Output::default();
+            op.handle_batch(b.clone(), &mut out).expect("batch");
+            emitted.push(everything(&mut out));
+        }
+        outputs.push(emitted);
+    }
+    assert!(
+        fused
+            .instance
+            .as_ref()
+            .is_some_and(AggregatorInstance::has_update_and_emit),
+        "windowed_sum is built with the SDK, which exports update-and-emit"
+    );
+    assert!(
+        !two_calls
+            .instance
+            .as_ref()
+            .expect("instance")
+            .has_update_and_emit()
+    );
+    assert_eq!(outputs[0], outputs[1]);
+    // And what they emit is right, not only equal.
+    let first = &outputs[0][0].0;
+    assert_eq!(first.len(), 4, "{first:?}");
+    assert_eq!(first[0], ("a".into(), r#"{"key":"a","sum":4}"#.into(), 0));
+    assert_eq!(outputs[0][1].0, []);
+    assert_eq!(outputs[0][1].1.len(), 1);
+    assert_eq!(outputs[0][4].1.len(), 2, "{:?}", outputs[0][4]);
 }

@@ -93,6 +93,8 @@ impl AggregateRun {
 pub struct GuestCallCosts {
     pub update_ns_per_key: f64,
     pub emit_ns_per_key: f64,
+    /// The fused `update-and-emit`, which does both in one call.
+    pub update_and_emit_ns_per_key: f64,
 }
 
 /// Calls per measured guest function in [`guest_call_costs`].
@@ -130,10 +132,23 @@ fn guest_call_costs(module: &GuestModule) -> anyhow::Result<GuestCallCosts> {
         anyhow::ensure!(out.len() == BATCH);
     }
     let emit = thread_cpu()? - started;
+    anyhow::ensure!(
+        instance.has_update_and_emit(),
+        "word_count.wasm does not export update-and-emit: rebuild it (make guests)"
+    );
+    groups.accumulators = entries.accumulators;
+    groups.accumulator_ends = entries.accumulator_ends;
+    let started = thread_cpu()?;
+    for _ in 0..GUEST_CALLS {
+        let (out, records) = instance.update_and_emit(groups.clone())?;
+        anyhow::ensure!(out.accumulator_ends.len() == BATCH && records.len() == BATCH);
+    }
+    let update_and_emit = thread_cpu()? - started;
     let per_key = |d: Duration| d.as_nanos() as f64 / f64::from(GUEST_CALLS) / BATCH as f64;
     Ok(GuestCallCosts {
         update_ns_per_key: per_key(update),
         emit_ns_per_key: per_key(emit),
+        update_and_emit_ns_per_key: per_key(update_and_emit),
     })
 }
 
@@ -144,6 +159,8 @@ pub struct AggregateFigures {
     pub distinct: AggregateRun,
     /// [`HOT_KEYS`] keys x [`HOT_ROUNDS`] records, default cache.
     pub hot: AggregateRun,
+    /// The same, with `update` and `emit` as two calls instead of the fused one.
+    pub hot_two_calls: Measure,
     pub first_checkpoint: (Duration, u64, u64),
     pub second_checkpoint: (Duration, u64, u64),
 }
@@ -169,10 +186,12 @@ fn measure(records: u64, work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::R
 }
 
 /// The benchmarks' aggregate step: `module`, unwindowed, the default cache, state and
-/// checkpoints under `dir`.
+/// checkpoints under `dir`; the guest's fused `update-and-emit` used if
+/// `update_and_emit` (else `update` and `emit` as two calls).
 pub fn open_aggregate(
     module: &Arc<GuestModule>,
     dir: &std::path::Path,
+    update_and_emit: bool,
 ) -> anyhow::Result<AggregateOperator> {
     let storage = Arc::new(CheckpointStorage::open(
         dir.join("checkpoints"),
@@ -193,6 +212,7 @@ pub fn open_aggregate(
                 bytes: DEFAULT_CACHE_BYTES,
             },
             max_accumulator_bytes: 1 << 20,
+            update_and_emit,
         },
         StateLocation {
             work_dir: dir.join("work"),
@@ -269,8 +289,12 @@ pub fn aggregate_figures(
     let hot_records = HOT_KEYS * HOT_ROUNDS;
     let batches = key_batches(HOT_KEYS, hot_records);
     let hot_dir = tempfile::tempdir()?;
-    let mut op = open_aggregate(&module, hot_dir.path())?;
+    let mut op = open_aggregate(&module, hot_dir.path(), true)?;
     let weir = run_weir(&mut op, &batches)?;
+    drop(op);
+    let two_calls_dir = tempfile::tempdir()?;
+    let mut op = open_aggregate(&module, two_calls_dir.path(), false)?;
+    let hot_two_calls = run_weir(&mut op, &batches)?;
     let native = run_native(&batches)?;
     let hot = AggregateRun {
         keys: HOT_KEYS,
@@ -282,7 +306,7 @@ pub fn aggregate_figures(
 
     let batches = key_batches(keys, keys);
     let dir = tempfile::tempdir()?;
-    let mut op = open_aggregate(&module, dir.path())?;
+    let mut op = open_aggregate(&module, dir.path(), true)?;
     let weir = run_weir(&mut op, &batches)?;
     let native = run_native(&batches)?;
     let distinct = AggregateRun {
@@ -318,6 +342,7 @@ pub fn aggregate_figures(
         guest,
         distinct,
         hot,
+        hot_two_calls,
         first_checkpoint,
         second_checkpoint,
     })

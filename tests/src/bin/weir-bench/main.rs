@@ -214,6 +214,12 @@ fn aggregate_section(
         "hot_keys_default_cache": agg.hot.json(),
         "guest_update_ns_per_key": agg.guest.update_ns_per_key,
         "guest_emit_ns_per_key": agg.guest.emit_ns_per_key,
+        "guest_update_and_emit_ns_per_key": agg.guest.update_and_emit_ns_per_key,
+        "hot_keys_two_calls": {
+            "wasm_rocksdb_records_per_s": agg.hot_two_calls.records_per_s,
+            "wasm_cpu_ns_per_record": agg.hot_two_calls.cpu_ns_per_record,
+            "ratio": agg.hot_two_calls.records_per_s / agg.hot.native.records_per_s,
+        },
         "checkpoint": {
             "first": checkpoint(agg.first_checkpoint),
             "second_unchanged": checkpoint(agg.second_checkpoint),
@@ -294,10 +300,18 @@ fn print_section(section: &str, f: &Value, args: &Args) {
                     num(&r["native_cpu_ns_per_record"])
                 );
             }
+            let two = &f["hot_keys_two_calls"];
             println!(
-                "\nword-count guest calls alone, per key: update {:.0} ns, emit {:.0} ns",
+                "| {HOT_KEYS} keys x {HOT_ROUNDS}, update and emit as two calls | {:.0} | | {:.2} | {:.0} | |",
+                num(&two["wasm_rocksdb_records_per_s"]),
+                num(&two["ratio"]),
+                num(&two["wasm_cpu_ns_per_record"]),
+            );
+            println!(
+                "\nword-count guest calls alone, per key: update {:.0} ns, emit {:.0} ns, fused update-and-emit {:.0} ns",
                 num(&f["guest_update_ns_per_key"]),
-                num(&f["guest_emit_ns_per_key"])
+                num(&f["guest_emit_ns_per_key"]),
+                num(&f["guest_update_and_emit_ns_per_key"])
             );
             println!(
                 "\n| checkpoint of {} keys | duration | SST files added | MiB added |",

@@ -77,7 +77,7 @@ pub fn pause_figures(
 ) -> anyhow::Result<PauseFigures> {
     let batches = scattered_batches(records, keys);
     let dir = tempfile::tempdir()?;
-    let mut op = open_aggregate(&module, dir.path())?;
+    let mut op = open_aggregate(&module, dir.path(), true)?;
 
     // The waiter thread finishes deferred snapshots and reports how long each took.
     let (pending_tx, pending_rx) = crossbeam_channel::unbounded::<(Instant, Snapshot)>();
