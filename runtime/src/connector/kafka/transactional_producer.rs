@@ -3,13 +3,14 @@
 //! process with a fake producer (see `commit_unit_tests.rs`), while a run always uses
 //! rdkafka's `ThreadedProducer`.
 //!
-//! Invariants: each method is exactly the rdkafka call of the same name (the blanket
-//! implementation below forwards and adds nothing); a record handed over by `send`
-//! gets exactly one delivery report, which counts it done in its `InFlight`; a record
-//! `send` refuses is handed back and gets none.
+//! Invariants: each method is the rdkafka call of the same name, except that `flush`
+//! (and the flush that opens `commit_transaction`) returns as soon as the producer's
+//! queue is empty (see [`flush_drained`]); a record handed over by `send` gets exactly
+//! one delivery report, which counts it done in its `InFlight`; a record `send` refuses
+//! is handed back and gets none.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::ConsumerGroupMetadata;
@@ -63,7 +64,7 @@ impl TransactionalProducer for ThreadedProducer<DeliveryContext> {
     }
 
     fn flush(&self, timeout: Duration) -> KafkaResult<()> {
-        Producer::flush(self, timeout)
+        flush_drained(|| Producer::flush(self, Duration::ZERO), timeout)
     }
 
     fn send_offsets_to_transaction(
@@ -76,6 +77,92 @@ impl TransactionalProducer for ThreadedProducer<DeliveryContext> {
     }
 
     fn commit_transaction(&self, timeout: Duration) -> KafkaResult<()> {
-        Producer::commit_transaction(self, timeout)
+        // rdkafka's commit flushes first, in the 100 ms steps `flush_drained` avoids;
+        // with the queue already empty its flush returns at once.
+        let deadline = Instant::now() + timeout;
+        TransactionalProducer::flush(self, timeout)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        Producer::commit_transaction(self, left.max(Duration::from_millis(1)))
+    }
+}
+
+/// How often [`flush_drained`] looks at the queue again.
+const FLUSH_POLL: Duration = Duration::from_millis(1);
+
+/// Flushes by calling `try_flush` (librdkafka's flush with a zero timeout: it sends
+/// lingering batches at once and says whether the queue is empty) every [`FLUSH_POLL`]
+/// until it succeeds, or fails with a timeout after `timeout`.
+///
+/// Why not rdkafka's `flush(timeout)`: it waits by polling the producer's event queue in
+/// steps of up to 100 ms, and each step lasts its whole length (its poll loop returns at
+/// the deadline, not at an event). A `ThreadedProducer`'s own thread serves that queue,
+/// so every flush with a record still in flight took 100 ms, twice per checkpoint (the
+/// pre-commit's flush and the commit's): 200 ms of every checkpoint cycle, which is
+/// exactly-once latency (README, Benchmarks).
+fn flush_drained(
+    mut try_flush: impl FnMut() -> KafkaResult<()>,
+    timeout: Duration,
+) -> KafkaResult<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match try_flush() {
+            Err(RdKafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(FLUSH_POLL);
+            }
+            done => return done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed_out() -> KafkaResult<()> {
+        Err(RdKafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+    }
+
+    #[test]
+    fn flush_returns_once_the_queue_is_empty() {
+        let mut left = 3;
+        let result = flush_drained(
+            || {
+                left -= 1;
+                if left == 0 { Ok(()) } else { timed_out() }
+            },
+            Duration::from_secs(60),
+        );
+        assert!(result.is_ok());
+        assert_eq!(left, 0, "asked until the queue was empty, and no more");
+    }
+
+    #[test]
+    fn flush_times_out_and_passes_other_errors_through() {
+        let mut calls = 0;
+        let result = flush_drained(
+            || {
+                calls += 1;
+                timed_out()
+            },
+            Duration::ZERO,
+        );
+        assert!(
+            matches!(
+                result,
+                Err(RdKafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+            ),
+            "{result:?}"
+        );
+        assert_eq!(calls, 1);
+        let fatal = flush_drained(
+            || Err(RdKafkaError::Flush(RDKafkaErrorCode::Fatal)),
+            Duration::from_secs(60),
+        );
+        assert!(
+            matches!(fatal, Err(RdKafkaError::Flush(RDKafkaErrorCode::Fatal))),
+            "{fatal:?}"
+        );
     }
 }
