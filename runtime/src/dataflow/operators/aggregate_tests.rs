@@ -72,11 +72,9 @@ fn sum(key: &str, start: i64, sum: i64) -> (String, String, i64) {
     )
 }
 
-/// Everything `out` emitted as (key, value, timestamp), sorted (keys of one window are
-/// emitted in key-group order), then cleared.
-fn emitted(out: &mut Output) -> Vec<(String, String, i64)> {
-    let mut records: Vec<_> = out
-        .batches
+/// Everything `out` emitted as (key, value, timestamp), in emission order; then cleared.
+fn drain_records(out: &mut Output) -> Vec<(String, String, i64)> {
+    out.batches
         .drain(..)
         .flat_map(|b| {
             b.iter()
@@ -89,7 +87,13 @@ fn emitted(out: &mut Output) -> Vec<(String, String, i64)> {
                 })
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .collect()
+}
+
+/// Everything `out` emitted as (key, value, timestamp), sorted (keys of one window are
+/// emitted in key-group order), then cleared.
+fn emitted(out: &mut Output) -> Vec<(String, String, i64)> {
+    let mut records = drain_records(out);
     records.sort();
     records
 }
@@ -399,21 +403,7 @@ type Everything = (Vec<(String, String, i64)>, Vec<(String, String)>);
 
 /// Everything `out` holds, in emission order; then cleared.
 fn everything(out: &mut Output) -> Everything {
-    let records = out
-        .batches
-        .drain(..)
-        .flat_map(|b| {
-            b.iter()
-                .map(|r| {
-                    (
-                        String::from_utf8_lossy(r.key).into_owned(),
-                        String::from_utf8_lossy(r.value).into_owned(),
-                        r.timestamp,
-                    )
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let records = drain_records(out);
     let letters = out
         .dead_letters
         .drain(..)
