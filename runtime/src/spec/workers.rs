@@ -26,7 +26,7 @@
 //!   sink (whose transactions carry the repartition records), and more key groups than
 //!   `MAX_REPARTITION_PARTITIONS`.
 
-use crate::cluster::Worker;
+use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -101,6 +101,7 @@ impl PipelineSpec {
         }
         let mut spec = self.clone();
         spec.worker = worker;
+        spec.layout = LayoutStamp::first(worker.count());
         spec.state_dir = self.state_dir.join(&dir);
         spec.checkpoint.dir = self.checkpoint.dir.child(&dir);
         spec.add_repartition()?;

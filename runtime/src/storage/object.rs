@@ -78,8 +78,8 @@ use crate::storage::StorageError;
 use crate::storage::blocking::{BlockingRuntime, Interrupted};
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
-    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, parse_checkpoint_dir,
-    validate_component, validate_task,
+    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, is_worker_location,
+    parse_checkpoint_dir, validate_component, validate_task,
 };
 use crate::storage::local;
 use crate::storage::location::S3Location;
@@ -170,6 +170,25 @@ impl ObjectStorage {
         Ok(self)
     }
 
+    /// The names of the prefixes directly below `location`'s (`a/b/<name>/...`),
+    /// sorted: one list request, nothing written.
+    pub fn child_names(location: &S3Location) -> Result<Vec<String>, StorageError> {
+        let storage = Self::connect(location, &aws_env())?;
+        let store = storage.inner.store.clone();
+        let root = storage.prefix_arg();
+        let listed = storage.run("list", &storage.inner.root, async move {
+            store.list_with_delimiter(root.as_ref()).await
+        })?;
+        let listed = listed.map_err(|e| storage.store_err("list", &storage.inner.root, e))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Deletes every checkpoint and shared object under `location`'s prefix, and nothing
     /// else: refused (with nothing deleted) if the prefix is not Weir's or is another
     /// pipeline's than `pipeline`.
@@ -189,7 +208,10 @@ impl ObjectStorage {
         for meta in self.list(&root)? {
             let parts = self.relative(&meta.location);
             match parts.as_slice() {
-                [first, ..] if !is_weir_entry(first) || first == OWNER_FILE => {}
+                [first, ..]
+                    if !is_weir_entry(first)
+                        || first == OWNER_FILE
+                        || is_worker_location(first) => {}
                 [dir, file] if parse_checkpoint_dir(dir).is_some() && file == METADATA_FILE => {
                     metadata.push(meta.location)
                 }

@@ -29,7 +29,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "partition {topic}-{partition} is worker {worker}'s now, but worker {from} of the pipeline committed its offset: the source topic's partition count changed, which moves partitions between workers, and the position is in worker {from}'s checkpoint; moving a partition between workers needs rescaling, which is not supported yet: restore the partition count, or start the pipeline over on fresh output"
+        "partition {topic}-{partition} is worker {worker}'s now, but worker {from} of the pipeline committed its offset: the source topic's partition count changed, which moves partitions between the workers of one layout, and the position is in worker {from}'s checkpoint: restore the partition count, or rescale to another number of workers (a rescale restores every partition from the checkpoint that holds it)"
     )]
     PartitionMoved {
         topic: String,
