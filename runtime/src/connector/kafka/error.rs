@@ -86,7 +86,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "producer {transactional_id} was fenced while {what}: another instance of pipeline {pipeline} started with the same transactional id and now owns its output; this instance stops (run only one instance of a pipeline)"
+        "producer {transactional_id} was fenced while {what}: another instance of pipeline {pipeline} started with the same transactional id (for a worker: the same worker, or a rescale taking it over) and now owns its output; this instance stops (run only one instance of a pipeline)"
     )]
     Fenced {
         pipeline: String,

@@ -19,8 +19,10 @@
 //!    own (fencing) producer. Committed under the epoch this worker holds, it is the
 //!    old worker's newest record from then on: the old worker, started again, refuses
 //!    to restore its own checkpoint, and the other new workers of the same rescale
-//!    read c_J from it. If the old worker (or a racing taker) initialised its ids in
-//!    between, this commit fails as fenced and nothing is handed over.
+//!    read c_J from it. If the old worker (or another new worker taking it over at the
+//!    same moment) initialised its ids in between, this commit fails as fenced and
+//!    nothing is handed over; the taker tries again from step 1 after a random pause
+//!    (`TAKEOVER_ATTEMPTS`), and then finds the other's hand-over or writes its own.
 //!
 //! Invariants:
 //! - c_J is read after J is fenced and is the hand-over record's checkpoint, so no
@@ -59,6 +61,14 @@ use crate::record::CheckpointId;
 /// Bound on each transactional call on an old worker's ids: initialising them may have
 /// to wait until the broker aborted the transaction the old worker left open.
 const TAKEOVER_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Attempts at taking one old worker over while other new workers race for it (each
+/// new worker's initialisation fences the others' producers): with jittered pauses
+/// that grow with each attempt, a handful is plenty.
+const TAKEOVER_ATTEMPTS: u32 = 10;
+
+/// Range of the random pause before another attempt, in ms (times the attempt number).
+const TAKEOVER_PAUSE_MS: std::ops::Range<u64> = 50..400;
 
 /// An old worker, taken over, and its last committed checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,8 +133,35 @@ pub fn take_over(
         .collect()
 }
 
-/// Steps 1 to 3 of the module docs for old worker `old`.
+/// Steps 1 to 3 of the module docs for old worker `old`, again (after a jittered
+/// pause) while another new worker of the same rescale, taking the same old worker over
+/// at the same moment, fences this one's producers before its hand-over commits: the
+/// next attempt then finds the other's hand-over, or writes its own.
 fn take_over_one(
+    cx: &TakeoverContext<'_>,
+    from: Layout,
+    old: Worker,
+    to_workers: u32,
+) -> Result<HandedOver, TakeoverError> {
+    let mut attempt = 1;
+    loop {
+        match attempt_take_over(cx, from, old, to_workers) {
+            Err(TakeoverError::Kafka {
+                source: KafkaError::Fenced { .. },
+                ..
+            }) if attempt < TAKEOVER_ATTEMPTS => {
+                let pause = rand::random_range(TAKEOVER_PAUSE_MS.clone()) * u64::from(attempt);
+                tracing::info!(pipeline = %cx.pipeline, %old, attempt, pause_ms = pause, "rescale: another new worker is taking the same old worker over; trying again");
+                std::thread::sleep(Duration::from_millis(pause));
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// One attempt of `take_over_one`.
+fn attempt_take_over(
     cx: &TakeoverContext<'_>,
     from: Layout,
     old: Worker,
@@ -159,7 +196,17 @@ fn take_over_one(
     for (id, producer) in &producers {
         producer
             .init_transactions(TAKEOVER_CALL_TIMEOUT)
-            .map_err(|e| kafka(KafkaError::client(format!("fencing producer {id}"), &e)))?;
+            .map_err(|e| {
+                kafka(if is_fenced(&e) {
+                    KafkaError::Fenced {
+                        pipeline: cx.pipeline.to_owned(),
+                        transactional_id: id.clone(),
+                        what: "fencing the old worker".to_owned(),
+                    }
+                } else {
+                    KafkaError::client(format!("fencing producer {id}"), &e)
+                })
+            })?;
     }
     let newest = marker
         .read_topic(cx.endpoint, TAKEOVER_CALL_TIMEOUT)
