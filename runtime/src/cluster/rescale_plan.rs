@@ -239,6 +239,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // lists of key-group ranges
     fn ranges_intersect() {
         assert_eq!(intersect(&[0..10, 20..30], &[5..25]), vec![5..10, 20..25]);
         assert_eq!(intersect(&[0..5], &[5..9]), Vec::<Range<u16>>::new());

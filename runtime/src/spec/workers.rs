@@ -6,9 +6,10 @@
 //! - Worker I of N > 1 keeps the pipeline's name (so its Kafka names stay in the
 //!   pipeline's namespace, see `KafkaNames`) but owns its own places: checkpoints in
 //!   `<checkpoint dir>/worker-<I>-of-<N>/` and local state in
-//!   `<state_dir>/worker-<I>-of-<N>/` (its own lock, RocksDB working files). A rescale
-//!   finds every old worker's checkpoints by listing `worker-*-of-<M>` under the
-//!   checkpoint dir (or the dir itself for M = 1).
+//!   `<state_dir>/worker-<I>-of-<N>/` (its own lock, RocksDB working files), in the
+//!   first layout of N workers (`layout`; `pipeline::recover` sets the current one). A
+//!   rescale finds every old worker's checkpoints by listing `worker-*-of-<M>` under
+//!   the checkpoint dir (`pipeline::worker_layout`).
 //! - Only what N workers compute correctly is accepted: every source is a Kafka source
 //!   (each worker reads its own slice of the partitions; a file, stdin or generator
 //!   source would be read whole by every worker). Anything else is refused, naming the

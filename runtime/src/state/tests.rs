@@ -606,6 +606,7 @@ fn state_db_runs_with_weirs_column_family_options() {
 /// old owner's later writes, overlapping sources accepted, a restored DB whose first
 /// checkpoint does not upload everything to the new storage, or scratch dirs left over.
 #[test]
+#[allow(clippy::single_range_in_vec_init)] // lists of key-group ranges
 fn state_restored_by_key_groups_holds_exactly_those_groups_from_their_sources() {
     use crate::state::KeyGroupSource;
     let dir = tempfile::tempdir().expect("tempdir");
