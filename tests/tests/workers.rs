@@ -355,7 +355,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("weir.{name}.1.")),
+        err.contains(&format!("weir.{name}.1-of-2.")),
         "names its transactional id: {err}"
     );
     let (status, err) = wait_until(&mut second, deadline, "the second process");

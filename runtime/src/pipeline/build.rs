@@ -4,10 +4,11 @@
 //! Invariants: every operator is opened with its own snapshot from the restored
 //! checkpoint (looked up by task and operator id, see `plan`), or after a rescale with
 //! its key groups from the old workers' snapshots and its partitions' positions from
-//! their checkpoints (see `rescale`), or empty when starting from scratch; every channel between two tasks is bounded; each downstream subtask gets
-//! one channel per upstream task, so it can align barriers per input. With a
-//! repartition topic (worker I of N > 1, see `plan`'s split), the spec's sources end in
-//! the topic and only the repartition source's tasks are stage 1's upstream tasks.
+//! their checkpoints (see `rescale`), or empty when starting from scratch; every
+//! channel between two tasks is bounded; each downstream subtask gets one channel per
+//! upstream task, so it can align barriers per input. With a repartition topic (worker
+//! I of N > 1, see `plan`'s split), the spec's sources end in the topic and only the
+//! repartition source's tasks are stage 1's upstream tasks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

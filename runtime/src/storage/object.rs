@@ -171,9 +171,11 @@ impl ObjectStorage {
     }
 
     /// The names of the prefixes directly below `location`'s (`a/b/<name>/...`),
-    /// sorted: one list request, nothing written.
+    /// sorted; nothing written. The prefix is checked first as `open_read_only` does,
+    /// so a missing bucket or an unreachable endpoint is the same one-line error.
     pub fn child_names(location: &S3Location) -> Result<Vec<String>, StorageError> {
         let storage = Self::connect(location, &aws_env())?;
+        storage.check_ours()?;
         let store = storage.inner.store.clone();
         let root = storage.prefix_arg();
         let listed = storage.run("list", &storage.inner.root, async move {

@@ -96,6 +96,12 @@ pub enum TakeoverError {
         layout: Layout,
         to: u32,
     },
+    #[error("old layout {layout}: {source}")]
+    BadLayout {
+        layout: Layout,
+        #[source]
+        source: crate::cluster::WorkerParseError,
+    },
     #[error("taking old worker {old} over: {source}")]
     Kafka {
         old: Worker,
@@ -121,12 +127,9 @@ pub fn take_over(
 ) -> Result<Vec<HandedOver>, TakeoverError> {
     (0..from.workers)
         .map(|j| {
-            let old = Worker::new(j, from.workers).map_err(|e| TakeoverError::Kafka {
-                old: Worker::SINGLE,
-                source: KafkaError::Client {
-                    what: format!("old layout {from}"),
-                    reason: e.to_string(),
-                },
+            let old = Worker::new(j, from.workers).map_err(|source| TakeoverError::BadLayout {
+                layout: from,
+                source,
             })?;
             take_over_one(cx, from, old, to_workers)
         })
