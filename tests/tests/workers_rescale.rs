@@ -252,7 +252,7 @@ fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after()
     assert!(!again.status.success());
     let line = refusal_line(&again);
     assert!(
-        line.contains("worker 1/2: this worker (2 workers (layout generation 0)) was handed over to a rescale to 3 workers"),
+        line.contains("worker 1/2: a rescale to 3 workers took this worker over"),
         "{line}"
     );
 

@@ -125,12 +125,12 @@ pub enum PipelineError {
 
     /// This worker's progress topic says a rescale took it over.
     #[error(
-        "pipeline {pipeline}, worker {worker}: this worker ({layout}) was handed over to a rescale to {to} workers, so its checkpoints are no longer the pipeline's state: run {to} workers"
+        "pipeline {pipeline}, worker {worker}: a rescale to {to} workers took this worker over (its progress topic holds the hand-over of layout generation {generation}), so its checkpoints are no longer the pipeline's state: run {to} workers"
     )]
     HandedOver {
         pipeline: String,
         worker: crate::cluster::Worker,
-        layout: crate::cluster::Layout,
+        generation: u64,
         to: u32,
     },
 

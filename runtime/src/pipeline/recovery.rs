@@ -170,7 +170,7 @@ fn refuse_handed_over(spec: &PipelineSpec, unit: &KafkaCommitUnit) -> Result<(),
         return Err(PipelineError::HandedOver {
             pipeline: spec.name.clone(),
             worker: spec.worker,
-            layout: spec.layout.layout(),
+            generation: spec.layout.generation,
             to,
         });
     }
