@@ -73,6 +73,47 @@ fn stop_all(workers: &mut Workers, deadline: Instant) {
     }
 }
 
+/// A test's pipeline: its temp dir, unique name and input and output topics (created),
+/// its checkpoint dir (under `s3://<bucket>/` if given, else in the temp dir) and its
+/// spec (`word_count::spec`, `RATE` lines/s per worker, unbounded).
+struct Pipeline {
+    dir: tempfile::TempDir,
+    name: String,
+    input: String,
+    output: String,
+    checkpoints: String,
+    spec: std::path::PathBuf,
+}
+
+fn pipeline(test: &str, bucket: Option<&str>) -> Pipeline {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name(&format!("wc-{test}"));
+    let input = kafka::unique_name(&format!("{test}-in"));
+    let output = kafka::unique_name(&format!("{test}-out"));
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let checkpoints = match bucket {
+        Some(bucket) => format!("s3://{bucket}/{}", kafka::unique_name(test)),
+        None => toml_path(&dir.path().join("checkpoints")).replace('"', ""),
+    };
+    let spec = word_count::spec(
+        dir.path(),
+        &name,
+        (&input, &output),
+        &checkpoints,
+        RATE,
+        false,
+    );
+    Pipeline {
+        dir,
+        name,
+        input,
+        output,
+        checkpoints,
+        spec,
+    }
+}
+
 /// Produces lines `lines` of every partition to `topic`; their word counts.
 fn produce(topic: &str, lines: std::ops::Range<usize>) -> BTreeMap<String, u64> {
     let (records, totals) = word_count::input(PARTITIONS, lines);
@@ -94,21 +135,14 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     };
     let _one_at_a_time = kafka::exclusive();
     let deadline = Instant::now() + WAIT_LIMIT;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let name = kafka::unique_name("wc-rescale");
-    let input = kafka::unique_name("rescale-in");
-    let output = kafka::unique_name("rescale-out");
-    kafka::create_topic(&input, PARTITIONS);
-    kafka::create_topic(&output, PARTITIONS);
-    let checkpoints = format!("s3://{bucket}/{}", kafka::unique_name("rescale"));
-    let spec = word_count::spec(
-        dir.path(),
-        &name,
-        (&input, &output),
-        &checkpoints,
-        RATE,
-        false,
-    );
+    let Pipeline {
+        dir: _dir,
+        name,
+        input,
+        output,
+        spec,
+        ..
+    } = pipeline("rescale", Some(&bucket));
     let mut totals = BTreeMap::new();
 
     // 3 workers over the first part, stopped with SIGTERM while reading it.
@@ -209,21 +243,14 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
 fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after() {
     let _one_at_a_time = kafka::exclusive();
     let deadline = Instant::now() + WAIT_LIMIT;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let name = kafka::unique_name("wc-takeover");
-    let input = kafka::unique_name("takeover-in");
-    let output = kafka::unique_name("takeover-out");
-    kafka::create_topic(&input, PARTITIONS);
-    kafka::create_topic(&output, PARTITIONS);
-    let checkpoints = toml_path(&dir.path().join("checkpoints")).replace('"', "");
-    let spec = word_count::spec(
-        dir.path(),
-        &name,
-        (&input, &output),
-        &checkpoints,
-        RATE,
-        false,
-    );
+    let Pipeline {
+        dir: _dir,
+        input,
+        output,
+        checkpoints,
+        spec,
+        ..
+    } = pipeline("takeover", None);
     let totals = produce(&input, 0..120);
     let expected: u64 = totals.values().sum();
 

@@ -176,14 +176,8 @@ impl ObjectStorage {
     pub fn child_names(location: &S3Location) -> Result<Vec<String>, StorageError> {
         let storage = Self::connect(location, &aws_env())?;
         storage.check_ours()?;
-        let store = storage.inner.store.clone();
-        let root = storage.prefix_arg();
-        let listed = storage.run("list", &storage.inner.root, async move {
-            store.list_with_delimiter(root.as_ref()).await
-        })?;
-        let listed = listed.map_err(|e| storage.store_err("list", &storage.inner.root, e))?;
-        let mut names: Vec<String> = listed
-            .common_prefixes
+        let mut names: Vec<String> = storage
+            .root_prefixes()?
             .iter()
             .filter_map(|p| p.filename().map(str::to_owned))
             .collect();
@@ -443,20 +437,26 @@ impl ObjectStorage {
 
     /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
     pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
-        let store = self.inner.store.clone();
-        let root = self.prefix_arg();
-        let listed = self.run("list", &self.inner.root, async move {
-            store.list_with_delimiter(root.as_ref()).await
-        })?;
-        let listed = listed.map_err(|e| self.store_err("list", &self.inner.root, e))?;
-        let mut ids: Vec<CheckpointId> = listed
-            .common_prefixes
+        let mut ids: Vec<CheckpointId> = self
+            .root_prefixes()?
             .iter()
             .filter_map(|p| p.filename().and_then(parse_checkpoint_dir))
             .map(CheckpointId)
             .collect();
         ids.sort_unstable();
         Ok(ids)
+    }
+
+    /// The prefixes directly below the root (`<root>/<name>/`): one list request.
+    fn root_prefixes(&self) -> Result<Vec<Key>, StorageError> {
+        let store = self.inner.store.clone();
+        let root = self.prefix_arg();
+        let listed = self.run("list", &self.inner.root, async move {
+            store.list_with_delimiter(root.as_ref()).await
+        })?;
+        Ok(listed
+            .map_err(|e| self.store_err("list", &self.inner.root, e))?
+            .common_prefixes)
     }
 
     /// Deletes checkpoint `checkpoint_id`: `_metadata` first (so it never looks complete

@@ -325,19 +325,7 @@ impl AggregateOperator {
                 (state, Watermark(s.watermark))
             }
         };
-        let mut op = Self {
-            config,
-            location,
-            state,
-            instance: None,
-            watermark,
-            pending: BTreeMap::new(),
-            fired: BTreeMap::new(),
-            records_seen: 0,
-            groups: Groups::default(),
-        };
-        op.rebuild_window_index()?;
-        Ok(op)
+        Self::with_state(config, location, state, watermark)
     }
 
     /// Opens the operator with the key groups a rescale gives this subtask, each from
@@ -372,6 +360,17 @@ impl AggregateOperator {
             .map(|d| d.watermark)
             .min()
             .map_or(Watermark::START, Watermark);
+        Self::with_state(config, location, state, watermark)
+    }
+
+    /// The operator around its opened `state`, at `watermark`, with the index of the
+    /// windows the state holds rebuilt.
+    fn with_state(
+        config: AggregateConfig,
+        location: StateLocation,
+        state: KeyedState,
+        watermark: Watermark,
+    ) -> Result<Self, OperatorError> {
         let mut op = Self {
             config,
             location,
