@@ -197,11 +197,6 @@ impl RescaleRestore {
             })
             .collect()
     }
-
-    /// The key groups and their sources, for logs and tests: (task, operator) -> slices.
-    pub fn state_slices(&self) -> &BTreeMap<(String, String), Vec<StateSlice>> {
-        &self.states
-    }
 }
 
 /// What new worker `spec.worker` restores after `from`'s workers were handed over
@@ -460,8 +455,155 @@ fn redo_old_commit(spec: &PipelineSpec, o: &OldCheckpoint) -> Result<(), Rescale
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::dataflow::partition::subtask_of;
+    use crate::record::OperatorSnapshot;
+
+    /// Worker `worker` of the keyed spec (map, then aggregate `step-1`): parallelism 2,
+    /// 32 key groups.
+    fn keyed_spec(dir: &std::path::Path, worker: Worker) -> PipelineSpec {
+        std::fs::write(dir.join("m.wasm"), b"\0asm").expect("module");
+        let text = "name = \"p\"\nparallelism = 2\nmax_parallelism = 32\n\
+            [[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"\n\
+            [[steps]]\ntype = \"map\"\nmodule = \"m.wasm\"\n\
+            [[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\"\n\
+            [[sinks]]\ntype = \"kafka\"\ntopic = \"out\"\nbootstrap = \"127.0.0.1:1\"\n";
+        PipelineSpec::parse(text, dir, "spec.toml")
+            .expect("spec")
+            .for_worker(worker)
+            .expect("worker")
+    }
+
+    /// Old worker `old`'s checkpoint: both stage-1 subtasks snapshot `step-1`.
+    fn old_checkpoint(dir: &std::path::Path, old: Worker) -> OldCheckpoint {
+        let mut metadata = crate::pipeline::recovery::tests::metadata("p", 5);
+        metadata.parallelism = 2;
+        metadata.max_parallelism = 32;
+        for j in 0..2 {
+            let ops = BTreeMap::from([(
+                "step-1".to_owned(),
+                OperatorSnapshot::new(serde_json::json!({})),
+            )]);
+            metadata.tasks.insert(ids::stage_task(1, j), ops);
+        }
+        OldCheckpoint {
+            worker: old,
+            storage: Arc::new(
+                CheckpointStorage::open(dir.join(format!("old-{}", old.index())), "p")
+                    .expect("storage"),
+            ),
+            metadata,
+        }
+    }
+
+    /// Catches: positions of one old worker dropped, or a partition two old checkpoints
+    /// list (which one read it cannot be told) restored from either.
+    #[test]
+    fn every_old_position_is_restored_and_a_partition_listed_twice_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = |i, n| Worker::new(i, n).expect("worker");
+        let with_positions = |old: Worker, partitions: &[i32]| {
+            let mut o = old_checkpoint(dir.path(), old);
+            let position = KafkaPosition {
+                partitions: partitions
+                    .iter()
+                    .map(|&p| crate::connector::kafka::PartitionPosition {
+                        topic: "in".into(),
+                        partition: p,
+                        offset: 10 + i64::from(p),
+                    })
+                    .collect(),
+            };
+            let ops = BTreeMap::from([(
+                ids::source_id(0),
+                OperatorSnapshot::new(position.to_value()),
+            )]);
+            o.metadata.tasks.insert(ids::source_task(0, 0), ops);
+            o
+        };
+        let spec = keyed_spec(dir.path(), w(0, 2));
+        let old = [
+            with_positions(w(0, 2), &[0, 1]),
+            with_positions(w(1, 2), &[2]),
+        ];
+        let merged = merged_positions(&spec, &old).expect("merge");
+        let restored =
+            KafkaPosition::merged(&merged[&ids::source_id(0)].iter().collect::<Vec<_>>())
+                .expect("positions");
+        assert_eq!(
+            restored.into_iter().collect::<Vec<_>>(),
+            [
+                (("in".to_owned(), 0), 10),
+                (("in".to_owned(), 1), 11),
+                (("in".to_owned(), 2), 12)
+            ]
+        );
+        let twice = [
+            with_positions(w(0, 2), &[0, 1]),
+            with_positions(w(1, 2), &[1]),
+        ];
+        let refused = merged_positions(&spec, &twice).expect_err("listed twice");
+        assert_eq!(
+            refused.to_string(),
+            "partition in-1 of source-0 is listed in the checkpoints of both old worker 0/2 and old worker 1/2: which one read it cannot be told"
+        );
+    }
+
+    /// Catches: a new subtask given key groups of the other subtask of its worker, or of
+    /// another worker, a key group taken from an old subtask that never held it, or one
+    /// left out (3 -> 2 and 2 -> 4 workers, parallelism 2, 32 key groups).
+    #[test]
+    fn each_new_subtask_takes_its_key_groups_from_the_old_subtasks_that_held_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = |i, n| Worker::new(i, n).expect("worker");
+        let slices_of = |me: Worker, from: u32| {
+            let old: Vec<OldCheckpoint> = (0..from)
+                .map(|j| old_checkpoint(dir.path(), w(j, from)))
+                .collect();
+            let from = Layout {
+                workers: from,
+                generation: 0,
+            };
+            let states = state_slices(&keyed_spec(dir.path(), me), from, &old).expect("slices");
+            states
+                .into_iter()
+                .map(|((task, op), slices)| {
+                    let described: Vec<String> = slices
+                        .iter()
+                        .map(|s| format!("{}:{} {:?}", s.old, s.task, s.key_groups))
+                        .collect();
+                    format!("{task}.{op} <- {}", described.join(", "))
+                })
+                .collect::<Vec<_>>()
+        };
+        // 3 -> 2: worker 0/3 held 0..11, worker 2/3 11..16 and 27..32 (old subtask 0
+        // of each worker holds groups 0..16, subtask 1 16..32).
+        assert_eq!(
+            slices_of(w(0, 2), 3),
+            [
+                "stage1-0.step-1 <- 0:stage1-0 [0..11], 2:stage1-0 [11..16]",
+                "stage1-1.step-1 <- "
+            ]
+        );
+        assert_eq!(
+            slices_of(w(1, 2), 3),
+            [
+                "stage1-0.step-1 <- ",
+                "stage1-1.step-1 <- 1:stage1-1 [16..27], 2:stage1-1 [27..32]"
+            ]
+        );
+        // 2 -> 4: worker 2 of 4 owns 11..16 (worker 0/2's, on its subtask 0) and
+        // 27..30 (worker 1/2's, on its subtask 1), and keeps them on the same subtasks.
+        assert_eq!(
+            slices_of(w(2, 4), 2),
+            [
+                "stage1-0.step-1 <- 0:stage1-0 [11..16]",
+                "stage1-1.step-1 <- 1:stage1-1 [27..30]"
+            ]
+        );
+    }
 
     /// Catches: a new subtask restoring key groups its shuffle never sends it (their
     /// counts would be lost to the subtask that does receive them) or one it does get
