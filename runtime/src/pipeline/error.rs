@@ -136,7 +136,7 @@ pub enum PipelineError {
 
     /// A rescale could not hand the old workers' units over.
     #[error(transparent)]
-    Rescale(#[from] crate::pipeline::rescale::RescaleError),
+    Rescale(Box<crate::pipeline::rescale::RescaleError>),
 
     /// The coordinator's thread panicked: a bug, reported as the run's failure.
     #[error("pipeline {pipeline}: the checkpoint coordinator panicked: {message}")]

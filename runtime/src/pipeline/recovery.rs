@@ -188,12 +188,12 @@ fn rescale(
     options: &RunOptions,
 ) -> Result<RescaleRestore, PipelineError> {
     let fail = |failure| {
-        PipelineError::Rescale(RescaleError {
+        PipelineError::Rescale(Box::new(RescaleError {
             pipeline: spec.name.clone(),
             worker: spec.worker,
             from,
-            failure,
-        })
+            failure: Box::new(failure),
+        }))
     };
     if options.from_checkpoint.is_some() {
         return Err(fail(RescaleFailure::FromCheckpoint));
@@ -230,7 +230,7 @@ fn rescale(
         endpoint: &endpoint,
     };
     let handed = takeover::take_over(&cx, from, spec.worker.count()).map_err(|e| fail(e.into()))?;
-    Ok(rescale::restore(spec, root, from, &handed)?)
+    rescale::restore(spec, root, from, &handed).map_err(|e| PipelineError::Rescale(Box::new(e)))
 }
 
 /// Redoes the restored checkpoint's commit, then drops what later checkpoints staged.

@@ -63,7 +63,7 @@ pub struct RescaleError {
     pub pipeline: String,
     pub worker: Worker,
     pub from: Layout,
-    pub failure: RescaleFailure,
+    pub failure: Box<RescaleFailure>,
 }
 
 /// What went wrong in a rescale (see `RescaleError` for the context).
@@ -128,7 +128,7 @@ pub enum RescaleFailure {
     Positions {
         old: Worker,
         #[source]
-        source: crate::connector::ConnectorError,
+        source: Box<crate::connector::ConnectorError>,
     },
     #[error("old worker {old}: redoing the commit of its file output: {source}")]
     Commit {
@@ -212,7 +212,7 @@ pub fn restore(
         pipeline: spec.name.clone(),
         worker: spec.worker,
         from,
-        failure,
+        failure: Box::new(failure),
     };
     let old = handed
         .iter()
@@ -321,7 +321,7 @@ fn merged_positions(
                 let position = KafkaPosition::from_value(&snapshot.state).map_err(|source| {
                     RescaleFailure::Positions {
                         old: o.worker,
-                        source,
+                        source: Box::new(source),
                     }
                 })?;
                 for p in &position.partitions {

@@ -106,7 +106,7 @@ pub enum TakeoverError {
     Kafka {
         old: Worker,
         #[source]
-        source: KafkaError,
+        source: Box<KafkaError>,
     },
 }
 
@@ -149,10 +149,9 @@ fn take_over_one(
     let mut attempt = 1;
     loop {
         match attempt_take_over(cx, from, old, to_workers) {
-            Err(TakeoverError::Kafka {
-                source: KafkaError::Fenced { .. },
-                ..
-            }) if attempt < TAKEOVER_ATTEMPTS => {
+            Err(TakeoverError::Kafka { source, .. })
+                if matches!(*source, KafkaError::Fenced { .. }) && attempt < TAKEOVER_ATTEMPTS =>
+            {
                 let pause = rand::random_range(TAKEOVER_PAUSE_MS.clone()) * u64::from(attempt);
                 tracing::info!(pipeline = %cx.pipeline, %old, attempt, pause_ms = pause, "rescale: another new worker is taking the same old worker over; trying again");
                 std::thread::sleep(Duration::from_millis(pause));
@@ -170,7 +169,10 @@ fn attempt_take_over(
     old: Worker,
     to_workers: u32,
 ) -> Result<HandedOver, TakeoverError> {
-    let kafka = |source| TakeoverError::Kafka { old, source };
+    let kafka = |source| TakeoverError::Kafka {
+        old,
+        source: Box::new(source),
+    };
     let names = KafkaNames::new(&cx.sink.transactional_prefix, cx.pipeline).for_worker(old);
     let marker = MarkerTarget {
         pipeline: cx.pipeline.to_owned(),
