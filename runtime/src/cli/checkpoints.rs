@@ -1,5 +1,8 @@
 //! `weir checkpoints SPEC.toml [--worker I/N]`: lists a pipeline's (or one of its
-//! workers') complete checkpoints.
+//! workers') complete checkpoints. Without `--worker` over a checkpoint dir of
+//! workers, it names every worker location with its newest checkpoint and layout
+//! generation, and says which layout is current (several are kept after a rescale).
+//! Reads only, on a local dir or an `s3://` prefix alike.
 
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
