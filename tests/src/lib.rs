@@ -370,6 +370,9 @@ pub mod crash;
 /// Kafka helpers for tests: topics, input, and reading output back.
 pub mod server;
 
+/// The keyed word count run as worker processes (workers tests).
+pub mod word_count;
+
 pub mod kafka {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, Ordering};

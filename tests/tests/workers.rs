@@ -224,7 +224,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     // offsets in the shared group (the marker naming pipeline and worker), its own
     // checkpoints and state.
     let expected_ids: Vec<String> = (0..WORKERS)
-        .flat_map(|i| [0, 1].map(|slot| format!("weir.{name}.{i}.{slot}")))
+        .flat_map(|i| [0, 1].map(|slot| format!("weir.{name}.{i}-of-{WORKERS}.{slot}")))
         .collect();
     assert_eq!(transactional_ids(&name), expected_ids);
     let offsets = kafka::committed_offsets(&format!("weir.{name}"), &input_topic);
@@ -249,7 +249,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
         let mine: Vec<i32> = share.partitions.iter().map(|(_, p)| *p).collect();
         assert_eq!(mine.len(), 2, "balanced");
         assert_eq!(
-            units.get(&i.to_string()),
+            units.get(&format!("{i}-of-{WORKERS}")),
             Some(&mine),
             "worker {i}'s partitions"
         );
@@ -355,7 +355,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
         "{err}"
     );
     assert!(
-        err.contains(&format!("weir.{name}.1.")),
+        err.contains(&format!("weir.{name}.1-of-2.")),
         "names its transactional id: {err}"
     );
     let (status, err) = wait_until(&mut second, deadline, "the second process");
@@ -483,7 +483,7 @@ fn a_partition_moved_to_another_worker_by_a_new_partition_is_refused() {
     let line = refusal_line(&out);
     assert!(
         line.contains(&format!(
-            "partition {input_topic}-2 is worker 0/2's now, but worker 1 of the pipeline committed its offset"
+            "partition {input_topic}-2 is worker 0/2's now, but worker 1/2 of the pipeline committed its offset"
         )),
         "{line}"
     );

@@ -34,6 +34,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataError};
+use crate::cluster::LayoutStamp;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::task::TaskEvent;
 use crate::fault::{self, FaultPoint};
@@ -119,6 +120,8 @@ pub struct CoordinatorConfig {
     pub retain: usize,
     pub parallelism: usize,
     pub max_parallelism: u16,
+    /// The layout of workers this run is (written into every checkpoint's metadata).
+    pub layout: LayoutStamp,
 }
 
 /// The coordinator of one pipeline run.
@@ -362,6 +365,7 @@ impl Coordinator {
             bytes_added,
             state_bytes,
             committed_before: self.committed,
+            layout: Some(self.config.layout),
             tasks: acks,
         }
     }

@@ -287,6 +287,7 @@ impl Rig {
                 retain: settings.retain,
                 parallelism: 1,
                 max_parallelism: 128,
+                layout: crate::cluster::LayoutStamp::first(1),
             },
             storage: self.storage.clone(),
             events: self.events.clone(),

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::LayoutStamp;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::storage::{CheckpointStorage, StorageError};
@@ -52,6 +53,10 @@ pub struct CheckpointMetadata {
     /// checkpoint taken after a commit proves that a marker existed and was lost.
     #[serde(default)]
     pub committed_before: CheckpointId,
+    /// The layout of workers that took it (see `cluster::layout`); none in checkpoints
+    /// written before layouts existed, which read as their location's first layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<LayoutStamp>,
     /// task -> operator id -> snapshot.
     pub tasks: BTreeMap<String, BTreeMap<String, OperatorSnapshot>>,
 }

@@ -1,5 +1,8 @@
 //! `weir checkpoints SPEC.toml [--worker I/N]`: lists a pipeline's (or one of its
-//! workers') complete checkpoints.
+//! workers') complete checkpoints. Without `--worker` over a checkpoint dir of
+//! workers, it names every worker location with its newest checkpoint and layout
+//! generation, and says which layout is current (several are kept after a rescale).
+//! Reads only, on a local dir or an `s3://` prefix alike.
 
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
@@ -22,17 +25,9 @@ pub struct CheckpointsArgs {
 pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
     let whole = PipelineSpec::load(&args.spec)?;
     if args.worker.is_single() {
-        let workers: Vec<String> = worker_layout::worker_dirs(&whole.checkpoint.dir)
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect();
-        if !workers.is_empty() {
-            println!(
-                "pipeline {} runs as workers, each with its own checkpoints: {} in {} (list one with --worker I/N)",
-                whole.name,
-                workers.join(", "),
-                whole.checkpoint.dir
-            );
+        let locations = worker_layout::worker_locations(&whole.name, &whole.checkpoint.dir)?;
+        if !locations.is_empty() {
+            print_worker_locations(&whole, &locations);
             return Ok(());
         }
     }
@@ -69,4 +64,38 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The worker locations of a checkpoint dir, each with its newest checkpoint and
+/// layout generation; the highest generation is the current layout (see
+/// `cluster::layout`), the others are kept from before a rescale.
+fn print_worker_locations(spec: &PipelineSpec, locations: &[worker_layout::WorkerLocation]) {
+    let names: Vec<&str> = locations.iter().map(|l| l.name.as_str()).collect();
+    println!(
+        "pipeline {} runs as workers, each with its own checkpoints: {} in {} (list one with --worker I/N)",
+        spec.name,
+        names.join(", "),
+        spec.checkpoint.dir
+    );
+    let current = locations
+        .iter()
+        .filter_map(|l| l.newest.map(|(_, stamp)| stamp.generation))
+        .max();
+    for l in locations {
+        let status = match l.newest {
+            None => "no complete checkpoint".to_owned(),
+            Some((id, stamp)) => {
+                let role = if Some(stamp.generation) == current {
+                    "the current layout"
+                } else {
+                    "an earlier layout, kept from before a rescale"
+                };
+                format!(
+                    "newest checkpoint {id}, layout generation {} ({role})",
+                    stamp.generation
+                )
+            }
+        };
+        println!("  {}: {status}", l.name);
+    }
 }

@@ -28,9 +28,10 @@
 //! show by how much). A worker's checkpoint holds only its own partitions' positions,
 //! so a moved partition would restart at its earliest offset on its new owner: the
 //! Kafka source refuses it instead (it finds the other worker's marker on the
-//! partition's committed offset, see `connector::kafka::source`). Until rescaling
-//! exists (it restores positions from every old worker's checkpoint), do not add
-//! partitions to the source topics of a pipeline run as N > 1 workers.
+//! partition's committed offset, see `connector::kafka::source`). A rescale, which
+//! restores positions from every old worker's checkpoint (`pipeline::rescale`), is the
+//! one place partitions change owner; do not add partitions to the source topics of a
+//! pipeline run as N > 1 workers.
 
 use std::ops::Range;
 

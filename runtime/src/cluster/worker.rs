@@ -8,7 +8,12 @@
 //!   commit unit is `"0"`, its checkpoints and state live directly in the spec's
 //!   directories, exactly as before workers existed. Every other worker has its own
 //!   subdirectory `worker-<I>-of-<N>` of each (`dir_name`), so the workers of one N
-//!   never share a file, and a later rescale can list every old worker's checkpoints.
+//!   never share a file, and a rescale can list every old worker's checkpoints.
+//! - The commit unit of worker I of N > 1 is `<I>-of-<N>` (`unit`): it names the
+//!   worker's transactional ids and progress topic and is written in its markers, so
+//!   worker 1 of 3 and worker 1 of 2 share no transactional id and never read each
+//!   other's marker as their own. A rescale fences the old layout's ids without
+//!   touching any new worker's (see `connector::kafka::takeover`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -79,15 +84,29 @@ impl Worker {
         self.count == 1
     }
 
-    /// The commit unit this worker is: its index (`"0"` for 0/1, as before workers).
+    /// The commit unit this worker is: `"0"` for 0/1 (as before workers), else
+    /// `<I>-of-<N>` (see the module invariants).
     pub fn unit(self) -> String {
-        self.index.to_string()
+        if self.is_single() {
+            self.index.to_string()
+        } else {
+            format!("{}-of-{}", self.index, self.count)
+        }
     }
 
     /// `worker-<I>-of-<N>`: this worker's subdirectory of the spec's checkpoint and
     /// state directories; `None` for 0/1, which uses them directly.
     pub fn dir_name(self) -> Option<String> {
         (!self.is_single()).then(|| format!("worker-{}-of-{}", self.index, self.count))
+    }
+
+    /// A commit unit (`unit`) -> its worker: `0` -> 0/1, `<I>-of-<N>` -> I of N > 1;
+    /// anything else -> None.
+    pub fn parse_unit(unit: &str) -> Option<Worker> {
+        if unit == "0" {
+            return Some(Worker::SINGLE);
+        }
+        Worker::parse_dir_name(&format!("worker-{unit}"))
     }
 
     /// `worker-<I>-of-<N>` -> that worker; anything else -> None.
@@ -194,8 +213,14 @@ mod tests {
         assert_eq!(Worker::SINGLE.unit(), "0");
         let w = Worker::new(1, 3).expect("1/3");
         assert_eq!(w.dir_name().as_deref(), Some("worker-1-of-3"));
-        assert_eq!(w.unit(), "1");
+        assert_eq!(w.unit(), "1-of-3");
+        assert_ne!(w.unit(), Worker::new(1, 2).expect("1/2").unit());
         assert_eq!(Worker::parse_dir_name("worker-1-of-3"), Some(w));
+        assert_eq!(Worker::parse_unit("1-of-3"), Some(w));
+        assert_eq!(Worker::parse_unit("0"), Some(Worker::SINGLE));
+        for bad in ["1", "0-of-1", "3-of-3", "x"] {
+            assert_eq!(Worker::parse_unit(bad), None, "{bad}");
+        }
         for bad in [
             "worker-3-of-3",
             "worker-01-of-3",

@@ -10,8 +10,9 @@
 //!   checkpoint's commit point, see `kafka::sink`), then the file sinks in spec order,
 //!   then the dead letters.
 //! - A file sink's files are named `<pipeline>-<sink id>-<task>-<checkpoint>`
-//!   (`<pipeline>-worker-<I>-of-<N>-<sink id>-...` for worker I of N > 1), so sinks and
-//!   workers sharing a directory never write the same file.
+//!   (`<pipeline>-worker-<I>-of-<N>-<sink id>-...` for worker I of N > 1, with
+//!   `-gen-<g>` after the worker in layout generation g > 0), so sinks, workers and
+//!   layouts sharing a directory never write the same file.
 
 use std::sync::Arc;
 
@@ -35,12 +36,18 @@ pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
     format!("{}-{}", file_prefix(spec), ids::DEAD_LETTER_ID)
 }
 
-/// The pipeline's name, and for worker I of N > 1 its `worker-<I>-of-<N>`: workers
-/// write into the same directories, each under names of its own.
+/// The pipeline's name, and for worker I of N > 1 its `worker-<I>-of-<N>`, and for a
+/// layout after the first its generation (`-gen-<g>`): workers write into the same
+/// directories, each under names of its own, and a later layout with the same N
+/// (3 -> 2 -> 3) never takes an earlier one's committed files for its own.
 fn file_prefix(spec: &PipelineSpec) -> String {
-    match spec.worker.dir_name() {
+    let base = match spec.worker.dir_name() {
         None => spec.name.clone(),
         Some(worker) => format!("{}-{worker}", spec.name),
+    };
+    match spec.layout.generation {
+        0 => base,
+        g => format!("{base}-gen-{g}"),
     }
 }
 
@@ -144,5 +151,7 @@ mod tests {
         spec.worker = Worker::new(1, 3).expect("1/3");
         assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-sink-0");
         assert_eq!(dead_letter_file_name(&spec), "p-worker-1-of-3-dead-letter");
+        spec.layout.generation = 2;
+        assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-gen-2-sink-0");
     }
 }

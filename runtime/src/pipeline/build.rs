@@ -2,11 +2,13 @@
 //! checkpoint (if any).
 //!
 //! Invariants: every operator is opened with its own snapshot from the restored
-//! checkpoint (looked up by task and operator id, see `plan`), or empty when starting
-//! from scratch; every channel between two tasks is bounded; each downstream subtask gets
-//! one channel per upstream task, so it can align barriers per input. With a
-//! repartition topic (worker I of N > 1, see `plan`'s split), the spec's sources end in
-//! the topic and only the repartition source's tasks are stage 1's upstream tasks.
+//! checkpoint (looked up by task and operator id, see `plan`), or after a rescale with
+//! its key groups from the old workers' snapshots and its partitions' positions from
+//! their checkpoints (see `rescale`), or empty when starting from scratch; every
+//! channel between two tasks is bounded; each downstream subtask gets one channel per
+//! upstream task, so it can align barriers per input. With a repartition topic (worker
+//! I of N > 1, see `plan`'s split), the spec's sources end in the topic and only the
+//! repartition source's tasks are stage 1's upstream tasks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,7 @@ use crate::engine::{GuestLimits, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, SourceRoute, StagePlan};
+use crate::pipeline::rescale::RescaleRestore;
 use crate::record::CheckpointId;
 use crate::record::SourcePosition;
 use crate::record::batch::BatchLimit;
@@ -54,6 +57,9 @@ pub struct BuildContext<'a> {
     pub modules: &'a BTreeMap<usize, Arc<GuestModule>>,
     pub storage: Arc<CheckpointStorage>,
     pub restored: Option<&'a CheckpointMetadata>,
+    /// A rescale: sources and aggregates restore from the old workers' checkpoints
+    /// instead (`restored` is then none).
+    pub rescaled: Option<&'a RescaleRestore>,
     /// The run's checkpoints are numbered after this id: the first barrier is
     /// `checkpoint_base.next()`. It is the restored checkpoint's id, or later (see
     /// `CheckpointId::numbering_base`); sinks stage their first output for the id after it.
@@ -131,16 +137,27 @@ fn source_task(
     let source = &spec.sources[s];
     let source_op = ids::source_id(s);
     let task = ids::source_task(s, i);
-    let all_positions: Vec<&SourcePosition> = cx.restored.map_or_else(Vec::new, |m| {
-        m.snapshots_of(&source_op)
+    let all_positions: Vec<&SourcePosition> = match (cx.rescaled, cx.restored) {
+        (Some(rescaled), _) => rescaled.positions_of(&source_op),
+        (None, Some(m)) => m
+            .snapshots_of(&source_op)
             .into_iter()
             .map(|snap| &snap.state)
-            .collect()
-    });
-    let restored = cx.restored.map(|m| RestoredSource {
-        own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
-        all: &all_positions,
-    });
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let restored = match (cx.rescaled, cx.restored) {
+        // Kafka partitions only (workers read nothing else): no subtask's own position.
+        (Some(_), _) => Some(RestoredSource {
+            own: None,
+            all: &all_positions,
+        }),
+        (None, Some(m)) => Some(RestoredSource {
+            own: m.snapshot(&task, &source_op).map(|snap| &snap.state),
+            all: &all_positions,
+        }),
+        (None, None) => None,
+    };
     let reader = connector::open_source(source, spec.worker, i, spec.parallelism, restored)
         .map_err(|source| PipelineError::Connector {
             pipeline: spec.name.clone(),
@@ -359,15 +376,21 @@ fn step_operator(
         storage: cx.storage.clone(),
         storage_task: format!("{task}.{id}"),
     };
-    let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
     let config = aggregate_config(spec, agg, id.clone(), module);
-    let op = AggregateOperator::open(config, location, restored).map_err(|source| {
-        PipelineError::Operator {
-            pipeline: spec.name.clone(),
-            task: task.to_owned(),
-            operator: id,
-            source,
+    let opened = match cx.rescaled {
+        Some(rescaled) => {
+            AggregateOperator::open_rescaled(config, location, &rescaled.state_of(task, &id))
         }
+        None => {
+            let restored = cx.restored.and_then(|m| m.snapshot(task, &id));
+            AggregateOperator::open(config, location, restored)
+        }
+    };
+    let op = opened.map_err(|source| PipelineError::Operator {
+        pipeline: spec.name.clone(),
+        task: task.to_owned(),
+        operator: id,
+        source,
     })?;
     Ok(Box::new(op))
 }

@@ -92,17 +92,51 @@ pub enum PipelineError {
     #[error(transparent)]
     Worker(#[from] crate::spec::WorkerSpecError),
 
-    /// The checkpoint dir holds another worker layout's checkpoints: a rescale.
+    /// One process over workers' checkpoints, or workers over the process's.
     #[error(
-        "pipeline {pipeline}, worker {worker}: checkpoint storage {storage} holds complete checkpoints of {found}: changing the number of workers (rescaling) is not supported yet; run with the same number of workers as before, or with --from-scratch on a fresh checkpoint dir"
+        "pipeline {pipeline}, worker {worker}: checkpoint storage {storage} holds complete checkpoints of {found}: rescaling between one process and workers is not supported; run the pipeline as it ran before, or start over on a fresh checkpoint dir"
     )]
     OtherWorkerLayout {
         pipeline: String,
         worker: crate::cluster::Worker,
         storage: String,
-        /// E.g. `worker-1-of-3`, or `the pipeline run as one worker`.
+        /// E.g. `worker-1-of-3`, or `the pipeline run as one process`.
         found: String,
     },
+
+    /// Checkpoint storage does not say which layout of workers is current.
+    #[error("pipeline {pipeline}: checkpoint storage {storage}: {reason}")]
+    Layout {
+        pipeline: String,
+        storage: String,
+        reason: String,
+    },
+
+    /// `--from-scratch` over complete checkpoints of another number of workers.
+    #[error(
+        "pipeline {pipeline}, worker {worker}: --from-scratch starts this worker's own checkpoints over, but checkpoint storage {storage} also holds complete checkpoints of {found}, which would stay the newer layout: delete them first, or start over on a fresh checkpoint dir"
+    )]
+    StartOverOverLayouts {
+        pipeline: String,
+        worker: crate::cluster::Worker,
+        storage: String,
+        found: String,
+    },
+
+    /// This worker's progress topic says a rescale took it over.
+    #[error(
+        "pipeline {pipeline}, worker {worker}: a rescale to {to} workers took this worker over (its progress topic holds the hand-over of layout generation {generation}), so its checkpoints are no longer the pipeline's state: run {to} workers"
+    )]
+    HandedOver {
+        pipeline: String,
+        worker: crate::cluster::Worker,
+        generation: u64,
+        to: u32,
+    },
+
+    /// A rescale could not hand the old workers' units over.
+    #[error(transparent)]
+    Rescale(Box<crate::pipeline::rescale::RescaleError>),
 
     /// The coordinator's thread panicked: a bug, reported as the run's failure.
     #[error("pipeline {pipeline}: the checkpoint coordinator panicked: {message}")]

@@ -1,5 +1,6 @@
-//! Running a pipeline: `recover` (lock, guests, Kafka fencing, the checkpoint to
-//! restore), `start` (the physical plan built into tasks at their snapshots, and the
+//! Running a pipeline: `recover` (lock, guests, Kafka fencing, the layout of workers
+//! and the checkpoint to restore, or the old workers' checkpoints after a rescale),
+//! `start` (the physical plan built into tasks at their snapshots, and the
 //! coordinator) and `run`, which does both and waits for the end.
 pub mod build;
 pub mod error;
@@ -7,6 +8,7 @@ pub mod modules;
 pub mod options;
 pub mod plan;
 pub mod recovery;
+pub mod rescale;
 pub mod run;
 pub mod running;
 pub mod state_dir_lock;

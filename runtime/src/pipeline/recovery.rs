@@ -4,11 +4,14 @@
 //!    (`PipelineSpec::for_worker`: its own state and checkpoint subdirectories, its own
 //!    Kafka commit unit), or is refused (a keyed step or a non-Kafka source with N > 1).
 //! 1. Lock the state dir (`state_dir_lock`): a second instance on the same state dir is
-//!    refused before it can fence the first or touch its files. Then refuse checkpoints
-//!    of another number of workers (`worker_layout`).
+//!    refused before it can fence the first or touch its files. Then choose the layout
+//!    of workers (`worker_layout`): restore this worker's own checkpoints, or rescale
+//!    from the current layout's (see `cluster::layout`); one process and workers never
+//!    restore each other's.
 //! 2. Load the guests (`modules`).
 //! 3. Kafka sinks: check their configuration against the spec and the broker; for
-//!    exactly-once, fence every earlier instance and read the progress markers.
+//!    exactly-once, fence every earlier instance and read the progress markers (those
+//!    of this worker's layout generation).
 //! 4. `--from-scratch`: delete the checkpoints and the committed file output of earlier
 //!    runs (only what Weir made).
 //! 5. Open checkpoint storage and choose the checkpoint c to restore: the latest
@@ -16,12 +19,19 @@
 //!    transaction committed (its marker), newer ones being discarded since their
 //!    transactions were aborted (see `connector::kafka::sink` for why). No marker while
 //!    storage holds complete checkpoints is refused, never read as "nothing committed";
-//!    `--from-checkpoint N` is the operator's way to say which one.
+//!    `--from-checkpoint N` is the operator's way to say which one. A worker whose
+//!    progress topic says a rescale took it over is refused.
+//! 5'. A rescale instead (the layout choice, or a worker of a rescaled layout that has
+//!    committed nothing of its own yet, e.g. killed before its first commit): discard
+//!    this worker's own checkpoints (an older layout's, or uncommitted), take the old
+//!    layout's workers over (`connector::kafka::takeover`: fence, read each one's last
+//!    committed checkpoint, hand it over) and restore what this worker now owns from
+//!    those checkpoints (`rescale`).
 //! 6. Redo the commit of c (idempotent: the crash may have come between "complete" and
 //!    "committed"), and discard whatever sinks staged for checkpoints after c.
 //!
 //! What it returns (`Recovery`) is all `running::start` needs to open every operator
-//! and source at its snapshot in c and run.
+//! and source at its snapshot in c (or in the old workers' checkpoints) and run.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,19 +39,23 @@ use std::sync::Arc;
 use crate::checkpoint::commit::Committer;
 use crate::checkpoint::coordinator;
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::cluster::{Layout, LayoutChoice};
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
+use crate::connector::kafka::preflight;
+use crate::connector::kafka::takeover::{self, TakeoverContext};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
 use crate::connector::sinks::{self, PipelineSinks};
 use crate::engine::GuestModule;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
+use crate::pipeline::rescale::{self, RescaleError, RescaleFailure, RescaleRestore};
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::pipeline::worker_layout;
 use crate::record::CheckpointId;
 use crate::spec::{PipelineSpec, SinkSpec};
-use crate::storage::{CheckpointStorage, Fence};
+use crate::storage::{CheckpointLocation, CheckpointStorage, Fence};
 
 /// A pipeline recovered and ready to start: its guests loaded, its storage open, the
 /// checkpoint to restore chosen and its commit redone.
@@ -54,6 +68,8 @@ pub struct Recovery {
     pub storage: Arc<CheckpointStorage>,
     /// The checkpoint to restore, if any.
     pub restored: Option<CheckpointMetadata>,
+    /// A rescale: what to restore from the old workers' checkpoints instead.
+    pub rescaled: Option<RescaleRestore>,
     /// The id this run's checkpoints are numbered after (see
     /// `CheckpointId::numbering_base`).
     pub checkpoint_base: CheckpointId,
@@ -65,14 +81,16 @@ pub struct Recovery {
 /// Recovers `spec` (steps 1 to 6 above).
 pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, PipelineError> {
     let root = &spec.checkpoint.dir;
-    let spec = &spec.for_worker(options.worker)?;
+    let mut spec = spec.for_worker(options.worker)?;
     let lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
         pipeline: spec.name.clone(),
         source,
     })?;
-    worker_layout::refuse_other_layouts(&spec.name, spec.worker, root)?;
+    let choice = worker_layout::choose(&spec.name, spec.worker, root, options.from_scratch)?;
+    spec.layout = choice.stamp();
+    let spec = &spec;
     if !spec.worker.is_single() {
-        tracing::info!(pipeline = %spec.name, worker = %spec.worker, state_dir = %spec.state_dir.display(), checkpoints = %spec.checkpoint.dir, "running as one worker of several");
+        tracing::info!(pipeline = %spec.name, worker = %spec.worker, layout = %spec.layout.layout(), ?choice, state_dir = %spec.state_dir.display(), checkpoints = %spec.checkpoint.dir, "running as one worker of several");
     }
     let modules = load_modules(spec, &engine(spec, options)?)?;
     // Before anything is deleted or written.
@@ -103,9 +121,31 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         .map_err(storage_error)?
         .into_iter()
         .max();
-    let restored = match kafka.as_deref().filter(|unit| unit.is_exactly_once()) {
-        Some(unit) => committed_checkpoint(spec, &storage, unit, options.from_checkpoint)?,
-        None => chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
+    let exactly_once = kafka.as_deref().filter(|unit| unit.is_exactly_once());
+    let (restored, rescale_from) = match (choice, exactly_once) {
+        (LayoutChoice::Rescale { from, .. }, _) => (None, Some(from)),
+        (LayoutChoice::Own(stamp), Some(unit)) => {
+            refuse_handed_over(spec, unit)?;
+            let restored = committed_checkpoint(spec, &storage, unit, options.from_checkpoint)?;
+            // A worker of a rescaled layout that committed nothing of its own yet (not
+            // even the "nothing" of a start over) holds its units in the origin's
+            // checkpoints still: it rescales, as when it first started.
+            let nothing_of_its_own = unit
+                .found_markers()
+                .is_none_or(|found| found.last_committed().is_none());
+            match stamp.rescaled_from {
+                Some(from) if restored.is_none() && nothing_of_its_own => (None, Some(from)),
+                _ => (restored, None),
+            }
+        }
+        (LayoutChoice::Own(_), None) => (
+            chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
+            None,
+        ),
+    };
+    let rescaled = match rescale_from {
+        Some(from) => Some(rescale(spec, root, &storage, exactly_once, from, options)?),
+        None => None,
     };
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
     let mut committers = PipelineSinks::new(spec, kafka.as_ref()).committers();
@@ -117,9 +157,80 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         kafka,
         storage,
         restored,
+        rescaled,
         checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
         committers,
     })
+}
+
+/// Refuses a worker its progress topic says was handed over to a rescale: its own
+/// checkpoints are no longer the pipeline's state.
+fn refuse_handed_over(spec: &PipelineSpec, unit: &KafkaCommitUnit) -> Result<(), PipelineError> {
+    if let Some(to) = unit.found_markers().and_then(|f| f.rescaled_to) {
+        return Err(PipelineError::HandedOver {
+            pipeline: spec.name.clone(),
+            worker: spec.worker,
+            generation: spec.layout.generation,
+            to,
+        });
+    }
+    Ok(())
+}
+
+/// Step 5' (see the module docs): this worker's own checkpoints discarded, the old
+/// workers of `from` taken over, and what this worker owns restored from theirs.
+fn rescale(
+    spec: &PipelineSpec,
+    root: &CheckpointLocation,
+    storage: &CheckpointStorage,
+    unit: Option<&KafkaCommitUnit>,
+    from: Layout,
+    options: &RunOptions,
+) -> Result<RescaleRestore, PipelineError> {
+    let fail = |failure| {
+        PipelineError::Rescale(Box::new(RescaleError {
+            pipeline: spec.name.clone(),
+            worker: spec.worker,
+            from,
+            failure: Box::new(failure),
+        }))
+    };
+    if options.from_checkpoint.is_some() {
+        return Err(fail(RescaleFailure::FromCheckpoint));
+    }
+    let Some(unit) = unit else {
+        return Err(fail(RescaleFailure::NeedsExactlyOnce));
+    };
+    if let Some(committed) = unit
+        .found_markers()
+        .and_then(|f| f.last_committed())
+        .filter(|&c| c != CheckpointId::NONE)
+    {
+        return Err(fail(RescaleFailure::LostOwnCheckpoints { committed }));
+    }
+    discard_after(
+        spec,
+        storage,
+        CheckpointId::NONE,
+        "this worker restores from the old layout's checkpoints (a rescale)",
+    )?;
+    let sinks = preflight::kafka_sinks(spec);
+    let sink = preflight::shared_settings(&sinks)
+        .ok()
+        .flatten()
+        .ok_or_else(|| fail(RescaleFailure::NeedsExactlyOnce))?;
+    let endpoint = sink.endpoint().map_err(|e| PipelineError::Connector {
+        pipeline: spec.name.clone(),
+        task: "rescale".into(),
+        source: e.into(),
+    })?;
+    let cx = TakeoverContext {
+        pipeline: &spec.name,
+        sink,
+        endpoint: &endpoint,
+    };
+    let handed = takeover::take_over(&cx, from, spec.worker.count()).map_err(|e| fail(e.into()))?;
+    rescale::restore(spec, root, from, &handed).map_err(|e| PipelineError::Rescale(Box::new(e)))
 }
 
 /// Redoes the restored checkpoint's commit, then drops what later checkpoints staged.
@@ -190,8 +301,9 @@ fn latest_checkpoint(
     };
     if metadata.parallelism != spec.parallelism {
         return Err(incompatible(format!(
-            "it was taken with parallelism {}, the spec says {}; rescaling is not supported yet: \
-             set parallelism = {} or run with --from-scratch",
+            "it was taken with parallelism {}, the spec says {}; changing a worker's parallelism \
+             is not supported (a rescale changes the number of workers): set parallelism = {} or \
+             run with --from-scratch",
             metadata.parallelism, spec.parallelism, metadata.parallelism
         )));
     }
@@ -385,12 +497,12 @@ fn list(ids: &[CheckpointId]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
 
-    fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
+    pub(crate) fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
         CheckpointMetadata {
             format: crate::checkpoint::metadata::METADATA_FORMAT,
             pipeline: pipeline.to_owned(),
@@ -404,6 +516,7 @@ mod tests {
             bytes_added: 0,
             state_bytes: 0,
             committed_before: CheckpointId::NONE,
+            layout: None,
             tasks: BTreeMap::new(),
         }
     }

@@ -53,6 +53,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         kafka,
         storage,
         restored,
+        rescaled,
         checkpoint_base,
         committers,
     } = recovery;
@@ -71,6 +72,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         modules: &modules,
         storage: storage.clone(),
         restored: restored.as_ref(),
+        rescaled: rescaled.as_ref(),
         checkpoint_base,
         context,
         kafka,
@@ -84,6 +86,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
             retain: spec.checkpoint.retain,
             parallelism: spec.parallelism,
             max_parallelism: spec.max_parallelism as u16,
+            layout: spec.layout,
         },
         storage,
         events: events_rx,

@@ -1,127 +1,299 @@
-//! `refuse_other_layouts`: a worker never starts over checkpoints of another number of
-//! workers.
+//! Which layout of workers checkpoint storage says is current, and what a starting
+//! worker does about it (`choose`): the I/O half of `cluster::layout`, for a local
+//! checkpoint dir and an `s3://` prefix alike.
 //!
-//! Invariant: worker I of N starts only if the spec's checkpoint dir holds no complete
-//! checkpoint of a different N (`worker-*-of-<M>/` for M != N, or checkpoints directly
-//! in the dir, which are the pipeline's as one worker). Such checkpoints mean the
-//! pipeline was rescaled; each worker's checkpoint holds only its own partitions'
-//! positions, so starting anyway would read the other partitions from wherever
-//! `start` says (duplicates or loss). Until rescaling exists, that is refused with one
-//! line saying what was found. Checked for local checkpoint dirs; an object-store
-//! prefix is not listed here (see README, "Workers").
+//! Invariants:
+//! - Storage is read, never written: each worker location (`worker-<I>-of-<N>/` below
+//!   the spec's checkpoint dir) is listed, and the metadata of its newest complete
+//!   checkpoint gives its layout stamp (`LayoutStamp::first` for checkpoints written
+//!   before stamps existed). `cluster::layout::choose` decides from those alone.
+//! - One process (0/1) and workers (N > 1) never restore each other's checkpoints:
+//!   rescaling between them is not supported (a keyed pipeline in one process has no
+//!   repartition topic to hand over), so 0/1 over workers' complete checkpoints, or
+//!   workers over the pipeline's own (the dir itself), is refused with one line.
+//! - `--from-scratch` starts one worker's own checkpoints over within the current
+//!   layout; over complete checkpoints of another number of workers it is refused:
+//!   they would stay the newer layout, and the next start would rescale from them.
 
-use std::path::Path;
-
+use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::Worker;
+use crate::cluster::layout::{self, LayoutChoice, LayoutStamp, ObservedLocation};
 use crate::pipeline::error::PipelineError;
-use crate::storage::CheckpointLocation;
-use crate::storage::layout::{METADATA_FILE, parse_checkpoint_dir};
+use crate::record::CheckpointId;
+use crate::storage::layout::parse_checkpoint_dir;
+use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
 
-/// Refuses `worker` of `pipeline` if `root` (the spec's checkpoint dir, before the
-/// worker's own subdirectory is added) holds another layout's complete checkpoints.
-pub fn refuse_other_layouts(
+/// One worker location of a checkpoint dir.
+#[derive(Debug, Clone)]
+pub struct WorkerLocation {
+    /// `worker-<I>-of-<N>`.
+    pub name: String,
+    pub worker: Worker,
+    pub location: CheckpointLocation,
+    /// Its newest complete checkpoint and that checkpoint's layout stamp, if any.
+    pub newest: Option<(CheckpointId, LayoutStamp)>,
+}
+
+/// The worker locations below `root` (the spec's checkpoint dir, before a worker's own
+/// subdirectory is added), by name: each with its newest complete checkpoint.
+pub fn worker_locations(
+    pipeline: &str,
+    root: &CheckpointLocation,
+) -> Result<Vec<WorkerLocation>, PipelineError> {
+    let storage_error = |source| PipelineError::Storage {
+        pipeline: pipeline.to_owned(),
+        source,
+    };
+    let mut found = Vec::new();
+    for name in CheckpointStorage::child_names(root).map_err(storage_error)? {
+        let Some(worker) = Worker::parse_dir_name(&name) else {
+            continue;
+        };
+        let location = root.child(&name);
+        let newest = newest_stamp(&location, worker).map_err(|reason| PipelineError::Layout {
+            pipeline: pipeline.to_owned(),
+            storage: root.to_string(),
+            reason: format!("{name}: {reason}"),
+        })?;
+        found.push(WorkerLocation {
+            name,
+            worker,
+            location,
+            newest,
+        });
+    }
+    Ok(found)
+}
+
+/// The newest complete checkpoint at `location` (worker `worker`'s) and its stamp.
+fn newest_stamp(
+    location: &CheckpointLocation,
+    worker: Worker,
+) -> Result<Option<(CheckpointId, LayoutStamp)>, String> {
+    let storage = CheckpointStorage::open_read_only(location).map_err(|e| e.to_string())?;
+    let Some(id) = storage.latest_complete().map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let metadata = CheckpointMetadata::read(&storage, id).map_err(|e| e.to_string())?;
+    let stamp = metadata
+        .layout
+        .unwrap_or_else(|| LayoutStamp::first(worker.count()));
+    Ok(Some((id, stamp)))
+}
+
+/// Whether `root` itself holds a complete checkpoint: the pipeline's as one process.
+fn holds_own_checkpoints(root: &CheckpointLocation) -> Result<bool, StorageError> {
+    let names = CheckpointStorage::child_names(root)?;
+    if !names.iter().any(|n| parse_checkpoint_dir(n).is_some()) {
+        return Ok(false);
+    }
+    Ok(CheckpointStorage::open_read_only(root)?
+        .latest_complete()?
+        .is_some())
+}
+
+/// What worker `worker` of `pipeline` does at start, given what `root` holds (see
+/// the module invariants and `cluster::layout`).
+pub fn choose(
     pipeline: &str,
     worker: Worker,
     root: &CheckpointLocation,
-) -> Result<(), PipelineError> {
-    let Some(dir) = root.as_local() else {
-        return Ok(());
-    };
-    let mut found: Vec<String> = worker_dirs(root)
-        .into_iter()
-        .filter(|(name, other)| {
-            other.count() != worker.count() && holds_complete_checkpoint(&dir.join(name))
-        })
-        .map(|(name, _)| name)
-        .collect();
-    if !worker.is_single() && holds_complete_checkpoint(dir) {
-        found.push("the pipeline run as one worker".to_owned());
+    from_scratch: bool,
+) -> Result<LayoutChoice, PipelineError> {
+    let locations = worker_locations(pipeline, root)?;
+    let complete = |l: &&WorkerLocation| l.newest.is_some();
+    if worker.is_single() {
+        let found: Vec<String> = locations
+            .iter()
+            .filter(complete)
+            .map(|l| l.name.clone())
+            .collect();
+        if !found.is_empty() {
+            return Err(PipelineError::OtherWorkerLayout {
+                pipeline: pipeline.to_owned(),
+                worker,
+                storage: root.to_string(),
+                found: found.join(", "),
+            });
+        }
+        return Ok(LayoutChoice::Own(LayoutStamp::first(1)));
     }
-    if found.is_empty() {
-        return Ok(());
-    }
-    found.sort();
-    Err(PipelineError::OtherWorkerLayout {
+    if holds_own_checkpoints(root).map_err(|source| PipelineError::Storage {
         pipeline: pipeline.to_owned(),
-        worker,
-        storage: root.to_string(),
-        found: found.join(", "),
-    })
-}
-
-/// The workers' locations (`worker-I-of-N/`) in the local checkpoint dir `root`, by
-/// name, sorted; none for an object-store prefix or a dir that does not exist.
-pub fn worker_dirs(root: &CheckpointLocation) -> Vec<(String, Worker)> {
-    let Some(Ok(entries)) = root.as_local().map(std::fs::read_dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<(String, Worker)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            Worker::parse_dir_name(&name).map(|w| (name, w))
+        source,
+    })? {
+        return Err(PipelineError::OtherWorkerLayout {
+            pipeline: pipeline.to_owned(),
+            worker,
+            storage: root.to_string(),
+            found: "the pipeline run as one process".to_owned(),
+        });
+    }
+    let observed: Vec<ObservedLocation> = locations
+        .iter()
+        .filter_map(|l| {
+            l.newest.map(|(_, newest)| ObservedLocation {
+                worker: l.worker,
+                newest,
+            })
         })
         .collect();
-    found.sort();
-    found
+    if from_scratch {
+        return start_over_choice(pipeline, worker, root, &locations, &observed);
+    }
+    layout::choose(worker, &observed).map_err(|refusal| PipelineError::Layout {
+        pipeline: pipeline.to_owned(),
+        storage: root.to_string(),
+        reason: refusal.to_string(),
+    })
 }
 
-/// Whether `dir` holds a complete checkpoint (`chk-*/_metadata`).
-fn holds_complete_checkpoint(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(parse_checkpoint_dir)
-                .is_some()
-                && e.path().join(METADATA_FILE).is_file()
-        })
-    })
+/// `--from-scratch`: this worker starts over in the current layout of its own number
+/// of workers; refused over complete checkpoints of another number.
+fn start_over_choice(
+    pipeline: &str,
+    worker: Worker,
+    root: &CheckpointLocation,
+    locations: &[WorkerLocation],
+    observed: &[ObservedLocation],
+) -> Result<LayoutChoice, PipelineError> {
+    let others: Vec<String> = locations
+        .iter()
+        .filter(|l| l.newest.is_some() && l.worker.count() != worker.count())
+        .map(|l| l.name.clone())
+        .collect();
+    if !others.is_empty() {
+        return Err(PipelineError::StartOverOverLayouts {
+            pipeline: pipeline.to_owned(),
+            worker,
+            storage: root.to_string(),
+            found: others.join(", "),
+        });
+    }
+    let current = observed
+        .iter()
+        .map(|o| o.newest)
+        .max_by_key(|s| s.generation)
+        .unwrap_or_else(|| LayoutStamp::first(worker.count()));
+    Ok(LayoutChoice::Own(current))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::Path;
 
-    fn complete(dir: &Path, id: u64) {
-        let chk = dir.join(format!("chk-{id:010}"));
-        std::fs::create_dir_all(&chk).expect("mkdir");
-        std::fs::write(chk.join(METADATA_FILE), b"{}").expect("metadata");
+    use super::*;
+    use crate::cluster::Layout;
+
+    const PIPELINE: &str = "p";
+
+    fn complete(root: &Path, worker: Option<Worker>, id: u64, stamp: Option<LayoutStamp>) {
+        let location = match worker.and_then(|w| w.dir_name()) {
+            Some(name) => root.join(name),
+            None => root.to_owned(),
+        };
+        let storage = CheckpointStorage::open(location, PIPELINE).expect("open");
+        let mut metadata = crate::pipeline::recovery::tests::metadata(PIPELINE, id);
+        metadata.layout = stamp;
+        metadata.write(&storage).expect("write");
     }
 
+    fn w(i: u32, n: u32) -> Worker {
+        Worker::new(i, n).expect("worker")
+    }
+
+    /// Catches: a layout read from the wrong checkpoint (not the newest), a stamp-less
+    /// checkpoint not read as its location's first layout, and one process and workers
+    /// restoring each other's checkpoints.
     #[test]
-    fn another_number_of_workers_is_refused_the_same_number_is_not() {
+    fn the_newest_checkpoint_of_each_location_decides() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = CheckpointLocation::Local(tmp.path().to_owned());
-        let w = |i, n| Worker::new(i, n).expect("worker");
-        // Nothing yet, or only this layout's checkpoints: fine.
-        refuse_other_layouts("p", w(1, 3), &root).expect("empty");
-        complete(&tmp.path().join("worker-0-of-3"), 1);
-        complete(&tmp.path().join("worker-2-of-3"), 4);
-        refuse_other_layouts("p", w(1, 3), &root).expect("same N");
+        assert_eq!(
+            choose(PIPELINE, w(1, 3), &root, false).expect("empty"),
+            LayoutChoice::Own(LayoutStamp::first(3))
+        );
+        // Written before stamps existed: generation 0 of their directory's N.
+        for i in 0..3 {
+            complete(tmp.path(), Some(w(i, 3)), 4, None);
+        }
         // An incomplete checkpoint of another N does not count.
-        std::fs::create_dir_all(tmp.path().join("worker-1-of-2/chk-0000000001")).expect("mkdir");
-        refuse_other_layouts("p", w(1, 3), &root).expect("incomplete");
-        let error = refuse_other_layouts("p", w(0, 2), &root).expect_err("3 -> 2");
+        std::fs::create_dir_all(tmp.path().join("worker-1-of-2/chk-0000000009")).expect("mkdir");
+        assert_eq!(
+            choose(PIPELINE, w(1, 3), &root, false).expect("same N"),
+            LayoutChoice::Own(LayoutStamp::first(3))
+        );
+        let from = Layout {
+            workers: 3,
+            generation: 0,
+        };
+        let into = LayoutStamp {
+            workers: 2,
+            generation: 1,
+            rescaled_from: Some(from),
+        };
+        assert_eq!(
+            choose(PIPELINE, w(1, 2), &root, false).expect("3 -> 2"),
+            LayoutChoice::Rescale { from, into }
+        );
+        // Worker 0 of 2 checkpointed twice; its newest checkpoint's stamp counts.
+        complete(tmp.path(), Some(w(0, 2)), 1, Some(LayoutStamp::first(2)));
+        complete(tmp.path(), Some(w(0, 2)), 2, Some(into));
+        assert_eq!(
+            choose(PIPELINE, w(0, 2), &root, false).expect("own"),
+            LayoutChoice::Own(into)
+        );
+        assert_eq!(
+            choose(PIPELINE, w(1, 2), &root, false).expect("the rest of 3 -> 2"),
+            LayoutChoice::Rescale { from, into }
+        );
+        let listed: Vec<String> = worker_locations(PIPELINE, &root)
+            .expect("list")
+            .into_iter()
+            .map(|l| {
+                format!(
+                    "{} {:?}",
+                    l.name,
+                    l.newest.map(|(id, s)| (id.0, s.generation))
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "worker-0-of-2 Some((2, 1))",
+                "worker-0-of-3 Some((4, 0))",
+                "worker-1-of-2 None",
+                "worker-1-of-3 Some((4, 0))",
+                "worker-2-of-3 Some((4, 0))"
+            ]
+        );
+        // --from-scratch over another number of workers' checkpoints: refused.
+        let error = choose(PIPELINE, w(0, 2), &root, true).expect_err("start over");
+        assert!(
+            error
+                .to_string()
+                .contains("worker-0-of-3, worker-1-of-3, worker-2-of-3"),
+            "{error}"
+        );
+        // One process and workers: never each other's.
+        let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("N -> 1");
         assert_eq!(
             error.to_string(),
             format!(
-                "pipeline p, worker 0/2: checkpoint storage {} holds complete checkpoints of worker-0-of-3, worker-2-of-3: changing the number of workers (rescaling) is not supported yet; run with the same number of workers as before, or with --from-scratch on a fresh checkpoint dir",
+                "pipeline p, worker 0/1: checkpoint storage {} holds complete checkpoints of worker-0-of-2, worker-0-of-3, worker-1-of-3, worker-2-of-3: rescaling between one process and workers is not supported; run the pipeline as it ran before, or start over on a fresh checkpoint dir",
                 tmp.path().display()
             )
         );
-        assert!(
-            refuse_other_layouts("p", Worker::SINGLE, &root).is_err(),
-            "3 -> 1"
-        );
-        // A single worker's checkpoints refuse N > 1 but not another single run.
         let single = tempfile::tempdir().expect("tempdir");
-        let root = CheckpointLocation::Local(single.path().to_owned());
-        complete(single.path(), 7);
-        refuse_other_layouts("p", Worker::SINGLE, &root).expect("1 -> 1");
-        let error = refuse_other_layouts("p", w(0, 2), &root).expect_err("1 -> 2");
+        let single_root = CheckpointLocation::Local(single.path().to_owned());
+        complete(single.path(), None, 7, None);
+        assert!(choose(PIPELINE, Worker::SINGLE, &single_root, false).is_ok());
+        let error = choose(PIPELINE, w(0, 2), &single_root, false).expect_err("1 -> 2");
         assert!(
-            error.to_string().contains("the pipeline run as one worker"),
+            error
+                .to_string()
+                .contains("the pipeline run as one process"),
             "{error}"
         );
     }

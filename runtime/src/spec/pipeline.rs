@@ -14,7 +14,7 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeTable;
 
-use crate::cluster::Worker;
+use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::{KafkaNames, Repartition};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
@@ -77,6 +77,11 @@ pub struct PipelineSpec {
     /// The keyed exchange through a Kafka repartition topic: only worker I of N > 1 of
     /// a keyed pipeline has one (`PipelineSpec::for_worker`), never a parsed spec.
     pub repartition: Option<Repartition>,
+    /// The layout of workers this spec runs in (how many, which generation, rescaled
+    /// from which): the first layout of `worker.count()` workers as parsed and as
+    /// `for_worker` makes it; `pipeline::recover` sets the one storage says is
+    /// current (see `cluster::layout`).
+    pub layout: LayoutStamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,6 +331,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         base_dir: base_dir.to_owned(),
         worker: Worker::SINGLE,
         repartition: None,
+        layout: LayoutStamp::first(1),
     })
 }
 

@@ -6,9 +6,10 @@
 //! - Worker I of N > 1 keeps the pipeline's name (so its Kafka names stay in the
 //!   pipeline's namespace, see `KafkaNames`) but owns its own places: checkpoints in
 //!   `<checkpoint dir>/worker-<I>-of-<N>/` and local state in
-//!   `<state_dir>/worker-<I>-of-<N>/` (its own lock, RocksDB working files). A rescale
-//!   finds every old worker's checkpoints by listing `worker-*-of-<M>` under the
-//!   checkpoint dir (or the dir itself for M = 1).
+//!   `<state_dir>/worker-<I>-of-<N>/` (its own lock, RocksDB working files), in the
+//!   first layout of N workers (`layout`; `pipeline::recover` sets the current one). A
+//!   rescale finds every old worker's checkpoints by listing `worker-*-of-<M>` under
+//!   the checkpoint dir (`pipeline::worker_layout`).
 //! - Only what N workers compute correctly is accepted: every source is a Kafka source
 //!   (each worker reads its own slice of the partitions; a file, stdin or generator
 //!   source would be read whole by every worker). Anything else is refused, naming the
@@ -26,7 +27,7 @@
 //!   sink (whose transactions carry the repartition records), and more key groups than
 //!   `MAX_REPARTITION_PARTITIONS`.
 
-use crate::cluster::Worker;
+use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -101,6 +102,7 @@ impl PipelineSpec {
         }
         let mut spec = self.clone();
         spec.worker = worker;
+        spec.layout = LayoutStamp::first(worker.count());
         spec.state_dir = self.state_dir.join(&dir);
         spec.checkpoint.dir = self.checkpoint.dir.child(&dir);
         spec.add_repartition()?;

@@ -31,7 +31,8 @@
 //!   lineages (see `shared_names`).
 //! - `restore` rebuilds `<work_dir>/db/` from storage (SSTs hard-linked where possible,
 //!   other files copied), starts with an empty cache, and remembers the restored files'
-//!   shared names, so the next checkpoint uploads only SSTs created since.
+//!   shared names, so the next checkpoint uploads only SSTs created since. A rescale
+//!   restores key-group ranges of several snapshots instead (`key_group_restore`).
 //! - Everything under `<work_dir>/db/` and `<work_dir>/snapshot-*` belongs to this type and
 //!   is wiped on open; nothing else in `work_dir` is touched.
 
@@ -46,6 +47,7 @@ use rocksdb::{
 
 use crate::record::CheckpointId;
 use crate::state::cache::{StateCache, slot_bytes};
+use crate::state::key_group_restore::RESCALE_DIR_PREFIX;
 use crate::state::shared_names::SharedNames;
 use crate::state::writer::{
     InFlight, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
@@ -151,7 +153,7 @@ impl KeyedState {
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
         let db = open_db(&db_dir)?;
-        Self::new(db, work_dir, db_dir, cache_capacity, SharedNames::new())
+        Self::from_parts(db, work_dir, db_dir, cache_capacity, SharedNames::new())
     }
 
     /// Rebuilds `<work_dir>/db` from `snapshot`'s files in `storage` and opens it. The cache
@@ -166,22 +168,10 @@ impl KeyedState {
         let work_dir = work_dir.as_ref().to_path_buf();
         let restore = || -> Result<Self, StateError> {
             let db_dir = prepare_work_dir(&work_dir)?;
-            for file in &snapshot.shared {
-                let dest = db_dir.join(checked_file_name(&db_dir, &file.local_name)?);
-                storage.fetch_shared_into(&snapshot.task, &file.shared_name, &dest)?;
-            }
-            for file in &snapshot.private {
-                let dest = db_dir.join(checked_file_name(&db_dir, &file.name)?);
-                storage.fetch_private_into(
-                    snapshot.checkpoint_id,
-                    &snapshot.task,
-                    &file.name,
-                    &dest,
-                )?;
-            }
+            fetch_snapshot(storage, snapshot, &db_dir)?;
             let db = open_db(&db_dir)?;
             let names = SharedNames::restored(snapshot);
-            Self::new(db, work_dir.clone(), db_dir, cache_capacity, names)
+            Self::from_parts(db, work_dir.clone(), db_dir, cache_capacity, names)
         };
         let state = restore()
             .map_err(|e| e.in_checkpoint("restore", &snapshot.task, snapshot.checkpoint_id))?;
@@ -195,7 +185,9 @@ impl KeyedState {
         Ok(state)
     }
 
-    fn new(
+    /// The state around an open `db` in `db_dir` (below `work_dir`), with an empty
+    /// cache of `cache_capacity` and the shared names of its lineage.
+    pub(super) fn from_parts(
         db: DB,
         work_dir: PathBuf,
         db_dir: PathBuf,
@@ -488,7 +480,7 @@ fn db_options() -> Options {
     options
 }
 
-fn open_db(db_dir: &Path) -> Result<DB, StateError> {
+pub(super) fn open_db(db_dir: &Path) -> Result<DB, StateError> {
     // The default column family by descriptor, so that its handle serves batched
     // MultiGets; with its options given again (`open_cf` by name would give it RocksDB's
     // defaults: 64 MiB memtables, no bloom filters).
@@ -497,16 +489,16 @@ fn open_db(db_dir: &Path) -> Result<DB, StateError> {
         .map_err(|e| StateError::db("open", db_dir, e))
 }
 
-/// Creates `work_dir`, removes the previous DB and snapshot temp dirs, creates an empty
-/// DB directory and returns it.
-fn prepare_work_dir(work_dir: &Path) -> Result<PathBuf, StateError> {
+/// Creates `work_dir`, removes the previous DB, snapshot temp dirs and rescale scratch
+/// dirs, creates an empty DB directory and returns it.
+pub(super) fn prepare_work_dir(work_dir: &Path) -> Result<PathBuf, StateError> {
     fs::create_dir_all(work_dir).map_err(|e| StateError::io("create directory", work_dir, e))?;
     let entries = fs::read_dir(work_dir).map_err(|e| StateError::io("list", work_dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| StateError::io("list", work_dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(SNAPSHOT_DIR_PREFIX) {
+        if name.starts_with(SNAPSHOT_DIR_PREFIX) || name.starts_with(RESCALE_DIR_PREFIX) {
             remove_dir_if_exists(&entry.path())?;
         }
     }
@@ -514,6 +506,24 @@ fn prepare_work_dir(work_dir: &Path) -> Result<PathBuf, StateError> {
     remove_dir_if_exists(&db_dir)?;
     fs::create_dir(&db_dir).map_err(|e| StateError::io("create directory", &db_dir, e))?;
     Ok(db_dir)
+}
+
+/// Fetches every file of `snapshot` from `storage` into the empty `db_dir` (SSTs
+/// hard-linked where the storage is local, other files copied).
+pub(super) fn fetch_snapshot(
+    storage: &CheckpointStorage,
+    snapshot: &DbSnapshot,
+    db_dir: &Path,
+) -> Result<(), StateError> {
+    for file in &snapshot.shared {
+        let dest = db_dir.join(checked_file_name(db_dir, &file.local_name)?);
+        storage.fetch_shared_into(&snapshot.task, &file.shared_name, &dest)?;
+    }
+    for file in &snapshot.private {
+        let dest = db_dir.join(checked_file_name(db_dir, &file.name)?);
+        storage.fetch_private_into(snapshot.checkpoint_id, &snapshot.task, &file.name, &dest)?;
+    }
+    Ok(())
 }
 
 /// A file name from a snapshot, refused if it could escape the DB directory.

@@ -49,6 +49,9 @@ pub enum StateError {
     /// closing), so the state cannot take writes or checkpoints any more.
     #[error("the state writer thread stopped: {reason}")]
     WriterStopped { reason: String },
+    /// A restore by key groups was given overlapping key groups.
+    #[error(transparent)]
+    Rescale(Box<crate::state::key_group_restore::OverlappingKeyGroups>),
     /// A stored key is shorter than the fixed key-group and window parts.
     #[error("malformed state key: {len} bytes, at least {min} needed")]
     KeyTooShort { len: usize, min: usize },

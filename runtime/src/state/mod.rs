@@ -3,12 +3,14 @@
 //! One RocksDB instance per stateful subtask; keys `key_group (u16 BE) | user key | window
 //! end`; accumulators cached in memory and written back as one sorted `WriteBatch` per
 //! barrier or eviction by a writer thread, which also takes and uploads checkpoints;
-//! durability only through incremental checkpoints. Each file states its part.
+//! durability only through incremental checkpoints; a rescale restores key-group
+//! ranges of several subtasks' snapshots into one. Each file states its part.
 
 mod backend;
 mod cache;
 mod error;
 mod key;
+mod key_group_restore;
 mod pending;
 mod scan;
 mod shared_names;
@@ -21,6 +23,7 @@ mod tests;
 pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyHash, KeyedState};
 pub use error::StateError;
 pub use key::{DecodedKey, StateKey};
+pub use key_group_restore::{KeyGroupRestoreStats, KeyGroupSource, OverlappingKeyGroups};
 pub use scan::StateScan;
 pub use snapshot::{DbSnapshot, PrivateFile, SharedFile, SnapshotStats};
 pub use writer::SnapshotInProgress;

@@ -28,7 +28,9 @@
 //! - Weir deletes only what it made. [`open`] takes an empty or new directory or prefix
 //!   (and writes the `.weir-checkpoints` marker into it), one holding that marker, or one
 //!   holding nothing but Weir's own names; anything else is refused. [`remove_all`]
-//!   (`--from-scratch`) removes only Weir's own entries, and only where `open` would.
+//!   (`--from-scratch`) removes only Weir's own entries, and only where `open` would;
+//!   never a worker's own location below it (`worker-<I>-of-<N>/`, a storage of its
+//!   own).
 //! - A directory or prefix belongs to one pipeline: the marker names it (claimed
 //!   without overwriting a racing opener's: a hard link, a conditional put), and
 //!   [`open`] and [`remove_all`] refuse one whose marker names another pipeline
@@ -155,6 +157,16 @@ impl CheckpointStorage {
         match location.into() {
             CheckpointLocation::Local(dir) => LocalStorage::remove_all(&dir, pipeline),
             CheckpointLocation::S3(s3) => ObjectStorage::remove_all(&s3, pipeline),
+        }
+    }
+
+    /// The names of the locations directly below `location` (its subdirectories, or
+    /// the prefixes one level below it), sorted: where a pipeline's workers keep their
+    /// own checkpoints (`worker-<I>-of-<N>`). Reads only; a missing directory has none.
+    pub fn child_names(location: &CheckpointLocation) -> Result<Vec<String>, StorageError> {
+        match location {
+            CheckpointLocation::Local(dir) => LocalStorage::child_names(dir),
+            CheckpointLocation::S3(s3) => ObjectStorage::child_names(s3),
         }
     }
 

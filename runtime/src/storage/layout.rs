@@ -6,6 +6,7 @@
 //! chk-<id:010>/<task>/<file>          files private to one checkpoint (CURRENT, MANIFEST-*, ...)
 //! chk-<id:010>/_metadata              written LAST: a checkpoint is complete iff it exists
 //! .weir-checkpoints                   says the root is Weir's, and whose: one pipeline's
+//! worker-<I>-of-<N>/                  worker I of N's own checkpoints, the same layout
 //! ```
 //!
 //! The marker (`.weir-checkpoints`) is two lines, `weir checkpoint storage` and
@@ -70,7 +71,18 @@ pub fn is_weir_entry(name: &str) -> bool {
     name == OWNER_FILE
         || name == SHARED_DIR
         || parse_checkpoint_dir(name).is_some()
+        || is_worker_location(name)
         || (name.starts_with('.') && name.contains(".tmp-"))
+}
+
+/// Whether `name` is a worker's own location below the pipeline's root
+/// (`worker-<I>-of-<N>`, see `cluster::Worker::dir_name`): a storage of its own,
+/// which the root's `remove_all` leaves alone.
+pub fn is_worker_location(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix("worker-")
+        .and_then(|rest| rest.split_once("-of-"))
+        .is_some_and(|(i, n)| digits(i) && digits(n))
 }
 
 /// What the owner file holds for `pipeline`.

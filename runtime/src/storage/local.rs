@@ -41,8 +41,8 @@ use crate::record::CheckpointId;
 use crate::storage::StorageError;
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
-    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, parse_checkpoint_dir,
-    validate_component, validate_task,
+    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, is_worker_location,
+    parse_checkpoint_dir, validate_component, validate_task,
 };
 
 /// Distinguishes temp files created by concurrent calls within one process.
@@ -94,7 +94,7 @@ impl LocalStorage {
             let entry = entry.map_err(|e| io_err("list", root, e))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if is_weir_entry(&name) && name != OWNER_FILE {
+            if is_weir_entry(&name) && name != OWNER_FILE && !is_worker_location(&name) {
                 let path = entry.path();
                 let removed = if path.is_dir() {
                     fs::remove_dir_all(&path)
@@ -105,6 +105,27 @@ impl LocalStorage {
             }
         }
         sync_dir(root)
+    }
+
+    /// The names of the directories directly in `root`, sorted; none if `root` does
+    /// not exist. Reads only.
+    pub fn child_names(root: &Path) -> Result<Vec<String>, StorageError> {
+        if !exists(root)? {
+            return Ok(Vec::new());
+        }
+        let mut names = Vec::new();
+        for entry in read_dir(root)? {
+            let entry = entry.map_err(|e| io_err("list", root, e))?;
+            let is_dir = entry
+                .file_type()
+                .map_err(|e| io_err("stat", &entry.path(), e))?
+                .is_dir();
+            if is_dir {
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     /// The root directory.

@@ -212,13 +212,32 @@ fn only_weirs_own_directories_are_opened_and_emptied() {
     storage.put_shared("agg-0", "a", &src).expect("shared");
     storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
     write(&ours.join("notes.txt"), b"left by a user later");
+    // A worker's own location below the root is Weir's, and a storage of its own.
+    let worker = CheckpointStorage::open(ours.join("worker-1-of-3"), PIPELINE).expect("worker");
+    worker.write_metadata(CheckpointId(4), b"m4").expect("m4");
+    CheckpointStorage::open_read_only(&ours).expect("a root with workers is Weir's");
+    assert_eq!(
+        CheckpointStorage::child_names(&ours.clone().into()).expect("children"),
+        vec!["chk-0000000001", "shared", "worker-1-of-3"]
+    );
     CheckpointStorage::remove_all(&ours, PIPELINE).expect("remove");
     let mut left: Vec<String> = fs::read_dir(&ours)
         .expect("list")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, vec![OWNER_FILE.to_owned(), "notes.txt".to_owned()]);
+    assert_eq!(
+        left,
+        vec![
+            OWNER_FILE.to_owned(),
+            "notes.txt".to_owned(),
+            "worker-1-of-3".to_owned()
+        ]
+    );
+    assert_eq!(
+        worker.complete_checkpoints().expect("list"),
+        vec![CheckpointId(4)]
+    );
 
     // An older Weir's storage (no mark, only Weir's names) is adopted.
     let old = dir.path().join("old");

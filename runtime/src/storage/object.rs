@@ -78,8 +78,8 @@ use crate::storage::StorageError;
 use crate::storage::blocking::{BlockingRuntime, Interrupted};
 use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
 use crate::storage::layout::{
-    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, parse_checkpoint_dir,
-    validate_component, validate_task,
+    self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, is_worker_location,
+    parse_checkpoint_dir, validate_component, validate_task,
 };
 use crate::storage::local;
 use crate::storage::location::S3Location;
@@ -170,6 +170,21 @@ impl ObjectStorage {
         Ok(self)
     }
 
+    /// The names of the prefixes directly below `location`'s (`a/b/<name>/...`),
+    /// sorted; nothing written. The prefix is checked first as `open_read_only` does,
+    /// so a missing bucket or an unreachable endpoint is the same one-line error.
+    pub fn child_names(location: &S3Location) -> Result<Vec<String>, StorageError> {
+        let storage = Self::connect(location, &aws_env())?;
+        storage.check_ours()?;
+        let mut names: Vec<String> = storage
+            .root_prefixes()?
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Deletes every checkpoint and shared object under `location`'s prefix, and nothing
     /// else: refused (with nothing deleted) if the prefix is not Weir's or is another
     /// pipeline's than `pipeline`.
@@ -189,7 +204,10 @@ impl ObjectStorage {
         for meta in self.list(&root)? {
             let parts = self.relative(&meta.location);
             match parts.as_slice() {
-                [first, ..] if !is_weir_entry(first) || first == OWNER_FILE => {}
+                [first, ..]
+                    if !is_weir_entry(first)
+                        || first == OWNER_FILE
+                        || is_worker_location(first) => {}
                 [dir, file] if parse_checkpoint_dir(dir).is_some() && file == METADATA_FILE => {
                     metadata.push(meta.location)
                 }
@@ -419,20 +437,26 @@ impl ObjectStorage {
 
     /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
     pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
-        let store = self.inner.store.clone();
-        let root = self.prefix_arg();
-        let listed = self.run("list", &self.inner.root, async move {
-            store.list_with_delimiter(root.as_ref()).await
-        })?;
-        let listed = listed.map_err(|e| self.store_err("list", &self.inner.root, e))?;
-        let mut ids: Vec<CheckpointId> = listed
-            .common_prefixes
+        let mut ids: Vec<CheckpointId> = self
+            .root_prefixes()?
             .iter()
             .filter_map(|p| p.filename().and_then(parse_checkpoint_dir))
             .map(CheckpointId)
             .collect();
         ids.sort_unstable();
         Ok(ids)
+    }
+
+    /// The prefixes directly below the root (`<root>/<name>/`): one list request.
+    fn root_prefixes(&self) -> Result<Vec<Key>, StorageError> {
+        let store = self.inner.store.clone();
+        let root = self.prefix_arg();
+        let listed = self.run("list", &self.inner.root, async move {
+            store.list_with_delimiter(root.as_ref()).await
+        })?;
+        Ok(listed
+            .map_err(|e| self.store_err("list", &self.inner.root, e))?
+            .common_prefixes)
     }
 
     /// Deletes checkpoint `checkpoint_id`: `_metadata` first (so it never looks complete

@@ -397,10 +397,25 @@ fn only_weirs_own_prefixes_are_opened_and_emptied() {
     storage.put_shared("agg-0", "a", &src).expect("shared");
     storage.write_metadata(CheckpointId(1), b"m1").expect("m1");
     put_raw(&ours, "notes.txt", b"left by a user later");
-    CheckpointStorage::remove_all(CheckpointLocation::S3(ours.clone()), PIPELINE).expect("remove");
+    // A worker's own location below the prefix is Weir's, and a storage of its own:
+    // listed as a child, left alone by the root's remove_all.
+    let root = CheckpointLocation::S3(ours.clone());
+    let worker = CheckpointStorage::open(root.child("worker-1-of-3"), PIPELINE).expect("worker");
+    worker.write_metadata(CheckpointId(4), b"m4").expect("m4");
+    CheckpointStorage::open_read_only(root.clone()).expect("a prefix with workers is Weir's");
+    assert_eq!(
+        CheckpointStorage::child_names(&root).expect("children"),
+        vec!["chk-0000000001", "shared", "worker-1-of-3"]
+    );
+    CheckpointStorage::remove_all(root, PIPELINE).expect("remove");
     assert_eq!(
         listing(&ours),
-        vec![OWNER_FILE.to_owned(), "notes.txt".to_owned()]
+        vec![
+            OWNER_FILE.to_owned(),
+            "notes.txt".to_owned(),
+            "worker-1-of-3/.weir-checkpoints".to_owned(),
+            "worker-1-of-3/chk-0000000004/_metadata".to_owned(),
+        ]
     );
 
     // An older Weir's storage (no marker, only Weir's names) is adopted.

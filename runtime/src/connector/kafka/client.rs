@@ -20,6 +20,7 @@ use rdkafka::client::{Client, ClientContext};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::{ClientConfig, TopicPartitionList};
 
 use crate::connector::kafka::error::{KafkaError, reason};
@@ -82,6 +83,14 @@ impl ClientContext for QuietContext {
 }
 
 impl ConsumerContext for QuietContext {}
+
+/// Delivery reports ignored: a producer with this context checks its records through
+/// its transaction's commit (see `takeover`).
+impl ProducerContext for QuietContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &DeliveryResult<'_>, _: ()) {}
+}
 
 /// `ClientContext::log` for Weir's clients.
 pub fn log_quietly(level: RDKafkaLogLevel, fac: &str, message: &str) {

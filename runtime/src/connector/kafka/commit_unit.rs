@@ -39,8 +39,8 @@ use crate::record::ids;
 use crate::spec::{PipelineSpec, SourceConfig};
 use crate::storage::Fence;
 
-/// The commit unit of a pipeline run as one process (worker 0/1). Worker I of N is unit
-/// `I` (`KafkaNames::unit`).
+/// The commit unit of a pipeline run as one process (worker 0/1). Worker I of N > 1 is
+/// unit `<I>-of-<N>` (`Worker::unit`).
 pub const LOCAL_UNIT: &str = "0";
 /// Bound on `init_transactions` and on reading the markers at start: the coordinator may
 /// have to wait out a previous instance's transaction being aborted. (A checkpoint's
@@ -671,15 +671,17 @@ impl ExactlyOnceOpener<'_> {
         &self,
         group_consumer: &BaseConsumer<QuietContext>,
     ) -> Result<FoundMarkers, KafkaError> {
+        let topic = self
+            .marker
+            .read_topic(self.endpoint, TRANSACTION_CALL_TIMEOUT)?;
         Ok(FoundMarkers {
             group: self
                 .marker
                 .read_group(group_consumer, TRANSACTION_CALL_TIMEOUT)?
                 .0,
-            topic: self
-                .marker
-                .read_topic(self.endpoint, TRANSACTION_CALL_TIMEOUT)?,
+            topic: topic.as_ref().map(|m| m.checkpoint),
             foreign: None,
+            rescaled_to: topic.and_then(|m| m.rescaled_to),
         })
     }
 
@@ -835,6 +837,7 @@ fn marker_target(
     let mut target = MarkerTarget {
         pipeline: spec.name.clone(),
         unit: names.unit(),
+        generation: spec.layout.generation,
         group: names.group(),
         sources: Vec::new(),
         source_partitions: Vec::new(),

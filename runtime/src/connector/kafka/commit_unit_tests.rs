@@ -135,6 +135,7 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         marker: MarkerTarget {
             pipeline: "p".into(),
             unit: LOCAL_UNIT.into(),
+            generation: 0,
             group: "weir.p".into(),
             sources: Vec::new(),
             source_partitions: Vec::new(),
@@ -177,6 +178,7 @@ fn metadata(id: u64) -> CheckpointMetadata {
         bytes_added: 0,
         state_bytes: 0,
         committed_before: CheckpointId::NONE,
+        layout: None,
         tasks: BTreeMap::new(),
     }
 }

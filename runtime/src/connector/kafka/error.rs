@@ -29,7 +29,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "partition {topic}-{partition} is worker {worker}'s now, but worker {from} of the pipeline committed its offset: the source topic's partition count changed, which moves partitions between workers, and the position is in worker {from}'s checkpoint; moving a partition between workers needs rescaling, which is not supported yet: restore the partition count, or start the pipeline over on fresh output"
+        "partition {topic}-{partition} is worker {worker}'s now, but worker {from} of the pipeline committed its offset: the source topic's partition count changed, which moves partitions between the workers of one layout, and the position is in worker {from}'s checkpoint: restore the partition count, or rescale to another number of workers (a rescale restores every partition from the checkpoint that holds it)"
     )]
     PartitionMoved {
         topic: String,
@@ -86,7 +86,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "producer {transactional_id} was fenced while {what}: another instance of pipeline {pipeline} started with the same transactional id and now owns its output; this instance stops (run only one instance of a pipeline)"
+        "producer {transactional_id} was fenced while {what}: another instance of pipeline {pipeline} started with the same transactional id (for a worker: the same worker, or a rescale taking it over) and now owns its output; this instance stops (run only one instance of a pipeline)"
     )]
     Fenced {
         pipeline: String,

@@ -19,9 +19,20 @@
 //!   fallback for a progress topic that was deleted. `--from-scratch` commits a marker
 //!   of checkpoint 0 to the topic (nothing committed yet), since the new incarnation
 //!   numbers its checkpoints from 1 again.
-//! - A marker names its pipeline and unit. A weir marker of another pipeline in the
-//!   group means the group is shared: refused at start, since the other pipeline's
-//!   commits overwrite ours. Offsets without a weir marker (another tool's) are ignored.
+//! - A marker names its pipeline, unit and layout generation:
+//!   `weir:<pipeline>:<unit>:checkpoint=<n>[:generation=<g>]` (the generation is left
+//!   out when 0, so a pipeline that never rescaled writes what it always wrote). A
+//!   worker counts as its own only a marker of its pipeline, unit and generation: the
+//!   same unit in another generation (3 -> 2 -> 3 reuses `0-of-3`) is another worker's
+//!   history. A weir marker of another pipeline in the group means the group is
+//!   shared: refused at start, since the other pipeline's commits overwrite ours.
+//!   Offsets without a weir marker (another tool's) are ignored.
+//! - A rescale hands a worker over with one more record on its progress topic, written
+//!   inside a transaction of the worker's own transactional id after fencing it (see
+//!   `takeover`): its last committed marker with `:rescaled-to=<M>` appended. It is
+//!   the worker's newest record from then on, so the worker, started again, learns it
+//!   was handed over (and to how many workers) instead of restoring its own
+//!   checkpoint, and the other new workers read its last committed checkpoint there.
 //! - "No marker found" is never read as "nothing committed" while checkpoint storage
 //!   holds complete checkpoints: recovery refuses to guess and says what it found
 //!   (`resume_point`). The only topic that holds the marker record is the pipeline's
@@ -49,26 +60,50 @@ pub const PROGRESS_TOPIC_CONFIG: [(&str, &str); 2] =
 /// Markers read back from the tail of the progress topic at a time, then twice as many.
 const TOPIC_TAIL: i64 = 64;
 
-/// A marker text, parsed: `weir:<pipeline>:<unit>:checkpoint=<n>`.
+/// A marker text, parsed:
+/// `weir:<pipeline>:<unit>:checkpoint=<n>[:generation=<g>][:rescaled-to=<M>]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Marker {
     pub pipeline: String,
     pub unit: String,
     pub checkpoint: CheckpointId,
+    /// The layout generation of the worker that wrote it (0 when the text names none).
+    pub generation: u64,
+    /// A hand-over record: the worker was taken over by a rescale to this many workers,
+    /// `checkpoint` being its last committed one.
+    pub rescaled_to: Option<u32>,
 }
 
 impl Marker {
     pub fn parse(text: &str) -> Option<Marker> {
         let rest = text.strip_prefix("weir:")?;
-        let (owner, id) = rest.rsplit_once(":checkpoint=")?;
-        let (pipeline, unit) = owner.split_once(':')?;
+        let (pipeline, rest) = rest.split_once(':')?;
+        let (unit, rest) = rest.split_once(":checkpoint=")?;
         if pipeline.is_empty() || unit.is_empty() {
+            return None;
+        }
+        let mut fields = rest.split(':');
+        let checkpoint = CheckpointId(fields.next()?.parse().ok()?);
+        let mut generation = 0;
+        let mut rescaled_to = None;
+        let mut field = fields.next();
+        if let Some(g) = field.and_then(|f| f.strip_prefix("generation=")) {
+            generation = g.parse().ok()?;
+            field = fields.next();
+        }
+        if let Some(m) = field.and_then(|f| f.strip_prefix("rescaled-to=")) {
+            rescaled_to = Some(m.parse().ok()?);
+            field = fields.next();
+        }
+        if field.is_some() {
             return None;
         }
         Some(Marker {
             pipeline: pipeline.to_owned(),
             unit: unit.to_owned(),
-            checkpoint: CheckpointId(id.parse().ok()?),
+            checkpoint,
+            generation,
+            rescaled_to,
         })
     }
 }
@@ -82,6 +117,9 @@ pub struct FoundMarkers {
     pub topic: Option<CheckpointId>,
     /// The pipeline whose weir marker sits in the group instead of ours, if any.
     pub foreign: Option<String>,
+    /// The progress topic's newest record is a hand-over: a rescale to this many
+    /// workers took this worker over (`topic` is its last committed checkpoint).
+    pub rescaled_to: Option<u32>,
 }
 
 impl FoundMarkers {
@@ -97,6 +135,8 @@ impl FoundMarkers {
 pub struct MarkerTarget {
     pub pipeline: String,
     pub unit: String,
+    /// The layout generation of the worker (see the module docs).
+    pub generation: u64,
     /// The consumer group the offsets are committed to.
     pub group: String,
     /// Operator ids (`source-<s>`) of the Kafka sources reading in `group`, with their
@@ -110,7 +150,17 @@ pub struct MarkerTarget {
 impl MarkerTarget {
     /// The marker text of checkpoint `id`.
     pub fn text(&self, id: CheckpointId) -> String {
-        format!("weir:{}:{}:checkpoint={}", self.pipeline, self.unit, id.0)
+        let text = format!("weir:{}:{}:checkpoint={}", self.pipeline, self.unit, id.0);
+        match self.generation {
+            0 => text,
+            g => format!("{text}:generation={g}"),
+        }
+    }
+
+    /// The hand-over record of a worker whose last committed checkpoint is `id`,
+    /// taken over by a rescale to `workers` workers (see the module docs).
+    pub fn rescaled_text(&self, id: CheckpointId, workers: u32) -> String {
+        format!("{}:rescaled-to={workers}", self.text(id))
     }
 
     /// The key of the marker records in the progress topic.
@@ -118,11 +168,16 @@ impl MarkerTarget {
         format!("weir:{}:{}", self.pipeline, self.unit)
     }
 
-    /// The checkpoint id in `text`, if it is one of this pipeline and unit's markers.
-    pub fn parse(&self, text: &str) -> Option<CheckpointId> {
-        Marker::parse(text)
-            .filter(|m| m.pipeline == self.pipeline && m.unit == self.unit)
-            .map(|m| m.checkpoint)
+    /// `text` parsed, if it is a marker of this pipeline, unit and generation.
+    pub fn parse(&self, text: &str) -> Option<Marker> {
+        Marker::parse(text).filter(|m| self.is_own(m))
+    }
+
+    /// Whether `marker` is this pipeline, unit and generation's.
+    fn is_own(&self, marker: &Marker) -> bool {
+        marker.pipeline == self.pipeline
+            && marker.unit == self.unit
+            && marker.generation == self.generation
     }
 
     /// The offsets to commit inside T(`metadata.id`).
@@ -195,7 +250,7 @@ impl MarkerTarget {
                 continue;
             }
             match Marker::parse(e.metadata()) {
-                Some(m) if m.pipeline == self.pipeline && m.unit == self.unit => {
+                Some(m) if self.is_own(&m) && m.rescaled_to.is_none() => {
                     ours = ours.max(Some(m.checkpoint));
                 }
                 Some(m) if m.pipeline != self.pipeline => foreign = Some(m.pipeline),
@@ -205,16 +260,17 @@ impl MarkerTarget {
         Ok((ours, foreign))
     }
 
-    /// The topic's copy of the marker: the last committed marker record on partition
-    /// 0 of the progress topic, read with read_committed from the tail backwards (a
-    /// window of `TOPIC_TAIL` offsets, doubled until a marker or the start is found).
-    /// Call after our producers were initialised: none of our transactions is open, so
-    /// the last stable offset is the log end.
+    /// The topic's copy of the marker: the last committed marker record (or hand-over
+    /// record) of this unit and generation on partition 0 of the progress topic, read
+    /// with read_committed from the tail backwards (a window of `TOPIC_TAIL` offsets,
+    /// doubled until one or the start is found). Call after the unit's producers were
+    /// initialised: none of its transactions is open, so the last stable offset is the
+    /// log end.
     pub fn read_topic(
         &self,
         endpoint: &Endpoint,
         timeout: Duration,
-    ) -> Result<Option<CheckpointId>, KafkaError> {
+    ) -> Result<Option<Marker>, KafkaError> {
         let topic = &self.progress_topic;
         let what = || format!("cannot read the progress topic {topic}");
         let consumer: BaseConsumer<QuietContext> = client_config(endpoint, timeout)
@@ -247,7 +303,7 @@ impl MarkerTarget {
         start: i64,
         end: i64,
         deadline: Instant,
-    ) -> Result<Option<CheckpointId>, KafkaError> {
+    ) -> Result<Option<Marker>, KafkaError> {
         let topic = &self.progress_topic;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, 0, Offset::Offset(start))
@@ -270,8 +326,8 @@ impl MarkerTarget {
                     let text = m.payload().and_then(|p| std::str::from_utf8(p).ok());
                     // Newest by offset, not the largest id: after `--from-scratch` the
                     // ids start again from 1 below the old incarnation's markers.
-                    if let Some(id) = text.and_then(|t| self.parse(t)) {
-                        newest = Some(id);
+                    if let Some(marker) = text.and_then(|t| self.parse(t)) {
+                        newest = Some(marker);
                     }
                     if m.offset() + 1 >= end {
                         return Ok(newest);
@@ -344,6 +400,7 @@ mod tests {
         MarkerTarget {
             pipeline: "wc".into(),
             unit: "0".into(),
+            generation: 0,
             group: "weir.wc".into(),
             sources: vec![],
             source_partitions: vec![],
@@ -357,30 +414,68 @@ mod tests {
         let target = target();
         assert_eq!(target.text(CheckpointId(17)), "weir:wc:0:checkpoint=17");
         assert_eq!(target.record_key(), "weir:wc:0");
-        assert_eq!(
-            target.parse("weir:wc:0:checkpoint=17"),
-            Some(CheckpointId(17))
-        );
-        assert_eq!(target.parse("weir:wc2:0:checkpoint=17"), None);
-        assert_eq!(target.parse("weir:wc:1:checkpoint=17"), None);
-        assert_eq!(target.parse(""), None);
+        let own = |text: &str| target.parse(text).map(|m| m.checkpoint);
+        assert_eq!(own("weir:wc:0:checkpoint=17"), Some(CheckpointId(17)));
+        assert_eq!(own("weir:wc2:0:checkpoint=17"), None);
+        assert_eq!(own("weir:wc:1:checkpoint=17"), None);
+        assert_eq!(own(""), None);
         assert_eq!(
             Marker::parse("weir:other-job:0:checkpoint=9"),
             Some(Marker {
                 pipeline: "other-job".into(),
                 unit: "0".into(),
-                checkpoint: CheckpointId(9)
+                checkpoint: CheckpointId(9),
+                generation: 0,
+                rescaled_to: None,
             })
         );
         for junk in [
             "weir::0:checkpoint=1",
             "weir:a:checkpoint=1",
             "weir:a:0:checkpoint=x",
+            "weir:a:0:checkpoint=1:generation=x",
+            "weir:a:0:checkpoint=1:rescaled-to=2:generation=1",
+            "weir:a:0:checkpoint=1:what=2",
             "x",
         ] {
             assert_eq!(Marker::parse(junk), None, "{junk}");
         }
         assert_eq!(target.progress_topic, "weir.wc.progress");
+    }
+
+    /// Catches: a worker of one layout generation reading another's marker as its own
+    /// (3 -> 2 -> 3 reuses unit `0-of-3`), a hand-over record read as an ordinary
+    /// marker, or generation 0 written differently from before layouts existed.
+    #[test]
+    fn markers_carry_the_generation_and_hand_overs_are_told_apart() {
+        let mut g2 = target();
+        g2.unit = "0-of-3".into();
+        g2.generation = 2;
+        let text = g2.text(CheckpointId(5));
+        assert_eq!(text, "weir:wc:0-of-3:checkpoint=5:generation=2");
+        assert_eq!(g2.parse(&text).map(|m| m.checkpoint), Some(CheckpointId(5)));
+        assert_eq!(
+            g2.parse("weir:wc:0-of-3:checkpoint=5"),
+            None,
+            "generation 0's"
+        );
+        let handed = g2.rescaled_text(CheckpointId(5), 4);
+        assert_eq!(
+            handed,
+            "weir:wc:0-of-3:checkpoint=5:generation=2:rescaled-to=4"
+        );
+        let parsed = g2.parse(&handed).expect("own hand-over");
+        assert_eq!(
+            (parsed.checkpoint, parsed.rescaled_to),
+            (CheckpointId(5), Some(4))
+        );
+        let mut g0 = g2.clone();
+        g0.generation = 0;
+        assert_eq!(
+            g0.rescaled_text(CheckpointId(3), 2),
+            "weir:wc:0-of-3:checkpoint=3:rescaled-to=2"
+        );
+        assert_eq!(g0.parse(&handed), None);
     }
 
     #[test]
@@ -389,6 +484,7 @@ mod tests {
             group,
             topic,
             foreign: None,
+            rescaled_to: None,
         };
         let c = |n| Some(CheckpointId(n));
         assert_eq!(found(None, None).last_committed(), None);
@@ -411,6 +507,7 @@ mod tests {
             group: Some(CheckpointId(n)),
             topic: None,
             foreign: None,
+            rescaled_to: None,
         };
         // A new pipeline: nothing anywhere.
         assert_eq!(resume_point(&none, &[], false, None), Ok(None));

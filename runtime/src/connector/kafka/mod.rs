@@ -17,6 +17,7 @@ pub mod security;
 pub mod sink;
 pub mod source;
 pub mod source_context;
+pub mod takeover;
 pub mod transactional_producer;
 
 pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};

@@ -3,17 +3,22 @@
 //!
 //! Invariants:
 //! - Every transactional id, consumer group and progress topic of pipeline `p` under
-//!   prefix `P` starts with `P`: the transactional ids of worker I (its commit unit) are
-//!   `{P}{p}.{I}.{0|1}`, the default consumer group is `{P}{p}` (shared by the workers:
-//!   each commits the offsets of its own partitions) and the progress topic
-//!   `{P}{p}.progress`, or `{P}{p}.{I}.progress` for worker I of N > 1. A broker ACL
-//!   PREFIXED on `P` (transactional ids, groups, topics) therefore covers all of them,
-//!   and two namespaces that are not prefixes of each other share none.
+//!   prefix `P` starts with `P`: the transactional ids of a worker are
+//!   `{P}{p}.{U}.{0|1}`, where `U` is its commit unit (`Worker::unit`: `0` for 0/1,
+//!   `<I>-of-<N>` for worker I of N > 1), the default consumer group is `{P}{p}`
+//!   (shared by the workers: each commits the offsets of its own partitions) and the
+//!   progress topic `{P}{p}.progress`, or `{P}{p}.{U}.progress` for worker I of N > 1.
+//!   A broker ACL PREFIXED on `P` (transactional ids, groups, topics) therefore covers
+//!   all of them, and two namespaces that are not prefixes of each other share none.
 //! - Workers: 0/1 (a pipeline in one process) has exactly the names it had before
-//!   workers existed (unit `0`). Two workers of different I share no transactional id
-//!   and no progress topic, so neither fences the other, and reading one worker's
-//!   marker with read_committed never waits behind another worker's open transaction;
-//!   two processes of the same I share both, so the later one fences the earlier.
+//!   workers existed (unit `0`). Two workers of different units share no
+//!   transactional id and no progress topic, so neither fences the other, and reading
+//!   one worker's marker with read_committed never waits behind another worker's open
+//!   transaction; two processes of the same worker share both, so the later one fences
+//!   the earlier. The unit holds N as well as I: worker 1 of 2 and worker 1 of 3 are
+//!   different units, so a rescale can fence every old worker (`takeover`) without
+//!   fencing a new one. (A later layout with the same N, 3 -> 2 -> 3, reuses the
+//!   names; its markers carry its layout generation, see `marker`.)
 //! - The prefix of a `weir run` pipeline is its Kafka sinks' `transactional_prefix`
 //!   (they must agree, see `preflight::shared_settings`), else
 //!   `DEFAULT_TRANSACTIONAL_PREFIX`; a hosting server sets that field itself from the
@@ -53,7 +58,7 @@ impl KafkaNames {
         self
     }
 
-    /// The commit unit these names belong to: the worker's index.
+    /// The commit unit these names belong to (`Worker::unit`).
     pub fn unit(&self) -> String {
         self.worker.unit()
     }
@@ -88,12 +93,7 @@ impl KafkaNames {
         if self.worker.is_single() {
             format!("{}{}.progress", self.prefix, self.pipeline)
         } else {
-            format!(
-                "{}{}.{}.progress",
-                self.prefix,
-                self.pipeline,
-                self.worker.index()
-            )
+            format!("{}{}.{}.progress", self.prefix, self.pipeline, self.unit())
         }
     }
 
@@ -106,12 +106,7 @@ impl KafkaNames {
 
     /// The transactional id of producer `slot` (0 or 1) of the worker's commit unit.
     pub fn transactional_id(&self, slot: usize) -> String {
-        format!(
-            "{}{}.{}.{slot}",
-            self.prefix,
-            self.pipeline,
-            self.worker.index()
-        )
+        format!("{}{}.{}.{slot}", self.prefix, self.pipeline, self.unit())
     }
 }
 
@@ -141,15 +136,20 @@ mod tests {
         let single = base.clone().for_worker(Worker::SINGLE);
         assert_eq!(single, base, "0/1 is the pipeline's names, unchanged");
         let w = |i, n| base.clone().for_worker(Worker::new(i, n).expect("worker"));
-        assert_eq!(w(1, 3).transactional_id(0), "team-a.wc.1.0");
-        assert_eq!(w(1, 3).transactional_id(1), "team-a.wc.1.1");
-        assert_eq!(w(1, 3).unit(), "1");
-        assert_eq!(w(1, 3).progress_topic(), "team-a.wc.1.progress");
+        assert_eq!(w(1, 3).transactional_id(0), "team-a.wc.1-of-3.0");
+        assert_eq!(w(1, 3).transactional_id(1), "team-a.wc.1-of-3.1");
+        assert_eq!(w(1, 3).unit(), "1-of-3");
+        assert_eq!(w(1, 3).progress_topic(), "team-a.wc.1-of-3.progress");
         assert_eq!(w(1, 3).group(), "team-a.wc", "the workers share the group");
-        // The same I fences itself, whatever N; different I share nothing.
-        assert_eq!(w(0, 3).transactional_id(0), single.transactional_id(0));
-        assert_eq!(w(2, 3).transactional_id(1), w(2, 5).transactional_id(1));
-        for (a, b) in [((0, 3), (1, 3)), ((1, 3), (2, 3)), ((0, 2), (1, 2))] {
+        // The same worker fences itself; any other worker, of the same N or not (a
+        // rescale's old and new layouts), shares nothing with it.
+        for (a, b) in [
+            ((0, 3), (1, 3)),
+            ((1, 3), (2, 3)),
+            ((0, 2), (1, 2)),
+            ((0, 3), (0, 2)),
+            ((2, 3), (2, 5)),
+        ] {
             let (a, b) = (w(a.0, a.1), w(b.0, b.1));
             for slot in [0, 1] {
                 assert_ne!(a.transactional_id(slot), b.transactional_id(slot));
@@ -173,6 +173,7 @@ mod tests {
         for name in [w(2, 3).transactional_id(0), w(2, 3).progress_topic()] {
             assert!(name.starts_with("team-a."), "{name}");
         }
+        assert_ne!(w(0, 2).transactional_id(0), single.transactional_id(0));
     }
 
     #[test]

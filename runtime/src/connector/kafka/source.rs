@@ -11,13 +11,15 @@
 //!   transactions) and read (`start = "committed"`).
 //! - Restore from the whole checkpoint: a restored subtask looks its partitions up in
 //!   the positions of every subtask of the source (merged), so a partition's position
-//!   never depends on which subtask owned it. Across workers it does (each worker's
-//!   checkpoint holds its own partitions): a worker of N > 1 refuses a partition its
-//!   checkpoint does not list but another worker committed an offset for. Otherwise a
-//!   partition in no snapshot was added after the checkpoint and starts at its earliest
-//!   offset: it holds only newer records. A restored offset that retention already
-//!   deleted continues at the earliest offset, with a warning and the records skipped
-//!   counted.
+//!   never depends on which subtask owned it. Across workers of one layout it does
+//!   (each worker's checkpoint holds its own partitions): a worker of N > 1 refuses a
+//!   partition its checkpoint does not list but another worker committed an offset
+//!   for. A worker started by a rescale restores from the positions of every old
+//!   worker's checkpoint (`pipeline::rescale`), so there a partition keeps its position
+//!   whichever old worker read it. Otherwise a partition in no snapshot was added
+//!   after the checkpoint and starts at its earliest offset: it holds only newer
+//!   records. A restored offset that retention already deleted continues at the
+//!   earliest offset, with a warning and the records skipped counted.
 //! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
 //!   input and never commits anything itself; its progress lives in checkpoints.
 //! - The position `{"v": 1, "partitions": [{"topic": t, "partition": p, "offset": o}, ...]}`
@@ -416,7 +418,7 @@ fn refuse_moved_partitions(
                 topic: e.topic().to_owned(),
                 partition: e.partition(),
                 worker,
-                from: marker.unit,
+                from: Worker::parse_unit(&marker.unit).map_or(marker.unit, |w| w.to_string()),
             });
         }
     }

@@ -49,7 +49,7 @@ use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::state::{CacheBounds, DbSnapshot, KeyHash, KeyedState, StateKey};
+use crate::state::{CacheBounds, DbSnapshot, KeyGroupSource, KeyHash, KeyedState, StateKey};
 use crate::storage::CheckpointStorage;
 
 /// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
@@ -113,6 +113,17 @@ pub struct StateLocation {
     pub storage: Arc<CheckpointStorage>,
     /// Name of this operator subtask in checkpoint storage, e.g. `stage1-0.step-2`.
     pub storage_task: String,
+}
+
+/// Key groups of an old subtask's snapshot that a rescale gives this subtask.
+#[derive(Debug, Clone)]
+pub struct RescaledState<'a> {
+    /// The checkpoint storage holding the snapshot's files (the old worker's).
+    pub storage: &'a CheckpointStorage,
+    /// The old subtask's snapshot of this operator.
+    pub snapshot: &'a OperatorSnapshot,
+    /// The key groups to take from it: ascending, non-adjacent ranges.
+    pub key_groups: Vec<Range<u16>>,
 }
 
 /// What the operator stores in a checkpoint: `{"v": 1, "watermark": w, "db": {...}}`.
@@ -327,6 +338,52 @@ impl AggregateOperator {
                 (state, Watermark(s.watermark))
             }
         };
+        Self::with_state(config, location, state, watermark)
+    }
+
+    /// Opens the operator with the key groups a rescale gives this subtask, each from
+    /// the snapshot of the old subtask that held it (`sources`, see
+    /// `state::KeyedState::restore_key_groups`). Its watermark is the lowest of theirs,
+    /// so that no window any of them had not fired yet is skipped; none: the start.
+    pub fn open_rescaled(
+        config: AggregateConfig,
+        location: StateLocation,
+        sources: &[RescaledState<'_>],
+    ) -> Result<Self, OperatorError> {
+        let decoded = sources
+            .iter()
+            .map(|s| {
+                snapshot::decode::<AggregateSnapshot>(&snapshot_name(&config.id), &s.snapshot.state)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let key_group_sources: Vec<KeyGroupSource<'_>> = sources
+            .iter()
+            .zip(&decoded)
+            .map(|(s, d)| KeyGroupSource {
+                storage: s.storage,
+                snapshot: &d.db,
+                key_groups: &s.key_groups,
+            })
+            .collect();
+        let (state, stats) =
+            KeyedState::restore_key_groups(&location.work_dir, &key_group_sources, config.cache)?;
+        tracing::debug!(operator = %config.id, task = %location.storage_task, sources = stats.sources, entries = stats.entries, bytes = stats.bytes, "state restored by key groups");
+        let watermark = decoded
+            .iter()
+            .map(|d| d.watermark)
+            .min()
+            .map_or(Watermark::START, Watermark);
+        Self::with_state(config, location, state, watermark)
+    }
+
+    /// The operator around its opened `state`, at `watermark`, with the index of the
+    /// windows the state holds rebuilt.
+    fn with_state(
+        config: AggregateConfig,
+        location: StateLocation,
+        state: KeyedState,
+        watermark: Watermark,
+    ) -> Result<Self, OperatorError> {
         let mut op = Self {
             config,
             location,

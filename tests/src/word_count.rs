@@ -1,0 +1,231 @@
+//! The keyed word count run as worker processes, shared by the workers tests
+//! (`workers_repartition.rs`, `workers_rescale.rs`): its input, its spec, the worker
+//! processes, and the exactness check of its committed output.
+//!
+//! The pipeline: split-words map + unwindowed word-count aggregate, Kafka in and out
+//! (exactly-once), `batch_size = 1` (an unwindowed aggregate emits once per update
+//! call, so a batch holding a word twice would skip a count). What an uninterrupted
+//! run commits is, per word, the counts 1, 2, 3, ... up to the word's number of
+//! occurrences, in that order (`assert_exact`).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use crate::kafka::{self, Input};
+use crate::{guest, start_worker, take_stderr, toml_path, write_file};
+
+/// Distinct words per input line, out of `VOCABULARY`.
+pub const WORDS_PER_LINE: usize = 4;
+/// Distinct words of the input.
+pub const VOCABULARY: usize = 40;
+
+/// Lines `lines` of each of `partitions` partitions (line `n` of partition `p`:
+/// `WORDS_PER_LINE` distinct words of the vocabulary), and how often each word occurs
+/// in them.
+pub fn input(partitions: i32, lines: Range<usize>) -> (Vec<Input>, BTreeMap<String, u64>) {
+    let mut records = Vec::new();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    for n in lines {
+        for p in 0..partitions {
+            let start = (n * 7 + p as usize * 3) % VOCABULARY;
+            let words: Vec<String> = (0..WORDS_PER_LINE)
+                .map(|k| format!("w{:02}", (start + k * 5) % VOCABULARY))
+                .collect();
+            for w in &words {
+                *totals.entry(w.clone()).or_default() += 1;
+            }
+            records.push(Input {
+                partition: p,
+                key: format!("p{p}"),
+                value: words.join(" "),
+                timestamp: 1_700_000_000_000 + n as i64,
+            });
+        }
+    }
+    (records, totals)
+}
+
+/// Adds `more` occurrence counts to `totals`.
+pub fn add_totals(totals: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u64>) {
+    for (word, n) in more {
+        *totals.entry(word.clone()).or_default() += n;
+    }
+}
+
+/// Writes `<name>.toml` in `dir`: the word count from `input` to `output`, parallelism
+/// 2, 32 key groups, checkpoints every 300 ms into `checkpoints` (a path or an `s3://`
+/// URL); `rate`: input lines per second each worker reads (0: unlimited); `bounded`:
+/// stop at the input's end (one process only: a worker with a repartition topic runs
+/// until stopped).
+pub fn spec(
+    dir: &Path,
+    name: &str,
+    (input, output): (&str, &str),
+    checkpoints: &str,
+    rate: u64,
+    bounded: bool,
+) -> PathBuf {
+    let text = format!(
+        r#"
+name = "{name}"
+parallelism = 2
+max_parallelism = 32
+batch_size = 1
+state_dir = {state}
+
+[checkpoint]
+interval = "300ms"
+dir = "{checkpoints}"
+
+[[sources]]
+type = "kafka"
+topic = "{input}"
+start = "earliest"
+bounded = {bounded}
+rate = {rate}
+
+[[steps]]
+type = "map"
+module = {split}
+
+[[steps]]
+type = "aggregate"
+name = "count"
+module = {count}
+
+[[sinks]]
+type = "kafka"
+topic = "{output}"
+
+[dead_letter]
+path = {dead}
+"#,
+        state = toml_path(&dir.join("state")),
+        split = toml_path(&guest("split_words")),
+        count = toml_path(&guest("word_count")),
+        dead = toml_path(&dir.join("dead")),
+    );
+    write_file(dir, &format!("{name}.toml"), &text)
+}
+
+/// The worker processes of one layout (`count` workers of `spec`); any still running
+/// when it is dropped (a failed assertion) is SIGKILLed and reaped, so no worker
+/// outlives its test.
+pub struct Workers {
+    spec: PathBuf,
+    count: u32,
+    pub children: Vec<Child>,
+    /// Restarts of workers that failed on their own (see `restart_failed`).
+    pub failures: Vec<String>,
+    /// Most such restarts before the test fails.
+    max_failures: usize,
+}
+
+impl Workers {
+    /// Starts workers `0..count` of `count`; at most `max_failures` restarts of
+    /// workers failing on their own are tolerated.
+    pub fn start(spec: &Path, count: u32, max_failures: usize) -> Workers {
+        Workers::start_with_fault(spec, count, max_failures, None)
+    }
+
+    /// `start`, worker `i` with `WEIR_FAULT=fault` for `Some((i, fault))`.
+    pub fn start_with_fault(
+        spec: &Path,
+        count: u32,
+        max_failures: usize,
+        fault: Option<(u32, &str)>,
+    ) -> Workers {
+        let fault_of = |i| fault.filter(|(f, _)| *f == i).map(|(_, point)| point);
+        Workers {
+            spec: spec.to_owned(),
+            count,
+            children: (0..count)
+                .map(|i| start_worker(spec, &format!("{i}/{count}"), fault_of(i)))
+                .collect(),
+            failures: Vec::new(),
+            max_failures,
+        }
+    }
+
+    /// Starts worker `i` again (its previous process has ended), with `WEIR_FAULT`
+    /// set to `fault` if given.
+    pub fn restart(&mut self, i: usize, fault: Option<&str>) {
+        self.children[i] = start_worker(&self.spec, &format!("{i}/{}", self.count), fault);
+    }
+
+    /// A worker that ended on its own failed (a commit that timed out on a loaded
+    /// broker fails the worker into recovery): restart it, as an orchestrator would,
+    /// at most `max_failures` times in all; a worker that exits 0 or panics is a bug.
+    pub fn restart_failed(&mut self) {
+        for i in 0..self.children.len() {
+            let Some(status) = self.children[i].try_wait().expect("try_wait") else {
+                continue;
+            };
+            let err = take_stderr(&mut self.children[i]);
+            assert!(
+                !status.success() && !err.contains("panicked"),
+                "worker {i}/{} ended ({status}): {err}",
+                self.count
+            );
+            self.failures
+                .push(format!("worker {i}/{}: {err}", self.count));
+            assert!(
+                self.failures.len() <= self.max_failures,
+                "workers failed on their own too often: {:#?}",
+                self.failures
+            );
+            self.restart(i, None);
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Per word, the counts committed to `output` (read_committed), in output order.
+pub fn committed_counts(output: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut counts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (key, value) in kafka::read_all(output, "read_committed") {
+        let json: serde_json::Value =
+            serde_json::from_str(&value).unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
+        assert_eq!(json["word"].as_str(), Some(key.as_str()), "{value}");
+        let count = json["count"].as_u64().unwrap_or_else(|| panic!("{value}"));
+        counts.entry(key).or_default().push(count);
+    }
+    counts
+}
+
+/// What an uninterrupted run commits: per word, 1..=its occurrences (see the module
+/// docs). Asserts it word by word, naming the first difference.
+pub fn assert_exact(counts: &BTreeMap<String, Vec<u64>>, totals: &BTreeMap<String, u64>) {
+    assert_eq!(
+        counts.keys().collect::<Vec<_>>(),
+        totals.keys().collect::<Vec<_>>(),
+        "the words"
+    );
+    for (word, total) in totals {
+        let seen = &counts[word];
+        let expected: Vec<u64> = (1..=*total).collect();
+        assert!(
+            *seen == expected,
+            "word {word}: {} counts for {total} occurrences, first difference at index {:?} \
+             ({:?})",
+            seen.len(),
+            seen.iter().zip(&expected).position(|(a, b)| a != b),
+            seen.iter().take(12).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// How many counts were committed in all.
+pub fn total_records(counts: &BTreeMap<String, Vec<u64>>) -> usize {
+    counts.values().map(Vec::len).sum()
+}

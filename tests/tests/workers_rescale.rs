@@ -1,0 +1,295 @@
+//! Rescaling a keyed pipeline between numbers of workers (issue 12, item 4), against
+//! the real broker (`KAFKA_BOOTSTRAP`): the word count of `workers_repartition.rs`
+//! (`weir_tests::word_count`: split-words map + unwindowed count, Kafka in with 6
+//! partitions and out exactly-once, 32 key groups, `batch_size = 1`).
+//!
+//! 1. 3 -> 2 -> 4 with savepoints, checkpoints in the local S3-compatible server: 3
+//!    workers read a first part of the input and are stopped with SIGTERM mid-stream
+//!    (each commits a final checkpoint); more input, 2 workers, one of them killed by
+//!    its own fault point once its first checkpoint is complete but not committed (it
+//!    must rescale again); SIGTERM; more input, 4 workers, one SIGKILLed a moment after
+//!    it starts (around its take-over and first checkpoint) and restarted; they run
+//!    until the committed output is complete. The output, read_committed, holds per
+//!    word exactly the counts 1, 2, ..., n in order, as an uninterrupted run commits;
+//!    `weir checkpoints` lists the three layouts (generations 0, 1, 2), the old
+//!    workers' progress topics end with their hand-over, and every repartition
+//!    partition's offset carries the marker of its owner among the 4.
+//! 2. A new layout started while the old one still runs, checkpoints in a local dir: 2
+//!    workers run; worker 0 of 3 starts, takes both over (they stop, fenced) and dies
+//!    at its first checkpoint; worker 1 of 2 started again is refused with one line
+//!    (handed over to 3 workers); the 3 workers then finish with exact counts.
+//!
+//! Without the S3 server's environment test 1 fails, saying how to start it, unless
+//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use weir_tests::kafka;
+use weir_tests::word_count::{
+    self, Workers, add_totals, assert_exact, committed_counts, total_records,
+};
+use weir_tests::{
+    refusal_line, run_weir, s3_bucket, start_worker, stderr_of, toml_path, wait_until,
+};
+
+const PARTITIONS: i32 = 6;
+const KEY_GROUPS: i32 = 32;
+/// Most restarts of workers that failed on their own (not killed by the test).
+const MAX_FAILURES: usize = 4;
+/// Input lines each worker reads per second: slow enough that a SIGTERM lands while
+/// input is still being read.
+const RATE: u64 = 60;
+/// Bound on each scenario.
+const WAIT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Waits (bounded) until `output` holds at least `at_least` committed counts,
+/// restarting workers that fail on their own.
+fn wait_for_output(output: &str, at_least: usize, workers: &mut Workers, deadline: Instant) {
+    loop {
+        let seen = total_records(&committed_counts(output));
+        if seen >= at_least {
+            return;
+        }
+        workers.restart_failed();
+        assert!(
+            Instant::now() < deadline,
+            "{seen} of {at_least} counts committed in time"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// SIGTERM to every worker: each commits a final checkpoint and exits 143.
+fn stop_all(workers: &mut Workers, deadline: Instant) {
+    for (i, w) in workers.children.iter_mut().enumerate() {
+        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
+        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
+    }
+}
+
+/// A test's pipeline: its temp dir, unique name and input and output topics (created),
+/// its checkpoint dir (under `s3://<bucket>/` if given, else in the temp dir) and its
+/// spec (`word_count::spec`, `RATE` lines/s per worker, unbounded).
+struct Pipeline {
+    dir: tempfile::TempDir,
+    name: String,
+    input: String,
+    output: String,
+    checkpoints: String,
+    spec: std::path::PathBuf,
+}
+
+fn pipeline(test: &str, bucket: Option<&str>) -> Pipeline {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name(&format!("wc-{test}"));
+    let input = kafka::unique_name(&format!("{test}-in"));
+    let output = kafka::unique_name(&format!("{test}-out"));
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let checkpoints = match bucket {
+        Some(bucket) => format!("s3://{bucket}/{}", kafka::unique_name(test)),
+        None => toml_path(&dir.path().join("checkpoints")).replace('"', ""),
+    };
+    let spec = word_count::spec(
+        dir.path(),
+        &name,
+        (&input, &output),
+        &checkpoints,
+        RATE,
+        false,
+    );
+    Pipeline {
+        dir,
+        name,
+        input,
+        output,
+        checkpoints,
+        spec,
+    }
+}
+
+/// Produces lines `lines` of every partition to `topic`; their word counts.
+fn produce(topic: &str, lines: std::ops::Range<usize>) -> BTreeMap<String, u64> {
+    let (records, totals) = word_count::input(PARTITIONS, lines);
+    kafka::produce(topic, &records);
+    totals
+}
+
+/// The newest committed record of `topic` (one partition), if any.
+fn newest_record(topic: &str) -> Option<String> {
+    kafka::read_all(topic, "read_committed")
+        .pop()
+        .map(|(_, value)| value)
+}
+
+#[test]
+fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exact() {
+    let Some(bucket) = s3_bucket() else {
+        return;
+    };
+    let _one_at_a_time = kafka::exclusive();
+    let deadline = Instant::now() + WAIT_LIMIT;
+    let Pipeline {
+        dir: _dir,
+        name,
+        input,
+        output,
+        spec,
+        ..
+    } = pipeline("rescale", Some(&bucket));
+    let mut totals = BTreeMap::new();
+
+    // 3 workers over the first part, stopped with SIGTERM while reading it.
+    add_totals(&mut totals, &produce(&input, 0..90));
+    let mut three = Workers::start(&spec, 3, MAX_FAILURES);
+    wait_for_output(&output, 600, &mut three, deadline);
+    stop_all(&mut three, deadline);
+    let after_three = total_records(&committed_counts(&output));
+    eprintln!("3 workers committed {after_three} counts");
+
+    // 2 workers: worker 0 dies once its first checkpoint is complete, before its
+    // transaction commits (it must rescale again), and is restarted.
+    add_totals(&mut totals, &produce(&input, 90..170));
+    let mut two = Workers::start_with_fault(&spec, 2, MAX_FAILURES, Some((0, "before-commit")));
+    let (status, err) = wait_until(
+        &mut two.children[0],
+        deadline,
+        "worker 0/2 at its fault point",
+    );
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "worker 0/2 must die at before-commit: {err}"
+    );
+    two.restart(0, None);
+    wait_for_output(&output, after_three + 1_200, &mut two, deadline);
+    stop_all(&mut two, deadline);
+    let after_two = total_records(&committed_counts(&output));
+    eprintln!("2 workers: {after_two} counts committed in all");
+
+    // 4 workers, one SIGKILLed a moment after it started; they run to the end.
+    add_totals(&mut totals, &produce(&input, 170..250));
+    let expected: u64 = totals.values().sum();
+    let mut four = Workers::start(&spec, 4, MAX_FAILURES);
+    std::thread::sleep(Duration::from_millis(1_500));
+    four.children[3].kill().expect("SIGKILL");
+    four.children[3].wait().expect("reap");
+    four.restart(3, None);
+    wait_for_output(&output, expected as usize, &mut four, deadline);
+    stop_all(&mut four, deadline);
+    eprintln!(
+        "restarts of workers that failed on their own: {:?} {:?} {:?}",
+        three.failures, two.failures, four.failures
+    );
+    assert_exact(&committed_counts(&output), &totals);
+
+    // Each layout ran and checkpointed in its own locations, in its own generation.
+    let listed = run_weir(&["checkpoints", spec.to_str().expect("utf-8")]);
+    assert!(listed.status.success(), "{}", stderr_of(&listed));
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    for (count, generation, role) in [
+        (3, 0, "an earlier layout"),
+        (2, 1, "an earlier layout"),
+        (4, 2, "the current layout"),
+    ] {
+        for i in 0..count {
+            let line = format!("  worker-{i}-of-{count}: newest checkpoint ");
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&line))
+                .unwrap_or_else(|| panic!("worker-{i}-of-{count} listed: {text}"));
+            assert!(
+                row.contains(&format!("layout generation {generation} ({role}")),
+                "{row}"
+            );
+        }
+    }
+    // The old workers were handed over in Kafka, each to the next layout.
+    for (count, suffix) in [(3, ":rescaled-to=2"), (2, ":generation=1:rescaled-to=4")] {
+        for i in 0..count {
+            let topic = format!("weir.{name}.{i}-of-{count}.progress");
+            let newest = newest_record(&topic).unwrap_or_default();
+            assert!(
+                newest.starts_with(&format!("weir:{name}:{i}-of-{count}:checkpoint="))
+                    && newest.ends_with(suffix),
+                "{topic}: {newest}"
+            );
+        }
+    }
+    // The 4 workers own the repartition partitions now, and committed their offsets.
+    let repartition = format!("weir.{name}-count-repartition");
+    let offsets = kafka::committed_offsets(&format!("weir.{name}"), &repartition);
+    assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
+    for i in 0..4 {
+        let worker = weir::cluster::Worker::new(i, 4).expect("worker");
+        for p in weir::connector::kafka::repartition::partitions_of(worker, KEY_GROUPS as u16) {
+            let (_, marker) = &offsets[&p];
+            assert!(
+                marker.starts_with(&format!("weir:{name}:{i}-of-4:checkpoint="))
+                    && marker.ends_with(":generation=2"),
+                "partition {p} is worker {i}/4's: {marker}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after() {
+    let _one_at_a_time = kafka::exclusive();
+    let deadline = Instant::now() + WAIT_LIMIT;
+    let Pipeline {
+        dir: _dir,
+        input,
+        output,
+        checkpoints,
+        spec,
+        ..
+    } = pipeline("takeover", None);
+    let totals = produce(&input, 0..120);
+    let expected: u64 = totals.values().sum();
+
+    // 2 workers, still running when worker 0 of 3 starts: it takes both over (they
+    // stop, fenced) and dies at its first checkpoint, before completing it.
+    let mut two = Workers::start(&spec, 2, MAX_FAILURES);
+    wait_for_output(&output, 400, &mut two, deadline);
+    let (status, err) = wait_until(
+        &mut start_worker(&spec, "0/3", Some("checkpoint-triggered")),
+        deadline,
+        "worker 0/3 at its first checkpoint",
+    );
+    assert_eq!(status.signal(), Some(9), "worker 0/3: {err}");
+    for (i, w) in two.children.iter_mut().enumerate() {
+        let (status, err) = wait_until(w, deadline, &format!("old worker {i}/2, taken over"));
+        assert!(!status.success(), "old worker {i}/2 must stop: {err}");
+        assert!(err.contains("fenced"), "old worker {i}/2: {err}");
+    }
+
+    // An old worker started again is refused: it was handed over.
+    let again = weir_tests::weir()
+        .args(["run", "--quiet", "--worker", "1/2"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    assert!(!again.status.success());
+    let line = refusal_line(&again);
+    assert!(
+        line.contains("worker 1/2: a rescale to 3 workers took this worker over"),
+        "{line}"
+    );
+
+    // The 3 workers (worker 0 rescales again) finish, exactly.
+    let mut three = Workers::start(&spec, 3, MAX_FAILURES);
+    wait_for_output(&output, expected as usize, &mut three, deadline);
+    stop_all(&mut three, deadline);
+    assert_exact(&committed_counts(&output), &totals);
+    assert!(
+        Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
+        "the 3 workers checkpointed"
+    );
+}
