@@ -47,7 +47,6 @@ use rocksdb::{
 
 use crate::record::CheckpointId;
 use crate::state::cache::{StateCache, slot_bytes};
-use crate::state::key_group_restore::RESCALE_DIR_PREFIX;
 use crate::state::shared_names::SharedNames;
 use crate::state::writer::{
     InFlight, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
@@ -488,6 +487,10 @@ pub(super) fn open_db(db_dir: &Path) -> Result<DB, StateError> {
     DB::open_cf_descriptors(&db_options(), db_dir, [default])
         .map_err(|e| StateError::db("open", db_dir, e))
 }
+
+/// Prefix of the scratch directories below a work dir where a rescale opens the old
+/// snapshots it takes key groups from (`key_group_restore`).
+pub(super) const RESCALE_DIR_PREFIX: &str = "rescale-";
 
 /// Creates `work_dir`, removes the previous DB, snapshot temp dirs and rescale scratch
 /// dirs, creates an empty DB directory and returns it.

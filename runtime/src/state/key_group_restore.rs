@@ -24,14 +24,13 @@ use std::path::Path;
 
 use rocksdb::{DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::state::backend::{CacheBounds, fetch_snapshot, open_db, prepare_work_dir};
+use crate::state::backend::{
+    CacheBounds, RESCALE_DIR_PREFIX, fetch_snapshot, open_db, prepare_work_dir,
+};
 use crate::state::shared_names::SharedNames;
 use crate::state::writer::remove_dir_if_exists;
 use crate::state::{DbSnapshot, KeyedState, StateError, StateKey};
 use crate::storage::CheckpointStorage;
-
-/// Prefix of the scratch directories of the source DBs, below the work dir.
-pub(crate) const RESCALE_DIR_PREFIX: &str = "rescale-";
 
 /// Bytes of keys and values copied per write batch: bounded memory whatever the
 /// state's size.
