@@ -156,7 +156,8 @@ k8s-tools:
 
 test: setup guests fuzz-tools k8s-tools
 	cargo build --workspace --bins --tests
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
+	@kafkaenv=$$($(KAFKA) up) || { echo "make test: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
+	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
 
@@ -169,7 +170,8 @@ demo: build guests
 
 # Kafka in, WASM in the middle, Kafka out, exactly once; starts and stops its broker.
 demo-kafka: build guests
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; set -eu; \
+	@kafkaenv=$$($(KAFKA) up) || { echo "make: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
+	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; set -eu; \
 	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-lines --partitions 3 >/dev/null; \
 	  $(KAFKA) topics --create --if-not-exists --topic weir-demo-word-counts --partitions 3 >/dev/null; \
 	  for i in $$(seq 1 20000); do echo 'the quick brown fox jumps over the lazy weir'; done \
@@ -188,7 +190,8 @@ demo-serve: build guests
 bench: build guests
 	cargo build --quiet -p weir-tests --bins
 	$(CARGO_TARGET_DIR)/debug/weir-bench --out build/bench.json
-	@eval "$$($(KAFKA) up)"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
+	@kafkaenv=$$($(KAFKA) up) || { echo "make bench: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
+	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
 	  $(CARGO_TARGET_DIR)/debug/weir-kafka-bench --out build/kafka-bench.json
 
 kafka-up:
