@@ -21,12 +21,14 @@
 //!    storage holds complete checkpoints is refused, never read as "nothing committed";
 //!    `--from-checkpoint N` is the operator's way to say which one. A worker whose
 //!    progress topic says a rescale took it over is refused.
-//! 5'. A rescale instead (the layout choice, or a worker of a rescaled layout that has
-//!    committed nothing of its own yet, e.g. killed before its first commit): discard
-//!    this worker's own checkpoints (an older layout's, or uncommitted), take the old
-//!    layout's workers over (`connector::kafka::takeover`: fence, read each one's last
-//!    committed checkpoint, hand it over) and restore what this worker now owns from
-//!    those checkpoints (`rescale`).
+//!
+//!    Or, instead of 5, a rescale (the layout choice, or a worker of a rescaled layout
+//!    that has committed nothing of its own yet, e.g. killed before its first commit):
+//!    discard this worker's own checkpoints (an older layout's, or uncommitted), take
+//!    the old layout's workers over (`connector::kafka::takeover`: fence, read each
+//!    one's last committed checkpoint, hand it over) and restore what this worker now
+//!    owns from those checkpoints (`rescale`).
+//!
 //! 6. Redo the commit of c (idempotent: the crash may have come between "complete" and
 //!    "committed"), and discard whatever sinks staged for checkpoints after c.
 //!
