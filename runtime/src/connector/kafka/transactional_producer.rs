@@ -5,9 +5,9 @@
 //!
 //! Invariants: each method is the rdkafka call of the same name, except that `flush`
 //! (and the flush that opens `commit_transaction`) returns as soon as the producer's
-//! queue is empty (see `flush_drained` below); a record handed over by `send` gets exactly
-//! one delivery report, which counts it done in its `InFlight`; a record `send` refuses
-//! is handed back and gets none.
+//! queue is empty (see `flush_drained` below); a record handed over by `send` gets
+//! exactly one delivery report, which counts it done in its `InFlight`; a record `send`
+//! refuses is handed back and gets none.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
