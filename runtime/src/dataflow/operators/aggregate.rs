@@ -595,12 +595,18 @@ impl AggregateOperator {
         out: &mut Output,
     ) -> Result<(), OperatorError> {
         let mut start = 0usize;
+        // Sized for every group only when an emit call is still to come: after the
+        // fused call it stays empty and allocates nothing.
+        let (entries, bytes) = match emit {
+            Emit::Now => (range.len(), output.accumulators.len()),
+            Emit::Done => (0, 0),
+        };
         let mut unwindowed = EmitBatch {
-            key_ends: Vec::with_capacity(range.len()),
+            key_ends: Vec::with_capacity(entries),
             keys: Vec::new(),
-            windows: Vec::with_capacity(range.len()),
-            accumulator_ends: Vec::with_capacity(range.len()),
-            accumulators: Vec::with_capacity(output.accumulators.len()),
+            windows: Vec::with_capacity(entries),
+            accumulator_ends: Vec::with_capacity(entries),
+            accumulators: Vec::with_capacity(bytes),
         };
         let mut late = Vec::new();
         for (g, &end) in range.zip(&output.accumulator_ends) {
