@@ -15,7 +15,7 @@ use crate::emitter::Emitter;
 use crate::framing::{self, Batch};
 use crate::mapper::{Emitting, Rejection};
 use crate::output::{IntoRecords, UpdateResult};
-use crate::{Record, Window};
+use crate::{Error, Record, RecordRef, Window};
 
 /// The contract's `group-batch`, owned.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,16 +44,71 @@ pub struct EmitBatch {
     pub accumulators: Vec<u8>,
 }
 
+/// An aggregate's update function over accumulator `A`, in one of two forms:
+///
+/// - `fn(&mut A, &Record) -> R`: each record is first copied into a `Record` (one
+///   scratch `Record`, refilled per record: no allocation once its buffers have grown);
+/// - `fn(&mut A, RecordRef<'_>) -> R`: each record is read in place, nothing copied.
+///
+/// `R` is `()` or `Result<()>`. `Form` only tells the two apart; it is inferred.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a weir update function for this accumulator",
+    note = "an update function is `fn(&mut Acc, &Record)` or `fn(&mut Acc, RecordRef<'_>)`, \
+            returning `()` or `Result<()>`"
+)]
+pub trait UpdateFunction<A, Form> {
+    /// Folds `record` into `acc`; `scratch` is the SDK's buffer for the owned form.
+    fn call(&mut self, acc: &mut A, record: RecordRef<'_>, scratch: &mut Record)
+    -> Result<(), Error>;
+}
+
+/// Marks the update form taking `&Record`.
+#[derive(Debug)]
+pub struct ByRecord<R>(core::marker::PhantomData<R>);
+
+/// Marks the update form taking `RecordRef<'_>`.
+#[derive(Debug)]
+pub struct ByRef<R>(core::marker::PhantomData<R>);
+
+impl<A, F, R> UpdateFunction<A, ByRecord<R>> for F
+where
+    F: FnMut(&mut A, &Record) -> R,
+    R: UpdateResult,
+{
+    fn call(
+        &mut self,
+        acc: &mut A,
+        record: RecordRef<'_>,
+        scratch: &mut Record,
+    ) -> Result<(), Error> {
+        scratch.key.clear();
+        scratch.key.extend_from_slice(record.key);
+        scratch.value.clear();
+        scratch.value.extend_from_slice(record.value);
+        scratch.timestamp = record.timestamp;
+        self(acc, scratch).into_result()
+    }
+}
+
+impl<A, F, R> UpdateFunction<A, ByRef<R>> for F
+where
+    F: for<'r> FnMut(&mut A, RecordRef<'r>) -> R,
+    R: UpdateResult,
+{
+    fn call(&mut self, acc: &mut A, record: RecordRef<'_>, _: &mut Record) -> Result<(), Error> {
+        self(acc, record).into_result()
+    }
+}
+
 /// Folds each group's records, in order, into the group's accumulator with `f`.
 ///
 /// A record for which `f` returns `Err` is a rejection (index into `groups.records`).
 /// `f` must leave the accumulator untouched when it refuses a record: the SDK does not
 /// snapshot it (that would cost a clone per record).
-pub fn run_update<A, F, R>(groups: &GroupBatch, f: F) -> UpdateOutput
+pub fn run_update<A, Form, F>(groups: &GroupBatch, f: F) -> UpdateOutput
 where
     A: Default + Serialize + DeserializeOwned,
-    F: FnMut(&mut A, &Record) -> R,
-    R: UpdateResult,
+    F: UpdateFunction<A, Form>,
 {
     fold_groups(groups, f, |_, _: &A, _| {})
 }
@@ -62,16 +117,15 @@ where
 /// accumulator is not empty, what [`run_emit`] with `emit` returns for it (the group's
 /// key, no window), from the accumulator already in hand: no second call, no second
 /// decode.
-pub fn run_update_and_emit<A, F, R, Form, E>(
+pub fn run_update_and_emit<A, UpdateForm, F, EmitForm, E>(
     groups: &GroupBatch,
     f: F,
     mut emit: E,
 ) -> (UpdateOutput, Batch)
 where
     A: Default + Serialize + DeserializeOwned,
-    F: FnMut(&mut A, &Record) -> R,
-    R: UpdateResult,
-    E: EmitFunction<A, Form>,
+    F: UpdateFunction<A, UpdateForm>,
+    E: EmitFunction<A, EmitForm>,
 {
     let mut records = Batch::with_capacity(groups.record_ends.len(), groups.records.keys.len(), 0);
     let mut out = Emitter::new(&mut records);
@@ -86,15 +140,14 @@ where
 /// The loop of [`run_update`]: after each group, `then(key, accumulator, its bytes)`
 /// with the group's key (its first record's), the new accumulator and its serialised
 /// bytes as returned (empty: still "none yet").
-fn fold_groups<A, F, R>(
+fn fold_groups<A, Form, F>(
     groups: &GroupBatch,
     mut f: F,
     mut then: impl FnMut(&[u8], &A, &[u8]),
 ) -> UpdateOutput
 where
     A: Default + Serialize + DeserializeOwned,
-    F: FnMut(&mut A, &Record) -> R,
-    R: UpdateResult,
+    F: UpdateFunction<A, Form>,
 {
     let group_count = groups.record_ends.len();
     assert!(
@@ -117,8 +170,7 @@ where
         accumulators: Vec::with_capacity(groups.accumulators.len() + 8 * group_count),
         rejections: Vec::new(),
     };
-    // One scratch record, refilled for each input: no allocation per record once its
-    // buffers have grown to the largest key and value.
+    // The owned form's scratch record (see `UpdateFunction`).
     let mut scratch = Record::default();
     let accumulators = framing::frames(
         &groups.accumulator_ends,
@@ -129,20 +181,20 @@ where
     for (bytes, range) in accumulators.zip(ranges) {
         let mut acc: A = decode(bytes, || "a group of this batch".to_owned());
         let mut changed = false;
-        let mut empty = true;
-        for (index, (key, value, timestamp)) in range.zip(records.by_ref()) {
-            empty = false;
-            scratch.key.clear();
-            scratch.key.extend_from_slice(key);
-            scratch.value.clear();
-            scratch.value.extend_from_slice(value);
-            scratch.timestamp = timestamp;
-            match f(&mut acc, &scratch).into_result() {
+        // The group's key: its records' (borrowed from the input; none: empty).
+        let mut key: &[u8] = &[];
+        for (index, (record_key, value, timestamp)) in range.zip(records.by_ref()) {
+            key = record_key;
+            let record = RecordRef {
+                key: record_key,
+                value,
+                timestamp,
+            };
+            match f.call(&mut acc, record, &mut scratch) {
                 Ok(()) => changed = true,
                 Err(error) => output.rejections.push(Rejection::new(index, error)),
             }
         }
-        let key: &[u8] = if empty { &[] } else { &scratch.key };
         if changed {
             let start = output.accumulators.len();
             output.accumulators =

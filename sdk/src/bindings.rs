@@ -60,8 +60,7 @@ use serde::de::DeserializeOwned;
 use crate::aggregator::{EmitBatch, GroupBatch, UpdateOutput};
 use crate::framing::Batch;
 use crate::mapper::Rejection;
-use crate::output::UpdateResult;
-use crate::{Record, Window};
+use crate::Window;
 
 impl From<wit_types::RecordBatch> for Batch {
     fn from(b: wit_types::RecordBatch) -> Self {
@@ -155,26 +154,24 @@ where
 }
 
 /// Body of the `update` export for the user function `f`.
-pub fn update<A, F, R>(groups: wit_aggregate::GroupBatch, f: F) -> wit_aggregate::UpdateOutput
+pub fn update<A, Form, F>(groups: wit_aggregate::GroupBatch, f: F) -> wit_aggregate::UpdateOutput
 where
     A: Default + Serialize + DeserializeOwned,
-    F: FnMut(&mut A, &Record) -> R,
-    R: UpdateResult,
+    F: crate::aggregator::UpdateFunction<A, Form>,
 {
     crate::aggregator::run_update(&groups.into(), f).into()
 }
 
 /// Body of the `update-and-emit` export for the user functions `f` (update) and `emit`.
-pub fn update_and_emit<A, F, R, Form, E>(
+pub fn update_and_emit<A, UpdateForm, F, EmitForm, E>(
     groups: wit_aggregate::GroupBatch,
     f: F,
     emit: E,
 ) -> wit_update_and_emit::UpdateAndEmitOutput
 where
     A: Default + Serialize + DeserializeOwned,
-    F: FnMut(&mut A, &Record) -> R,
-    R: UpdateResult,
-    E: crate::aggregator::EmitFunction<A, Form>,
+    F: crate::aggregator::UpdateFunction<A, UpdateForm>,
+    E: crate::aggregator::EmitFunction<A, EmitForm>,
 {
     let (update, records) = crate::aggregator::run_update_and_emit(&groups.into(), f, emit);
     wit_update_and_emit::UpdateAndEmitOutput {

@@ -121,18 +121,22 @@ impl ValueWriter<'_> {
 
     /// Appends `n` in decimal, as `write!(value, "{n}")` would, without `core::fmt`
     /// (whose machinery costs a guest far more than the digits).
+    ///
+    /// The digits come from `u32` arithmetic, nine at a time: WebAssembly has no
+    /// 64 x 64 -> 128-bit multiply, so a `u64` division by a constant stays a real
+    /// division instruction per digit, while a `u32` one becomes a multiply and a shift.
     pub fn push_u64(&mut self, n: u64) {
+        const NINE_DIGITS: u64 = 1_000_000_000;
         let mut digits = [0u8; 20];
         let mut at = digits.len();
         let mut rest = n;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
+        // At most two rounds: u64::MAX has 20 digits.
+        while rest >= NINE_DIGITS {
+            let low = (rest % NINE_DIGITS) as u32;
+            rest /= NINE_DIGITS;
+            at = write_digits(&mut digits[..at], low, 9);
         }
+        at = write_digits(&mut digits[..at], rest as u32, 1);
         self.values.extend_from_slice(&digits[at..]);
     }
 
@@ -157,6 +161,21 @@ impl ValueWriter<'_> {
     /// The value written so far.
     pub fn as_slice(&self) -> &[u8] {
         &self.values[self.start..]
+    }
+}
+
+/// Writes `n` in decimal, zero-padded to at least `min_digits`, so that it ends where
+/// `digits` ends; the index of its first digit.
+fn write_digits(digits: &mut [u8], mut n: u32, min_digits: usize) -> usize {
+    let end = digits.len();
+    let mut at = end;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 && end - at >= min_digits {
+            return at;
+        }
     }
 }
 
@@ -357,8 +376,25 @@ mod tests {
 
     #[test]
     fn integers_are_written_as_display_writes_them() {
-        let unsigned = [0, 1, 9, 10, 99, 100, 4_294_967_296, u64::MAX];
-        let signed = [0, -1, 7, -10, 12_345, i64::MIN, i64::MAX];
+        // Around the nine-digit chunks (zeros inside a chunk included) and u32::MAX.
+        let unsigned = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            999_999_999,
+            1_000_000_000,
+            1_000_000_001,
+            4_294_967_295,
+            4_294_967_296,
+            123_000_000_456,
+            1_000_000_000_000_000_000,
+            10_000_000_000_000_000_007,
+            u64::MAX,
+        ];
+        let signed = [0, -1, 7, -10, 12_345, -1_000_000_000, i64::MIN, i64::MAX];
         let records = Emitter::capture(|out| {
             for n in unsigned {
                 out.emit_with("u", 0, |value| value.push_u64(n));

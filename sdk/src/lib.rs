@@ -65,7 +65,8 @@
 //! ```
 //!
 //! The update function folds one record into the accumulator of its key (and window):
-//! `fn(&mut A, &Record)` returning `()` or `Result<()>`, where
+//! `fn(&mut A, &Record)` or `fn(&mut A, RecordRef<'_>)` (read in place: nothing copied
+//! per record; see [`UpdateFunction`]) returning `()` or `Result<()>`, where
 //! `A: Default + Serialize + DeserializeOwned` is kept by the runtime between calls
 //! (serialised with postcard; a new key starts from `A::default()`). On `Err` the record
 //! goes to the dead-letter output and must not have changed the accumulator: check
@@ -119,7 +120,7 @@ mod output;
 mod record;
 mod record_ref;
 
-pub use aggregator::EmitFunction;
+pub use aggregator::{EmitFunction, UpdateFunction};
 pub use config::{config, config_or};
 pub use emitter::{Emitter, ValueWriter};
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 //! `word-count`: a keyed aggregate. Shows `#[weir_guest::aggregate]` with a plain `u64`
-//! accumulator and an `emit` function that writes JSON straight into the output batch
-//! (the `Emitter` form of `emit`).
+//! accumulator, an update that reads each record in place (`RecordRef`: nothing is
+//! copied for it) and an `emit` function that writes JSON straight into the output
+//! batch (the `Emitter` form of `emit`).
 //!
 //! Counts the records of each key (the word, after `split-words` and a `key-by`), per
 //! window when the step is windowed. Every record counts: this step never rejects. The
@@ -13,10 +14,10 @@
 //!
 //! Build: `make guests` (-> build/guests/word_count.wasm); `make demo` runs it.
 
-use weir_guest::{Emitter, Record, Window};
+use weir_guest::{Emitter, RecordRef, Window};
 
 #[weir_guest::aggregate(emit = emit_count)]
-fn count(count: &mut u64, _record: &Record) {
+fn count(count: &mut u64, _record: RecordRef<'_>) {
     *count += 1;
 }
 
@@ -43,6 +44,7 @@ fn emit_count(key: &[u8], window: Option<Window>, count: &u64, out: &mut Emitter
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weir_guest::Record;
 
     /// The one record `emit_count` emits.
     fn emitted(key: &[u8], window: Option<Window>, count: u64) -> Record {
@@ -55,7 +57,7 @@ mod tests {
     fn counts_and_emits_the_documented_json() {
         let mut n = 0;
         for _ in 0..3 {
-            count(&mut n, &Record::new("hello", "hello"));
+            count(&mut n, (&Record::new("hello", "hello")).into());
         }
         let unwindowed = emitted(b"hello", None, n);
         assert_eq!(

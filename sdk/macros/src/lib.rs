@@ -61,7 +61,7 @@ pub fn aggregate(args: TokenStream, item: TokenStream) -> TokenStream {
         .to_compile_error()
         .into();
     };
-    let expanded = check_signature(&function, 2, "fn(&mut Acc, &Record) [-> Result<()>]")
+    let expanded = check_signature(&function, 2, "fn(&mut Acc, &Record | RecordRef<'_>) [-> Result<()>]")
         .and_then(|()| accumulator_type(&function))
         .map(|accumulator| expand_aggregate(&function, accumulator, &emit));
     match expanded {

@@ -309,3 +309,35 @@ fn update_and_emit_is_update_then_emit_of_the_non_empty_accumulators() {
     }
     assert_eq!(records, run_emit(&entries, emit));
 }
+
+/// `add` reading each record in place.
+fn add_ref(acc: &mut Acc, record: RecordRef<'_>) -> Result<()> {
+    add(acc, &record.to_owned())
+}
+
+/// The `RecordRef` form of an update folds exactly as the `&Record` form: the same
+/// accumulators, rejections and (fused) records, groups of refused records included.
+#[test]
+fn an_update_reading_records_in_place_equals_the_owned_form() {
+    let existing = encode(&Acc {
+        count: 1,
+        sum: 7,
+        last: "b".into(),
+    });
+    let input = groups(&[
+        (vec![], &[("a", "1"), ("a", "x"), ("a", "2")]),
+        (existing.clone(), &[("b", "x")]),
+        (vec![], &[("c", "y")]),
+        (existing, &[("d", "3")]),
+    ]);
+    let owned = run_update(&input, add);
+    assert_eq!(owned.rejections.len(), 3);
+    assert_eq!(run_update(&input, add_ref), owned);
+    let emit = |key: &[u8], _: Option<Window>, acc: &Acc| {
+        Record::new(key, format!("{}:{}:{}", acc.count, acc.sum, acc.last))
+    };
+    assert_eq!(
+        run_update_and_emit(&input, add_ref, emit),
+        run_update_and_emit(&input, add, emit)
+    );
+}
