@@ -58,8 +58,12 @@ pub struct EmitBatch {
 )]
 pub trait UpdateFunction<A, Form> {
     /// Folds `record` into `acc`; `scratch` is the SDK's buffer for the owned form.
-    fn call(&mut self, acc: &mut A, record: RecordRef<'_>, scratch: &mut Record)
-    -> Result<(), Error>;
+    fn call(
+        &mut self,
+        acc: &mut A,
+        record: RecordRef<'_>,
+        scratch: &mut Record,
+    ) -> Result<(), Error>;
 }
 
 /// Marks the update form taking `&Record`.

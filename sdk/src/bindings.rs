@@ -57,10 +57,10 @@ pub use wit_update_and_emit::UpdateAndEmitOutput as WitUpdateAndEmitOutput;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::Window;
 use crate::aggregator::{EmitBatch, GroupBatch, UpdateOutput};
 use crate::framing::Batch;
 use crate::mapper::Rejection;
-use crate::Window;
 
 impl From<wit_types::RecordBatch> for Batch {
     fn from(b: wit_types::RecordBatch) -> Self {

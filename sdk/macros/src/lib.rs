@@ -61,9 +61,13 @@ pub fn aggregate(args: TokenStream, item: TokenStream) -> TokenStream {
         .to_compile_error()
         .into();
     };
-    let expanded = check_signature(&function, 2, "fn(&mut Acc, &Record | RecordRef<'_>) [-> Result<()>]")
-        .and_then(|()| accumulator_type(&function))
-        .map(|accumulator| expand_aggregate(&function, accumulator, &emit));
+    let expanded = check_signature(
+        &function,
+        2,
+        "fn(&mut Acc, &Record | RecordRef<'_>) [-> Result<()>]",
+    )
+    .and_then(|()| accumulator_type(&function))
+    .map(|accumulator| expand_aggregate(&function, accumulator, &emit));
     match expanded {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
