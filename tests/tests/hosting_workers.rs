@@ -59,17 +59,7 @@ fn all_running(status: &Value, n: usize) -> bool {
 
 /// Waits (bounded) until `output` holds at least `at_least` committed counts.
 fn wait_for_output(output: &str, at_least: usize, deadline: Instant) {
-    loop {
-        let seen = total_records(&committed_counts(output));
-        if seen >= at_least {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{seen} of {at_least} counts committed in time"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    word_count::wait_for_counts(output, at_least, deadline, || {});
 }
 
 #[test]

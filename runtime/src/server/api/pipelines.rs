@@ -238,8 +238,13 @@ pub async fn savepoint(
     let dir = app.namespace(&tenant.id).pipeline_dir(&row.name);
     row.savepoint = pipeline_checkpoint(&dir, row.workers);
     if row.savepoint.is_none() {
+        let of_each = if row.workers > 1 {
+            " on every worker"
+        } else {
+            ""
+        };
         return Err(ApiError::conflict(format!(
-            "pipeline {:?} has no checkpoint yet to keep as a savepoint (of every worker)",
+            "pipeline {:?} has no checkpoint yet to keep as a savepoint{of_each}",
             row.name
         )));
     }
