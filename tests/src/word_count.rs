@@ -225,6 +225,28 @@ pub fn assert_exact(counts: &BTreeMap<String, Vec<u64>>, totals: &BTreeMap<Strin
     }
 }
 
+/// Waits until `output` holds at least `at_least` committed counts, calling
+/// `meanwhile` between looks (to restart failed workers, say); panics at `deadline`.
+pub fn wait_for_counts(
+    output: &str,
+    at_least: usize,
+    deadline: std::time::Instant,
+    mut meanwhile: impl FnMut(),
+) {
+    loop {
+        let seen = total_records(&committed_counts(output));
+        if seen >= at_least {
+            return;
+        }
+        meanwhile();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{seen} of {at_least} counts committed in time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
 /// How many counts were committed in all.
 pub fn total_records(counts: &BTreeMap<String, Vec<u64>>) -> usize {
     counts.values().map(Vec::len).sum()

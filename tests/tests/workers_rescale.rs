@@ -50,18 +50,7 @@ const WAIT_LIMIT: Duration = Duration::from_secs(300);
 /// Waits (bounded) until `output` holds at least `at_least` committed counts,
 /// restarting workers that fail on their own.
 fn wait_for_output(output: &str, at_least: usize, workers: &mut Workers, deadline: Instant) {
-    loop {
-        let seen = total_records(&committed_counts(output));
-        if seen >= at_least {
-            return;
-        }
-        workers.restart_failed();
-        assert!(
-            Instant::now() < deadline,
-            "{seen} of {at_least} counts committed in time"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    word_count::wait_for_counts(output, at_least, deadline, || workers.restart_failed());
 }
 
 /// SIGTERM to every worker: each commits a final checkpoint and exits 143.

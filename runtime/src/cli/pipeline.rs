@@ -2,7 +2,7 @@
 //! pipelines on a `weir serve` server.
 //!
 //! Invariants: `create` sends the spec file's fields as the JSON the API takes
-//! (`{"spec": {...}, "start": bool}`), whether the file is JSON or the TOML users write
+//! (`{"spec": {...}, "start": bool, "workers": N}`), whether the file is JSON or the TOML users write
 //! for `weir run` (steps name modules by id there: `module = "<id>"`); a file that does
 //! not parse is refused here, in one line naming the file and line, before anything is
 //! sent. Output is a table or a `key: value` list (or, with `--json`, the server's JSON
@@ -17,7 +17,9 @@ use serde_json::Value;
 use crate::cli::module::resolve_id;
 use crate::cli::server_client::{PipelineAction, ServerArgs, ServerClient};
 use crate::cli::table::{self, Table, print_json_or};
-use crate::server::wire::{CreatePipeline, PipelineState, PipelineStatus, UpgradePipeline};
+use crate::server::wire::{
+    CreatePipeline, PipelineState, PipelineStatus, UpgradePipeline, WorkerStatus,
+};
 use crate::spec::error::Located;
 
 /// Characters of a last error shown in `pipeline ls` (`status` shows it whole).
@@ -40,6 +42,10 @@ pub enum PipelineCommand {
         /// Create it stopped (start it later with `weir pipeline start`).
         #[arg(long)]
         no_start: bool,
+        /// Run it as N worker processes (default 1), within your `workers` quota; with
+        /// more than one, every source must be Kafka (see the README's Workers).
+        #[arg(long, value_name = "N")]
+        workers: Option<u32>,
     },
     /// List your pipelines.
     Ls,
@@ -63,14 +69,19 @@ pub enum PipelineCommand {
         /// The pipeline's name.
         name: String,
     },
-    /// Replace steps' modules and start the pipeline from its savepoint, keeping state.
+    /// Replace steps' modules and/or rescale, and start the pipeline from its savepoint,
+    /// keeping state.
     Upgrade {
         /// The pipeline's name.
         name: String,
         /// A step's new module: STEP=MODULE_ID (the step's `name`, or `step-N`; the id
         /// or a unique prefix of it). Repeat for several steps.
-        #[arg(long = "module", value_name = "STEP=MODULE_ID", required = true, value_parser = step_module)]
+        #[arg(long = "module", value_name = "STEP=MODULE_ID", required_unless_present = "workers", value_parser = step_module)]
         modules: Vec<(String, String)>,
+        /// Run it as M worker processes from now on (a rescale from the N workers'
+        /// savepoints; between 1 and several is refused).
+        #[arg(long, value_name = "M")]
+        workers: Option<u32>,
     },
     /// Delete a pipeline: its worker is stopped, its state and checkpoints removed.
     Rm {
@@ -83,10 +94,15 @@ pub fn execute(args: PipelineArgs) -> anyhow::Result<()> {
     let client = ServerClient::from_args(&args.server)?;
     let json = args.server.json;
     match args.command {
-        PipelineCommand::Create { spec, no_start } => {
+        PipelineCommand::Create {
+            spec,
+            no_start,
+            workers,
+        } => {
             let body = CreatePipeline {
                 spec: load_spec(&spec)?,
                 start: !no_start,
+                workers,
             };
             let reply = client.create_pipeline(&body)?;
             print_json_or(json, &reply.json, || action_line("created", &reply.value))
@@ -104,7 +120,11 @@ pub fn execute(args: PipelineArgs) -> anyhow::Result<()> {
         PipelineCommand::Savepoint { name } => {
             action(&client, json, &name, PipelineAction::Savepoint)
         }
-        PipelineCommand::Upgrade { name, modules } => upgrade(&client, json, &name, modules),
+        PipelineCommand::Upgrade {
+            name,
+            modules,
+            workers,
+        } => upgrade(&client, json, &name, modules, workers),
         PipelineCommand::Rm { name } => {
             let reply = client.delete_pipeline(&name)?;
             print_json_or(json, &reply.json, || format!("deleted pipeline {name}\n"))
@@ -132,6 +152,7 @@ fn upgrade(
     json: bool,
     name: &str,
     modules: Vec<(String, String)>,
+    workers: Option<u32>,
 ) -> anyhow::Result<()> {
     let mut by_step = BTreeMap::new();
     for (step, id) in modules {
@@ -140,7 +161,11 @@ fn upgrade(
             bail!("--module {step}=...: the step is named twice");
         }
     }
-    let reply = client.upgrade_pipeline(name, &UpgradePipeline { modules: by_step })?;
+    let body = UpgradePipeline {
+        modules: by_step,
+        workers,
+    };
+    let reply = client.upgrade_pipeline(name, &body)?;
     print_json_or(json, &reply.json, || action_line("upgraded", &reply.value))
 }
 
@@ -265,7 +290,32 @@ pub fn status_list(s: &PipelineStatus) -> String {
         ("last error".into(), table::or_dash(s.last_error.clone())),
         ("created".into(), s.created_at.clone()),
     ]);
+    // A pipeline of one worker shows what it showed before workers existed.
+    if s.workers > 1 {
+        pairs.push(("workers".into(), s.workers.to_string()));
+        for w in &s.worker_status {
+            pairs.push((format!("worker {}/{}", w.index, s.workers), worker_line(w)));
+        }
+    }
     table::key_values(&pairs)
+}
+
+/// One worker in `weir pipeline status`: state, pid, restarts, last committed
+/// checkpoint, last error.
+fn worker_line(w: &WorkerStatus) -> String {
+    let mut line = state_name(w.state);
+    if let Some(pid) = w.pid {
+        line.push_str(&format!(", pid {pid}"));
+    }
+    line.push_str(&format!(
+        ", {} restarts, committed checkpoint {}",
+        w.restarts,
+        table::or_dash(w.last_committed_checkpoint)
+    ));
+    if let Some(e) = &w.last_error {
+        line.push_str(&format!(", last error: {e}"));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -288,6 +338,8 @@ mod tests {
             last_error: Some(format!("module uppercase: {}", "x".repeat(100))),
             savepoint: None,
             created_at: "2026-12-01T04:00:00Z".into(),
+            workers: 1,
+            worker_status: vec![],
         }
     }
 
@@ -347,5 +399,48 @@ mod tests {
             "{list}"
         );
         assert!(list.contains("consumer lag:              -\n"), "{list}");
+        assert!(!list.contains("worker"), "one worker adds nothing: {list}");
+    }
+
+    #[test]
+    fn status_shows_each_of_several_workers() {
+        let mut s = status();
+        s.workers = 2;
+        s.worker_status = vec![
+            WorkerStatus {
+                index: 0,
+                state: PipelineState::Running,
+                pid: Some(42),
+                restarts: 0,
+                last_error: None,
+                last_committed_checkpoint: Some(7),
+                records_in: 5,
+                records_out: 5,
+            },
+            WorkerStatus {
+                index: 1,
+                state: PipelineState::Failed,
+                pid: None,
+                restarts: 3,
+                last_error: Some("boom".into()),
+                last_committed_checkpoint: None,
+                records_in: 5,
+                records_out: 4,
+            },
+        ];
+        let list = status_list(&s);
+        assert!(list.contains("workers:                   2\n"), "{list}");
+        assert!(
+            list.contains(
+                "worker 0/2:                running, pid 42, 0 restarts, committed checkpoint 7\n"
+            ),
+            "{list}"
+        );
+        assert!(
+            list.contains(
+                "worker 1/2:                failed, 3 restarts, committed checkpoint -, last error: boom\n"
+            ),
+            "{list}"
+        );
     }
 }

@@ -6,7 +6,8 @@
 //!   query it makes is by that tenant: the tenant is the token's, never the request's.
 //! - Admin routes take an `AdminAuth`: the admin token, compared in constant time.
 //! - A pipeline's spec is regenerated from the tenant's JSON at every start, so the
-//!   worker always runs with the current namespace, quotas and module paths.
+//!   workers always run with the current namespace, quotas and module paths; all N
+//!   workers of a pipeline run the one generated spec, each as `--worker I/N`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -144,11 +145,13 @@ impl App {
         Ok(vec![(WORKER_PASSWORD_ENV.to_owned(), password)])
     }
 
-    /// Checks a tenant's spec and completes it in its namespace.
+    /// Checks a tenant's spec, to run as `workers` processes, and completes it in its
+    /// namespace.
     pub fn hosted_spec(
         &self,
         tenant: &TenantRow,
         spec: &serde_json::Value,
+        workers: u32,
     ) -> Result<HostedSpec, ApiError> {
         let namespace = self.namespace(&tenant.id);
         let quotas = quotas_over(&tenant.quotas, &self.config.quotas);
@@ -166,15 +169,17 @@ impl App {
                 quotas: &quotas,
                 kafka: &kafka,
                 module_path: &module_path,
+                workers,
             },
         )
     }
 
-    /// Writes the pipeline's generated spec and starts supervising its worker. A start
+    /// Writes the pipeline's generated spec and starts supervising its workers. A start
     /// that fails here (its spec no longer passes, a password is missing) leaves the
     /// pipeline `failed` with the reason, not `starting` for ever. `from_checkpoint`:
-    /// the first worker resumes from this checkpoint explicitly (an upgrade's savepoint);
-    /// restarts resume from their own last committed one.
+    /// a pipeline of one worker resumes from this checkpoint explicitly (an upgrade's
+    /// savepoint); restarts, and workers of N > 1, resume from their own last committed
+    /// one (or rescale from the old workers').
     pub fn start_pipeline(
         &self,
         tenant: &TenantRow,
@@ -200,21 +205,26 @@ impl App {
         row: &PipelineRow,
         from_checkpoint: Option<u64>,
     ) -> Result<(), ApiError> {
-        let hosted = self.hosted_spec(tenant, &row.spec)?;
+        let hosted = self.hosted_spec(tenant, &row.spec, row.workers)?;
         let dir = self.namespace(&tenant.id).pipeline_dir(&row.name);
         std::fs::create_dir_all(dir.root())
             .map_err(|e| ServerError::io("cannot create", dir.root(), e))?;
         std::fs::write(dir.spec(), hosted.toml)
             .map_err(|e| ServerError::io("cannot write", &dir.spec(), e))?;
-        let launch = Launch {
-            program: self.program.clone(),
-            dir,
-            env: self.kafka_password(&tenant.id)?,
-            from_checkpoint,
-            disk_quota: quotas_over(&tenant.quotas, &self.config.quotas).checkpoint_bytes,
-        };
+        let env = self.kafka_password(&tenant.id)?;
+        let disk_quota = quotas_over(&tenant.quotas, &self.config.quotas).checkpoint_bytes;
+        let launches = crate::server::worker::workers(row.workers)
+            .map(|worker| Launch {
+                program: self.program.clone(),
+                dir: dir.clone(),
+                worker,
+                env: env.clone(),
+                from_checkpoint,
+                disk_quota,
+            })
+            .collect();
         self.supervisor
-            .start(&tenant.id, &row.name, launch)
+            .start(&tenant.id, &row.name, launches)
             .map_err(|e| ApiError::from(ServerError::Other(e)))
     }
 

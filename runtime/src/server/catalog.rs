@@ -60,6 +60,8 @@ const MIGRATIONS: &[&str] = &[
          created_at TEXT NOT NULL,
          PRIMARY KEY (tenant, name)
      );",
+    // 1 -> 2: pipelines run as N worker processes; every pipeline so far is one.
+    "ALTER TABLE pipelines ADD COLUMN workers INTEGER NOT NULL DEFAULT 1;",
 ];
 
 /// A tenant's row.
@@ -88,6 +90,8 @@ pub struct PipelineRow {
     pub last_error: Option<String>,
     pub savepoint: Option<u64>,
     pub created_at: String,
+    /// Worker processes it runs as (at least 1).
+    pub workers: u32,
 }
 
 #[derive(Debug)]
@@ -365,8 +369,8 @@ impl Catalog {
             .conn()
             .execute(
                 "INSERT OR IGNORE INTO pipelines
-                   (tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                   (tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at, workers)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     p.tenant,
                     p.name,
@@ -377,7 +381,8 @@ impl Catalog {
                     p.restarts,
                     p.last_error,
                     p.savepoint,
-                    p.created_at
+                    p.created_at,
+                    p.workers
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -389,7 +394,7 @@ impl Catalog {
         self.conn()
             .execute(
                 "UPDATE pipelines SET spec = ?3, modules = ?4, desired = ?5, state = ?6, restarts = ?7,
-                        last_error = ?8, savepoint = ?9
+                        last_error = ?8, savepoint = ?9, workers = ?10
                  WHERE tenant = ?1 AND name = ?2",
                 params![
                     p.tenant,
@@ -400,7 +405,8 @@ impl Catalog {
                     state_text(p.state),
                     p.restarts,
                     p.last_error,
-                    p.savepoint
+                    p.savepoint,
+                    p.workers
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -454,7 +460,7 @@ impl Catalog {
         args: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<PipelineRow>, ServerError> {
         let sql = format!(
-            "SELECT tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at
+            "SELECT tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at, workers
              FROM pipelines {filter} ORDER BY tenant, name"
         );
         self.query(&sql, args, |r| {
@@ -469,6 +475,7 @@ impl Catalog {
                 last_error: r.get(7)?,
                 savepoint: r.get(8)?,
                 created_at: r.get(9)?,
+                workers: r.get(10)?,
             })
         })
     }

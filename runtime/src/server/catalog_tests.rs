@@ -24,6 +24,7 @@ fn pipeline(tenant: &str, name: &str, module: &str) -> PipelineRow {
         last_error: None,
         savepoint: None,
         created_at: now(),
+        workers: 1,
     }
 }
 

@@ -21,6 +21,7 @@
 //! [quotas]                         # defaults for tenants that do not set their own
 //! pipelines = 10
 //! module_bytes = 268435456
+//! workers = 2                      # worker processes per pipeline; parallelism is per worker
 //!
 //! [[tenants]]
 //! id = "team-a"
@@ -147,6 +148,11 @@ pub struct TenantKafka {
     pub password_file: Option<PathBuf>,
 }
 
+/// Worker processes per pipeline when neither the tenant nor `[quotas]` says: each
+/// costs a process (about 30 MiB RSS before its guests), so a tenant gets 2 unless the
+/// operator grants more.
+pub const DEFAULT_WORKERS_QUOTA: u32 = 2;
+
 /// Quotas when neither the tenant nor the server's `[quotas]` set one.
 pub fn builtin_quotas() -> Quotas {
     Quotas {
@@ -155,6 +161,7 @@ pub fn builtin_quotas() -> Quotas {
         guest_memory: Some(256 << 20),
         call_timeout_ms: Some(1_000),
         parallelism: Some(4),
+        workers: Some(DEFAULT_WORKERS_QUOTA),
         checkpoint_bytes: Some(10 << 30),
     }
 }
@@ -167,6 +174,7 @@ pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
         guest_memory: quotas.guest_memory.or(defaults.guest_memory),
         call_timeout_ms: quotas.call_timeout_ms.or(defaults.call_timeout_ms),
         parallelism: quotas.parallelism.or(defaults.parallelism),
+        workers: quotas.workers.or(defaults.workers),
         checkpoint_bytes: quotas.checkpoint_bytes.or(defaults.checkpoint_bytes),
     }
 }

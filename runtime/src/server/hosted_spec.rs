@@ -8,7 +8,10 @@
 //! - It touches nothing outside the tenant's namespace: sources are `kafka` or
 //!   `generator`, sinks `kafka` (no files or stdio on a shared host); every topic lies
 //!   under the tenant's prefix; every step's module is one of the tenant's, by id.
-//! - It stays within the tenant's quotas: `parallelism`, guest `memory`, `call_timeout`.
+//! - It stays within the tenant's quotas: `parallelism` (per worker), guest `memory`,
+//!   `call_timeout`, and the number of workers it runs as (`workers`, at least 1).
+//! - Run as N > 1 workers, it is one `PipelineSpec::for_worker` accepts: the rules of
+//!   what workers can compute live there alone, and its one-line reason is the refusal.
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
 //!   runtime's defaults: `batch_bytes`, an aggregate's `cache_entries` and
 //!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed).
@@ -49,6 +52,8 @@ pub struct HostedContext<'a> {
     pub kafka: &'a KafkaAccess,
     /// Path of each of the tenant's modules, by id.
     pub module_path: &'a dyn Fn(&str) -> Option<std::path::PathBuf>,
+    /// Worker processes the pipeline is to run as.
+    pub workers: u32,
 }
 
 /// A checked hosted spec: its name, its modules by step, and the TOML the worker runs.
@@ -95,12 +100,34 @@ impl HostedSpec {
         let parsed = PipelineSpec::parse(&toml, dir.root(), "spec")
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         check_host_buffers(&parsed)?;
+        check_workers(&parsed, ctx.workers, ctx.quotas)?;
         Ok(HostedSpec {
             name,
             modules,
             toml,
         })
     }
+}
+
+/// Refuses a number of workers outside 1..=the tenant's quota, or more than one for a
+/// spec that cannot run as workers (`PipelineSpec::for_worker` says why).
+fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(), ApiError> {
+    let quota = quotas.workers.unwrap_or(1);
+    if workers == 0 {
+        return Err(ApiError::bad_request(
+            "workers: 0: a pipeline runs as one worker at least",
+        ));
+    }
+    if workers > quota {
+        return Err(ApiError::bad_request(format!(
+            "workers: {workers} exceeds the tenant's quota of {quota} workers per pipeline (quota workers)"
+        )));
+    }
+    let worker = crate::cluster::Worker::new(0, workers)
+        .map_err(|e| ApiError::bad_request(format!("workers: {e}")))?;
+    spec.for_worker(worker)
+        .map(drop)
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// Refuses host buffers above the runtime's defaults (see the module doc), naming the

@@ -17,6 +17,11 @@ fn spec() -> Value {
 }
 
 fn build_in(dir: &Path, spec: &Value) -> Result<HostedSpec, ApiError> {
+    build_as_workers(dir, spec, 1)
+}
+
+/// `spec` built to run as `workers` processes, the tenant's quota being 3.
+fn build_as_workers(dir: &Path, spec: &Value, workers: u32) -> Result<HostedSpec, ApiError> {
     let module_file = dir.join(format!("{MODULE}.wasm"));
     std::fs::write(&module_file, b"not read here").expect("module file");
     let ns = TenantNamespace::new(dir, "a");
@@ -24,6 +29,7 @@ fn build_in(dir: &Path, spec: &Value) -> Result<HostedSpec, ApiError> {
         parallelism: Some(2),
         guest_memory: Some(128 << 20),
         call_timeout_ms: Some(500),
+        workers: Some(3),
         ..Quotas::default()
     };
     let kafka = KafkaAccess {
@@ -38,6 +44,7 @@ fn build_in(dir: &Path, spec: &Value) -> Result<HostedSpec, ApiError> {
             quotas: &quotas,
             kafka: &kafka,
             module_path: &module_path,
+            workers,
         },
     )
 }
@@ -224,4 +231,65 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
     s["sources"][0]["buffer_bytes"] = json!("1MiB");
     s["batch_bytes"] = json!("1MiB");
     build_in(dir.path(), &s).expect("smaller buffers are accepted");
+}
+
+fn workers_refusal(spec: &Value, workers: u32) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_as_workers(dir.path(), spec, workers)
+        .expect_err("refused")
+        .message()
+        .to_owned()
+}
+
+/// The word count: a map, then an unwindowed keyed aggregate, Kafka in and out.
+fn keyed_spec() -> Value {
+    let mut s = spec();
+    s["steps"]
+        .as_array_mut()
+        .expect("steps")
+        .push(json!({"type": "aggregate", "name": "count", "module": MODULE}));
+    s
+}
+
+#[test]
+fn a_keyed_kafka_spec_runs_as_workers_within_the_quota() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for workers in 1..=3 {
+        build_as_workers(dir.path(), &keyed_spec(), workers).expect("accepted");
+    }
+}
+
+#[test]
+fn workers_over_the_quota_or_none_are_refused_naming_the_quota() {
+    assert_eq!(
+        workers_refusal(&spec(), 4),
+        "workers: 4 exceeds the tenant's quota of 3 workers per pipeline (quota workers)"
+    );
+    assert_eq!(
+        workers_refusal(&spec(), 0),
+        "workers: 0: a pipeline runs as one worker at least"
+    );
+}
+
+#[test]
+fn a_spec_that_cannot_run_as_workers_is_refused_with_for_workers_reason() {
+    let mut generator = spec();
+    generator["sources"] = json!([{"type": "generator", "count": 10}]);
+    let line = workers_refusal(&generator, 2);
+    assert!(
+        line.starts_with("pipeline wc, worker 0/2: source ")
+            && line.contains("is a generator source, which every worker would read whole"),
+        "{line}"
+    );
+    let mut windowed = keyed_spec();
+    windowed["steps"][1]["window"] = json!({"type": "tumbling", "size": "1s"});
+    let line = workers_refusal(&windowed, 2);
+    assert!(
+        line.contains("step count is a windowed aggregate"),
+        "{line}"
+    );
+    assert_eq!(line.lines().count(), 1, "{line}");
+    // One worker runs either as it always did.
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_as_workers(dir.path(), &generator, 1).expect("a generator as one worker");
 }

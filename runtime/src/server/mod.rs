@@ -1,8 +1,9 @@
 //! `weir serve`: the multi-tenant hosting server.
 //!
 //! The control plane is an HTTP JSON API (`api`) over a SQLite catalog (`catalog`);
-//! the data plane is one worker process per pipeline (`worker`), each the same code
-//! path as `weir run`, started and restarted by the `supervisor`.
+//! the data plane is N >= 1 worker processes per pipeline (`worker`), each the same
+//! code path as `weir run` (`--worker I/N`), started and restarted one by one by the
+//! `supervisor`.
 //!
 //! Invariants:
 //! - A tenant reaches only its own objects (`app::TenantAuth`, every catalog query by
@@ -30,6 +31,7 @@ pub mod supervisor;
 pub mod tokens;
 pub mod wire;
 pub mod worker;
+pub mod worker_states;
 
 use std::path::PathBuf;
 use std::sync::Arc;

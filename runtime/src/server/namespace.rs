@@ -8,11 +8,17 @@
 //!   no `.`, so no tenant's prefix is a prefix of another's (`a.` vs `ab.`).
 //! - Files: everything of tenant `t` lies under `{data_dir}/tenants/{t}/`, and of its
 //!   pipeline `p` under `.../pipelines/{p}/`: the generated spec, state, checkpoints,
-//!   worker log and status. Both components are checked ids (`ids`), so no path
+//!   worker logs and status files. Both components are checked ids (`ids`), so no path
 //!   escapes it.
+//! - A pipeline of one worker (0/1) has the files it had before workers existed
+//!   (`worker.log`, `status.json`, checkpoints in `checkpoints/`); worker I of N > 1
+//!   has its own, named as the runtime names its places (`worker-<I>-of-<N>`):
+//!   `worker-<I>-of-<N>.log`, `worker-<I>-of-<N>.status.json`, and its checkpoints in
+//!   `checkpoints/worker-<I>-of-<N>/` (where `PipelineSpec::for_worker` puts them).
 
 use std::path::{Path, PathBuf};
 
+use crate::cluster::Worker;
 use crate::connector::kafka::KafkaNames;
 
 #[derive(Debug, Clone)]
@@ -72,13 +78,26 @@ impl PipelineDir {
     pub fn checkpoints(&self) -> PathBuf {
         self.0.join("checkpoints")
     }
-    /// The worker's stderr, appended to over restarts.
-    pub fn log(&self) -> PathBuf {
-        self.0.join("worker.log")
+    /// A worker's stderr, appended to over restarts.
+    pub fn log(&self, worker: Worker) -> PathBuf {
+        match worker.dir_name() {
+            None => self.0.join("worker.log"),
+            Some(name) => self.0.join(format!("{name}.log")),
+        }
     }
-    /// The worker's counters and last checkpoint, rewritten once a second.
-    pub fn status(&self) -> PathBuf {
-        self.0.join("status.json")
+    /// A worker's counters and last checkpoint, rewritten once a second.
+    pub fn status(&self, worker: Worker) -> PathBuf {
+        match worker.dir_name() {
+            None => self.0.join("status.json"),
+            Some(name) => self.0.join(format!("{name}.status.json")),
+        }
+    }
+    /// A worker's checkpoint storage.
+    pub fn worker_checkpoints(&self, worker: Worker) -> PathBuf {
+        match worker.dir_name() {
+            None => self.checkpoints(),
+            Some(name) => self.checkpoints().join(name),
+        }
     }
 }
 
@@ -110,5 +129,21 @@ mod tests {
         let dir = ns.pipeline_dir("p");
         assert_eq!(dir.spec(), Path::new("/d/tenants/a/pipelines/p/spec.toml"));
         assert!(dir.checkpoints().starts_with("/d/tenants/a/"));
+    }
+
+    #[test]
+    fn one_worker_keeps_its_old_files_and_each_of_n_has_its_own() {
+        let dir = TenantNamespace::new(Path::new("/d"), "a").pipeline_dir("p");
+        let root = Path::new("/d/tenants/a/pipelines/p");
+        assert_eq!(dir.log(Worker::SINGLE), root.join("worker.log"));
+        assert_eq!(dir.status(Worker::SINGLE), root.join("status.json"));
+        assert_eq!(dir.worker_checkpoints(Worker::SINGLE), root.join("checkpoints"));
+        let w = Worker::new(1, 3).expect("worker");
+        assert_eq!(dir.log(w), root.join("worker-1-of-3.log"));
+        assert_eq!(dir.status(w), root.join("worker-1-of-3.status.json"));
+        assert_eq!(
+            dir.worker_checkpoints(w),
+            root.join("checkpoints/worker-1-of-3")
+        );
     }
 }

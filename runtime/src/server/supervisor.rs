@@ -1,26 +1,34 @@
-//! The supervisor: one thread per started pipeline, which runs its worker process,
-//! restarts it after a failure and records what happened in the catalog.
+//! The supervisor: for every started pipeline, one thread per worker process (a
+//! pipeline runs as N >= 1 workers), which runs its worker, restarts it after a
+//! failure and records what happened, per worker and summed up for the pipeline.
 //!
 //! Invariants:
-//! - At most one worker per pipeline: `start` of a supervised pipeline is a no-op (and
-//!   the worker's state-dir lock would refuse a second one anyway).
-//! - A worker that exits non-zero without being asked to is restarted after a backoff
-//!   that starts at `restart_backoff` and doubles up to `max_backoff`; it resumes from
-//!   its last committed checkpoint (plain `weir run`), so restarts never lose or
-//!   duplicate output. After `restart_limit` failures in a row the pipeline is left
-//!   `failed` with the worker's last error. A failure after the worker committed a
-//!   checkpoint of its own starts a new row of failures.
-//! - A stop asks the worker to stop after one more committed checkpoint (SIGTERM) and
+//! - At most one process per worker: `start` of a pipeline whose workers all run is a
+//!   no-op, and starts only the workers whose thread ended (one that failed past its
+//!   limit) when some still run (the worker's state-dir lock would refuse a second one
+//!   anyway).
+//! - Each worker is supervised on its own: one that exits non-zero without being asked
+//!   to is restarted alone, after a backoff that starts at `restart_backoff` and
+//!   doubles up to `max_backoff`, while the others keep running; it resumes from its
+//!   own last committed checkpoint (plain `weir run`, `--worker I/N`), so restarts never
+//!   lose or duplicate output. After `restart_limit` failures in a row of one worker,
+//!   that worker is left `failed` with its last error, and so is the pipeline
+//!   (`worker_states::summarize` names the worker); the others keep running until the
+//!   tenant stops or restarts the pipeline.
+//! - A request (stop, shutdown, delete, disk quota) is the pipeline's: it reaches every
+//!   worker. A stop asks each to stop after one more committed checkpoint (SIGTERM) and
 //!   waits `stop_timeout` for it, then kills it (recovery replays from the last
-//!   committed checkpoint, so even that loses nothing). The last complete checkpoint
-//!   after a stop is the pipeline's savepoint.
+//!   committed checkpoint, so even that loses nothing). The last complete checkpoint of
+//!   every worker after a stop is the pipeline's savepoint. A pipeline whose directory
+//!   (all its workers' state and checkpoints) outgrows the disk quota has every worker
+//!   killed and is left `failed`, not restarted.
 //! - A failed worker affects its own pipeline only: nothing here shares a process,
-//!   thread or lock with another pipeline's worker.
+//!   thread or lock with another pipeline's workers.
 
 use std::collections::HashMap;
 use std::process::Child;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,15 +37,17 @@ use nix::unistd::Pid;
 
 use crate::server::catalog::{Catalog, RunRecord};
 use crate::server::config::WorkersConfig;
-use crate::server::metrics::ServerMetrics;
+use crate::server::metrics::{ServerMetrics, TenantLabel};
+use crate::server::namespace::PipelineDir;
 use crate::server::wire::PipelineState;
-use crate::server::worker::{Launch, last_complete_checkpoint, last_error};
+use crate::server::worker::{Launch, last_error, pipeline_checkpoint};
+use crate::server::worker_states::{WorkerView, summarize};
 
 const POLL: Duration = Duration::from_millis(50);
-/// How often a running worker's directory is measured against the disk quota.
+/// How often a running pipeline's directory is measured against the disk quota.
 const DISK_CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// What the supervisor was asked to do with a running worker.
+/// What the supervisor was asked to do with a pipeline's running workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Request {
@@ -49,44 +59,118 @@ enum Request {
     Shutdown = 2,
     /// The pipeline is being deleted: kill at once.
     Kill = 3,
+    /// The pipeline outgrew its disk quota: kill at once, leave it `failed`.
+    OverQuota = 4,
 }
 
-#[derive(Debug, Default)]
-struct Control {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here leaves its data whole: a poisoned lock is usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Key = (String, String);
+
+/// What the threads of one pipeline share.
+#[derive(Debug)]
+struct Shared {
+    key: Key,
     request: AtomicU8,
-    pid: AtomicI32,
+    /// One per worker, by index; the pids signalled by `ask`.
+    views: Mutex<Vec<WorkerView>>,
+    /// Why the pipeline was killed for its disk use.
+    over_quota: Mutex<Option<String>>,
+    measured_at: Mutex<Instant>,
+    catalog: Arc<Catalog>,
+    metrics: Arc<ServerMetrics>,
 }
 
-impl Control {
+impl Shared {
     fn request(&self) -> Request {
         match self.request.load(Ordering::SeqCst) {
             1 => Request::Stop,
             2 => Request::Shutdown,
             3 => Request::Kill,
+            4 => Request::OverQuota,
             _ => Request::None,
         }
     }
+
+    /// Records `request` and signals every running worker. A worker whose pid is not
+    /// known yet sees the request right after it records its pid (see `run_once`).
     fn ask(&self, request: Request) {
         self.request.store(request as u8, Ordering::SeqCst);
-        let pid = self.pid.load(Ordering::SeqCst);
         let signal = match request {
-            Request::Kill => Signal::SIGKILL,
+            Request::Kill | Request::OverQuota => Signal::SIGKILL,
             _ => Signal::SIGTERM,
         };
-        if pid > 0 {
+        for pid in lock(&self.views).iter().filter_map(|v| v.pid) {
             // Gone already: its thread sees the exit.
-            let _ = kill(Pid::from_raw(pid), signal);
+            let _ = kill(Pid::from_raw(pid as i32), signal);
         }
+    }
+
+    fn labels(&self) -> TenantLabel {
+        TenantLabel {
+            tenant: self.key.0.clone(),
+        }
+    }
+
+    /// Changes worker `index`'s view; with `record`, writes the pipeline's summary to
+    /// the catalog (under the views' lock, so writes follow changes in order).
+    fn update(&self, index: usize, record: bool, change: impl FnOnce(&mut WorkerView)) {
+        let mut views = lock(&self.views);
+        if let Some(view) = views.get_mut(index) {
+            change(view);
+        }
+        if record {
+            let summary = summarize(&views);
+            self.write(&RunRecord {
+                state: summary.state,
+                restarts: summary.restarts,
+                last_error: summary.last_error.as_deref(),
+                savepoint: None,
+            });
+        }
+    }
+
+    fn write(&self, record: &RunRecord<'_>) {
+        let (tenant, name) = &self.key;
+        self.metrics
+            .pipeline_state_changes
+            .get_or_create(&self.labels())
+            .inc();
+        if let Err(e) = self.catalog.record_run(tenant, name, record) {
+            tracing::error!(%tenant, pipeline = %name, error = %e, "cannot record the pipeline's state");
+        }
+    }
+
+    fn restarts(&self) -> u32 {
+        lock(&self.views).iter().map(|v| v.restarts).sum()
     }
 }
 
 #[derive(Debug)]
 struct Supervised {
-    control: Arc<Control>,
-    thread: JoinHandle<()>,
+    shared: Arc<Shared>,
+    dir: PipelineDir,
+    /// One per worker, by index.
+    threads: Vec<JoinHandle<()>>,
 }
 
-type Key = (String, String);
+impl Supervised {
+    fn alive(&self) -> usize {
+        self.threads.iter().filter(|t| !t.is_finished()).count()
+    }
+}
+
+/// A pipeline whose workers `Supervisor::end` ended.
+struct Ended {
+    shared: Arc<Shared>,
+    dir: PipelineDir,
+    count: u32,
+    /// Whether any of its workers still ran when asked.
+    was_running: bool,
+}
 
 #[derive(Debug)]
 pub struct Supervisor {
@@ -106,79 +190,174 @@ impl Supervisor {
         }
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Supervised>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    fn running(&self) -> MutexGuard<'_, HashMap<Key, Supervised>> {
+        lock(&self.running)
+    }
+
+    fn key(tenant: &str, name: &str) -> Key {
+        (tenant.to_owned(), name.to_owned())
     }
 
     /// Whether a worker thread of this pipeline is alive.
     pub fn is_supervised(&self, tenant: &str, name: &str) -> bool {
         self.running()
-            .get(&(tenant.to_owned(), name.to_owned()))
-            .is_some_and(|s| !s.thread.is_finished())
+            .get(&Self::key(tenant, name))
+            .is_some_and(|s| s.alive() > 0)
     }
 
-    /// Starts supervising a pipeline (no-op if it already is).
-    pub fn start(&self, tenant: &str, name: &str, launch: Launch) -> Result<(), String> {
-        let key = (tenant.to_owned(), name.to_owned());
+    /// Whether every worker thread of this pipeline is alive.
+    pub fn is_fully_supervised(&self, tenant: &str, name: &str) -> bool {
+        self.running()
+            .get(&Self::key(tenant, name))
+            .is_some_and(|s| s.alive() == s.threads.len())
+    }
+
+    /// The workers of this pipeline as they were last seen (since this server started
+    /// supervising it), by index.
+    pub fn workers(&self, tenant: &str, name: &str) -> Option<Vec<WorkerView>> {
+        let running = self.running();
+        let s = running.get(&Self::key(tenant, name))?;
+        Some(lock(&s.shared.views).clone())
+    }
+
+    /// Starts supervising a pipeline's workers, one `Launch` each, by index. Of a
+    /// pipeline some of whose workers still run, starts only those whose thread ended
+    /// (with as many workers as before).
+    pub fn start(&self, tenant: &str, name: &str, launches: Vec<Launch>) -> Result<(), String> {
+        let key = Self::key(tenant, name);
         let mut running = self.running();
-        if running.get(&key).is_some_and(|s| !s.thread.is_finished()) {
+        if let Some(s) = running.get_mut(&key).filter(|s| s.alive() > 0) {
+            if s.threads.len() != launches.len() {
+                return Err(format!(
+                    "{} of its {} workers still run: stop the pipeline before changing its number of workers",
+                    s.alive(),
+                    s.threads.len()
+                ));
+            }
+            for (index, launch) in launches.into_iter().enumerate() {
+                if s.threads[index].is_finished() {
+                    s.shared
+                        .update(index, false, |v| *v = WorkerView::new(launch.worker));
+                    s.threads[index] = self.spawn(&s.shared, index, launch)?;
+                }
+            }
             return Ok(());
         }
-        let control = Arc::new(Control::default());
-        let run = Run {
+        let Some(dir) = launches.first().map(|l| l.dir.clone()) else {
+            return Err("a pipeline runs as one worker at least".into());
+        };
+        let shared = Arc::new(Shared {
             key: key.clone(),
-            launch,
-            control: control.clone(),
-            config: self.config.clone(),
+            request: AtomicU8::new(Request::None as u8),
+            views: Mutex::new(launches.iter().map(|l| WorkerView::new(l.worker)).collect()),
+            over_quota: Mutex::new(None),
+            measured_at: Mutex::new(Instant::now()),
             catalog: self.catalog.clone(),
             metrics: self.metrics.clone(),
-        };
-        let thread = std::thread::Builder::new()
-            .name(format!("supervise-{tenant}-{name}"))
-            .spawn(move || run.supervise())
-            .map_err(|e| format!("cannot start a supervisor thread: {e}"))?;
-        running.insert(key, Supervised { control, thread });
+        });
+        let mut threads = Vec::with_capacity(launches.len());
+        for (index, launch) in launches.into_iter().enumerate() {
+            match self.spawn(&shared, index, launch) {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    // The ones started stop again: a pipeline runs whole or not at all.
+                    shared.ask(Request::Kill);
+                    threads.into_iter().for_each(|t: JoinHandle<()>| {
+                        let _ = t.join();
+                    });
+                    return Err(e);
+                }
+            }
+        }
+        running.insert(
+            key,
+            Supervised {
+                shared,
+                dir,
+                threads,
+            },
+        );
         Ok(())
     }
 
-    /// Stops a pipeline's worker and waits for it (its thread records the outcome).
-    pub fn stop(&self, tenant: &str, name: &str) {
-        self.end(tenant, name, Request::Stop);
+    fn spawn(
+        &self,
+        shared: &Arc<Shared>,
+        index: usize,
+        launch: Launch,
+    ) -> Result<JoinHandle<()>, String> {
+        let run = Run {
+            index,
+            launch,
+            shared: shared.clone(),
+            config: self.config.clone(),
+        };
+        let (tenant, name) = &shared.key;
+        std::thread::Builder::new()
+            .name(format!("supervise-{tenant}-{name}-{index}"))
+            .spawn(move || run.supervise())
+            .map_err(|e| format!("cannot start a supervisor thread: {e}"))
     }
 
-    /// Kills a pipeline's worker at once and waits for its thread.
+    /// Stops a pipeline's workers, each after a final checkpoint, waits for them and
+    /// records the pipeline `stopped` with its savepoint (if any worker still ran).
+    pub fn stop(&self, tenant: &str, name: &str) {
+        let Some(ended) = self.end(tenant, name, Request::Stop) else {
+            return;
+        };
+        if ended.was_running {
+            let savepoint = pipeline_checkpoint(&ended.dir, ended.count);
+            ended.shared.write(&RunRecord {
+                state: PipelineState::Stopped,
+                restarts: ended.shared.restarts(),
+                last_error: None,
+                savepoint,
+            });
+        }
+    }
+
+    /// Kills a pipeline's workers at once and waits for their threads.
     pub fn kill(&self, tenant: &str, name: &str) {
         self.end(tenant, name, Request::Kill);
     }
 
-    fn end(&self, tenant: &str, name: &str, request: Request) {
-        let supervised = self.running().remove(&(tenant.to_owned(), name.to_owned()));
-        if let Some(s) = supervised {
-            s.control.ask(request);
-            let _ = s.thread.join();
+    /// Asks every worker of the pipeline to end and waits for their threads.
+    fn end(&self, tenant: &str, name: &str, request: Request) -> Option<Ended> {
+        let s = self.running().remove(&Self::key(tenant, name))?;
+        let was_running = s.alive() > 0;
+        s.shared.ask(request);
+        let count = s.threads.len() as u32;
+        for t in s.threads {
+            let _ = t.join();
         }
+        Some(Ended {
+            shared: s.shared,
+            dir: s.dir,
+            count,
+            was_running,
+        })
     }
 
     /// Stops every worker with a final checkpoint, leaving the catalog as it is.
     pub fn shutdown(&self) {
         let all: Vec<Supervised> = self.running().drain().map(|(_, s)| s).collect();
         for s in &all {
-            s.control.ask(Request::Shutdown);
+            s.shared.ask(Request::Shutdown);
         }
         for s in all {
-            let _ = s.thread.join();
+            for t in s.threads {
+                let _ = t.join();
+            }
         }
     }
 }
 
-/// One supervised pipeline, on its own thread.
+/// One supervised worker, on its own thread.
 struct Run {
-    key: Key,
+    index: usize,
     launch: Launch,
-    control: Arc<Control>,
+    shared: Arc<Shared>,
     config: WorkersConfig,
-    catalog: Arc<Catalog>,
-    metrics: Arc<ServerMetrics>,
 }
 
 /// How one worker process ended.
@@ -186,8 +365,6 @@ enum Exit {
     Requested(Request),
     Finished,
     Failed(String),
-    /// Killed for using more disk than its quota: not restarted.
-    OverQuota(String),
 }
 
 impl Run {
@@ -205,28 +382,25 @@ impl Run {
                     self.record(PipelineState::Finished, restarts, None);
                     return;
                 }
-                Exit::OverQuota(error) => {
-                    self.record(PipelineState::Failed, restarts, Some(&error));
-                    return;
-                }
                 Exit::Failed(error) => {
                     restarts += 1;
                     failures_in_a_row += 1;
-                    self.metrics
+                    self.shared
+                        .metrics
                         .worker_restarts
-                        .get_or_create(&self.labels())
+                        .get_or_create(&self.shared.labels())
                         .inc();
-                    tracing::warn!(tenant = %self.key.0, pipeline = %self.key.1, %error, failures_in_a_row, "worker failed");
+                    tracing::warn!(tenant = %self.shared.key.0, pipeline = %self.shared.key.1, worker = %self.launch.worker, %error, failures_in_a_row, "worker failed");
                     if failures_in_a_row > self.config.restart_limit {
-                        self.record(PipelineState::Failed, restarts, Some(&format!(
+                        self.record(PipelineState::Failed, restarts, Some(format!(
                             "{error} (failed {failures_in_a_row} times in a row; restart limit {})",
                             self.config.restart_limit
                         )));
                         return;
                     }
-                    self.record(PipelineState::Restarting, restarts, Some(&error));
+                    self.record(PipelineState::Restarting, restarts, Some(error));
                     if !self.wait_out(backoff) {
-                        return self.requested(self.control.request(), restarts);
+                        return self.requested(self.shared.request(), restarts);
                     }
                     backoff = (backoff * 2).min(self.config.max_backoff);
                 }
@@ -234,42 +408,53 @@ impl Run {
         }
     }
 
-    /// Ends supervision on a request: a tenant's stop records the state and savepoint;
-    /// a shutdown or a delete leaves the catalog to the server.
+    /// Ends this worker's supervision on a request: a stop marks it stopped (the
+    /// supervisor records the pipeline's state and savepoint once all are); a disk
+    /// quota leaves it failed; a shutdown or a delete leaves the catalog to the server.
     fn requested(&self, request: Request, restarts: u32) {
-        if request == Request::Stop {
-            let savepoint = last_complete_checkpoint(&self.launch.dir);
-            self.record_stop(restarts, savepoint);
+        match request {
+            Request::Stop => self.shared.update(self.index, false, |v| {
+                v.state = PipelineState::Stopped;
+                v.restarts = restarts;
+            }),
+            Request::OverQuota => {
+                let error = lock(&self.shared.over_quota).clone();
+                self.record(PipelineState::Failed, restarts, error);
+            }
+            Request::None | Request::Shutdown | Request::Kill => {}
         }
     }
 
-    fn labels(&self) -> crate::server::metrics::TenantLabel {
-        crate::server::metrics::TenantLabel {
-            tenant: self.key.0.clone(),
-        }
+    fn record(&self, state: PipelineState, restarts: u32, error: Option<String>) {
+        self.shared.update(self.index, true, |v| {
+            v.state = state;
+            v.restarts = restarts;
+            if error.is_some() {
+                v.last_error = error;
+            }
+        });
     }
 
     /// Starts the worker and waits for it to end.
     fn run_once(&self) -> Exit {
-        let _ = std::fs::remove_file(self.launch.dir.status());
+        let worker = self.launch.worker;
+        let _ = std::fs::remove_file(self.launch.dir.status(worker));
         let mut child = match self.launch.spawn() {
             Ok(child) => child,
             Err(e) => return Exit::Failed(e.to_string()),
         };
-        self.control.pid.store(child.id() as i32, Ordering::SeqCst);
+        self.shared
+            .update(self.index, false, |v| v.pid = Some(child.id()));
         // A request that came before the pid was known.
-        if self.control.request() != Request::None {
-            self.control.ask(self.control.request());
+        if self.shared.request() != Request::None {
+            self.shared.ask(self.shared.request());
         }
-        let (status, over_quota) = self.wait(&mut child);
-        self.control.pid.store(0, Ordering::SeqCst);
-        if let Some(error) = over_quota {
-            return Exit::OverQuota(error);
-        }
-        match (self.control.request(), status) {
+        let status = self.wait(&mut child);
+        self.shared.update(self.index, false, |v| v.pid = None);
+        match (self.shared.request(), status) {
             (Request::None, Some(s)) if s.success() => Exit::Finished,
             (Request::None, status) => Exit::Failed(
-                last_error(&self.launch.dir.log()).unwrap_or_else(|| match status {
+                last_error(&self.launch.dir.log(worker)).unwrap_or_else(|| match status {
                     Some(s) => format!("the worker exited with {s}"),
                     None => "the worker could not be waited for".into(),
                 }),
@@ -278,37 +463,49 @@ impl Run {
         }
     }
 
-    /// Waits for the child; once a stop is asked, for at most `stop_timeout`. Kills it
-    /// (and says why) if its directory grows past the disk quota.
-    fn wait(&self, child: &mut Child) -> (Option<std::process::ExitStatus>, Option<String>) {
+    /// Waits for the child; once a stop is asked, for at most `stop_timeout`. Kills the
+    /// pipeline's workers (and says why) if its directory grows past the disk quota.
+    fn wait(&self, child: &mut Child) -> Option<std::process::ExitStatus> {
         let mut asked_at: Option<Instant> = None;
-        let mut measured_at = Instant::now();
-        let mut over_quota = None;
         loop {
             match child.try_wait() {
-                Ok(Some(status)) => return (Some(status), over_quota),
+                Ok(Some(status)) => return Some(status),
                 Ok(None) => {}
-                Err(_) => return (None, over_quota),
+                Err(_) => return None,
             }
-            if over_quota.is_none() && measured_at.elapsed() > DISK_CHECK_EVERY {
-                measured_at = Instant::now();
-                over_quota = self.over_disk_quota();
-                if over_quota.is_some() {
+            if self.shared.request() == Request::None
+                && let Some(error) = self.over_disk_quota()
+            {
+                *lock(&self.shared.over_quota) = Some(error);
+                self.shared.ask(Request::OverQuota);
+            }
+            match self.shared.request() {
+                Request::None => {}
+                Request::Kill | Request::OverQuota => {
                     let _ = child.kill();
                 }
-            }
-            if self.control.request() != Request::None {
-                let at = *asked_at.get_or_insert_with(Instant::now);
-                if at.elapsed() > self.config.stop_timeout {
-                    let _ = child.kill();
+                Request::Stop | Request::Shutdown => {
+                    let at = *asked_at.get_or_insert_with(Instant::now);
+                    if at.elapsed() > self.config.stop_timeout {
+                        let _ = child.kill();
+                    }
                 }
             }
             std::thread::sleep(POLL);
         }
     }
 
+    /// The pipeline's directory (every worker's state and checkpoints) measured against
+    /// the quota, by whichever worker's thread comes first every `DISK_CHECK_EVERY`.
     fn over_disk_quota(&self) -> Option<String> {
         let quota = self.launch.disk_quota?;
+        {
+            let mut measured_at = lock(&self.shared.measured_at);
+            if measured_at.elapsed() <= DISK_CHECK_EVERY {
+                return None;
+            }
+            *measured_at = Instant::now();
+        }
         let used = crate::server::worker::disk_usage(self.launch.dir.root());
         (used > quota).then(|| {
             format!("the pipeline's state and checkpoints take {used} bytes, over the tenant's quota of {quota}: stopped")
@@ -319,40 +516,15 @@ impl Run {
     fn wait_out(&self, backoff: Duration) -> bool {
         let until = Instant::now() + backoff;
         while Instant::now() < until {
-            if self.control.request() != Request::None {
+            if self.shared.request() != Request::None {
                 return false;
             }
             std::thread::sleep(POLL);
         }
-        self.control.request() == Request::None
-    }
-
-    fn record(&self, state: PipelineState, restarts: u32, error: Option<&str>) {
-        self.write(RunRecord {
-            state,
-            restarts,
-            last_error: error,
-            savepoint: None,
-        });
-    }
-
-    fn record_stop(&self, restarts: u32, savepoint: Option<u64>) {
-        self.write(RunRecord {
-            state: PipelineState::Stopped,
-            restarts,
-            last_error: None,
-            savepoint,
-        });
-    }
-
-    fn write(&self, record: RunRecord<'_>) {
-        let (tenant, name) = &self.key;
-        self.metrics
-            .pipeline_state_changes
-            .get_or_create(&self.labels())
-            .inc();
-        if let Err(e) = self.catalog.record_run(tenant, name, &record) {
-            tracing::error!(%tenant, pipeline = %name, error = %e, "cannot record the pipeline's state");
-        }
+        self.shared.request() == Request::None
     }
 }
+
+#[cfg(test)]
+#[path = "supervisor_tests.rs"]
+mod tests;

@@ -28,8 +28,11 @@ pub struct Quotas {
     pub guest_memory: Option<u64>,
     /// CPU deadline per guest call, milliseconds (the spec's `limits.call_timeout` at most).
     pub call_timeout_ms: Option<u64>,
-    /// Subtasks per operator (the spec's `parallelism` at most).
+    /// Subtasks per operator in each worker (the spec's `parallelism` at most).
     pub parallelism: Option<u32>,
+    /// Worker processes per pipeline (a create's or upgrade's `workers` at most).
+    #[schema(minimum = 1)]
+    pub workers: Option<u32>,
     /// Bytes of state and checkpoints per pipeline; a pipeline over it is stopped as failed.
     pub checkpoint_bytes: Option<u64>,
 }
@@ -92,30 +95,48 @@ pub struct CreatePipeline {
     /// Start it at once (default true).
     #[serde(default = "yes")]
     pub start: bool,
+    /// Worker processes to run it as (default 1: the whole pipeline in one process),
+    /// at most the tenant's `workers` quota. With more than one, every source must be
+    /// a Kafka source and a keyed step shuffles through the pipeline's repartition
+    /// topic (see the README's Workers section); a spec that cannot run so is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub workers: Option<u32>,
 }
 
 fn yes() -> bool {
     true
 }
 
-/// `POST /v1/pipelines/{name}/upgrade`: new module ids by step name, started from the
-/// pipeline's savepoint with its state.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+/// `POST /v1/pipelines/{name}/upgrade`: new module ids by step name and/or a new number
+/// of workers, started from the pipeline's savepoint with its state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpgradePipeline {
+    /// New module ids by step name (or `step-N`); none: the modules stay.
+    #[serde(default)]
     pub modules: BTreeMap<String, String>,
+    /// Run the pipeline as this many workers from now on (a rescale: the new workers
+    /// take over the old ones' savepoints); absent: as many as before. Rescaling
+    /// between one worker and several is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub workers: Option<u32>,
 }
 
-/// Where a pipeline is.
+/// Where a pipeline is (or one of its workers: `starting` is then never seen, and
+/// `restarting` and `failed` are that worker's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PipelineState {
-    /// Its worker is starting (recovering from its checkpoints).
+    /// Its workers are starting (recovering from their checkpoints).
     Starting,
+    /// Every worker runs (or has finished its bounded input while others run).
     Running,
-    /// Its worker failed and waits out its backoff before the next start.
+    /// A worker failed and waits out its backoff before its next start.
     Restarting,
-    /// Its worker failed more often than the restart limit allows; see `last_error`.
+    /// A worker failed more often than the restart limit allows, or the pipeline
+    /// outgrew its disk quota; see `last_error` (which names the worker).
     Failed,
     /// Stopped on request, with a final checkpoint.
     Stopped,
@@ -140,10 +161,37 @@ pub struct PipelineStatus {
     /// Records in the Kafka sources' partitions not read yet, as the worker last saw
     /// them (0 without Kafka sources; none before the worker first reported).
     pub consumer_lag: Option<u64>,
-    /// Worker restarts after failures, since the last start on request.
+    /// Worker restarts after failures, since the last start on request (all workers).
     pub restarts: u32,
+    /// The last failure; with several workers it names the worker (`worker 1/3: ...`).
     pub last_error: Option<String>,
-    /// The checkpoint the last stop kept as a savepoint (upgrades start from it).
+    /// The checkpoint the last stop kept as a savepoint (upgrades start from it); with
+    /// several workers, the smallest of their final checkpoints (each worker's own is
+    /// in `worker_status`).
     pub savepoint: Option<u64>,
     pub created_at: String,
+    /// Worker processes the pipeline runs as.
+    pub workers: u32,
+    /// Each worker, by index: what the supervisor last saw of it (since this server
+    /// started) and its own last committed checkpoint.
+    pub worker_status: Vec<WorkerStatus>,
+}
+
+/// One worker process of a pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkerStatus {
+    /// `I` of worker `I/N`.
+    pub index: u32,
+    /// `running`, `restarting`, `failed`, `stopped` or `finished`; the pipeline's state
+    /// for a worker this server has not supervised yet.
+    pub state: PipelineState,
+    /// Its process id while it runs.
+    pub pid: Option<u32>,
+    /// Its restarts after failures, since the last start on request.
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    /// Its own last committed checkpoint (each worker checkpoints on its own).
+    pub last_committed_checkpoint: Option<u64>,
+    pub records_in: u64,
+    pub records_out: u64,
 }

@@ -1,5 +1,6 @@
-//! One worker process: `weir run` of a hosted pipeline's generated spec, started by the
-//! supervisor, and what it left behind (its status file, the last error in its log).
+//! One worker process: `weir run` of a hosted pipeline's generated spec (as worker
+//! `I/N` when the pipeline runs as N > 1 workers), started by the supervisor, and what
+//! it left behind (its status file, the last error in its log, its checkpoints).
 //!
 //! Invariants:
 //! - A worker is the same program and code path as `weir run` (`recover`, then
@@ -10,14 +11,19 @@
 //! - It runs with `--supervised-by <server pid>`: the kernel kills it when the thread
 //!   that started it ends, so a SIGKILLed server leaves no orphan. That thread is the
 //!   supervisor's own for this pipeline, which lives exactly as long as the worker.
-//! - Its stderr is appended to the pipeline's `worker.log`; the last `weir: error:` line
-//!   there is the pipeline's `last_error`.
+//! - Its stderr is appended to its own log (`PipelineDir::log`: `worker.log` for a
+//!   pipeline of one worker, `worker-<I>-of-<N>.log` for each of N); the last `weir:
+//!   error:` line there is the worker's `last_error`.
+//! - Worker I of N > 1 is started with `--worker I/N` and never with
+//!   `--from-checkpoint`: it resumes from its own last committed checkpoint, or, as the
+//!   first start of a new number of workers, rescales from the old workers' ones.
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::cluster::Worker;
 use crate::metrics::MetricsSnapshot;
 use crate::server::error::ServerError;
 use crate::server::namespace::PipelineDir;
@@ -38,9 +44,12 @@ const INHERITED_ENV: [&str; 7] = [
 pub struct Launch {
     pub program: PathBuf,
     pub dir: PipelineDir,
+    /// Which worker of the pipeline (`Worker::SINGLE`: the whole pipeline).
+    pub worker: Worker,
     /// Extra environment (the tenant's Kafka password).
     pub env: Vec<(String, String)>,
-    /// Resume from this checkpoint explicitly (after an upgrade).
+    /// Resume from this checkpoint explicitly (after an upgrade of a pipeline of one
+    /// worker; ignored for worker I of N > 1, see the module invariants).
     pub from_checkpoint: Option<u64>,
     /// Bytes the pipeline's directory (state, checkpoints, log) may hold.
     pub disk_quota: Option<u64>,
@@ -48,7 +57,7 @@ pub struct Launch {
 
 impl Launch {
     pub fn spawn(&self) -> Result<Child, ServerError> {
-        let log = self.dir.log();
+        let log = self.dir.log(self.worker);
         let stderr = OpenOptions::new()
             .create(true)
             .append(true)
@@ -60,10 +69,12 @@ impl Launch {
             .arg(self.dir.spec())
             .arg("--quiet")
             .arg("--status-file")
-            .arg(self.dir.status())
+            .arg(self.dir.status(self.worker))
             .arg("--supervised-by")
             .arg(std::process::id().to_string());
-        if let Some(n) = self.from_checkpoint {
+        if !self.worker.is_single() {
+            command.arg("--worker").arg(self.worker.to_string());
+        } else if let Some(n) = self.from_checkpoint {
             command.arg("--from-checkpoint").arg(n.to_string());
         }
         command.env_clear();
@@ -83,9 +94,14 @@ impl Launch {
     }
 }
 
-/// The worker's last written counters, if any.
-pub fn read_status(dir: &PipelineDir) -> Option<MetricsSnapshot> {
-    let text = std::fs::read(dir.status()).ok()?;
+/// The workers of a pipeline run as `count` processes (`Worker::SINGLE` for one).
+pub fn workers(count: u32) -> impl Iterator<Item = Worker> {
+    (0..count).filter_map(move |i| Worker::new(i, count).ok())
+}
+
+/// A worker's last written counters, if any.
+pub fn read_status(dir: &PipelineDir, worker: Worker) -> Option<MetricsSnapshot> {
+    let text = std::fs::read(dir.status(worker)).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
@@ -114,14 +130,25 @@ pub fn disk_usage(root: &Path) -> u64 {
     total
 }
 
-/// The pipeline's last complete checkpoint, if its storage holds one.
-pub fn last_complete_checkpoint(dir: &PipelineDir) -> Option<u64> {
-    let root = dir.checkpoints();
+/// A worker's last complete checkpoint, if its storage holds one.
+pub fn last_complete_checkpoint(dir: &PipelineDir, worker: Worker) -> Option<u64> {
+    let root = dir.worker_checkpoints(worker);
     if !root.exists() {
         return None;
     }
     let storage = crate::storage::CheckpointStorage::open_read_only(root).ok()?;
     storage.complete_checkpoints().ok()?.last().map(|id| id.0)
+}
+
+/// The last complete checkpoint of a pipeline of `count` workers: the worker's own for
+/// one; for several, the smallest of theirs, and none unless every worker has one
+/// (each checkpoints on its own; a savepoint needs a final checkpoint of each).
+pub fn pipeline_checkpoint(dir: &PipelineDir, count: u32) -> Option<u64> {
+    workers(count)
+        .map(|w| last_complete_checkpoint(dir, w))
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .min()
 }
 
 /// The last error line of a worker log (`weir: error: ...`), from its last 64 KiB.

@@ -45,7 +45,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
     components(schemas(
         wire::ErrorBody, wire::Quotas, wire::CreateTenant, wire::Tenant, wire::IssuedToken,
         wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
-        wire::PipelineStatus,
+        wire::PipelineStatus, wire::WorkerStatus,
     )),
     modifiers(&BearerAuth),
 )]

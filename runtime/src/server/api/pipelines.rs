@@ -1,9 +1,12 @@
 //! Pipeline routes (`/v1/pipelines`, tenant token): create, list, status, start, stop,
 //! savepoint, upgrade, delete.
 //!
-//! A stop (and a savepoint, which is a stop that reports its checkpoint) answers once
-//! the worker has taken its final checkpoint and exited; an upgrade starts from that
-//! savepoint with the new modules and the old state.
+//! A pipeline runs as `workers` processes (1 unless the create says more, within the
+//! tenant's `workers` quota). A stop (and a savepoint, which is a stop that reports its
+//! checkpoint) answers once every worker has taken its final checkpoint and exited; an
+//! upgrade starts from that savepoint with the new modules, the old state and, if it
+//! says so, another number of workers (a rescale: the new workers take the old ones
+//! over and restore exactly the key groups and partitions each now owns).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -15,30 +18,66 @@ use crate::server::config::quotas_over;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::ids;
 use crate::server::wire::{
-    CreatePipeline, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline,
+    CreatePipeline, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline, WorkerStatus,
 };
-use crate::server::worker::{last_complete_checkpoint, read_status};
+use crate::server::worker::{pipeline_checkpoint, read_status, workers};
 
+/// A pipeline's status: its row, its workers' status files and what the supervisor
+/// last saw of each worker. Counters are summed over the workers; with several, the
+/// last committed checkpoint is the smallest of theirs (none until each has one).
 pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
     let dir = app.namespace(&row.tenant).pipeline_dir(&row.name);
-    let reported = read_status(&dir);
-    let counters = reported.unwrap_or_default();
+    let live = app.supervisor.workers(&row.tenant, &row.name);
+    let mut reported = Vec::new();
+    let mut worker_status = Vec::new();
+    for worker in workers(row.workers) {
+        let counters = read_status(&dir, worker);
+        let view = live
+            .as_ref()
+            .and_then(|views| views.get(worker.index() as usize))
+            .filter(|v| v.worker == worker);
+        let c = counters.unwrap_or_default();
+        worker_status.push(WorkerStatus {
+            index: worker.index(),
+            state: view.map_or(row.state, |v| v.state),
+            pid: view.and_then(|v| v.pid),
+            restarts: view.map_or(0, |v| v.restarts),
+            last_error: view.and_then(|v| v.last_error.clone()),
+            last_committed_checkpoint: (c.last_checkpoint_id > 0).then_some(c.last_checkpoint_id),
+            records_in: c.records_in,
+            records_out: c.records_out,
+        });
+        reported.push(counters);
+    }
+    let sum = |f: fn(&crate::metrics::MetricsSnapshot) -> u64| -> u64 {
+        reported.iter().flatten().map(f).sum()
+    };
+    let consumer_lag = reported
+        .iter()
+        .any(Option::is_some)
+        .then(|| sum(|c| c.consumer_lag));
+    let last_committed_checkpoint = worker_status
+        .iter()
+        .map(|w| w.last_committed_checkpoint)
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ids| ids.into_iter().min());
     PipelineStatus {
         state: row.state,
         desired: row.desired,
         modules: row.modules,
-        last_complete_checkpoint: last_complete_checkpoint(&dir),
-        last_committed_checkpoint: (counters.last_checkpoint_id > 0)
-            .then_some(counters.last_checkpoint_id),
-        records_in: counters.records_in,
-        records_out: counters.records_out,
-        dead_letters: counters.dead_letters,
-        consumer_lag: reported.map(|c| c.consumer_lag),
+        last_complete_checkpoint: pipeline_checkpoint(&dir, row.workers),
+        last_committed_checkpoint,
+        records_in: sum(|c| c.records_in),
+        records_out: sum(|c| c.records_out),
+        dead_letters: sum(|c| c.dead_letters),
+        consumer_lag,
         restarts: row.restarts,
         last_error: row.last_error,
         savepoint: row.savepoint,
         created_at: row.created_at,
         name: row.name,
+        workers: row.workers,
+        worker_status,
     }
 }
 
@@ -67,7 +106,8 @@ pub async fn create(
     TenantAuth(tenant): TenantAuth,
     Json(body): Json<CreatePipeline>,
 ) -> Result<(StatusCode, Json<PipelineStatus>), ApiError> {
-    let hosted = app.hosted_spec(&tenant, &body.spec)?;
+    let workers = body.workers.unwrap_or(1);
+    let hosted = app.hosted_spec(&tenant, &body.spec, workers)?;
     let quota = quotas_over(&tenant.quotas, &app.config.quotas)
         .pipelines
         .unwrap_or(u32::MAX);
@@ -91,6 +131,7 @@ pub async fn create(
         last_error: None,
         savepoint: None,
         created_at: now(),
+        workers,
     };
     if !app.catalog.add_pipeline(&row)? {
         return Err(ApiError::conflict(format!(
@@ -128,7 +169,8 @@ pub async fn get(
     current(&app, &tenant, &name)
 }
 
-/// Start a pipeline (resuming from its last committed checkpoint).
+/// Start a pipeline (resuming from its last committed checkpoint), or those of its
+/// workers that failed while the others run.
 #[utoipa::path(post, path = "/v1/pipelines/{name}/start", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
@@ -139,7 +181,7 @@ pub async fn start(
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
     let mut row = find(&app, &tenant, &name)?;
-    if !app.supervisor.is_supervised(&tenant.id, &row.name) {
+    if !app.supervisor.is_fully_supervised(&tenant.id, &row.name) {
         row.desired = "running".into();
         row.state = PipelineState::Starting;
         row.restarts = 0;
@@ -150,8 +192,8 @@ pub async fn start(
     current(&app, &tenant, &row.name)
 }
 
-/// Stops the worker (final checkpoint) and records the desired state `stopped`.
-async fn stop_worker(
+/// Stops the workers (final checkpoint each) and records the desired state `stopped`.
+async fn stop_workers(
     app: &SharedApp,
     tenant: &TenantRow,
     name: &str,
@@ -176,7 +218,7 @@ pub async fn stop(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let row = stop_worker(&app, &tenant, &name).await?;
+    let row = stop_workers(&app, &tenant, &name).await?;
     Ok(Json(status(&app, row)))
 }
 
@@ -192,12 +234,17 @@ pub async fn savepoint(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let mut row = stop_worker(&app, &tenant, &name).await?;
+    let mut row = stop_workers(&app, &tenant, &name).await?;
     let dir = app.namespace(&tenant.id).pipeline_dir(&row.name);
-    row.savepoint = last_complete_checkpoint(&dir);
+    row.savepoint = pipeline_checkpoint(&dir, row.workers);
     if row.savepoint.is_none() {
+        let of_each = if row.workers > 1 {
+            " on every worker"
+        } else {
+            ""
+        };
         return Err(ApiError::conflict(format!(
-            "pipeline {:?} has no checkpoint yet to keep as a savepoint",
+            "pipeline {:?} has no checkpoint yet to keep as a savepoint{of_each}",
             row.name
         )));
     }
@@ -205,7 +252,10 @@ pub async fn savepoint(
     Ok(Json(status(&app, row)))
 }
 
-/// Upgrade a stopped pipeline's modules and start it from its savepoint, keeping state.
+/// Upgrade a stopped pipeline's modules and/or number of workers and start it from its
+/// savepoint, keeping state. Another number of workers is a rescale: the new workers
+/// take over the old ones' last committed checkpoints (between one worker and several
+/// it is refused).
 #[utoipa::path(post, path = "/v1/pipelines/{name}/upgrade", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")), request_body = UpgradePipeline,
     responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
@@ -231,8 +281,16 @@ pub async fn upgrade(
     for (step, id) in &body.modules {
         replace_module(&app, &tenant, &mut row, step, id)?;
     }
+    let workers = body.workers.unwrap_or(row.workers);
     // Checked (and the new module paths resolved) before anything is recorded.
-    app.hosted_spec(&tenant, &row.spec)?;
+    app.hosted_spec(&tenant, &row.spec, workers)?;
+    if (workers == 1) != (row.workers == 1) {
+        return Err(ApiError::conflict(format!(
+            "pipeline {:?} runs as {} worker(s): rescaling between one worker and several is not supported (a keyed pipeline in one process has no repartition topic to hand over); create a new pipeline instead",
+            row.name, row.workers
+        )));
+    }
+    row.workers = workers;
     row.desired = "running".into();
     row.state = PipelineState::Starting;
     row.restarts = 0;
@@ -283,7 +341,7 @@ fn replace_module(
     Ok(())
 }
 
-/// Delete a pipeline: its worker is killed, its state and checkpoints removed.
+/// Delete a pipeline: its workers are killed, its state and checkpoints removed.
 #[utoipa::path(delete, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),

@@ -1,0 +1,168 @@
+//! The supervisor driven in process with a stand-in for `weir run`: a shell script that
+//! fails at once as worker 1/2 and otherwise runs until signalled.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::cluster::Worker;
+use crate::server::catalog::PipelineRow;
+use crate::server::namespace::TenantNamespace;
+use crate::server::wire::Quotas;
+use crate::server::worker::workers;
+
+const FAKE_WEIR: &str = "#!/bin/sh
+case \"$*\" in
+  *'--worker 1/2'*) echo 'weir: error: worker one broke' >&2; exit 1 ;;
+esac
+exec sleep 30
+";
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    supervisor: Supervisor,
+    catalog: Arc<Catalog>,
+    metrics: Arc<ServerMetrics>,
+    launches: Vec<Launch>,
+}
+
+fn setup(count: u32) -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = dir.path().join("fake-weir");
+    std::fs::write(&program, FAKE_WEIR).expect("script");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let catalog = Arc::new(Catalog::open(&dir.path().join("catalog.sqlite")).expect("catalog"));
+    catalog
+        .put_tenant("t", &Quotas::default(), None, false)
+        .expect("tenant");
+    let row = PipelineRow {
+        tenant: "t".into(),
+        name: "p".into(),
+        spec: serde_json::json!({"name": "p"}),
+        modules: Default::default(),
+        desired: "running".into(),
+        state: PipelineState::Starting,
+        restarts: 0,
+        last_error: None,
+        savepoint: None,
+        created_at: crate::server::catalog::now(),
+        workers: count,
+    };
+    assert!(catalog.add_pipeline(&row).expect("pipeline"));
+    let pipeline_dir = TenantNamespace::new(dir.path(), "t").pipeline_dir("p");
+    std::fs::create_dir_all(pipeline_dir.root()).expect("pipeline dir");
+    let launches = workers(count)
+        .map(|worker| Launch {
+            program: program.clone(),
+            dir: pipeline_dir.clone(),
+            worker,
+            env: vec![],
+            from_checkpoint: None,
+            disk_quota: None,
+        })
+        .collect();
+    let config = WorkersConfig {
+        restart_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        restart_limit: 2,
+        stop_timeout: Duration::from_secs(10),
+    };
+    let metrics = Arc::new(ServerMetrics::default());
+    Setup {
+        supervisor: Supervisor::new(config, catalog.clone(), metrics.clone()),
+        _dir: dir,
+        catalog,
+        metrics,
+        launches,
+    }
+}
+
+fn row(catalog: &Catalog) -> PipelineRow {
+    catalog.pipeline("t", "p").expect("query").expect("row")
+}
+
+/// Waits (bounded) until `done` holds of the pipeline's workers.
+fn wait_for(s: &Setup, what: &str, done: impl Fn(&[WorkerView]) -> bool) -> Vec<WorkerView> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let views = s.supervisor.workers("t", "p").expect("supervised");
+        if done(&views) {
+            return views;
+        }
+        assert!(Instant::now() < deadline, "{what}: {views:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    kill(Pid::from_raw(pid as i32), None).is_ok()
+}
+
+#[test]
+fn a_failing_worker_is_restarted_alone_and_fails_the_pipeline_naming_it() {
+    let s = setup(2);
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "worker 1 failed", |v| {
+        v[1].state == PipelineState::Failed && v[0].pid.is_some()
+    });
+    // Worker 1 failed 3 times (restart limit 2) and counted its own restarts; worker 0
+    // was never disturbed.
+    assert_eq!(views[1].restarts, 3, "{views:?}");
+    assert_eq!(views[0].restarts, 0, "{views:?}");
+    assert_eq!(views[0].state, PipelineState::Running);
+    let first_pid = views[0].pid.expect("pid");
+    let r = row(&s.catalog);
+    assert_eq!(r.state, PipelineState::Failed);
+    assert_eq!(r.restarts, 3);
+    assert_eq!(
+        r.last_error.as_deref(),
+        Some("worker 1/2: worker one broke (failed 3 times in a row; restart limit 2)")
+    );
+    assert!(s.metrics.encode().contains("weir_server_worker_restarts_total{tenant=\"t\"} 3"));
+    assert!(s.supervisor.is_supervised("t", "p"));
+    assert!(!s.supervisor.is_fully_supervised("t", "p"));
+    assert!(
+        Path::new(&s.launches[1].dir.log(Worker::new(1, 2).expect("w"))).is_file(),
+        "worker 1 has a log of its own"
+    );
+
+    // A start brings back only the worker that failed; worker 0 keeps its process.
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start again");
+    let views = wait_for(&s, "worker 1 failed again", |v| {
+        v[1].state == PipelineState::Failed && v[1].restarts == 3
+    });
+    assert_eq!(views[0].pid, Some(first_pid), "worker 0 kept running");
+
+    // A stop ends every worker and records the pipeline stopped.
+    s.supervisor.stop("t", "p");
+    assert!(!alive(first_pid), "worker 0 stopped");
+    assert_eq!(row(&s.catalog).state, PipelineState::Stopped);
+    assert!(!s.supervisor.is_supervised("t", "p"));
+}
+
+#[test]
+fn every_worker_runs_before_the_pipeline_does_and_a_stop_ends_them_all() {
+    // Workers of three never take the stand-in's failing branch.
+    let s = setup(3);
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "all running", |v| v.iter().all(|w| w.pid.is_some()));
+    assert_eq!(row(&s.catalog).state, PipelineState::Running);
+    assert!(s.supervisor.is_fully_supervised("t", "p"));
+    let pids: Vec<u32> = views.iter().filter_map(|v| v.pid).collect();
+    assert_eq!(pids.len(), 3);
+    s.supervisor.stop("t", "p");
+    for pid in pids {
+        assert!(!alive(pid), "worker {pid} stopped");
+    }
+    let r = row(&s.catalog);
+    assert_eq!(r.state, PipelineState::Stopped);
+    assert_eq!(r.restarts, 0);
+    assert_eq!(r.savepoint, None, "no worker checkpointed");
+}

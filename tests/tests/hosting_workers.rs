@@ -1,0 +1,194 @@
+//! `weir serve` running a hosted pipeline as N worker processes (issue 12, item 1, the
+//! hosting half), against the real broker, with a tenant that has a Kafka principal of
+//! its own (PREFIXED ACLs from `kafka.sh tenant`, on the SASL listener): the keyed word
+//! count of `weir_tests::word_count` (split-words map + unwindowed count, 6 input
+//! partitions, 32 key groups, exactly-once Kafka out, `batch_size = 1`) created through
+//! the API with 2 workers; one worker process SIGKILLed three times (its pid from the
+//! status), each time restarted alone by the supervisor while the other keeps its pid;
+//! then a savepoint and an upgrade to 3 workers (a rescale), more input, and every
+//! word's committed counts (read_committed) are exactly 1, 2, ..., n in order. The
+//! repartition topic lies under the tenant's prefix and the 3 workers own it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use weir_tests::kafka;
+use weir_tests::server::{TestServer, write_config};
+use weir_tests::word_count::{self, add_totals, assert_exact, committed_counts, total_records};
+
+const TENANT: &str = "hw";
+const PASSWORD: &str = "hw-secret-7";
+const PARTITIONS: i32 = 6;
+const KEY_GROUPS: u16 = 32;
+/// Worker SIGKILLs, each followed by the supervisor's restart.
+const KILLS: usize = 3;
+/// Bound on the whole scenario (it takes well under this on a loaded 2-core machine).
+const RUN_LIMIT: Duration = Duration::from_secs(240);
+
+fn config() -> String {
+    format!(
+        "[workers]\nrestart_backoff = \"100ms\"\nmax_backoff = \"200ms\"\nrestart_limit = 10\nstop_timeout = \"60s\"\n\n\
+         [kafka]\nbootstrap = \"{}\"\nprotocol = \"sasl_plaintext\"\nmechanism = \"SCRAM-SHA-256\"\n\n\
+         [[tenants]]\nid = \"{TENANT}\"\nquotas = {{ workers = 3, parallelism = 2 }}\n\
+         kafka = {{ username = \"{TENANT}\", password_env = \"PW_HW\" }}\n",
+        kafka::sasl_bootstrap()
+    )
+}
+
+fn produce(topic: &str, lines: std::ops::Range<usize>) -> BTreeMap<String, u64> {
+    let (records, totals) = word_count::input(PARTITIONS, lines);
+    kafka::produce(topic, &records);
+    totals
+}
+
+/// Worker `i`'s pid in a status, once it runs.
+fn pid_of(status: &Value, i: usize) -> Option<i32> {
+    let w = &status["worker_status"][i];
+    (w["state"] == "running")
+        .then(|| w["pid"].as_i64())
+        .flatten()
+        .map(|p| p as i32)
+}
+
+fn all_running(status: &Value, n: usize) -> bool {
+    status["state"] == "running" && (0..n).all(|i| pid_of(status, i).is_some())
+}
+
+/// Waits (bounded) until `output` holds at least `at_least` committed counts.
+fn wait_for_output(output: &str, at_least: usize, deadline: Instant) {
+    word_count::wait_for_counts(output, at_least, deadline, || {});
+}
+
+#[test]
+fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
+    let _one = kafka::exclusive();
+    let deadline = Instant::now() + RUN_LIMIT;
+    kafka::tenant(TENANT, PASSWORD, &format!("{TENANT}."));
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), &config());
+    let s = TestServer::start_with_env(dir.path(), &[("PW_HW", PASSWORD)]);
+    let token = s.token(TENANT);
+    let split = s.push(&token, "split_words");
+    let count = s.push(&token, "word_count");
+
+    let name = kafka::unique_name("wc");
+    let (input, output) = (format!("{TENANT}.{name}-in"), format!("{TENANT}.{name}-out"));
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let spec = json!({
+        "name": name,
+        "parallelism": 2,
+        "max_parallelism": KEY_GROUPS,
+        "batch_size": 1,
+        "checkpoint": {"interval": "300ms"},
+        "sources": [{"type": "kafka", "topic": input, "start": "earliest", "rate": 40}],
+        "steps": [
+            {"type": "map", "module": split},
+            {"type": "aggregate", "name": "count", "module": count},
+        ],
+        "sinks": [{"type": "kafka", "topic": output}],
+    });
+    let mut totals = produce(&input, 0..120);
+
+    // Over the quota is refused, naming it; 2 workers are created and run.
+    let over = s.post(
+        "/v1/pipelines",
+        Some(&token),
+        &json!({"spec": spec, "workers": 4}),
+    );
+    assert_eq!(over.status, 400, "{over:?}");
+    assert!(over.error().contains("(quota workers)"), "{over:?}");
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&token),
+        &json!({"spec": spec, "workers": 2}),
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(created.body["workers"], 2);
+    let mut status = s.wait_status(&token, &name, RUN_LIMIT, |v| all_running(v, 2));
+
+    // SIGKILL worker 1 (or 0, alternately) a few times: the supervisor restarts it
+    // alone; the other keeps its process.
+    for k in 0..KILLS {
+        wait_for_output(&output, 150 * (k + 1), deadline);
+        let (victim, other) = if k % 2 == 0 { (1, 0) } else { (0, 1) };
+        let pid = pid_of(&status, victim).expect("victim runs");
+        let other_pid = pid_of(&status, other).expect("other runs");
+        let restarts = status["worker_status"][victim]["restarts"]
+            .as_u64()
+            .unwrap_or(0);
+        kill(Pid::from_raw(pid), Signal::SIGKILL).expect("SIGKILL");
+        status = s.wait_status(&token, &name, RUN_LIMIT, |v| {
+            pid_of(v, victim).is_some_and(|p| p != pid)
+                && v["worker_status"][victim]["restarts"].as_u64() > Some(restarts)
+        });
+        if pid_of(&status, other) != Some(other_pid) {
+            // It may only have failed on its own (a commit timing out on a loaded
+            // broker), never because of the kill: its restarts say so.
+            eprintln!("worker {other} also restarted: {status}");
+        }
+        eprintln!("kill {k}: worker {victim} restarted");
+    }
+    let restarts = status["restarts"].as_u64().unwrap_or(0);
+    assert!(restarts >= KILLS as u64, "{status}");
+    assert!(
+        dir.path()
+            .join(format!("data/tenants/{TENANT}/pipelines/{name}/worker-1-of-2.log"))
+            .is_file(),
+        "each worker logs to its own file"
+    );
+
+    // A savepoint stops both, each after a final checkpoint.
+    wait_for_output(&output, 900, deadline);
+    let saved = s.post_empty(&format!("/v1/pipelines/{name}/savepoint"), Some(&token));
+    assert_eq!(saved.status, 200, "{saved:?}");
+    assert_eq!(saved.body["state"], "stopped", "{saved:?}");
+    assert!(saved.body["savepoint"].as_u64().is_some(), "{saved:?}");
+    let after_two = total_records(&committed_counts(&output));
+    eprintln!("2 workers committed {after_two} counts");
+
+    // Rescale to 1 is refused; to 3 workers takes the 2 over.
+    let to_one = s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(&token),
+        &json!({"workers": 1}),
+    );
+    assert_eq!(to_one.status, 409, "{to_one:?}");
+    add_totals(&mut totals, &produce(&input, 120..180));
+    let expected: u64 = totals.values().sum();
+    let upgraded = s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(&token),
+        &json!({"workers": 3}),
+    );
+    assert_eq!(upgraded.status, 200, "{upgraded:?}");
+    assert_eq!(upgraded.body["workers"], 3);
+    wait_for_output(&output, expected as usize, deadline);
+    let done = s.wait_status(&token, &name, RUN_LIMIT, |v| {
+        all_running(v, 3)
+            && (0..3).all(|i| v["worker_status"][i]["last_committed_checkpoint"].is_u64())
+    });
+    let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&token));
+    assert_eq!(stopped.status, 200, "{stopped:?}");
+    eprintln!("final status: {done}");
+    assert_exact(&committed_counts(&output), &totals);
+
+    // The repartition topic is the tenant's, and the 3 workers own its partitions.
+    let repartition = format!("{TENANT}.{name}-count-repartition");
+    let offsets = kafka::committed_offsets(&format!("{TENANT}.{name}"), &repartition);
+    assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
+    for i in 0..3 {
+        let worker = weir::cluster::Worker::new(i, 3).expect("worker");
+        for p in weir::connector::kafka::repartition::partitions_of(worker, KEY_GROUPS) {
+            let (_, marker) = &offsets[&p];
+            assert!(
+                marker.starts_with(&format!("weir:{name}:{i}-of-3:checkpoint=")),
+                "partition {p} is worker {i}/3's: {marker}"
+            );
+        }
+    }
+    let _ = s.terminate();
+}
