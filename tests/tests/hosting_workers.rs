@@ -75,7 +75,10 @@ fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
     let count = s.push(&token, "word_count");
 
     let name = kafka::unique_name("wc");
-    let (input, output) = (format!("{TENANT}.{name}-in"), format!("{TENANT}.{name}-out"));
+    let (input, output) = (
+        format!("{TENANT}.{name}-in"),
+        format!("{TENANT}.{name}-out"),
+    );
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
     let spec = json!({
@@ -136,7 +139,9 @@ fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
     assert!(restarts >= KILLS as u64, "{status}");
     assert!(
         dir.path()
-            .join(format!("data/tenants/{TENANT}/pipelines/{name}/worker-1-of-2.log"))
+            .join(format!(
+                "data/tenants/{TENANT}/pipelines/{name}/worker-1-of-2.log"
+            ))
             .is_file(),
         "each worker logs to its own file"
     );

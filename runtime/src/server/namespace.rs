@@ -137,7 +137,10 @@ mod tests {
         let root = Path::new("/d/tenants/a/pipelines/p");
         assert_eq!(dir.log(Worker::SINGLE), root.join("worker.log"));
         assert_eq!(dir.status(Worker::SINGLE), root.join("status.json"));
-        assert_eq!(dir.worker_checkpoints(Worker::SINGLE), root.join("checkpoints"));
+        assert_eq!(
+            dir.worker_checkpoints(Worker::SINGLE),
+            root.join("checkpoints")
+        );
         let w = Worker::new(1, 3).expect("worker");
         assert_eq!(dir.log(w), root.join("worker-1-of-3.log"));
         assert_eq!(dir.status(w), root.join("worker-1-of-3.status.json"));

@@ -11,7 +11,9 @@
 //!   to is restarted alone, after a backoff that starts at `restart_backoff` and
 //!   doubles up to `max_backoff`, while the others keep running; it resumes from its
 //!   own last committed checkpoint (plain `weir run`, `--worker I/N`), so restarts never
-//!   lose or duplicate output. After `restart_limit` failures in a row of one worker,
+//!   lose or duplicate output. A failure after the worker completed a checkpoint of its
+//!   own since it was last started starts a new row of failures (and of backoff). After
+//!   `restart_limit` failures in a row of one worker,
 //!   that worker is left `failed` with its last error, and so is the pipeline
 //!   (`worker_states::summarize` names the worker); the others keep running until the
 //!   tenant stops or restarts the pipeline.
@@ -40,7 +42,7 @@ use crate::server::config::WorkersConfig;
 use crate::server::metrics::{ServerMetrics, TenantLabel};
 use crate::server::namespace::PipelineDir;
 use crate::server::wire::PipelineState;
-use crate::server::worker::{Launch, last_error, pipeline_checkpoint};
+use crate::server::worker::{Launch, last_complete_checkpoint, last_error, pipeline_checkpoint};
 use crate::server::worker_states::{WorkerView, summarize};
 
 const POLL: Duration = Duration::from_millis(50);
@@ -372,6 +374,7 @@ impl Run {
         let mut restarts = 0u32;
         let mut failures_in_a_row = 0u32;
         let mut backoff = self.config.restart_backoff;
+        let mut checkpoint = last_complete_checkpoint(&self.launch.dir, self.launch.worker);
         loop {
             self.record(PipelineState::Running, restarts, None);
             let exit = self.run_once();
@@ -383,6 +386,14 @@ impl Run {
                     return;
                 }
                 Exit::Failed(error) => {
+                    // A worker that completed a checkpoint since its last start made
+                    // progress: its failure starts a new row, from the first backoff.
+                    let now = last_complete_checkpoint(&self.launch.dir, self.launch.worker);
+                    if now > checkpoint {
+                        failures_in_a_row = 0;
+                        backoff = self.config.restart_backoff;
+                    }
+                    checkpoint = now;
                     restarts += 1;
                     failures_in_a_row += 1;
                     self.shared

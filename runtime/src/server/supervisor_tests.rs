@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::cluster::Worker;
 use crate::server::catalog::PipelineRow;
-use crate::server::namespace::TenantNamespace;
+use crate::server::namespace::{PipelineDir, TenantNamespace};
 use crate::server::wire::Quotas;
 use crate::server::worker::workers;
 
@@ -28,9 +28,15 @@ struct Setup {
 }
 
 fn setup(count: u32) -> Setup {
+    setup_with(count, |_| FAKE_WEIR.to_owned())
+}
+
+/// `setup` with the stand-in's script made by `script` from the pipeline directory.
+fn setup_with(count: u32, script: impl FnOnce(&PipelineDir) -> String) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let program = dir.path().join("fake-weir");
-    std::fs::write(&program, FAKE_WEIR).expect("script");
+    let pipeline_dir = TenantNamespace::new(dir.path(), "t").pipeline_dir("p");
+    std::fs::write(&program, script(&pipeline_dir)).expect("script");
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let catalog = Arc::new(Catalog::open(&dir.path().join("catalog.sqlite")).expect("catalog"));
     catalog
@@ -50,7 +56,6 @@ fn setup(count: u32) -> Setup {
         workers: count,
     };
     assert!(catalog.add_pipeline(&row).expect("pipeline"));
-    let pipeline_dir = TenantNamespace::new(dir.path(), "t").pipeline_dir("p");
     std::fs::create_dir_all(pipeline_dir.root()).expect("pipeline dir");
     let launches = workers(count)
         .map(|worker| Launch {
@@ -121,7 +126,11 @@ fn a_failing_worker_is_restarted_alone_and_fails_the_pipeline_naming_it() {
         r.last_error.as_deref(),
         Some("worker 1/2: worker one broke (failed 3 times in a row; restart limit 2)")
     );
-    assert!(s.metrics.encode().contains("weir_server_worker_restarts_total{tenant=\"t\"} 3"));
+    assert!(
+        s.metrics
+            .encode()
+            .contains("weir_server_worker_restarts_total{tenant=\"t\"} 3")
+    );
     assert!(s.supervisor.is_supervised("t", "p"));
     assert!(!s.supervisor.is_fully_supervised("t", "p"));
     assert!(
@@ -165,4 +174,35 @@ fn every_worker_runs_before_the_pipeline_does_and_a_stop_ends_them_all() {
     assert_eq!(r.state, PipelineState::Stopped);
     assert_eq!(r.restarts, 0);
     assert_eq!(r.savepoint, None, "no worker checkpointed");
+}
+
+#[test]
+fn a_worker_that_completes_checkpoints_between_failures_is_restarted_past_the_limit() {
+    // Worker 1/2 completes one more checkpoint on every run, then fails: it makes
+    // progress, so each failure starts a new row and the restart limit (2) never trips.
+    let s = setup_with(2, |dir| {
+        let root = dir.worker_checkpoints(Worker::new(1, 2).expect("worker"));
+        let root = root.display();
+        format!(
+            "#!/bin/sh
+case \"$*\" in
+  *'--worker 1/2'*)
+    n=$(ls -d {root}/chk-* 2>/dev/null | wc -l)
+    chk={root}/$(printf 'chk-%010d' $((n + 1)))
+    mkdir -p \"$chk\" && : > \"$chk/_metadata\"
+    echo 'weir: error: broke after a checkpoint' >&2; exit 1 ;;
+esac
+exec sleep 30
+"
+        )
+    });
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "worker 1 restarted past its limit", |v| {
+        assert_ne!(v[1].state, PipelineState::Failed, "{v:?}");
+        v[1].restarts >= 6
+    });
+    assert_eq!(views[0].restarts, 0, "{views:?}");
+    s.supervisor.stop("t", "p");
 }

@@ -109,7 +109,10 @@ mod tests {
 
     #[test]
     fn running_only_if_every_worker_runs() {
-        assert_eq!(summarize(&views(&[Running, Running, Running])).state, Running);
+        assert_eq!(
+            summarize(&views(&[Running, Running, Running])).state,
+            Running
+        );
         assert_eq!(summarize(&views(&[Running, Starting])).state, Starting);
         assert_eq!(summarize(&views(&[Running, Finished])).state, Running);
         assert_eq!(summarize(&views(&[Finished, Finished])).state, Finished);
