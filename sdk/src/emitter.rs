@@ -15,7 +15,7 @@
 //!   closure cannot touch records emitted before.
 
 use crate::Record;
-use crate::framing::{Batch, end_frame, push_frame};
+use crate::framing::{Batch, end_frame, extend_bytes, push_frame};
 use crate::output::IntoRecords;
 use crate::record_ref::RecordRef;
 
@@ -46,12 +46,12 @@ pub struct ValueWriter<'v> {
 impl ValueWriter<'_> {
     /// Appends `bytes` to the value.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.values.extend_from_slice(bytes);
+        extend_bytes(self.values, bytes);
     }
 
     /// Appends `text` (as UTF-8) to the value.
     pub fn push_str(&mut self, text: &str) {
-        self.values.extend_from_slice(text.as_bytes());
+        extend_bytes(self.values, text.as_bytes());
     }
 
     /// Appends one byte to the value.
@@ -88,7 +88,7 @@ impl ValueWriter<'_> {
         // One pass the compiler vectorises decides for the common string: nothing to
         // escape, one copy.
         if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
-            self.values.extend_from_slice(bytes);
+            extend_bytes(self.values, bytes);
             self.values.push(b'"');
             return;
         }
@@ -105,7 +105,7 @@ impl ValueWriter<'_> {
                 0x00..=0x1f => b'u',
                 _ => continue,
             };
-            self.values.extend_from_slice(&bytes[clean..i]);
+            extend_bytes(self.values, &bytes[clean..i]);
             clean = i + 1;
             if short == b'u' {
                 let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]);
@@ -115,7 +115,7 @@ impl ValueWriter<'_> {
                 self.values.extend_from_slice(&[b'\\', short]);
             }
         }
-        self.values.extend_from_slice(&bytes[clean..]);
+        extend_bytes(self.values, &bytes[clean..]);
         self.values.push(b'"');
     }
 
@@ -137,7 +137,7 @@ impl ValueWriter<'_> {
             at = write_digits(&mut digits[..at], low, 9);
         }
         at = write_digits(&mut digits[..at], rest as u32, 1);
-        self.values.extend_from_slice(&digits[at..]);
+        extend_bytes(self.values, &digits[at..]);
     }
 
     /// Appends `n` in decimal, with a `-` when negative, as `write!` would.
