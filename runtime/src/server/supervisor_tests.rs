@@ -206,3 +206,50 @@ exec sleep 30
     assert_eq!(views[0].restarts, 0, "{views:?}");
     s.supervisor.stop("t", "p");
 }
+
+#[test]
+fn a_pipeline_over_its_disk_quota_has_every_worker_killed_and_fails() {
+    // Worker 0/2 writes 8 KiB into its checkpoints; the quota covers the whole
+    // pipeline directory (4 KiB), so both workers go.
+    let mut s = setup_with(2, |dir| {
+        let root = dir.worker_checkpoints(Worker::new(0, 2).expect("worker"));
+        let root = root.display();
+        format!(
+            "#!/bin/sh
+case \"$*\" in
+  *'--worker 0/2'*) mkdir -p {root} && head -c 8192 /dev/zero > {root}/blob ;;
+esac
+exec sleep 30
+"
+        )
+    });
+    for launch in &mut s.launches {
+        launch.disk_quota = Some(4096);
+    }
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "both running", |v| v.iter().all(|w| w.pid.is_some()));
+    let pids: Vec<u32> = views.iter().filter_map(|v| v.pid).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while row(&s.catalog).state != PipelineState::Failed {
+        assert!(
+            Instant::now() < deadline,
+            "not failed: {:?}",
+            row(&s.catalog)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = row(&s.catalog);
+    assert!(
+        r.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("over the tenant's quota of 4096")),
+        "{r:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&pid| alive(pid)) {
+        assert!(Instant::now() < deadline, "a worker outlived the quota");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

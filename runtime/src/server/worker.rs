@@ -193,4 +193,35 @@ mod tests {
             Some("pipeline p: guest exceeded its 1s deadline")
         );
     }
+
+    /// Makes checkpoint `id` of `worker` complete (its `_metadata` is what counts).
+    fn complete(dir: &PipelineDir, worker: Worker, id: u64) {
+        let chk = dir
+            .worker_checkpoints(worker)
+            .join(crate::storage::layout::checkpoint_dir_name(
+                crate::record::CheckpointId(id),
+            ));
+        std::fs::create_dir_all(&chk).expect("checkpoint dir");
+        std::fs::write(chk.join("_metadata"), b"{}").expect("metadata");
+    }
+
+    #[test]
+    fn the_pipeline_checkpoint_is_the_smallest_of_every_workers_own() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir =
+            crate::server::namespace::TenantNamespace::new(root.path(), "t").pipeline_dir("p");
+        let single = Worker::new(0, 1).expect("0/1");
+        assert_eq!(pipeline_checkpoint(&dir, 1), None);
+        complete(&dir, single, 4);
+        assert_eq!(pipeline_checkpoint(&dir, 1), Some(4));
+
+        let [w0, w1, w2] = [0, 1, 2].map(|i| Worker::new(i, 3).expect("i/3"));
+        complete(&dir, w0, 7);
+        complete(&dir, w2, 5);
+        assert_eq!(pipeline_checkpoint(&dir, 3), None, "worker 1 has none yet");
+        complete(&dir, w1, 9);
+        complete(&dir, w0, 8);
+        assert_eq!(pipeline_checkpoint(&dir, 3), Some(5));
+        assert_eq!(last_complete_checkpoint(&dir, w0), Some(8));
+    }
 }
