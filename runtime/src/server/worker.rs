@@ -144,11 +144,14 @@ pub fn last_complete_checkpoint(dir: &PipelineDir, worker: Worker) -> Option<u64
 /// one; for several, the smallest of theirs, and none unless every worker has one
 /// (each checkpoints on its own; a savepoint needs a final checkpoint of each).
 pub fn pipeline_checkpoint(dir: &PipelineDir, count: u32) -> Option<u64> {
-    workers(count)
-        .map(|w| last_complete_checkpoint(dir, w))
-        .collect::<Option<Vec<u64>>>()?
-        .into_iter()
-        .min()
+    smallest_of_every_worker(workers(count).map(|w| last_complete_checkpoint(dir, w)))
+}
+
+/// The pipeline's checkpoint from its workers' own: the smallest, and none unless every
+/// worker has one.
+pub fn smallest_of_every_worker(ids: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+    let every: Option<Vec<u64>> = ids.into_iter().collect();
+    every?.into_iter().min()
 }
 
 /// The last error line of a worker log (`weir: error: ...`), from its last 64 KiB.

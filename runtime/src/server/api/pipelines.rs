@@ -20,7 +20,7 @@ use crate::server::ids;
 use crate::server::wire::{
     CreatePipeline, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline, WorkerStatus,
 };
-use crate::server::worker::{pipeline_checkpoint, read_status, workers};
+use crate::server::worker::{pipeline_checkpoint, read_status, smallest_of_every_worker, workers};
 
 /// A pipeline's status: its row, its workers' status files and what the supervisor
 /// last saw of each worker. Counters are summed over the workers; with several, the
@@ -56,11 +56,8 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
         .iter()
         .any(Option::is_some)
         .then(|| sum(|c| c.consumer_lag));
-    let last_committed_checkpoint = worker_status
-        .iter()
-        .map(|w| w.last_committed_checkpoint)
-        .collect::<Option<Vec<u64>>>()
-        .and_then(|ids| ids.into_iter().min());
+    let last_committed_checkpoint =
+        smallest_of_every_worker(worker_status.iter().map(|w| w.last_committed_checkpoint));
     PipelineStatus {
         state: row.state,
         desired: row.desired,
