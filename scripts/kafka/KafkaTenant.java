@@ -5,7 +5,9 @@
  * password) and makes the ACLs of principal User:ID exactly these, all ALLOW from any
  * host, PREFIXED on PREFIX:
  *
- *   topics             Read, Write, Describe, Create, DescribeConfigs
+ *   topics             Read, Write, Describe, Create, DescribeConfigs, Delete
+ *                      (Delete: DeleteRecords, with which a worker purges its
+ *                      repartition topic of what it read)
  *   groups             Read, Describe
  *   transactional ids  Write, Describe
  *   the cluster        IdempotentWrite (LITERAL kafka-cluster)
@@ -107,7 +109,7 @@ public final class KafkaTenant {
         Set<AclBinding> acls = new HashSet<>();
         add(acls, principal, new ResourcePattern(ResourceType.TOPIC, prefix, PatternType.PREFIXED),
             AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE,
-            AclOperation.DESCRIBE_CONFIGS);
+            AclOperation.DESCRIBE_CONFIGS, AclOperation.DELETE);
         add(acls, principal, new ResourcePattern(ResourceType.GROUP, prefix, PatternType.PREFIXED),
             AclOperation.READ, AclOperation.DESCRIBE);
         add(acls, principal, new ResourcePattern(ResourceType.TRANSACTIONAL_ID, prefix, PatternType.PREFIXED),

@@ -667,6 +667,28 @@ topic = "{output}"
 
     /// The high watermark of every partition of `topic`, summed (records and markers).
     pub fn end_offsets_sum(topic: &str) -> i64 {
+        watermarks(topic).values().map(|&(_, high)| high).sum()
+    }
+
+    /// Deletes the records of `topic`-`partition` below `offset` (DeleteRecords), as an
+    /// operator's retention or tool would.
+    pub fn delete_records(topic: &str, partition: i32, offset: i64) {
+        let admin: AdminClient<DefaultClientContext> = config().create().expect("admin");
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(topic, partition, Offset::Offset(offset))
+            .expect("offset");
+        let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+        let done =
+            weir::connector::kafka::client::block_on(admin.delete_records(&list, &options), TIMEOUT)
+                .expect("delete records in time")
+                .expect("delete records");
+        for element in done.elements() {
+            element.error().expect("deleted");
+        }
+    }
+
+    /// Each partition of `topic`: its (log start, high watermark) offsets.
+    pub fn watermarks(topic: &str) -> BTreeMap<i32, (i64, i64)> {
         let consumer: BaseConsumer = config().create().expect("consumer");
         let metadata = consumer
             .fetch_metadata(Some(topic), TIMEOUT)
@@ -675,12 +697,12 @@ topic = "{output}"
             .partitions()
             .iter()
             .map(|p| {
-                consumer
+                let offsets = consumer
                     .fetch_watermarks(topic, p.id(), TIMEOUT)
-                    .expect("watermarks")
-                    .1
+                    .expect("watermarks");
+                (p.id(), offsets)
             })
-            .sum()
+            .collect()
     }
 
     /// The offsets (and their metadata) group `group` has committed for `topic`, as they

@@ -13,8 +13,11 @@
 //! once the output is complete each stops on SIGTERM with exit 143. A worker that fails
 //! on its own (a transaction commit timing out on a loaded broker fails it into
 //! recovery) is restarted as an orchestrator would, at most 5 times, each printed. The repartition topic Weir
-//! created has a partition per key group and unlimited retention; one that exists with
-//! another partition count is refused with one line before anything is written.
+//! created has a partition per key group and unlimited retention; the workers purge it
+//! (DeleteRecords) as they go, so once the input is done every partition starts at the
+//! offset its owner committed, and no partition is ever purged past that offset (the
+//! kills restore from purged partitions all along); one that exists with another
+//! partition count is refused with one line before anything is written.
 //!
 //! Without the S3 server's environment the test fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
@@ -130,6 +133,30 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Each worker purges what it read of its repartition partitions once no retained
+    // checkpoint needs it: with the input done, every partition's log start reaches
+    // the offset its owner committed, and never passes it.
+    let topic = format!("weir.{name}-count-repartition");
+    let group = format!("weir.{name}");
+    loop {
+        let committed = kafka::committed_offsets(&group, &topic);
+        let starts = kafka::watermarks(&topic);
+        for (p, &(start, _)) in &starts {
+            let next = committed.get(p).map_or(0, |(offset, _)| *offset);
+            assert!(start <= next, "partition {p} purged to {start}, past its committed {next}");
+        }
+        if committed.len() == 32 && starts.iter().all(|(p, (start, _))| committed[p].0 == *start) {
+            let purged: i64 = starts.values().map(|(start, _)| start).sum();
+            eprintln!("the repartition topic was purged of {purged} offsets, up to what was read");
+            break;
+        }
+        workers.restart_failed();
+        assert!(
+            Instant::now() < deadline,
+            "the repartition topic purged up to the committed offsets in time: starts {starts:?}, committed {committed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     for (i, w) in workers.children.iter_mut().enumerate() {
         kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
         let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
@@ -145,7 +172,6 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     // The shuffle went through the topic: one partition per key group, created with
     // unlimited retention, and each worker committed the offsets of its own key
     // groups' partitions, with its marker.
-    let topic = format!("weir.{name}-count-repartition");
     let described = kafka::kafka_tool(&[
         "topics",
         "--describe",
@@ -161,7 +187,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     ] {
         assert!(described.contains(says), "{says}: {described}");
     }
-    let offsets = kafka::committed_offsets(&format!("weir.{name}"), &topic);
+    let offsets = kafka::committed_offsets(&group, &topic);
     assert_eq!(
         offsets.len(),
         32,
@@ -213,4 +239,90 @@ fn a_repartition_topic_with_another_partition_count_is_refused_with_one_line() {
         "{line}"
     );
     assert_eq!(kafka::end_offsets_sum(&output), 0, "nothing written");
+}
+
+/// Catches: a worker that resumes a repartition partition whose unread records were
+/// deleted from outside Weir (a retention or DeleteRecords on the topic) at the
+/// partition's new start, as the Kafka source does for an input topic: those records
+/// exist nowhere else, and their counts would silently go missing.
+#[test]
+fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("wc-deleted");
+    let input_topic = kafka::unique_name("repartition-deleted-in");
+    let output = kafka::unique_name("repartition-deleted-out");
+    kafka::create_topic(&input_topic, 2);
+    kafka::create_topic(&output, 2);
+    let (records, _) = word_count::input(2, 0..5);
+    kafka::produce(&input_topic, &records);
+    let checkpoints = toml_path(&dir.path().join("checkpoints")).replace('"', "");
+    let spec = word_count::spec(
+        dir.path(),
+        &name,
+        (&input_topic, &output),
+        &checkpoints,
+        0,
+        false,
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let worker = || {
+        let mut command = weir();
+        command.args(["run", "--quiet", "--worker", "0/2"]).arg(&spec);
+        command
+    };
+    // Worker 0 alone reads its input partition, shuffles it and counts its own key
+    // groups' words: run it until some counts are committed, then stop it.
+    let mut first = worker()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker 0");
+    while total_records(&committed_counts(&output)) == 0 {
+        assert!(Instant::now() < deadline, "worker 0 committed counts in time");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    let (status, err) = wait_until(&mut first, deadline, "worker 0 after SIGTERM");
+    assert_eq!(status.code(), Some(143), "{err}");
+
+    // Records for one of worker 0's key groups arrive after its checkpoint, and are
+    // deleted before it read them.
+    let topic = format!("weir.{name}-count-repartition");
+    let mine = weir::connector::kafka::repartition::partitions_of(
+        weir::cluster::Worker::new(0, 2).expect("worker"),
+        32,
+    );
+    let partition = mine[0];
+    let committed_offset = kafka::committed_offsets(&format!("weir.{name}"), &topic)[&partition].0;
+    kafka::produce(
+        &topic,
+        &[kafka::Input {
+            partition,
+            key: "w00".into(),
+            value: "w00".into(),
+            timestamp: 0,
+        }],
+    );
+    let (_, high) = kafka::watermarks(&topic)[&partition];
+    kafka::delete_records(&topic, partition, high);
+
+    // Refused at start, with one line; a worker that skipped the deleted records would
+    // run on until the deadline.
+    let mut second = worker()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker 0 again");
+    let (status, err) = wait_until(&mut second, deadline, "worker 0 over deleted records");
+    assert_eq!(status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    let line = lines[0];
+    assert!(
+        line.contains(&format!(
+            "repartition topic {topic}, partition {partition}: the checkpoint resumes at offset {committed_offset}, but the partition now starts at {high}: records this worker had not read yet were deleted"
+        )),
+        "{line}"
+    );
 }

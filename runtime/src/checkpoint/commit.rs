@@ -42,4 +42,10 @@ pub trait Committer: Send {
     fn discard_uncommitted(&mut self, _restored: CheckpointId) -> Result<(), CommitError> {
         Ok(())
     }
+
+    /// After each commit and garbage collection: `kept` are the complete checkpoints
+    /// still in storage (oldest first), the only ones a later run may restore. What none
+    /// of them can need again may be released (the Kafka sink purges the repartition
+    /// topic below them). Best effort: a failure here is logged, never fails the run.
+    fn retained(&mut self, _kept: &[CheckpointMetadata]) {}
 }

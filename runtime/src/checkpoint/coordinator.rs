@@ -13,7 +13,8 @@
 //! 4. Complete: write n's metadata atomically (temp file, fsync, rename, fsync dir).
 //! 5. Commit: every committer makes n's output visible. Commits are idempotent and are
 //!    redone on recovery, because a crash can fall between 4 and 5.
-//! 6. Retain the last `retain` complete checkpoints; garbage-collect the rest.
+//! 6. Retain the last `retain` complete checkpoints; garbage-collect the rest; tell the
+//!    committers which are kept (`Committer::retained`).
 //!
 //! The checkpoint timeout bounds steps 1-5 together: pre-commit and commit get the
 //! deadline that the acknowledgements had.
@@ -407,10 +408,15 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Step 6: keeps the newest `retain` complete checkpoints, removes the rest.
-    fn retain(&self, id: CheckpointId) -> Result<(), CoordinatorError> {
-        crate::checkpoint::retention::retain(&self.storage, self.config.retain)
-            .map_err(|source| self.storage_error(id, source))
+    /// Step 6: keeps the newest `retain` complete checkpoints, removes the rest, and
+    /// tells every committer which are kept.
+    fn retain(&mut self, id: CheckpointId) -> Result<(), CoordinatorError> {
+        let kept = crate::checkpoint::retention::retain(&self.storage, self.config.retain)
+            .map_err(|source| self.storage_error(id, source))?;
+        for committer in &mut self.committers {
+            committer.retained(&kept);
+        }
+        Ok(())
     }
 
     fn storage_error(&self, id: CheckpointId, source: MetadataError) -> CoordinatorError {

@@ -88,6 +88,9 @@ struct FakeCommitter {
     fail_commit: Option<u64>,
     /// After committing this checkpoint, request a stop (as SIGTERM would).
     stop_after_commit: Option<(u64, Arc<AtomicUsize>)>,
+    /// The ids of the kept checkpoints of each `retained` call, and which of them were
+    /// still in storage at that moment.
+    retained: Arc<Mutex<Vec<(Vec<u64>, Vec<u64>)>>>,
 }
 
 impl FakeCommitter {
@@ -148,6 +151,13 @@ impl Committer for FakeCommitter {
             stop.store(SIGTERM, Ordering::SeqCst);
         }
         Ok(())
+    }
+
+    fn retained(&mut self, kept: &[CheckpointMetadata]) {
+        let ids: Vec<u64> = kept.iter().map(|m| m.id.0).collect();
+        let stored = self.storage.checkpoint_ids().expect("ids");
+        let stored = stored.into_iter().map(|id| id.0).collect();
+        self.retained.lock().expect("retained").push((ids, stored));
     }
 }
 
@@ -271,6 +281,7 @@ impl Rig {
             fail_pre_commit: None,
             fail_commit: None,
             stop_after_commit: None,
+            retained: Arc::default(),
         }
     }
 
@@ -797,6 +808,40 @@ fn retention_keeps_the_newest_checkpoints_after_each_commit() {
     assert_eq!(rig.complete(), vec![2, 3, 4]);
     let ids = rig.storage.checkpoint_ids().expect("ids");
     assert_eq!(ids, vec![CheckpointId(2), CheckpointId(3), CheckpointId(4)]);
+}
+
+/// Catches: a committer told of checkpoints that garbage collection removed, or told
+/// before it (the Kafka sink purges its repartition partitions below the oldest kept
+/// checkpoint: one it was not told about, or one about to go, would let it purge too
+/// little or records a restore still needs).
+#[test]
+fn every_committer_is_told_the_kept_checkpoints_after_garbage_collection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rig, tasks) = Rig::open(dir.path());
+    let mut stopping = rig.committer(SINK_A);
+    stopping.stop_after_commit = Some((4, rig.stop.clone()));
+    let told = stopping.retained.clone();
+    send_and_exit(tasks, (1..=5).flat_map(acks));
+    let settings = Settings {
+        interval: Duration::ZERO,
+        retain: 3,
+        ..Settings::default()
+    };
+
+    rig.coordinator(settings, vec![stopping.boxed()])
+        .run()
+        .expect("run");
+
+    let told = told.lock().expect("retained").clone();
+    let kept: Vec<Vec<u64>> = told.iter().map(|(kept, _)| kept.clone()).collect();
+    assert_eq!(
+        kept,
+        vec![vec![1], vec![1, 2], vec![1, 2, 3], vec![2, 3, 4], vec![3, 4, 5]],
+        "oldest first, after each commit"
+    );
+    for (kept, stored) in &told {
+        assert_eq!(kept, stored, "told after the rest was removed");
+    }
 }
 
 /// Every task gone while the coordinator waits for the next trigger fails the run.

@@ -14,7 +14,13 @@ use crate::storage::CheckpointStorage;
 /// The fewest complete checkpoints ever kept.
 pub const MIN_RETAINED: usize = 2;
 
-pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), MetadataError> {
+/// Keeps the newest `retain` (at least `MIN_RETAINED`) complete checkpoints and what
+/// they reference, removes the rest; returns the kept checkpoints' metadata, oldest
+/// first.
+pub fn retain(
+    storage: &CheckpointStorage,
+    retain: usize,
+) -> Result<Vec<CheckpointMetadata>, MetadataError> {
     let complete = storage.complete_checkpoints()?;
     let keep: Vec<CheckpointId> = complete
         .iter()
@@ -23,11 +29,13 @@ pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), Metadata
         .copied()
         .collect();
     let mut referenced = HashSet::new();
-    for &id in &keep {
+    let mut kept = Vec::with_capacity(keep.len());
+    for &id in keep.iter().rev() {
         let metadata = CheckpointMetadata::read(storage, id)?;
         for snapshot in metadata.tasks.values().flat_map(|ops| ops.values()) {
             referenced.extend(snapshot.shared_files.iter().cloned());
         }
+        kept.push(metadata);
     }
     let removed = storage.gc(&keep, &referenced)?;
     tracing::debug!(
@@ -36,5 +44,5 @@ pub fn retain(storage: &CheckpointStorage, retain: usize) -> Result<(), Metadata
         shared_bytes = removed.shared_bytes_removed,
         "checkpoint gc removed"
     );
-    Ok(())
+    Ok(kept)
 }

@@ -32,6 +32,7 @@ use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC
 use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
 use crate::connector::kafka::repartition;
+use crate::connector::kafka::repartition_purge::RepartitionPurger;
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
@@ -166,6 +167,9 @@ pub struct KafkaCommitUnit {
     transaction_timeout: Duration,
     mode: Mode,
     fence: Fence,
+    /// Worker I of N > 1 with a keyed step: purges what it read of its repartition
+    /// partitions once no retained checkpoint needs it.
+    purger: Option<RepartitionPurger>,
 }
 
 impl std::fmt::Debug for KafkaCommitUnit {
@@ -251,13 +255,36 @@ impl KafkaCommitUnit {
                 open_exactly_once(spec, sink, &endpoint, marker, from_scratch, &fence)?
             }
         };
+        let purger = spec
+            .repartition
+            .as_ref()
+            .map(|exchange| {
+                RepartitionPurger::start(
+                    &spec.name,
+                    spec.worker,
+                    spec.layout,
+                    exchange,
+                    &endpoint,
+                    timeout,
+                )
+            })
+            .transpose()?;
         Ok(Some(Arc::new(KafkaCommitUnit {
             pipeline: spec.name.clone(),
             bootstrap,
             transaction_timeout: sink.transaction_timeout,
             mode,
             fence,
+            purger,
         })))
+    }
+
+    /// After checkpoint garbage collection: `kept` are the checkpoints a later run may
+    /// still restore (see `repartition_purge`).
+    pub fn retained(&self, kept: &[CheckpointMetadata]) {
+        if let Some(purger) = &self.purger {
+            purger.retained(kept);
+        }
     }
 
     pub fn is_exactly_once(&self) -> bool {

@@ -152,6 +152,7 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         transaction_timeout: Duration::from_secs(3600),
         mode,
         fence,
+        purger: None,
     };
     (unit, log)
 }

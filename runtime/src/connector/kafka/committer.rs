@@ -55,4 +55,8 @@ impl Committer for KafkaCommitter {
             .map_err(ConnectorError::from)?;
         Ok(())
     }
+
+    fn retained(&mut self, kept: &[CheckpointMetadata]) {
+        self.unit.retained(kept);
+    }
 }

@@ -48,6 +48,16 @@ pub enum KafkaError {
     },
 
     #[error(
+        "repartition topic {topic}, partition {partition}: the checkpoint resumes at offset {restored}, but the partition now starts at {earliest}: records this worker had not read yet were deleted (a retention or DeleteRecords on the topic from outside Weir?), and the state of their key group cannot be rebuilt without them; restore the records, or start the pipeline over"
+    )]
+    RepartitionRecordsDeleted {
+        topic: String,
+        partition: i32,
+        restored: i64,
+        earliest: i64,
+    },
+
+    #[error(
         "topic {topic} does not exist on {bootstrap}: create it (e.g. `kafka.sh topics --create --topic {topic} --partitions 3`) or fix `topic` in the spec"
     )]
     MissingTopic { topic: String, bootstrap: String },

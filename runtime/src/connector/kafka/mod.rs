@@ -13,6 +13,7 @@ pub mod marker;
 pub mod names;
 pub mod preflight;
 pub mod repartition;
+pub mod repartition_purge;
 pub mod security;
 pub mod sink;
 pub mod source;

@@ -15,10 +15,9 @@
 //!   topic with another partition count is refused with one line (its key groups would
 //!   land on the wrong partitions). Retention is unlimited (`retention.ms = -1`,
 //!   `retention.bytes = -1`, `cleanup.policy = delete`): a record is never deleted
-//!   before its owner read it, however long that worker is down. Weir does not purge
-//!   records already read (Kafka Streams does, with DeleteRecords); the topic grows
-//!   with the input, and an operator may set a finite retention that exceeds the
-//!   longest outage of a worker.
+//!   before its owner read it, however long that worker is down. The owner purges
+//!   what none of its retained checkpoints can read again (`repartition_purge`, Kafka
+//!   Streams' DeleteRecords), so the topic does not grow with the input.
 //! - Writing: upstream of the exchange, every record (key, value, event time as the
 //!   Kafka timestamp) goes to the partition of its key's group (`partition_of_key`,
 //!   the same `dataflow::partition::key_group` as the in-process shuffle), through the

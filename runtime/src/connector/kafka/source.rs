@@ -19,7 +19,9 @@
 //!   whichever old worker read it. Otherwise a partition in no snapshot was added
 //!   after the checkpoint and starts at its earliest offset: it holds only newer
 //!   records. A restored offset that retention already deleted continues at the
-//!   earliest offset, with a warning and the records skipped counted.
+//!   earliest offset, with a warning and the records skipped counted; in a
+//!   repartition topic, which only Weir purges and never past a retained checkpoint
+//!   (`repartition_purge`), it is refused instead: those records exist nowhere else.
 //! - `isolation.level = read_committed`, auto-commit off: the source sees only committed
 //!   input and never commits anything itself; its progress lives in checkpoints.
 //! - The position `{"v": 1, "partitions": [{"topic": t, "partition": p, "offset": o}, ...]}`
@@ -448,7 +450,7 @@ impl PartitionOpener<'_> {
         assigned: &mut TopicPartitionList,
     ) -> Result<PartitionState, ConnectorError> {
         let (low, high) = self.watermarks(&topic, partition)?;
-        let next = self.start(&topic, partition, low, high);
+        let next = self.start(&topic, partition, low, high)?;
         let end = self.config.bounded.then_some(high);
         tracing::debug!(%topic, partition, low, high, next, restored = self.restored.is_some(), "kafka source partition opened");
         let queue = self
@@ -488,13 +490,22 @@ impl PartitionOpener<'_> {
     }
 
     /// The offset `topic`-`partition` starts at, between `low` and `high`: its restored
-    /// offset if resuming, else the configured start.
-    fn start(&mut self, topic: &str, partition: i32, low: i64, high: i64) -> i64 {
+    /// offset if resuming, else the configured start. A repartition partition whose
+    /// restored offset was deleted is refused: its records are no one else's input.
+    fn start(&mut self, topic: &str, partition: i32, low: i64, high: i64) -> Result<i64, KafkaError> {
         let key = (topic.to_owned(), partition);
-        match &self.restored {
+        Ok(match &self.restored {
             // A partition added since the checkpoint: all of it is new input.
             Some(map) => match map.get(&key).copied() {
                 None => low,
+                Some(offset) if offset < low && self.config.repartition_key_groups.is_some() => {
+                    return Err(KafkaError::RepartitionRecordsDeleted {
+                        topic: topic.to_owned(),
+                        partition,
+                        restored: offset,
+                        earliest: low,
+                    });
+                }
                 Some(offset) if offset < low => {
                     let lost = low - offset;
                     tracing::warn!(%topic, partition, restored = offset, earliest = low, skipped = lost,
@@ -510,7 +521,7 @@ impl PartitionOpener<'_> {
                 StartOffset::Latest => high,
                 StartOffset::Committed => self.committed.get(&key).copied().unwrap_or(low),
             },
-        }
+        })
     }
 }
 
