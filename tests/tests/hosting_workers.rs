@@ -3,9 +3,11 @@
 //! its own (PREFIXED ACLs from `kafka.sh tenant`, on the SASL listener): the keyed word
 //! count of `weir_tests::word_count` (split-words map + unwindowed count, 6 input
 //! partitions, 32 key groups, exactly-once Kafka out, `batch_size = 1`) created through
-//! the API with 2 workers; one worker process SIGKILLed three times (its pid from the
-//! status), each time restarted alone by the supervisor while the other keeps its pid;
-//! then a savepoint and an upgrade to 3 workers (a rescale), more input, and every
+//! the API as one process, stopped with a savepoint and upgraded to 2 workers (a
+//! rescale from one process); one worker process SIGKILLed three times (its pid from
+//! the status), each time restarted alone by the supervisor while the other keeps its
+//! pid; then a savepoint, an upgrade back to 1 refused (409), and an upgrade to 3
+//! workers (a rescale), more input, and every
 //! word's committed counts (read_committed) are exactly 1, 2, ..., n in order. The
 //! repartition topic lies under the tenant's prefix and the 3 workers own it.
 
@@ -63,7 +65,7 @@ fn wait_for_output(output: &str, at_least: usize, deadline: Instant) {
 }
 
 #[test]
-fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
+fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_three_with_exact_counts() {
     let _one = kafka::exclusive();
     let deadline = Instant::now() + RUN_LIMIT;
     kafka::tenant(TENANT, PASSWORD, &format!("{TENANT}."));
@@ -104,13 +106,26 @@ fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
     );
     assert_eq!(over.status, 400, "{over:?}");
     assert!(over.error().contains("(quota workers)"), "{over:?}");
-    let created = s.post(
-        "/v1/pipelines",
-        Some(&token),
-        &json!({"spec": spec, "workers": 2}),
-    );
+    // Created as one process (no `workers`), it runs for a while; a savepoint stops
+    // it, and an upgrade to 2 workers rescales from it (1 -> N).
+    let created = s.post("/v1/pipelines", Some(&token), &json!({"spec": spec}));
     assert_eq!(created.status, 201, "{created:?}");
-    assert_eq!(created.body["workers"], 2);
+    assert_eq!(created.body["workers"], 1);
+    s.wait_status(&token, &name, RUN_LIMIT, |v| v["state"] == "running");
+    wait_for_output(&output, 60, deadline);
+    let saved = s.post_empty(&format!("/v1/pipelines/{name}/savepoint"), Some(&token));
+    assert_eq!(saved.status, 200, "{saved:?}");
+    eprintln!(
+        "1 process committed {} counts",
+        total_records(&committed_counts(&output))
+    );
+    let upgraded = s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(&token),
+        &json!({"workers": 2}),
+    );
+    assert_eq!(upgraded.status, 200, "{upgraded:?}");
+    assert_eq!(upgraded.body["workers"], 2);
     let mut status = s.wait_status(&token, &name, RUN_LIMIT, |v| all_running(v, 2));
 
     // SIGKILL worker 1 (or 0, alternately) a few times: the supervisor restarts it
@@ -162,6 +177,12 @@ fn two_workers_survive_sigkills_and_rescale_to_three_with_exact_counts() {
         &json!({"workers": 1}),
     );
     assert_eq!(to_one.status, 409, "{to_one:?}");
+    assert!(
+        to_one
+            .error()
+            .contains("rescaling from several workers back to one is not supported"),
+        "{to_one:?}"
+    );
     add_totals(&mut totals, &produce(&input, 120..180));
     let expected: u64 = totals.values().sum();
     let upgraded = s.post(

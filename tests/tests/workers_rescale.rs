@@ -18,6 +18,11 @@
 //!    workers run; worker 0 of 3 starts, takes both over (they stop, fenced) and dies
 //!    at its first checkpoint; worker 1 of 2 started again is refused with one line
 //!    (handed over to 3 workers); the 3 workers then finish with exact counts.
+//! 3. 1 -> 3, checkpoints in a local dir: the pipeline as one process (in-process
+//!    shuffle) reads a first part and is stopped with SIGTERM; more input; 3 workers
+//!    rescale from its last committed checkpoint, one SIGKILLed a moment after it
+//!    starts and restarted; exact counts. The process started again over the workers'
+//!    checkpoints is refused with one line.
 //!
 //! Without the S3 server's environment test 1 fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
@@ -280,5 +285,64 @@ fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after()
     assert!(
         Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
         "the 3 workers checkpointed"
+    );
+}
+
+#[test]
+fn one_process_rescales_to_three_workers_with_exact_counts() {
+    let _one_at_a_time = kafka::exclusive();
+    let deadline = Instant::now() + WAIT_LIMIT;
+    let Pipeline {
+        dir: _dir,
+        output,
+        input,
+        checkpoints,
+        spec,
+        ..
+    } = pipeline("scale-out", None);
+    let mut totals = produce(&input, 0..60);
+
+    // The pipeline as one process (0/1: in-process shuffle, checkpoints in the dir
+    // itself), stopped with SIGTERM mid-stream.
+    let mut one = Workers::start(&spec, 1, MAX_FAILURES);
+    wait_for_output(&output, 300, &mut one, deadline);
+    stop_all(&mut one, deadline);
+    let by_one = total_records(&committed_counts(&output));
+    assert!(
+        by_one < totals.values().sum::<u64>() as usize,
+        "stopped mid-stream"
+    );
+
+    // More input; 3 workers rescale from the process's last committed checkpoint, one
+    // SIGKILLed a moment after it starts (around its take-over and first checkpoint).
+    add_totals(&mut totals, &produce(&input, 60..120));
+    let expected: u64 = totals.values().sum();
+    let mut three = Workers::start(&spec, 3, MAX_FAILURES);
+    std::thread::sleep(Duration::from_millis(1_500));
+    three.children[1].kill().expect("SIGKILL");
+    three.children[1].wait().expect("reap");
+    three.restart(1, None);
+    wait_for_output(&output, expected as usize, &mut three, deadline);
+    stop_all(&mut three, deadline);
+    eprintln!(
+        "1 process committed {by_one} counts, then 3 workers the rest; {} restarts of workers that failed on their own",
+        three.failures.len()
+    );
+    assert_exact(&committed_counts(&output), &totals);
+    assert!(
+        Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
+        "the 3 workers checkpointed"
+    );
+
+    // The way back is refused, with one line.
+    let again = weir_tests::weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .output()
+        .expect("run");
+    let line = refusal_line(&again);
+    assert!(
+        line.contains("rescaling from workers back to one process is not supported"),
+        "{line}"
     );
 }

@@ -11,7 +11,9 @@
 //! layout, even when a layout's worker count comes back (3 -> 2 -> 3: the second 3 is
 //! generation 2, and the `worker-*-of-3/` checkpoints of generation 0 are stale).
 //!
-//! Invariants of `choose` (for worker I of M > 1; one process, 0/1, never rescales):
+//! Invariants of `choose` (for worker I of M > 1; one process, 0/1, never rescales; it
+//! is observed as a location of its own, the pipeline's root, of a 1-worker layout,
+//! so workers rescale from it like from any layout):
 //! - Nothing in storage: this worker starts in generation 0 (`Own`, nothing to restore).
 //! - The latest generation G has M workers and this worker's location holds a
 //!   checkpoint of G: `Own` (the usual recovery of its own checkpoints).

@@ -92,15 +92,15 @@ pub enum PipelineError {
     #[error(transparent)]
     Worker(#[from] crate::spec::WorkerSpecError),
 
-    /// One process over workers' checkpoints, or workers over the process's.
+    /// One process over workers' checkpoints (a rescale from N workers back to 1).
     #[error(
-        "pipeline {pipeline}, worker {worker}: checkpoint storage {storage} holds complete checkpoints of {found}: rescaling between one process and workers is not supported; run the pipeline as it ran before, or start over on a fresh checkpoint dir"
+        "pipeline {pipeline}, worker {worker}: checkpoint storage {storage} holds complete checkpoints of {found}: rescaling from workers back to one process is not supported (a keyed step's repartition topic would have to be drained first); run the pipeline as workers (--worker I/N, any N > 1), or start over on a fresh checkpoint dir"
     )]
     OtherWorkerLayout {
         pipeline: String,
         worker: crate::cluster::Worker,
         storage: String,
-        /// E.g. `worker-1-of-3`, or `the pipeline run as one process`.
+        /// E.g. `worker-0-of-2, worker-1-of-2`.
         found: String,
     },
 

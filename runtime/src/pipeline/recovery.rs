@@ -6,8 +6,8 @@
 //! 1. Lock the state dir (`state_dir_lock`): a second instance on the same state dir is
 //!    refused before it can fence the first or touch its files. Then choose the layout
 //!    of workers (`worker_layout`): restore this worker's own checkpoints, or rescale
-//!    from the current layout's (see `cluster::layout`); one process and workers never
-//!    restore each other's.
+//!    from the current layout's (see `cluster::layout`); workers rescale from the
+//!    pipeline run as one process too, never the other way.
 //! 2. Load the guests (`modules`).
 //! 3. Kafka sinks: check their configuration against the spec and the broker; for
 //!    exactly-once, fence every earlier instance and read the progress markers (those

@@ -7,13 +7,16 @@
 //!   the spec's checkpoint dir) is listed, and the metadata of its newest complete
 //!   checkpoint gives its layout stamp (`LayoutStamp::first` for checkpoints written
 //!   before stamps existed). `cluster::layout::choose` decides from those alone.
-//! - One process (0/1) and workers (N > 1) never restore each other's checkpoints:
-//!   rescaling between them is not supported (a keyed pipeline in one process has no
-//!   repartition topic to hand over), so 0/1 over workers' complete checkpoints, or
-//!   workers over the pipeline's own (the dir itself), is refused with one line.
+//! - One process (0/1) is a layout of one worker whose location is the dir itself, so
+//!   workers started over its complete checkpoints rescale from it (1 -> N, as from
+//!   any layout: the process is taken over and its last committed checkpoint split
+//!   between the workers). The way back is refused with one line: 0/1 over workers'
+//!   complete checkpoints (N -> 1 would have to drain the repartition topic, which a
+//!   process with an in-process shuffle does not read).
 //! - `--from-scratch` starts one worker's own checkpoints over within the current
-//!   layout; over complete checkpoints of another number of workers it is refused:
-//!   they would stay the newer layout, and the next start would rescale from them.
+//!   layout; over complete checkpoints of another number of workers (the process's
+//!   included) it is refused: they would stay the newer layout, and the next start
+//!   would rescale from them.
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::Worker;
@@ -21,7 +24,7 @@ use crate::cluster::layout::{self, LayoutChoice, LayoutStamp, ObservedLocation};
 use crate::pipeline::error::PipelineError;
 use crate::record::CheckpointId;
 use crate::storage::layout::parse_checkpoint_dir;
-use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
+use crate::storage::{CheckpointLocation, CheckpointStorage};
 
 /// One worker location of a checkpoint dir.
 #[derive(Debug, Clone)]
@@ -81,15 +84,25 @@ fn newest_stamp(
     Ok(Some((id, stamp)))
 }
 
-/// Whether `root` itself holds a complete checkpoint: the pipeline's as one process.
-fn holds_own_checkpoints(root: &CheckpointLocation) -> Result<bool, StorageError> {
-    let names = CheckpointStorage::child_names(root)?;
+/// The stamp of the newest complete checkpoint `root` itself holds (the pipeline's
+/// as one process), if any.
+fn process_checkpoint(
+    pipeline: &str,
+    root: &CheckpointLocation,
+) -> Result<Option<LayoutStamp>, PipelineError> {
+    let names = CheckpointStorage::child_names(root).map_err(|source| PipelineError::Storage {
+        pipeline: pipeline.to_owned(),
+        source,
+    })?;
     if !names.iter().any(|n| parse_checkpoint_dir(n).is_some()) {
-        return Ok(false);
+        return Ok(None);
     }
-    Ok(CheckpointStorage::open_read_only(root)?
-        .latest_complete()?
-        .is_some())
+    let newest = newest_stamp(root, Worker::SINGLE).map_err(|reason| PipelineError::Layout {
+        pipeline: pipeline.to_owned(),
+        storage: root.to_string(),
+        reason: format!("the pipeline's root: {reason}"),
+    })?;
+    Ok(newest.map(|(_, stamp)| stamp))
 }
 
 /// What worker `worker` of `pipeline` does at start, given what `root` holds (see
@@ -118,18 +131,8 @@ pub fn choose(
         }
         return Ok(LayoutChoice::Own(LayoutStamp::first(1)));
     }
-    if holds_own_checkpoints(root).map_err(|source| PipelineError::Storage {
-        pipeline: pipeline.to_owned(),
-        source,
-    })? {
-        return Err(PipelineError::OtherWorkerLayout {
-            pipeline: pipeline.to_owned(),
-            worker,
-            storage: root.to_string(),
-            found: "the pipeline run as one process".to_owned(),
-        });
-    }
-    let observed: Vec<ObservedLocation> = locations
+    let process = process_checkpoint(pipeline, root)?;
+    let mut observed: Vec<ObservedLocation> = locations
         .iter()
         .filter_map(|l| {
             l.newest.map(|(_, newest)| ObservedLocation {
@@ -139,8 +142,20 @@ pub fn choose(
         })
         .collect();
     if from_scratch {
+        if process.is_some() {
+            return Err(PipelineError::StartOverOverLayouts {
+                pipeline: pipeline.to_owned(),
+                worker,
+                storage: root.to_string(),
+                found: "the pipeline run as one process".to_owned(),
+            });
+        }
         return start_over_choice(pipeline, worker, root, &locations, &observed);
     }
+    observed.extend(process.map(|newest| ObservedLocation {
+        worker: Worker::SINGLE,
+        newest,
+    }));
     layout::choose(worker, &observed).map_err(|refusal| PipelineError::Layout {
         pipeline: pipeline.to_owned(),
         storage: root.to_string(),
@@ -203,8 +218,8 @@ mod tests {
     }
 
     /// Catches: a layout read from the wrong checkpoint (not the newest), a stamp-less
-    /// checkpoint not read as its location's first layout, and one process and workers
-    /// restoring each other's checkpoints.
+    /// checkpoint not read as its location's first layout, and one process restoring
+    /// workers' checkpoints.
     #[test]
     fn the_newest_checkpoint_of_each_location_decides() {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -276,24 +291,64 @@ mod tests {
                 .contains("worker-0-of-3, worker-1-of-3, worker-2-of-3"),
             "{error}"
         );
-        // One process and workers: never each other's.
+        // Workers never go back to one process.
         let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("N -> 1");
         assert_eq!(
             error.to_string(),
             format!(
-                "pipeline p, worker 0/1: checkpoint storage {} holds complete checkpoints of worker-0-of-2, worker-0-of-3, worker-1-of-3, worker-2-of-3: rescaling between one process and workers is not supported; run the pipeline as it ran before, or start over on a fresh checkpoint dir",
+                "pipeline p, worker 0/1: checkpoint storage {} holds complete checkpoints of worker-0-of-2, worker-0-of-3, worker-1-of-3, worker-2-of-3: rescaling from workers back to one process is not supported (a keyed step's repartition topic would have to be drained first); run the pipeline as workers (--worker I/N, any N > 1), or start over on a fresh checkpoint dir",
                 tmp.path().display()
             )
         );
+    }
+
+    /// Catches: workers that refuse (or ignore) a pipeline's checkpoints as one process
+    /// instead of rescaling from them, a rescale from the process that does not move
+    /// on once the workers checkpointed, and `--from-scratch` over the process's
+    /// checkpoints (the next start would rescale from them again).
+    #[test]
+    fn workers_rescale_from_the_pipeline_run_as_one_process() {
         let single = tempfile::tempdir().expect("tempdir");
-        let single_root = CheckpointLocation::Local(single.path().to_owned());
+        let root = CheckpointLocation::Local(single.path().to_owned());
         complete(single.path(), None, 7, None);
-        assert!(choose(PIPELINE, Worker::SINGLE, &single_root, false).is_ok());
-        let error = choose(PIPELINE, w(0, 2), &single_root, false).expect_err("1 -> 2");
+        assert_eq!(
+            choose(PIPELINE, Worker::SINGLE, &root, false).expect("own"),
+            LayoutChoice::Own(LayoutStamp::first(1))
+        );
+        let from = Layout {
+            workers: 1,
+            generation: 0,
+        };
+        let into = LayoutStamp {
+            workers: 3,
+            generation: 1,
+            rescaled_from: Some(from),
+        };
+        for i in 0..3 {
+            assert_eq!(
+                choose(PIPELINE, w(i, 3), &root, false).expect("1 -> 3"),
+                LayoutChoice::Rescale { from, into }
+            );
+        }
+        // Worker 1 committed in the new layout; the others still rescale into it.
+        complete(single.path(), Some(w(1, 3)), 8, Some(into));
+        assert_eq!(
+            choose(PIPELINE, w(1, 3), &root, false).expect("own"),
+            LayoutChoice::Own(into)
+        );
+        assert_eq!(
+            choose(PIPELINE, w(2, 3), &root, false).expect("the rest of 1 -> 3"),
+            LayoutChoice::Rescale { from, into }
+        );
+        // The process cannot come back over them.
+        let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("3 -> 1");
+        assert!(error.to_string().contains("worker-1-of-3: rescaling from workers back to one process is not supported"), "{error}");
+        let fresh = tempfile::tempdir().expect("tempdir");
+        complete(fresh.path(), None, 2, None);
+        let fresh_root = CheckpointLocation::Local(fresh.path().to_owned());
+        let error = choose(PIPELINE, w(0, 2), &fresh_root, true).expect_err("start over");
         assert!(
-            error
-                .to_string()
-                .contains("the pipeline run as one process"),
+            error.to_string().contains("the pipeline run as one process"),
             "{error}"
         );
     }

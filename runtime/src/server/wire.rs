@@ -117,8 +117,8 @@ pub struct UpgradePipeline {
     #[serde(default)]
     pub modules: BTreeMap<String, String>,
     /// Run the pipeline as this many workers from now on (a rescale: the new workers
-    /// take over the old ones' savepoints); absent: as many as before. Rescaling
-    /// between one worker and several is refused.
+    /// take over the old ones' savepoints); absent: as many as before. From one worker
+    /// to several is a rescale too; from several back to one is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub workers: Option<u32>,

@@ -251,8 +251,8 @@ pub async fn savepoint(
 
 /// Upgrade a stopped pipeline's modules and/or number of workers and start it from its
 /// savepoint, keeping state. Another number of workers is a rescale: the new workers
-/// take over the old ones' last committed checkpoints (between one worker and several
-/// it is refused).
+/// take over the old ones' last committed checkpoints (one worker to several too; from
+/// several back to one it is refused).
 #[utoipa::path(post, path = "/v1/pipelines/{name}/upgrade", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")), request_body = UpgradePipeline,
     responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
@@ -281,9 +281,9 @@ pub async fn upgrade(
     let workers = body.workers.unwrap_or(row.workers);
     // Checked (and the new module paths resolved) before anything is recorded.
     app.hosted_spec(&tenant, &row.spec, workers)?;
-    if (workers == 1) != (row.workers == 1) {
+    if workers == 1 && row.workers > 1 {
         return Err(ApiError::conflict(format!(
-            "pipeline {:?} runs as {} worker(s): rescaling between one worker and several is not supported (a keyed pipeline in one process has no repartition topic to hand over); create a new pipeline instead",
+            "pipeline {:?} runs as {} workers: rescaling from several workers back to one is not supported (a keyed step's repartition topic would have to be drained first); upgrade to 2 or more workers, or create a new pipeline",
             row.name, row.workers
         )));
     }
