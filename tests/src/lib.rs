@@ -678,10 +678,12 @@ topic = "{output}"
         list.add_partition_offset(topic, partition, Offset::Offset(offset))
             .expect("offset");
         let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
-        let done =
-            weir::connector::kafka::client::block_on(admin.delete_records(&list, &options), TIMEOUT)
-                .expect("delete records in time")
-                .expect("delete records");
+        let done = weir::connector::kafka::client::block_on(
+            admin.delete_records(&list, &options),
+            TIMEOUT,
+        )
+        .expect("delete records in time")
+        .expect("delete records");
         for element in done.elements() {
             element.error().expect("deleted");
         }

@@ -65,7 +65,8 @@ fn wait_for_output(output: &str, at_least: usize, deadline: Instant) {
 }
 
 #[test]
-fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_three_with_exact_counts() {
+fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_three_with_exact_counts()
+ {
     let _one = kafka::exclusive();
     let deadline = Instant::now() + RUN_LIMIT;
     kafka::tenant(TENANT, PASSWORD, &format!("{TENANT}."));

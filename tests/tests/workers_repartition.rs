@@ -143,9 +143,16 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         let starts = kafka::watermarks(&topic);
         for (p, &(start, _)) in &starts {
             let next = committed.get(p).map_or(0, |(offset, _)| *offset);
-            assert!(start <= next, "partition {p} purged to {start}, past its committed {next}");
+            assert!(
+                start <= next,
+                "partition {p} purged to {start}, past its committed {next}"
+            );
         }
-        if committed.len() == 32 && starts.iter().all(|(p, (start, _))| committed[p].0 == *start) {
+        if committed.len() == 32
+            && starts
+                .iter()
+                .all(|(p, (start, _))| committed[p].0 == *start)
+        {
             let purged: i64 = starts.values().map(|(start, _)| start).sum();
             eprintln!("the repartition topic was purged of {purged} offsets, up to what was read");
             break;
@@ -268,7 +275,9 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let worker = || {
         let mut command = weir();
-        command.args(["run", "--quiet", "--worker", "0/2"]).arg(&spec);
+        command
+            .args(["run", "--quiet", "--worker", "0/2"])
+            .arg(&spec);
         command
     };
     // Worker 0 alone reads its input partition, shuffles it and counts its own key
@@ -279,7 +288,10 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
         .spawn()
         .expect("worker 0");
     while total_records(&committed_counts(&output)) == 0 {
-        assert!(Instant::now() < deadline, "worker 0 committed counts in time");
+        assert!(
+            Instant::now() < deadline,
+            "worker 0 committed counts in time"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     kill(Pid::from_raw(first.id() as i32), Signal::SIGTERM).expect("SIGTERM");

@@ -11,9 +11,11 @@
 //!    it starts (around its take-over and first checkpoint) and restarted; they run
 //!    until the committed output is complete. The output, read_committed, holds per
 //!    word exactly the counts 1, 2, ..., n in order, as an uninterrupted run commits;
-//!    `weir checkpoints` lists the three layouts (generations 0, 1, 2), the old
-//!    workers' progress topics end with their hand-over, and every repartition
-//!    partition's offset carries the marker of its owner among the 4.
+//!    `weir checkpoints` lists the 4 workers' locations in generation 2 and the
+//!    earlier layouts' locations emptied (their worker 0 removed them once all 4 had
+//!    committed; 2 -> 4 needs them until then, as the 2 -> ... step's own kill shows),
+//!    the old workers' progress topics end with their hand-over, and every
+//!    repartition partition's offset carries the marker of its owner among the 4.
 //! 2. A new layout started while the old one still runs, checkpoints in a local dir: 2
 //!    workers run; worker 0 of 3 starts, takes both over (they stop, fenced) and dies
 //!    at its first checkpoint; worker 1 of 2 started again is refused with one line
@@ -183,25 +185,24 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     );
     assert_exact(&committed_counts(&output), &totals);
 
-    // Each layout ran and checkpointed in its own locations, in its own generation.
+    // Each layout checkpointed in its own locations; once every worker of the last
+    // one (generation 2) had committed, its worker 0 removed the earlier layouts'
+    // checkpoints (the locations stay, empty).
     let listed = run_weir(&["checkpoints", spec.to_str().expect("utf-8")]);
     assert!(listed.status.success(), "{}", stderr_of(&listed));
     let text = String::from_utf8_lossy(&listed.stdout).into_owned();
-    for (count, generation, role) in [
-        (3, 0, "an earlier layout"),
-        (2, 1, "an earlier layout"),
-        (4, 2, "the current layout"),
+    for (count, status) in [
+        (3, "no complete checkpoint".to_owned()),
+        (2, "no complete checkpoint".to_owned()),
+        (4, "layout generation 2 (the current layout)".to_owned()),
     ] {
         for i in 0..count {
-            let line = format!("  worker-{i}-of-{count}: newest checkpoint ");
+            let line = format!("  worker-{i}-of-{count}: ");
             let row = text
                 .lines()
                 .find(|l| l.starts_with(&line))
                 .unwrap_or_else(|| panic!("worker-{i}-of-{count} listed: {text}"));
-            assert!(
-                row.contains(&format!("layout generation {generation} ({role}")),
-                "{row}"
-            );
+            assert!(row.contains(&status), "{row}");
         }
     }
     // The old workers were handed over in Kafka, each to the next layout.
@@ -333,6 +334,13 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
         Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
         "the 3 workers checkpointed"
     );
+    // Once all 3 had committed, worker 0 removed the process's own checkpoints.
+    let root = std::fs::read_dir(&checkpoints).expect("checkpoint dir");
+    let left: Vec<String> = root
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("chk-"))
+        .collect();
+    assert!(left.is_empty(), "the process's checkpoints are gone: {left:?}");
 
     // The way back is refused, with one line.
     let again = weir_tests::weir()

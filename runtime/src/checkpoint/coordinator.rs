@@ -14,7 +14,8 @@
 //! 5. Commit: every committer makes n's output visible. Commits are idempotent and are
 //!    redone on recovery, because a crash can fall between 4 and 5.
 //! 6. Retain the last `retain` complete checkpoints; garbage-collect the rest; tell the
-//!    committers which are kept (`Committer::retained`).
+//!    committers which are kept (`Committer::retained`); worker 0 of a rescaled layout
+//!    starts the clean-up of earlier layouts (`layout_cleanup`).
 //!
 //! The checkpoint timeout bounds steps 1-5 together: pre-commit and commit get the
 //! deadline that the acknowledgements had.
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::checkpoint::commit::{CommitError, Committer};
+use crate::checkpoint::layout_cleanup::LayoutCleanup;
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataError};
 use crate::cluster::LayoutStamp;
 use crate::dataflow::error::TaskError;
@@ -144,6 +146,9 @@ pub struct Coordinator {
     /// The last committed checkpoint: the restored one (`NONE` from scratch), then each
     /// one this run commits. Recorded in every checkpoint's metadata.
     pub committed: CheckpointId,
+    /// Worker 0 of a rescaled layout: removes the earlier layouts' checkpoints once
+    /// they are no longer needed (started after step 6).
+    pub cleanup: Option<LayoutCleanup>,
 }
 
 impl Coordinator {
@@ -415,6 +420,9 @@ impl Coordinator {
             .map_err(|source| self.storage_error(id, source))?;
         for committer in &mut self.committers {
             committer.retained(&kept);
+        }
+        if let Some(cleanup) = &mut self.cleanup {
+            cleanup.after_commit();
         }
         Ok(())
     }

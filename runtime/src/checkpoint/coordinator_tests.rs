@@ -310,6 +310,7 @@ impl Rig {
             metrics: self.metrics.clone(),
             last: settings.last,
             committed: settings.committed,
+            cleanup: None,
         }
     }
 
@@ -836,7 +837,13 @@ fn every_committer_is_told_the_kept_checkpoints_after_garbage_collection() {
     let kept: Vec<Vec<u64>> = told.iter().map(|(kept, _)| kept.clone()).collect();
     assert_eq!(
         kept,
-        vec![vec![1], vec![1, 2], vec![1, 2, 3], vec![2, 3, 4], vec![3, 4, 5]],
+        vec![
+            vec![1],
+            vec![1, 2],
+            vec![1, 2, 3],
+            vec![2, 3, 4],
+            vec![3, 4, 5]
+        ],
         "oldest first, after each commit"
     );
     for (kept, stored) in &told {

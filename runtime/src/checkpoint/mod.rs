@@ -2,5 +2,6 @@
 //! retention and the sinks' commits. Ids live in `record`, storage in `storage`.
 pub mod commit;
 pub mod coordinator;
+pub mod layout_cleanup;
 pub mod metadata;
 pub mod retention;

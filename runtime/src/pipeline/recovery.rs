@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use crate::checkpoint::commit::Committer;
 use crate::checkpoint::coordinator;
+use crate::checkpoint::layout_cleanup::LayoutCleanup;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::{Layout, LayoutChoice};
 use crate::connector::file::remove_committed;
@@ -78,6 +79,8 @@ pub struct Recovery {
     /// The transactional sinks' committers, which redid the restored checkpoint's
     /// commit and commit the run's checkpoints from here on.
     pub committers: Vec<Box<dyn Committer>>,
+    /// Worker 0 of a rescaled layout: the clean-up of the layouts before it.
+    pub cleanup: Option<LayoutCleanup>,
 }
 
 /// Recovers `spec` (steps 1 to 6 above).
@@ -162,6 +165,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         rescaled,
         checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
         committers,
+        cleanup: LayoutCleanup::for_run(&spec.name, root, spec.worker, spec.layout),
     })
 }
 

@@ -56,6 +56,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         rescaled,
         checkpoint_base,
         committers,
+        cleanup,
     } = recovery;
     let metrics = options.metrics.clone();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -98,6 +99,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         metrics: metrics.clone(),
         last: checkpoint_base,
         committed: restored.as_ref().map_or(CheckpointId::NONE, |m| m.id),
+        cleanup,
     };
     let mut threads = Vec::new();
     for task in built.source_tasks {

@@ -342,13 +342,20 @@ mod tests {
         );
         // The process cannot come back over them.
         let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("3 -> 1");
-        assert!(error.to_string().contains("worker-1-of-3: rescaling from workers back to one process is not supported"), "{error}");
+        assert!(
+            error.to_string().contains(
+                "worker-1-of-3: rescaling from workers back to one process is not supported"
+            ),
+            "{error}"
+        );
         let fresh = tempfile::tempdir().expect("tempdir");
         complete(fresh.path(), None, 2, None);
         let fresh_root = CheckpointLocation::Local(fresh.path().to_owned());
         let error = choose(PIPELINE, w(0, 2), &fresh_root, true).expect_err("start over");
         assert!(
-            error.to_string().contains("the pipeline run as one process"),
+            error
+                .to_string()
+                .contains("the pipeline run as one process"),
             "{error}"
         );
     }

@@ -274,7 +274,10 @@ mod tests {
             };
             tasks.insert(
                 format!("{SOURCE}.{i}"),
-                BTreeMap::from([(SOURCE.to_owned(), OperatorSnapshot::new(position.to_value()))]),
+                BTreeMap::from([(
+                    SOURCE.to_owned(),
+                    OperatorSnapshot::new(position.to_value()),
+                )]),
             );
         }
         CheckpointMetadata {
@@ -308,8 +311,16 @@ mod tests {
     #[test]
     fn the_purge_offset_is_the_smallest_over_the_retained_checkpoints() {
         let kept = [
-            checkpoint(3, Some(generation(1)), &[&[(TOPIC, 0, 10), (TOPIC, 1, 7)], &[(TOPIC, 2, 0)]]),
-            checkpoint(4, Some(generation(1)), &[&[(TOPIC, 0, 25), (TOPIC, 1, 30)], &[(TOPIC, 2, 4)]]),
+            checkpoint(
+                3,
+                Some(generation(1)),
+                &[&[(TOPIC, 0, 10), (TOPIC, 1, 7)], &[(TOPIC, 2, 0)]],
+            ),
+            checkpoint(
+                4,
+                Some(generation(1)),
+                &[&[(TOPIC, 0, 25), (TOPIC, 1, 30)], &[(TOPIC, 2, 4)]],
+            ),
         ];
         assert_eq!(
             purge_offsets(&kept, SOURCE, TOPIC, worker(), &generation(1)),
@@ -326,7 +337,11 @@ mod tests {
         let kept = [
             // Generation 0, same worker count: stale, restored by no start.
             checkpoint(9, Some(generation(0)), &[&[(TOPIC, 0, 1), (TOPIC, 3, 1)]]),
-            checkpoint(2, Some(generation(1)), &[&[(TOPIC, 0, 50), ("input", 0, 5)]]),
+            checkpoint(
+                2,
+                Some(generation(1)),
+                &[&[(TOPIC, 0, 50), ("input", 0, 5)]],
+            ),
             checkpoint(3, Some(generation(1)), &[&[(TOPIC, 0, 60), (TOPIC, 1, 8)]]),
         ];
         assert_eq!(

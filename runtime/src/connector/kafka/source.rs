@@ -492,7 +492,13 @@ impl PartitionOpener<'_> {
     /// The offset `topic`-`partition` starts at, between `low` and `high`: its restored
     /// offset if resuming, else the configured start. A repartition partition whose
     /// restored offset was deleted is refused: its records are no one else's input.
-    fn start(&mut self, topic: &str, partition: i32, low: i64, high: i64) -> Result<i64, KafkaError> {
+    fn start(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        low: i64,
+        high: i64,
+    ) -> Result<i64, KafkaError> {
         let key = (topic.to_owned(), partition);
         Ok(match &self.restored {
             // A partition added since the checkpoint: all of it is new input.
