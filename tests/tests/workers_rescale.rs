@@ -21,9 +21,9 @@
 //!    at its first checkpoint; worker 1 of 2 started again is refused with one line
 //!    (handed over to 3 workers); the 3 workers then finish with exact counts.
 //! 3. 1 -> 3, checkpoints in a local dir: the pipeline as one process (in-process
-//!    shuffle) reads a first part and is stopped with SIGTERM; more input; 3 workers
-//!    rescale from its last committed checkpoint, one SIGKILLed a moment after it
-//!    starts and restarted; exact counts. The process started again over the workers'
+//!    shuffle, parallelism 2) reads a first part and is stopped with SIGTERM; more
+//!    input; 3 workers of parallelism 1 rescale from its last committed checkpoint,
+//!    one SIGKILLed a moment after it starts and restarted; exact counts. The process started again over the workers'
 //!    checkpoints is refused with one line.
 //!
 //! Without the S3 server's environment test 1 fails, saying how to start it, unless
@@ -314,10 +314,18 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
         "stopped mid-stream"
     );
 
-    // More input; 3 workers rescale from the process's last committed checkpoint, one
-    // SIGKILLed a moment after it starts (around its take-over and first checkpoint).
+    // More input; 3 workers of parallelism 1 (the process had 2) rescale from the
+    // process's last committed checkpoint, one SIGKILLed a moment after it starts
+    // (around its take-over and first checkpoint).
     add_totals(&mut totals, &produce(&input, 60..120));
     let expected: u64 = totals.values().sum();
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    assert!(text.contains("\nparallelism = 2\n"), "{text}");
+    std::fs::write(
+        &spec,
+        text.replace("\nparallelism = 2\n", "\nparallelism = 1\n"),
+    )
+    .expect("spec with parallelism 1");
     let mut three = Workers::start(&spec, 3, MAX_FAILURES);
     std::thread::sleep(Duration::from_millis(1_500));
     three.children[1].kill().expect("SIGKILL");
@@ -340,7 +348,10 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("chk-"))
         .collect();
-    assert!(left.is_empty(), "the process's checkpoints are gone: {left:?}");
+    assert!(
+        left.is_empty(),
+        "the process's checkpoints are gone: {left:?}"
+    );
 
     // The way back is refused, with one line.
     let again = weir_tests::weir()

@@ -307,8 +307,8 @@ fn latest_checkpoint(
     };
     if metadata.parallelism != spec.parallelism {
         return Err(incompatible(format!(
-            "it was taken with parallelism {}, the spec says {}; changing a worker's parallelism \
-             is not supported (a rescale changes the number of workers): set parallelism = {} or \
+            "it was taken with parallelism {}, the spec says {}; a restart keeps the parallelism \
+             (only a rescale to another number of workers may change it): set parallelism = {} or \
              run with --from-scratch",
             metadata.parallelism, spec.parallelism, metadata.parallelism
         )));

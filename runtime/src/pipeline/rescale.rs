@@ -23,6 +23,8 @@
 //!   the old subtask that held it in the checkpoint of its old owner, the one
 //!   `cluster::rescale_plan` names; each new subtask gets exactly its key groups
 //!   (`dataflow::partition::subtask_of`), from as many old snapshots as held them.
+//!   Old and new subtasks are each computed with their own layout's parallelism (the
+//!   old checkpoint's, the spec's), so a rescale may change `parallelism` too.
 //! - Offsets: a source partition's position comes from the one old checkpoint that
 //!   lists it (the worker that read it: the plan's provider while the partition count
 //!   did not change); two old checkpoints listing one partition are refused. The
@@ -33,10 +35,10 @@
 //!   it is (a new worker killed before its first commit rescales again from it).
 //! - Each old checkpoint is checked before anything is restored from it: complete,
 //!   this pipeline's, taken by the old layout (workers and generation), with the
-//!   spec's key groups and parallelism.
+//!   spec's key groups (`max_parallelism`, fixed for the life of a pipeline).
 //! - Output the old workers' file sinks and dead letters staged for c_J is committed
-//!   (idempotent, as a restart of J would do), and what they staged after c_J is
-//!   dropped: the new workers produce it again. New worker `J mod M` does this for old
+//!   (idempotent, as a restart of J would do, with J's parallelism), and what they
+//!   staged after c_J is dropped: the new workers produce it again. New worker `J mod M` does this for old
 //!   worker J, so that two new workers never rename the same staged file at once.
 
 use std::collections::BTreeMap;
@@ -292,12 +294,6 @@ fn old_checkpoint(
             metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
         )));
     }
-    if metadata.parallelism != spec.parallelism {
-        return Err(incompatible(format!(
-            "it was taken with parallelism {}, the spec says {}; a rescale changes the number of workers, not their parallelism: set parallelism = {}",
-            metadata.parallelism, spec.parallelism, metadata.parallelism
-        )));
-    }
     Ok(OldCheckpoint {
         worker: old,
         storage: Arc::new(storage),
@@ -423,6 +419,8 @@ pub fn subtask_key_groups(j: usize, parallelism: usize, key_groups: u16) -> Rang
 fn redo_old_commit(spec: &PipelineSpec, o: &OldCheckpoint) -> Result<(), RescaleFailure> {
     let mut old_spec = spec.clone();
     old_spec.worker = o.worker;
+    // Its sinks staged files per subtask of its own parallelism.
+    old_spec.parallelism = o.metadata.parallelism;
     old_spec.layout = o
         .metadata
         .layout
@@ -601,6 +599,55 @@ mod tests {
             [
                 "stage1-0.step-1 <- 0:stage1-0 [11..16]",
                 "stage1-1.step-1 <- 1:stage1-1 [27..30]"
+            ]
+        );
+    }
+
+    /// Catches: a rescale that also changes `parallelism` reading the old subtasks with
+    /// the new parallelism (key groups taken from subtasks that never held them, or
+    /// left out) (1 worker of parallelism 2 -> 2 workers of parallelism 3, 32 key
+    /// groups).
+    #[test]
+    fn a_rescale_may_change_the_parallelism_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = |i, n| Worker::new(i, n).expect("worker");
+        let old = [old_checkpoint(dir.path(), Worker::SINGLE)];
+        let from = Layout {
+            workers: 1,
+            generation: 0,
+        };
+        let described = |me: Worker| {
+            let mut spec = keyed_spec(dir.path(), me);
+            spec.parallelism = 3;
+            let states = state_slices(&spec, from, &old).expect("slices");
+            states
+                .into_iter()
+                .map(|((task, _), slices)| {
+                    let described: Vec<String> = slices
+                        .iter()
+                        .map(|s| format!("{} {:?}", s.task, s.key_groups))
+                        .collect();
+                    format!("{task} <- {}", described.join(", "))
+                })
+                .collect::<Vec<_>>()
+        };
+        // Worker 0/2 owns 0..16, worker 1/2 16..32; new subtask j of 3 takes
+        // ceil(32j/3)..ceil(32(j+1)/3) = 0..11, 11..22, 22..32 of that; old subtask 0
+        // of 2 held 0..16, subtask 1 16..32.
+        assert_eq!(
+            described(w(0, 2)),
+            [
+                "stage1-0 <- stage1-0 [0..11]",
+                "stage1-1 <- stage1-0 [11..16]",
+                "stage1-2 <- "
+            ]
+        );
+        assert_eq!(
+            described(w(1, 2)),
+            [
+                "stage1-0 <- ",
+                "stage1-1 <- stage1-1 [16..22]",
+                "stage1-2 <- stage1-1 [22..32]"
             ]
         );
     }
