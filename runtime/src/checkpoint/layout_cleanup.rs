@@ -184,15 +184,8 @@ fn newest(
     location: &CheckpointLocation,
     worker: Worker,
 ) -> Result<Option<(LayoutStamp, CheckpointId)>, String> {
-    let storage = CheckpointStorage::open_read_only(location).map_err(|e| e.to_string())?;
-    let Some(id) = storage.latest_complete().map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let metadata = CheckpointMetadata::read(&storage, id).map_err(|e| e.to_string())?;
-    let stamp = metadata
-        .layout
-        .unwrap_or_else(|| LayoutStamp::first(worker.count()));
-    Ok(Some((stamp, metadata.committed_before)))
+    let newest = CheckpointMetadata::newest_at(location).map_err(|e| e.to_string())?;
+    Ok(newest.map(|m| (m.layout_of(worker), m.committed_before)))
 }
 
 #[cfg(test)]

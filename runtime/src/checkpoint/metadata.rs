@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::LayoutStamp;
+use crate::cluster::{LayoutStamp, Worker};
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
-use crate::storage::{CheckpointStorage, StorageError};
+use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
@@ -91,6 +91,23 @@ impl CheckpointMetadata {
             checkpoint: id,
             source,
         })
+    }
+
+    /// The metadata of the newest complete checkpoint at `location`, if any; reads
+    /// only. Another worker's location may be read this way while that worker writes.
+    pub fn newest_at(location: &CheckpointLocation) -> Result<Option<Self>, MetadataError> {
+        let storage = CheckpointStorage::open_read_only(location)?;
+        match storage.latest_complete()? {
+            Some(id) => Ok(Some(Self::read(&storage, id)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The layout that took this checkpoint: its stamp, or for a checkpoint written
+    /// before stamps existed, the first layout of `worker`'s number of workers.
+    pub fn layout_of(&self, worker: Worker) -> LayoutStamp {
+        self.layout
+            .unwrap_or_else(|| LayoutStamp::first(worker.count()))
     }
 }
 

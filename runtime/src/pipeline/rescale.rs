@@ -48,7 +48,7 @@ use std::sync::Arc;
 use crate::checkpoint::coordinator::{self, CoordinatorError};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::rescale_plan::{self, intersect};
-use crate::cluster::{Layout, LayoutStamp, Worker};
+use crate::cluster::{Layout, Worker};
 use crate::connector::kafka::KafkaPosition;
 use crate::connector::kafka::takeover::HandedOver;
 use crate::connector::sinks::PipelineSinks;
@@ -273,9 +273,7 @@ fn old_checkpoint(
     };
     let metadata = CheckpointMetadata::read(&storage, h.checkpoint)
         .map_err(|e| incompatible(e.to_string()))?;
-    let stamp = metadata
-        .layout
-        .unwrap_or_else(|| LayoutStamp::first(old.count()));
+    let stamp = metadata.layout_of(old);
     if metadata.pipeline != spec.name {
         return Err(incompatible(format!(
             "it is pipeline {:?}'s, not {:?}'s",
@@ -421,10 +419,7 @@ fn redo_old_commit(spec: &PipelineSpec, o: &OldCheckpoint) -> Result<(), Rescale
     old_spec.worker = o.worker;
     // Its sinks staged files per subtask of its own parallelism.
     old_spec.parallelism = o.metadata.parallelism;
-    old_spec.layout = o
-        .metadata
-        .layout
-        .unwrap_or_else(|| LayoutStamp::first(o.worker.count()));
+    old_spec.layout = o.metadata.layout_of(o.worker);
     // Without the Kafka unit: only file sinks and dead letters, whose names are the
     // old worker's; its Kafka transaction committed (its marker says so).
     let mut committers = PipelineSinks::new(&old_spec, None).committers();

@@ -73,15 +73,8 @@ fn newest_stamp(
     location: &CheckpointLocation,
     worker: Worker,
 ) -> Result<Option<(CheckpointId, LayoutStamp)>, String> {
-    let storage = CheckpointStorage::open_read_only(location).map_err(|e| e.to_string())?;
-    let Some(id) = storage.latest_complete().map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let metadata = CheckpointMetadata::read(&storage, id).map_err(|e| e.to_string())?;
-    let stamp = metadata
-        .layout
-        .unwrap_or_else(|| LayoutStamp::first(worker.count()));
-    Ok(Some((id, stamp)))
+    let newest = CheckpointMetadata::newest_at(location).map_err(|e| e.to_string())?;
+    Ok(newest.map(|m| (m.id, m.layout_of(worker))))
 }
 
 /// The stamp of the newest complete checkpoint `root` itself holds (the pipeline's

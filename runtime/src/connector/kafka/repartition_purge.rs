@@ -60,9 +60,7 @@ pub fn purge_offsets(
 ) -> BTreeMap<i32, i64> {
     let mut smallest: Option<BTreeMap<i32, i64>> = None;
     for metadata in kept {
-        let stamp = metadata
-            .layout
-            .unwrap_or_else(|| LayoutStamp::first(worker.count()));
+        let stamp = metadata.layout_of(worker);
         if (stamp.workers, stamp.generation) != (layout.workers, layout.generation) {
             continue;
         }
