@@ -103,6 +103,28 @@ impl CheckpointMetadata {
         }
     }
 
+    /// An empty checkpoint `id` of `pipeline` (parallelism 1, 128 key groups, no
+    /// layout stamp, no tasks), for tests to fill in.
+    #[cfg(test)]
+    pub(crate) fn empty_for_test(pipeline: &str, id: u64) -> Self {
+        CheckpointMetadata {
+            format: METADATA_FORMAT,
+            pipeline: pipeline.to_owned(),
+            id: CheckpointId(id),
+            completed_at_ms: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+            is_final: false,
+            duration_ms: 0,
+            files_added: 0,
+            bytes_added: 0,
+            state_bytes: 0,
+            committed_before: CheckpointId::NONE,
+            layout: None,
+            tasks: BTreeMap::new(),
+        }
+    }
+
     /// The layout that took this checkpoint: its stamp, or for a checkpoint written
     /// before stamps existed, the first layout of `worker`'s number of workers.
     pub fn layout_of(&self, worker: Worker) -> LayoutStamp {

@@ -504,27 +504,10 @@ fn list(ids: &[CheckpointId]) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     pub(crate) fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
-        CheckpointMetadata {
-            format: crate::checkpoint::metadata::METADATA_FORMAT,
-            pipeline: pipeline.to_owned(),
-            id: CheckpointId(id),
-            completed_at_ms: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-            is_final: false,
-            duration_ms: 0,
-            files_added: 0,
-            bytes_added: 0,
-            state_bytes: 0,
-            committed_before: CheckpointId::NONE,
-            layout: None,
-            tasks: BTreeMap::new(),
-        }
+        CheckpointMetadata::empty_for_test(pipeline, id)
     }
 
     #[test]

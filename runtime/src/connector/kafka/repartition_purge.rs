@@ -242,7 +242,7 @@ mod tests {
 
     use super::*;
     use crate::connector::kafka::source::PartitionPosition;
-    use crate::record::{CheckpointId, OperatorSnapshot};
+    use crate::record::OperatorSnapshot;
 
     const SOURCE: &str = "source-1";
     const TOPIC: &str = "p-count-repartition";
@@ -279,20 +279,11 @@ mod tests {
             );
         }
         CheckpointMetadata {
-            format: crate::checkpoint::metadata::METADATA_FORMAT,
-            pipeline: "p".into(),
-            id: CheckpointId(id),
-            completed_at_ms: 0,
             parallelism: subtasks.len(),
             max_parallelism: 4,
-            is_final: false,
-            duration_ms: 0,
-            files_added: 0,
-            bytes_added: 0,
-            state_bytes: 0,
-            committed_before: CheckpointId::NONE,
             layout,
             tasks,
+            ..CheckpointMetadata::empty_for_test("p", id)
         }
     }
 
