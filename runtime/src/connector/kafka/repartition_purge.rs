@@ -294,6 +294,42 @@ mod tests {
         }
     }
 
+    /// Catches: a purge that cannot reach the broker (or is refused by it) failing,
+    /// blocking or panicking the worker instead of giving up until the next request;
+    /// or recording the partitions as purged.
+    #[test]
+    fn a_failed_purge_is_given_up_until_the_next_checkpoint_and_never_fails_the_worker() {
+        let timeout = Duration::from_millis(300);
+        let endpoint = Endpoint::plaintext("127.0.0.1:9");
+        let mut purge = Purge {
+            admin: client::admin(&endpoint, timeout).expect("admin"),
+            topic: TOPIC.into(),
+            timeout,
+            purged: BTreeMap::new(),
+            failing: false,
+        };
+        purge.purge(&BTreeMap::from([(0, 10)]));
+        assert!(purge.failing);
+        assert!(purge.purged.is_empty(), "nothing was purged");
+
+        let exchange = Repartition {
+            step: 1,
+            step_id: "count".into(),
+            topic: TOPIC.into(),
+            key_groups: 4,
+            source: 1,
+        };
+        let purger =
+            RepartitionPurger::start("p", worker(), generation(1), &exchange, &endpoint, timeout)
+                .expect("the purger starts without a broker");
+        let kept = [checkpoint(3, Some(generation(1)), &[&[(TOPIC, 0, 10)]])];
+        let asked = std::time::Instant::now();
+        purger.retained(&kept);
+        purger.retained(&kept);
+        assert!(asked.elapsed() < timeout, "retained returns at once");
+        drop(purger);
+    }
+
     /// Catches: purging to the newest checkpoint's offsets (an older retained one,
     /// restored by `--from-checkpoint` or by recovery, would find its records gone), or
     /// to an offset only one subtask's position gives.
