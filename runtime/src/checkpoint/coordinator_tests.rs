@@ -78,6 +78,8 @@ fn commit(operator: &'static str, checkpoint: u64) -> Call {
 
 type Calls = Arc<Mutex<Vec<Call>>>;
 type Deadlines = Arc<Mutex<Vec<(&'static str, u64, Instant)>>>;
+/// Per `retained` call: the kept checkpoints' ids, and the ids still in storage then.
+type Told = Arc<Mutex<Vec<(Vec<u64>, Vec<u64>)>>>;
 
 struct FakeCommitter {
     operator: &'static str,
@@ -88,9 +90,8 @@ struct FakeCommitter {
     fail_commit: Option<u64>,
     /// After committing this checkpoint, request a stop (as SIGTERM would).
     stop_after_commit: Option<(u64, Arc<AtomicUsize>)>,
-    /// The ids of the kept checkpoints of each `retained` call, and which of them were
-    /// still in storage at that moment.
-    retained: Arc<Mutex<Vec<(Vec<u64>, Vec<u64>)>>>,
+    /// What each `retained` call was told.
+    retained: Told,
 }
 
 impl FakeCommitter {
