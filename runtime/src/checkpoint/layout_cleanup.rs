@@ -26,10 +26,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::locations::root_locations;
 use crate::cluster::{LayoutStamp, Worker};
 use crate::record::CheckpointId;
-use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
+use crate::storage::{CheckpointLocation, CheckpointStorage};
 
 /// What one location of the checkpoint root holds: `worker` is `Worker::SINGLE` for
 /// the root itself.
@@ -144,48 +144,32 @@ impl Drop for LayoutCleanup {
     }
 }
 
-/// Reads every location below `root` (and `root` itself) and removes what `obsolete`
-/// names; `Ok(true)` once done, `Ok(false)` while `layout` still needs them.
+/// Reads every location of `root` and removes what `obsolete` names; `Ok(true)` once
+/// done, `Ok(false)` while `layout` still needs them.
 fn clean_up(
     pipeline: &str,
     root: &CheckpointLocation,
     layout: &LayoutStamp,
 ) -> Result<bool, String> {
-    let fail = |e: StorageError| e.to_string();
-    let mut locations = vec![LocationView {
-        worker: Worker::SINGLE,
-        newest: newest(root, Worker::SINGLE)?,
-    }];
-    for name in CheckpointStorage::child_names(root).map_err(fail)? {
-        if let Some(worker) = Worker::parse_dir_name(&name) {
-            locations.push(LocationView {
-                worker,
-                newest: newest(&root.child(&name), worker)?,
-            });
-        }
-    }
-    let Some(obsolete) = obsolete(layout, &locations) else {
+    let all = root_locations(root).map_err(|e| e.to_string())?;
+    let views: Vec<LocationView> = all
+        .iter()
+        .map(|l| LocationView {
+            worker: l.worker,
+            newest: l
+                .newest
+                .as_ref()
+                .map(|m| (m.layout_of(l.worker), m.committed_before)),
+        })
+        .collect();
+    let Some(obsolete) = obsolete(layout, &views) else {
         return Ok(false);
     };
-    for worker in obsolete {
-        let location = match worker.dir_name() {
-            Some(name) => root.child(&name),
-            None => root.clone(),
-        };
-        CheckpointStorage::remove_all(location.clone(), pipeline).map_err(fail)?;
-        tracing::info!(pipeline = %pipeline, storage = %location, layout = %layout.layout(), "removed the checkpoints of an earlier layout: every worker of this one has committed");
+    for l in all.iter().filter(|l| obsolete.contains(&l.worker)) {
+        CheckpointStorage::remove_all(l.location.clone(), pipeline).map_err(|e| e.to_string())?;
+        tracing::info!(pipeline = %pipeline, storage = %l.location, layout = %layout.layout(), "removed the checkpoints of an earlier layout: every worker of this one has committed");
     }
     Ok(true)
-}
-
-/// The layout and `committed_before` of the newest complete checkpoint at `location`
-/// (worker `worker`'s), if any.
-fn newest(
-    location: &CheckpointLocation,
-    worker: Worker,
-) -> Result<Option<(LayoutStamp, CheckpointId)>, String> {
-    let newest = CheckpointMetadata::newest_at(location).map_err(|e| e.to_string())?;
-    Ok(newest.map(|m| (m.layout_of(worker), m.committed_before)))
 }
 
 #[cfg(test)]

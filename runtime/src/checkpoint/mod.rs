@@ -3,5 +3,6 @@
 pub mod commit;
 pub mod coordinator;
 pub mod layout_cleanup;
+pub mod locations;
 pub mod metadata;
 pub mod retention;

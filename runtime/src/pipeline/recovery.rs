@@ -503,10 +503,10 @@ fn list(ids: &[CheckpointId]) -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    pub(crate) fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
+    fn metadata(pipeline: &str, id: u64) -> CheckpointMetadata {
         CheckpointMetadata::empty_for_test(pipeline, id)
     }
 

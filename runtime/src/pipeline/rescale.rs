@@ -471,7 +471,7 @@ mod tests {
 
     /// Old worker `old`'s checkpoint: both stage-1 subtasks snapshot `step-1`.
     fn old_checkpoint(dir: &std::path::Path, old: Worker) -> OldCheckpoint {
-        let mut metadata = crate::pipeline::recovery::tests::metadata("p", 5);
+        let mut metadata = CheckpointMetadata::empty_for_test("p", 5);
         metadata.parallelism = 2;
         metadata.max_parallelism = 32;
         for j in 0..2 {

@@ -18,13 +18,12 @@
 //!   included) it is refused: they would stay the newer layout, and the next start
 //!   would rescale from them.
 
-use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::locations::{LocationsError, root_locations};
 use crate::cluster::Worker;
 use crate::cluster::layout::{self, LayoutChoice, LayoutStamp, ObservedLocation};
 use crate::pipeline::error::PipelineError;
 use crate::record::CheckpointId;
-use crate::storage::layout::parse_checkpoint_dir;
-use crate::storage::{CheckpointLocation, CheckpointStorage};
+use crate::storage::CheckpointLocation;
 
 /// One worker location of a checkpoint dir.
 #[derive(Debug, Clone)]
@@ -43,59 +42,41 @@ pub fn worker_locations(
     pipeline: &str,
     root: &CheckpointLocation,
 ) -> Result<Vec<WorkerLocation>, PipelineError> {
-    let storage_error = |source| PipelineError::Storage {
-        pipeline: pipeline.to_owned(),
-        source,
-    };
-    let mut found = Vec::new();
-    for name in CheckpointStorage::child_names(root).map_err(storage_error)? {
-        let Some(worker) = Worker::parse_dir_name(&name) else {
-            continue;
-        };
-        let location = root.child(&name);
-        let newest = newest_stamp(&location, worker).map_err(|reason| PipelineError::Layout {
-            pipeline: pipeline.to_owned(),
-            storage: root.to_string(),
-            reason: format!("{name}: {reason}"),
-        })?;
-        found.push(WorkerLocation {
-            name,
-            worker,
-            location,
-            newest,
-        });
-    }
-    Ok(found)
+    Ok(read_root(pipeline, root)?.1)
 }
 
-/// The newest complete checkpoint at `location` (worker `worker`'s) and its stamp.
-fn newest_stamp(
-    location: &CheckpointLocation,
-    worker: Worker,
-) -> Result<Option<(CheckpointId, LayoutStamp)>, String> {
-    let newest = CheckpointMetadata::newest_at(location).map_err(|e| e.to_string())?;
-    Ok(newest.map(|m| (m.id, m.layout_of(worker))))
-}
-
-/// The stamp of the newest complete checkpoint `root` itself holds (the pipeline's
-/// as one process), if any.
-fn process_checkpoint(
+/// One listing of `root`: the layout of the newest complete checkpoint it holds itself
+/// (the pipeline's as one process), if any, and its worker locations.
+fn read_root(
     pipeline: &str,
     root: &CheckpointLocation,
-) -> Result<Option<LayoutStamp>, PipelineError> {
-    let names = CheckpointStorage::child_names(root).map_err(|source| PipelineError::Storage {
-        pipeline: pipeline.to_owned(),
-        source,
+) -> Result<(Option<LayoutStamp>, Vec<WorkerLocation>), PipelineError> {
+    let all = root_locations(root).map_err(|e| match e {
+        LocationsError::List(source) => PipelineError::Storage {
+            pipeline: pipeline.to_owned(),
+            source,
+        },
+        unreadable => PipelineError::Layout {
+            pipeline: pipeline.to_owned(),
+            storage: root.to_string(),
+            reason: unreadable.to_string(),
+        },
     })?;
-    if !names.iter().any(|n| parse_checkpoint_dir(n).is_some()) {
-        return Ok(None);
+    let mut process = None;
+    let mut workers = Vec::new();
+    for l in all {
+        if l.worker.is_single() {
+            process = l.newest_layout();
+            continue;
+        }
+        workers.push(WorkerLocation {
+            newest: l.newest.as_ref().map(|m| (m.id, m.layout_of(l.worker))),
+            name: l.name,
+            worker: l.worker,
+            location: l.location,
+        });
     }
-    let newest = newest_stamp(root, Worker::SINGLE).map_err(|reason| PipelineError::Layout {
-        pipeline: pipeline.to_owned(),
-        storage: root.to_string(),
-        reason: format!("the pipeline's root: {reason}"),
-    })?;
-    Ok(newest.map(|(_, stamp)| stamp))
+    Ok((process, workers))
 }
 
 /// What worker `worker` of `pipeline` does at start, given what `root` holds (see
@@ -106,7 +87,7 @@ pub fn choose(
     root: &CheckpointLocation,
     from_scratch: bool,
 ) -> Result<LayoutChoice, PipelineError> {
-    let locations = worker_locations(pipeline, root)?;
+    let (process, locations) = read_root(pipeline, root)?;
     let complete = |l: &&WorkerLocation| l.newest.is_some();
     if worker.is_single() {
         let found: Vec<String> = locations
@@ -124,7 +105,6 @@ pub fn choose(
         }
         return Ok(LayoutChoice::Own(LayoutStamp::first(1)));
     }
-    let process = process_checkpoint(pipeline, root)?;
     let mut observed: Vec<ObservedLocation> = locations
         .iter()
         .filter_map(|l| {
@@ -192,6 +172,7 @@ mod tests {
 
     use super::*;
     use crate::cluster::Layout;
+    use crate::storage::CheckpointStorage;
 
     const PIPELINE: &str = "p";
 
@@ -201,7 +182,8 @@ mod tests {
             None => root.to_owned(),
         };
         let storage = CheckpointStorage::open(location, PIPELINE).expect("open");
-        let mut metadata = crate::pipeline::recovery::tests::metadata(PIPELINE, id);
+        let mut metadata =
+            crate::checkpoint::metadata::CheckpointMetadata::empty_for_test(PIPELINE, id);
         metadata.layout = stamp;
         metadata.write(&storage).expect("write");
     }

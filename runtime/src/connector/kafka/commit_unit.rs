@@ -255,6 +255,7 @@ impl KafkaCommitUnit {
                 open_exactly_once(spec, sink, &endpoint, marker, from_scratch, &fence)?
             }
         };
+        // The admin client's last use here: the purger keeps it.
         let purger = spec
             .repartition
             .as_ref()
@@ -264,7 +265,7 @@ impl KafkaCommitUnit {
                     spec.worker,
                     spec.layout,
                     exchange,
-                    &endpoint,
+                    admin,
                     timeout,
                 )
             })

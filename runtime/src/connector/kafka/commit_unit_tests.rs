@@ -3,7 +3,6 @@
 //! it, and the protocol errors. No broker: the fakes log every call, and acknowledge a
 //! record at once (or report it failed).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use rdkafka::{ClientConfig, TopicPartitionList};
@@ -166,22 +165,7 @@ fn batch(values: &[&str]) -> RecordBatch {
 }
 
 fn metadata(id: u64) -> CheckpointMetadata {
-    CheckpointMetadata {
-        format: crate::checkpoint::metadata::METADATA_FORMAT,
-        pipeline: "p".into(),
-        id: CheckpointId(id),
-        completed_at_ms: 0,
-        parallelism: 1,
-        max_parallelism: 128,
-        is_final: false,
-        duration_ms: 0,
-        files_added: 0,
-        bytes_added: 0,
-        state_bytes: 0,
-        committed_before: CheckpointId::NONE,
-        layout: None,
-        tasks: BTreeMap::new(),
-    }
+    CheckpointMetadata::empty_for_test("p", id)
 }
 
 fn take(log: &Log) -> Vec<String> {

@@ -40,7 +40,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::{LayoutStamp, Worker};
-use crate::connector::kafka::client::{self, Endpoint, QuietContext};
+use crate::connector::kafka::client::{self, QuietContext};
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::repartition::Repartition;
 use crate::connector::kafka::source::KafkaPosition;
@@ -60,22 +60,24 @@ pub fn purge_offsets(
 ) -> BTreeMap<i32, i64> {
     let mut smallest: Option<BTreeMap<i32, i64>> = None;
     for metadata in kept {
-        let stamp = metadata.layout_of(worker);
-        if (stamp.workers, stamp.generation) != (layout.workers, layout.generation) {
+        if metadata.layout_of(worker).layout() != layout.layout() {
             continue;
         }
-        let mut listed = BTreeMap::new();
-        for snapshot in metadata.snapshots_of(source) {
-            // A position that does not parse purges nothing of this checkpoint's
-            // partitions (it would not restore either; the restore says why).
-            let Ok(position) = KafkaPosition::from_value(&snapshot.state) else {
-                return BTreeMap::new();
-            };
-            for p in position.partitions.into_iter().filter(|p| p.topic == topic) {
-                let offset = listed.entry(p.partition).or_insert(p.offset);
-                *offset = (*offset).max(p.offset);
-            }
-        }
+        let positions: Vec<_> = metadata
+            .snapshots_of(source)
+            .into_iter()
+            .map(|snapshot| &snapshot.state)
+            .collect();
+        // A position that does not parse purges nothing (it would not restore either;
+        // the restore says why).
+        let Ok(merged) = KafkaPosition::merged(&positions) else {
+            return BTreeMap::new();
+        };
+        let listed: BTreeMap<i32, i64> = merged
+            .into_iter()
+            .filter(|((t, _), _)| t == topic)
+            .map(|((_, partition), offset)| (partition, offset))
+            .collect();
         smallest = Some(match smallest {
             None => listed,
             // Only partitions every checkpoint lists, at the smallest offset.
@@ -111,16 +113,15 @@ impl std::fmt::Debug for RepartitionPurger {
 
 impl RepartitionPurger {
     /// Starts the purger of `exchange`'s topic for worker `worker` of pipeline
-    /// `pipeline`, running in `layout`.
+    /// `pipeline`, running in `layout`, with `admin` (bounded by `timeout`).
     pub fn start(
         pipeline: &str,
         worker: Worker,
         layout: LayoutStamp,
         exchange: &Repartition,
-        endpoint: &Endpoint,
+        admin: AdminClient<QuietContext>,
         timeout: Duration,
     ) -> Result<Self, KafkaError> {
-        let admin = client::admin(endpoint, timeout)?;
         let (requests, pending) = crossbeam_channel::unbounded();
         let topic = exchange.topic.clone();
         let purge = Purge {
@@ -241,6 +242,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::connector::kafka::client::Endpoint;
     use crate::connector::kafka::source::PartitionPosition;
     use crate::record::OperatorSnapshot;
 
@@ -319,8 +321,9 @@ mod tests {
             key_groups: 4,
             source: 1,
         };
+        let admin = client::admin(&endpoint, timeout).expect("admin");
         let purger =
-            RepartitionPurger::start("p", worker(), generation(1), &exchange, &endpoint, timeout)
+            RepartitionPurger::start("p", worker(), generation(1), &exchange, admin, timeout)
                 .expect("the purger starts without a broker");
         let kept = [checkpoint(3, Some(generation(1)), &[&[(TOPIC, 0, 10)]])];
         let asked = std::time::Instant::now();
