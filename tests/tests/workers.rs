@@ -2,8 +2,9 @@
 //! of the test run (`KAFKA_BOOTSTRAP`): a stateless uppercase map from a 6-partition
 //! topic to a Kafka topic, run as 3 workers at once while worker 1 is SIGKILLed and
 //! restarted several times; a second process of the same worker; a partition moved
-//! between workers by a grown topic, refused; a windowed keyed pipeline refused with
-//! more than one worker (unwindowed keyed pipelines: `workers_repartition.rs`).
+//! between workers by a grown topic, refused; a pipeline with two keyed steps refused
+//! with more than one worker (keyed pipelines: `workers_repartition.rs`, windowed ones:
+//! `workers_windows.rs`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -364,7 +365,7 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
 }
 
 #[test]
-fn a_windowed_keyed_pipeline_with_more_than_one_worker_is_refused_with_one_line() {
+fn a_pipeline_with_two_keyed_steps_with_more_than_one_worker_is_refused_with_one_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let text = format!(
         r#"
@@ -384,7 +385,11 @@ module = {split}
 type = "aggregate"
 name = "count-words"
 module = {count}
-window = {{ type = "tumbling", size = "10s" }}
+
+[[steps]]
+type = "aggregate"
+name = "again"
+module = {count}
 
 [[sinks]]
 type = "kafka"
@@ -404,7 +409,7 @@ bootstrap = "127.0.0.1:1"
     assert!(!out.status.success());
     assert_eq!(
         refusal_line(&out),
-        "weir: error: pipeline wc, worker 0/2: step count-words is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
+        "weir: error: pipeline wc, worker 0/2: steps count-words and again are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
     );
     assert!(
         !dir.path().join("state").exists(),

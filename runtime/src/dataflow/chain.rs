@@ -79,6 +79,8 @@ impl Chain {
                 .map_err(|e| fail(op.as_ref(), e))?;
             self.absorb(i + 1, emitted, &mut out)?;
         }
+        // Behind everything the watermark fired, as a channel would carry it.
+        self.sinks.watermark(watermark).map_err(sink_failed)?;
         Ok(out)
     }
 

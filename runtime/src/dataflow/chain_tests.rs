@@ -106,6 +106,11 @@ impl Sink for Recorder {
         Ok(())
     }
 
+    fn watermark(&mut self, w: Watermark) -> Result<(), OperatorError> {
+        self.note(format!("wm {}", w.0));
+        Ok(())
+    }
+
     fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
         self.note(format!("snapshot {}", barrier.id));
         Ok(Some(OperatorSnapshot::new(serde_json::json!(self.id))))
@@ -182,7 +187,8 @@ fn output_at_a_barrier_travels_down_the_chain_before_the_barrier() {
 }
 
 /// A window fired by watermark w reaches the next operators and the sinks before w
-/// does (sinks take no watermarks); without sinks, what the last operator emits is the
+/// does, and the sinks get w last (a repartition sink carries it on behind those
+/// records); without sinks, what the last operator emits is the
 /// chain's output, in order.
 #[test]
 fn output_at_a_watermark_travels_down_the_chain_before_the_watermark() {
@@ -199,6 +205,8 @@ fn output_at_a_watermark_travels_down_the_chain_before_the_watermark() {
             "step-1 wm 42",
             "sink-0 batch step-1@wm42",
             "sink-1 batch step-1@wm42",
+            "sink-0 wm 42",
+            "sink-1 wm 42",
         ]
     );
     assert_eq!(out.records_to_sinks, 2);

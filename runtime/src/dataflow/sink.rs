@@ -13,13 +13,16 @@
 //!   `checkpoint::commit`). A sink with nothing to commit (stdout) returns `None`.
 //! - A barrier whose id is not the open checkpoint is a protocol error: output would be
 //!   staged under the wrong checkpoint.
+//! - A sink sees the watermarks its chain passes on (`watermark`), in band with the
+//!   records: a sink that carries records on to another process (the repartition
+//!   topic) carries event time with them; the others ignore it.
 //! - `close` comes after the final barrier; nothing is written after it.
 
 use std::collections::BTreeMap;
 
 use crate::dataflow::operator::OperatorError;
 use crate::record::batch::RecordBatch;
-use crate::record::message::Barrier;
+use crate::record::message::{Barrier, Watermark};
 use crate::record::{CheckpointId, OperatorSnapshot};
 
 pub trait Sink: Send {
@@ -30,6 +33,12 @@ pub trait Sink: Send {
     /// Writes `batch` as part of checkpoint `checkpoint`'s output.
     fn write(&mut self, checkpoint: CheckpointId, batch: &RecordBatch)
     -> Result<(), OperatorError>;
+
+    /// The chain's watermark advanced to `watermark`: every record at or before it
+    /// that will ever reach this sink has been written. Most sinks ignore it.
+    fn watermark(&mut self, _watermark: Watermark) -> Result<(), OperatorError> {
+        Ok(())
+    }
 
     /// Barrier `barrier.id`: what was written for it is made durable but invisible;
     /// returns what the committer needs to make it visible (`None`: nothing to commit).
@@ -92,6 +101,15 @@ impl SinkSet {
         let open = self.open;
         for sink in &mut self.sinks {
             sink.write(open, batch)
+                .map_err(|e| fail(sink.as_ref(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Passes the chain's watermark to every sink.
+    pub fn watermark(&mut self, watermark: Watermark) -> Result<(), SinkError> {
+        for sink in &mut self.sinks {
+            sink.watermark(watermark)
                 .map_err(|e| fail(sink.as_ref(), e))?;
         }
         Ok(())

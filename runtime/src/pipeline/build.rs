@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::kafka::repartition::REPARTITION_SINK_ID;
+use crate::connector::kafka::repartition_watermark::RepartitionWriter;
 use crate::connector::kafka::{KafkaCommitUnit, KafkaSink};
 use crate::connector::{self, ConnectorError, PipelineSinks};
 use crate::dataflow::alignment::InputGate;
@@ -42,7 +43,7 @@ use crate::record::batch::BatchLimit;
 use crate::record::ids;
 use crate::record::message::{Barrier, Message};
 use crate::spec::step::AggregateStep;
-use crate::spec::{PipelineSpec, StepSpec, WindowSpec};
+use crate::spec::{PipelineSpec, SourceConfig, SourceSpec, StepSpec, WindowSpec};
 use crate::state::CacheBounds;
 use crate::storage::CheckpointStorage;
 
@@ -134,7 +135,6 @@ fn source_task(
     i: usize,
 ) -> Result<(SourceTask, Sender<Barrier>), PipelineError> {
     let spec = cx.spec;
-    let source = &spec.sources[s];
     let source_op = ids::source_id(s);
     let task = ids::source_task(s, i);
     let all_positions: Vec<&SourcePosition> = match (cx.rescaled, cx.restored) {
@@ -158,6 +158,7 @@ fn source_task(
         }),
         (None, None) => None,
     };
+    let source = &reading_repartition(spec, s);
     let reader = connector::open_source(source, spec.worker, i, spec.parallelism, restored)
         .map_err(|source| PipelineError::Connector {
             pipeline: spec.name.clone(),
@@ -187,7 +188,13 @@ fn source_task(
         .map(|f| f * spec.parallelism + i);
     let (chain, output) = match (plan::source_route(spec, s), upstream) {
         (SourceRoute::ToRepartition, _) | (_, None) => (
-            chain(cx, stage, stages, &task, ChainEnd::Repartition)?,
+            chain(
+                cx,
+                stage,
+                stages,
+                &task,
+                ChainEnd::Repartition(spec.repartition_writer(s, i)),
+            )?,
             TaskOutput::Sinks,
         ),
         (SourceRoute::Local, Some(u)) => (
@@ -202,6 +209,18 @@ fn source_task(
     let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
     let task = SourceTask::new(context(cx, &task), input, pipe);
     Ok((task, barriers))
+}
+
+/// Source `s` of `spec`, told the repartition topic's writers if it reads that topic
+/// back (their markers are its event time, see `repartition_watermark`).
+fn reading_repartition(spec: &PipelineSpec, s: usize) -> SourceSpec {
+    let mut source = spec.sources[s].clone();
+    if plan::source_route(spec, s) == SourceRoute::FromRepartition
+        && let SourceConfig::Kafka(config) = &mut source.config
+    {
+        config.repartition_writers = spec.repartition_writers();
+    }
+    source
 }
 
 /// The bounded channels between stages: each subtask of stage k >= 1 has one input
@@ -281,8 +300,9 @@ enum ChainEnd {
     Sinks,
     /// Out of the chain, to the task's shuffle into the next stage.
     Shuffle,
-    /// The repartition topic, inside the unit's transactions (see `plan`).
-    Repartition,
+    /// The repartition topic, inside the unit's transactions (see `plan`), as this
+    /// writer of it (`None` only without a repartition topic: no sink at all).
+    Repartition(Option<RepartitionWriter>),
 }
 
 impl ChainEnd {
@@ -325,7 +345,7 @@ fn chain(
         }
     }
     let ends_in: Vec<Box<dyn Sink>> = match (&spec.repartition, end) {
-        (Some(r), ChainEnd::Repartition) => {
+        (Some(r), ChainEnd::Repartition(Some(writer))) => {
             // `for_worker` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.
             let unit = cx
@@ -336,6 +356,7 @@ fn chain(
                 REPARTITION_SINK_ID,
                 r.topic.clone(),
                 r.key_groups,
+                writer,
                 unit.clone(),
             ))]
         }

@@ -21,14 +21,16 @@
 //!   pipeline's group (so its offsets ride in the worker's transactions), from the
 //!   earliest offset when there is no checkpoint, unbounded (only the other workers
 //!   know when they are done: a worker with a repartition topic runs until stopped).
-//!   Refused with N > 1, each with one line: a second keyed step (one exchange per
-//!   pipeline for now), a windowed keyed step (event time does not cross the topic
-//!   yet: its watermark would wait on every partition, idle ones included), no Kafka
-//!   sink (whose transactions carry the repartition records), and more key groups than
-//!   `MAX_REPARTITION_PARTITIONS`.
+//!   Event time crosses the topic as each writer's watermark markers
+//!   (`repartition_watermark`), so a windowed keyed step works across workers; its
+//!   writers are every task of the spec's own sources in every worker, numbered by
+//!   `repartition_writer`. Refused with N > 1, each with one line: a second keyed step
+//!   (one exchange per pipeline for now), no Kafka sink (whose transactions carry the
+//!   repartition records), and more key groups than `MAX_REPARTITION_PARTITIONS`.
 
 use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
+use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
 use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SourceSpec, StepSpec};
@@ -44,14 +46,6 @@ pub enum WorkerSpecError {
         worker: Worker,
         first: String,
         second: String,
-    },
-    #[error(
-        "pipeline {pipeline}, worker {worker}: step {step} is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
-    )]
-    WindowedKeyedStep {
-        pipeline: String,
-        worker: Worker,
-        step: String,
     },
     #[error(
         "pipeline {pipeline}, worker {worker}: step {step} is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
@@ -109,6 +103,38 @@ impl PipelineSpec {
         Ok(spec)
     }
 
+    /// The writers of the repartition topic in this spec's layout (see
+    /// `repartition_watermark`): every task of the spec's own sources (`parallelism`
+    /// each) in every worker; `None` without a repartition topic.
+    pub fn repartition_writers(&self) -> Option<RepartitionWriters> {
+        let per_worker = self.repartition_writers_per_worker()?;
+        Some(RepartitionWriters {
+            generation: self.layout.generation,
+            count: per_worker.saturating_mul(self.worker.count()),
+        })
+    }
+
+    /// The writer subtask `i` of source `s` is in this worker, if the spec has a
+    /// repartition topic: `worker index x writers per worker + s x parallelism + i`.
+    pub fn repartition_writer(&self, s: usize, i: usize) -> Option<RepartitionWriter> {
+        let per_worker = self.repartition_writers_per_worker()?;
+        let task = u32::try_from(s * self.parallelism + i).unwrap_or(u32::MAX);
+        Some(RepartitionWriter {
+            set: self.repartition_writers()?,
+            index: self
+                .worker
+                .index()
+                .saturating_mul(per_worker)
+                .saturating_add(task),
+        })
+    }
+
+    /// The spec's own sources (those before the repartition source) x parallelism.
+    fn repartition_writers_per_worker(&self) -> Option<u32> {
+        let r = self.repartition.as_ref()?;
+        Some(u32::try_from(r.source * self.parallelism).unwrap_or(u32::MAX))
+    }
+
     /// Worker I of N > 1 of a keyed pipeline: the exchange through its repartition
     /// topic and the source reading it back (see the module invariants).
     fn add_repartition(&mut self) -> Result<(), WorkerSpecError> {
@@ -130,15 +156,6 @@ impl PipelineSpec {
                 worker,
                 first: step_id(step),
                 second: step_id(second),
-            });
-        }
-        if let StepSpec::Aggregate(agg) = &self.steps[step]
-            && agg.window.is_some()
-        {
-            return Err(WorkerSpecError::WindowedKeyedStep {
-                pipeline,
-                worker,
-                step: step_id(step),
             });
         }
         if self.max_parallelism > MAX_REPARTITION_PARTITIONS {
@@ -266,10 +283,6 @@ bootstrap = "127.0.0.1:1"
             ),
             "pipeline p, worker 0/2: steps count and step-2 are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
         );
-        assert_eq!(
-            error(&keyed, "window = { type = \"tumbling\", size = \"1s\" }"),
-            "pipeline p, worker 0/2: step count is a windowed aggregate: event time does not cross the repartition topic between workers yet; run a windowed pipeline as one worker (without --worker, or --worker 0/1)"
-        );
         let big = spec(
             dir.path(),
             &keyed,
@@ -306,5 +319,44 @@ bootstrap = "127.0.0.1:1"
             ),
             "{error}"
         );
+    }
+    /// Catches: writer numbers that collide between workers or sources (a reader would
+    /// take one writer's marker for another's and wait on no one for the second), a
+    /// count that leaves a writer out (its records would be late), or a windowed step
+    /// still refused.
+    #[test]
+    fn every_task_upstream_of_the_exchange_in_every_worker_is_one_numbered_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let windowed = format!(
+            "{MAP}\n[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\"\nwindow = {{ type = \"tumbling\", size = \"1s\" }}"
+        );
+        let two_sources = format!(
+            "parallelism = 2\n{KAFKA}\n{}",
+            KAFKA.replace("\"in\"", "\"in2\"")
+        );
+        let s = spec(dir.path(), &windowed, &two_sources);
+        assert_eq!(s.repartition_writers(), None, "one process: no topic");
+        let mut seen = std::collections::BTreeSet::new();
+        for index in 0..3 {
+            let mut w = s
+                .for_worker(Worker::new(index, 3).expect("I/3"))
+                .expect("a windowed keyed step runs as workers");
+            w.layout.generation = 4;
+            let set = w.repartition_writers().expect("writers");
+            assert_eq!(
+                (set.generation, set.count),
+                (4, 12),
+                "3 workers x 2 sources x 2"
+            );
+            for source in 0..2 {
+                for subtask in 0..2 {
+                    let writer = w.repartition_writer(source, subtask).expect("a writer");
+                    assert_eq!(writer.set, set);
+                    assert!(writer.index < set.count);
+                    assert!(seen.insert(writer.index), "writer {} twice", writer.index);
+                }
+            }
+        }
+        assert_eq!(seen.len(), 12);
     }
 }

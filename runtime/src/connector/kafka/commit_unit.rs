@@ -16,7 +16,7 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
@@ -33,6 +33,7 @@ use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
 use crate::connector::kafka::repartition;
 use crate::connector::kafka::repartition_purge::RepartitionPurger;
+use crate::connector::kafka::repartition_watermark::{WATERMARK_HEADER, WatermarkMarker};
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
@@ -425,6 +426,35 @@ impl KafkaCommitUnit {
             if r.timestamp >= 0 {
                 record = record.timestamp(r.timestamp);
             }
+            in_flight.add(1);
+            self.send_record(slot, record, topic)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `marker` to every partition of repartition topic `topic` (`key_groups`
+    /// partitions) as part of checkpoint `checkpoint`'s output: a record with no key or
+    /// value and the marker in its `repartition_watermark::WATERMARK_HEADER`.
+    pub fn send_watermark(
+        &self,
+        checkpoint: CheckpointId,
+        (topic, key_groups): (&str, u16),
+        marker: &WatermarkMarker,
+        in_flight: &Arc<InFlight>,
+    ) -> Result<(), KafkaError> {
+        let slot = self.slot(checkpoint);
+        self.check_deliveries(slot, checkpoint)?;
+        self.ensure_open(slot, checkpoint)?;
+        let value = marker.encode();
+        for group in 0..key_groups {
+            let headers = OwnedHeaders::new_with_capacity(1).insert(Header {
+                key: WATERMARK_HEADER,
+                value: Some(value.as_slice()),
+            });
+            let record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
+                BaseRecord::with_opaque_to(topic, in_flight.clone())
+                    .partition(repartition::partition_of_key_group(group))
+                    .headers(headers);
             in_flight.add(1);
             self.send_record(slot, record, topic)?;
         }

@@ -159,6 +159,11 @@ pub struct KafkaSourceConfig {
     /// the partitions of its key groups rather than its share of the partitions.
     #[serde(skip)]
     pub repartition_key_groups: Option<u16>,
+    /// Set only by the pipeline's build, with `repartition_key_groups`: the writers of
+    /// the repartition topic in the current layout, whose watermark markers make this
+    /// source's event time (`repartition_watermark`).
+    #[serde(skip)]
+    pub repartition_writers: Option<super::repartition_watermark::RepartitionWriters>,
 }
 
 impl KafkaSourceConfig {
@@ -198,6 +203,7 @@ impl KafkaSourceConfig {
             security: None,
             buffer_bytes: DEFAULT_SOURCE_BUFFER_BYTES,
             repartition_key_groups: None,
+            repartition_writers: None,
         }
     }
 

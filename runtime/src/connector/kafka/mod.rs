@@ -14,6 +14,7 @@ pub mod names;
 pub mod preflight;
 pub mod repartition;
 pub mod repartition_purge;
+pub mod repartition_watermark;
 pub mod security;
 pub mod sink;
 pub mod source;

@@ -88,7 +88,10 @@
 //! A repartition topic (`repartition`, worker I of N > 1) is written by a `KafkaSink`
 //! too (`KafkaSink::repartition`: each record to its key group's partition), so its
 //! records are in T(n) with the output and the source offsets, and the owner of the key
-//! group, reading it read_committed, sees them exactly when T(n) commits.
+//! group, reading it read_committed, sees them exactly when T(n) commits. At each
+//! barrier n it also restates its task's watermark in every partition of the topic,
+//! inside T(n) after its records (`repartition_watermark`): event time crosses the
+//! topic with the records.
 //!
 //! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
 //! at pre-commit: nothing is lost, a replay after a crash may duplicate.
@@ -98,12 +101,13 @@ use std::sync::Arc;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::in_flight::InFlight;
+use crate::connector::kafka::repartition_watermark::{RepartitionWriter, WatermarkMarker};
 use crate::dataflow::operator::OperatorError;
 use crate::dataflow::sink::Sink;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
-use crate::record::message::Barrier;
+use crate::record::message::{Barrier, Watermark};
 
 /// One subtask of a Kafka sink, as a terminal operator of its chain.
 #[derive(Debug)]
@@ -112,6 +116,10 @@ pub struct KafkaSink {
     topic: String,
     /// A repartition topic's key groups (each record to its key group's partition).
     key_groups: Option<u16>,
+    /// A repartition topic's writer this subtask is (see `repartition_watermark`).
+    writer: Option<RepartitionWriter>,
+    /// The last watermark the chain passed on (`Watermark::START` before the first).
+    watermark: Watermark,
     unit: Arc<KafkaCommitUnit>,
     /// This subtask's records not yet acknowledged by the broker.
     in_flight: Arc<InFlight>,
@@ -130,23 +138,28 @@ impl KafkaSink {
             id: id.into(),
             topic: topic.into(),
             key_groups: None,
+            writer: None,
+            watermark: Watermark::START,
             unit,
             in_flight: Arc::new(InFlight::default()),
             drain_before_next: false,
         }
     }
 
-    /// The writer of repartition topic `topic` of `key_groups` key groups (see
+    /// Writer `writer` of repartition topic `topic` of `key_groups` key groups (see
     /// `repartition`): each record goes to its key group's partition, inside the same
-    /// transactions as every other Kafka sink of the unit.
+    /// transactions as every other Kafka sink of the unit, and its watermark to every
+    /// partition at each barrier (`repartition_watermark`).
     pub fn repartition(
         id: impl Into<String>,
         topic: impl Into<String>,
         key_groups: u16,
+        writer: RepartitionWriter,
         unit: Arc<KafkaCommitUnit>,
     ) -> Self {
         KafkaSink {
             key_groups: Some(key_groups),
+            writer: Some(writer),
             ..KafkaSink::new(id, topic, unit)
         }
     }
@@ -187,7 +200,25 @@ impl Sink for KafkaSink {
         Ok(())
     }
 
-    fn barrier(&mut self, _barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+    fn watermark(&mut self, watermark: Watermark) -> Result<(), OperatorError> {
+        self.watermark = self.watermark.max(watermark);
+        Ok(())
+    }
+
+    fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        if let (Some(writer), Some(key_groups)) = (self.writer, self.key_groups)
+            && self.watermark > Watermark::START
+        {
+            // Restated at every barrier, after this checkpoint's records, in its
+            // transaction (see `repartition_watermark`).
+            let marker = WatermarkMarker::of(writer, self.watermark);
+            self.unit.send_watermark(
+                barrier.id,
+                (&self.topic, key_groups),
+                &marker,
+                &self.in_flight,
+            )?;
+        }
         // Everything sent so far belongs to T(barrier.id); what follows to the next one,
         // on the other producer. One producer (at-least-once) keeps its own order: only the switch to the other
         // transactional producer needs the wait.

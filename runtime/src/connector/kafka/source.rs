@@ -35,6 +35,9 @@
 //!   the largest timestamp read from each, so the watermark never passes a partition
 //!   that is behind; a partition that has not produced a record yet holds it at the
 //!   start. A subtask with no partition does not hold anything back.
+//!   A repartition partition's event time is its writers' watermark markers instead
+//!   (`repartition_watermark`): several workers' records interleave there, so its
+//!   largest timestamp would pass a lagging writer. Markers are skipped, not returned.
 //! - Bounded mode: the end of each partition is its last stable offset when the source
 //!   opens. A partition is done when the next offset reaches it, or when librdkafka
 //!   reports end-of-partition (the offsets left below the end were transaction markers
@@ -54,7 +57,7 @@ use rdkafka::TopicPartitionList;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Worker;
@@ -67,6 +70,9 @@ use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::marker::Marker;
+use crate::connector::kafka::repartition_watermark::{
+    PartitionWatermarks, WATERMARK_HEADER, WatermarkMarker,
+};
 use crate::connector::kafka::source_context::{STATS_INTERVAL_MS, SourceContext};
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
@@ -135,6 +141,9 @@ struct PartitionState {
     done: bool,
     /// Largest event time read from this partition.
     max_timestamp: Option<i64>,
+    /// A repartition partition's writers' watermarks, from their markers: its event
+    /// time instead of `max_timestamp` (see `repartition_watermark`).
+    writers: Option<PartitionWatermarks>,
 }
 
 impl PartitionState {
@@ -161,6 +170,16 @@ impl PartitionState {
                         self.next = self.end.unwrap_or(self.next);
                         self.done = true;
                         break;
+                    }
+                    if let Some(writers) = &mut self.writers
+                        && let Some(marker) = watermark_marker(&m)
+                    {
+                        // A writer's watermark, not a record (see the module docs).
+                        if let Some(marker) = marker {
+                            writers.observe(marker);
+                        }
+                        self.next = offset + 1;
+                        continue;
                     }
                     let ts = m.timestamp().to_millis().unwrap_or(0);
                     out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
@@ -195,6 +214,14 @@ impl PartitionState {
         }
         Ok(read)
     }
+}
+
+/// A repartition record's watermark marker: `None` for a record, `Some(None)` for a
+/// marker this weir cannot decode (a newer weir's), which is skipped all the same.
+fn watermark_marker(m: &BorrowedMessage<'_>) -> Option<Option<WatermarkMarker>> {
+    let headers = m.headers()?;
+    let header = headers.iter().find(|h| h.key == WATERMARK_HEADER)?;
+    Some(header.value.and_then(WatermarkMarker::decode))
 }
 
 /// The consumer's position in `topic`-`partition`, if it has a numeric one.
@@ -471,6 +498,10 @@ impl PartitionOpener<'_> {
             next,
             end,
             max_timestamp: None,
+            writers: self
+                .config
+                .repartition_writers
+                .map(PartitionWatermarks::new),
         })
     }
 
@@ -631,7 +662,10 @@ impl Source for KafkaSource {
         }
         let mut frontier: Option<i64> = None;
         for p in self.partitions.iter().filter(|p| !p.done) {
-            let t = p.max_timestamp.unwrap_or(i64::MIN);
+            let t = match &p.writers {
+                Some(writers) => writers.frontier(),
+                None => p.max_timestamp.unwrap_or(i64::MIN),
+            };
             frontier = Some(frontier.map_or(t, |f| f.min(t)));
         }
         // All done: the task sends the end-of-input watermark itself.

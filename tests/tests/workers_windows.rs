@@ -1,0 +1,283 @@
+//! A windowed keyed pipeline as 3 worker processes on one machine (issue 12): event
+//! time crosses the Kafka repartition topic as every writer's watermark markers, so a
+//! window fires only once every worker upstream of the exchange has passed its end,
+//! against the real broker (`KAFKA_BOOTSTRAP`).
+//!
+//! `windowed-sum` over tumbling 1 s windows, Kafka in (6 partitions, each in event-time
+//! order, 6 s of event time) and out (exactly-once). Worker 2 is killed as it starts
+//! and started again only after the other two have read their input: its records of
+//! the early windows reach the repartition partitions after theirs of every window, so
+//! a window fired on what a partition holds (its largest timestamp) would miss them.
+//! Then random workers are SIGKILLed and restarted while the input is read. The
+//! committed output, read_committed, must hold every (key, window) of the input once,
+//! with its exact sum: what the same input gives as one process (in-process shuffle,
+//! bounded), and what the input says. A last record per partition, far later, moves
+//! every writer's watermark past the data's windows (a worker never sees the end of
+//! its input). Then the 3 workers stop with savepoints and 2 rescale from them over a
+//! second part of the input, one minute of event time later: again every window once,
+//! exact (the old layout's markers, still unread in the topic, must not count).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use weir_tests::kafka::{self, Input};
+use weir_tests::word_count::Workers;
+use weir_tests::{guest, toml_path, wait_until, weir, write_file};
+
+const PARTITIONS: i32 = 6;
+const WORKERS: u32 = 3;
+const RECORDS_PER_PARTITION: i64 = 120;
+/// Event time between two records of a partition: 120 records span 6 windows of 1 s.
+const STEP_MS: i64 = 50;
+const START_MS: i64 = 1_700_000_000_000;
+const KEYS: i64 = 10;
+/// The key of the last record of each partition, whose window never closes.
+const CLOSER: &str = "closer";
+const KILLS: usize = 4;
+const MAX_FAILURES: usize = 5;
+const WAIT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Per (key, window start): the sums committed to `output`, in output order.
+type Sums = BTreeMap<(String, i64), Vec<i64>>;
+
+/// Event time between the first records of two parts of the input; each part ends
+/// with a closer at its own start + `PART_MS - 1_000`, past its data.
+const PART_MS: i64 = 60_000;
+
+/// Part `part` of the input, and per (key, window start) its sums added to `sums`.
+fn input(part: i64, sums: &mut BTreeMap<(String, i64), i64>) -> Vec<Input> {
+    let mut records = Vec::new();
+    let start = START_MS + part * PART_MS;
+    for p in 0..PARTITIONS {
+        for n in 0..RECORDS_PER_PARTITION {
+            let key = format!("k{}", (n * 7 + i64::from(p)) % KEYS);
+            let value = n % 13 + i64::from(p) + part;
+            let timestamp = start + n * STEP_MS;
+            *sums
+                .entry((key.clone(), timestamp - timestamp % 1_000))
+                .or_default() += value;
+            records.push(Input {
+                partition: p,
+                key,
+                value: format!(r#"{{"value":{value}}}"#),
+                timestamp,
+            });
+        }
+        records.push(Input {
+            partition: p,
+            key: CLOSER.to_owned(),
+            value: r#"{"value":0}"#.to_owned(),
+            timestamp: start + PART_MS - 1_000,
+        });
+    }
+    records
+}
+
+/// `<name>.toml` in `dir`: the windowed sum from `input` to `output`, parallelism 2, 32
+/// key groups, 300 ms checkpoints; `rate`: records per second each worker reads.
+fn spec(
+    dir: &Path,
+    name: &str,
+    (input, output): (&str, &str),
+    rate: u64,
+    bounded: bool,
+) -> PathBuf {
+    let text = format!(
+        r#"
+name = "{name}"
+parallelism = 2
+max_parallelism = 32
+state_dir = {state}
+
+[checkpoint]
+interval = "300ms"
+dir = {checkpoints}
+
+[[sources]]
+type = "kafka"
+topic = "{input}"
+start = "earliest"
+bounded = {bounded}
+rate = {rate}
+
+[[steps]]
+type = "aggregate"
+name = "sum"
+module = {sum}
+window = {{ type = "tumbling", size = "1s" }}
+
+[[sinks]]
+type = "kafka"
+topic = "{output}"
+
+[dead_letter]
+path = {dead}
+"#,
+        state = toml_path(&dir.join("state")),
+        checkpoints = toml_path(&dir.join("checkpoints")),
+        sum = toml_path(&guest("windowed_sum")),
+        dead = toml_path(&dir.join("dead")),
+    );
+    write_file(dir, &format!("{name}.toml"), &text)
+}
+
+/// The data windows committed to `output` (the closer's left out).
+fn committed_sums(output: &str) -> Sums {
+    let mut sums = Sums::new();
+    for (key, value) in kafka::read_all(output, "read_committed") {
+        let json: serde_json::Value =
+            serde_json::from_str(&value).unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
+        assert_eq!(json["key"].as_str(), Some(key.as_str()), "{value}");
+        if key == CLOSER {
+            continue;
+        }
+        let start = json["window_start"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{value}"));
+        assert_eq!(json["window_end"].as_i64(), Some(start + 1_000), "{value}");
+        let sum = json["sum"].as_i64().unwrap_or_else(|| panic!("{value}"));
+        sums.entry((key, start)).or_default().push(sum);
+    }
+    sums
+}
+
+/// Every window once, with its sum; names the first difference.
+fn assert_exact(committed: &Sums, expected: &BTreeMap<(String, i64), i64>, what: &str) {
+    let once: BTreeMap<(String, i64), i64> = committed
+        .iter()
+        .map(|(window, sums)| {
+            assert_eq!(sums.len(), 1, "{what}: window {window:?} fired {sums:?}");
+            (window.clone(), sums[0])
+        })
+        .collect();
+    if let Some((window, sum)) = expected.iter().find(|(w, s)| once.get(*w) != Some(*s)) {
+        panic!(
+            "{what}: window {window:?} should sum to {sum}, committed {:?} ({} of {} windows)",
+            once.get(window),
+            once.len(),
+            expected.len()
+        );
+    }
+    assert_eq!(
+        once.len(),
+        expected.len(),
+        "{what}: windows not in the input"
+    );
+}
+
+#[test]
+fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
+    let _one_at_a_time = kafka::exclusive();
+    let mut expected = BTreeMap::new();
+    let records = input(0, &mut expected);
+    let input_topic = kafka::unique_name("windows-in");
+    kafka::create_topic(&input_topic, PARTITIONS);
+    kafka::produce(&input_topic, &records);
+    let deadline = Instant::now() + WAIT_LIMIT;
+
+    // The reference: one process, in-process shuffle, bounded, uninterrupted.
+    let reference = tempfile::tempdir().expect("tempdir");
+    let single_out = kafka::unique_name("windows-single-out");
+    kafka::create_topic(&single_out, PARTITIONS);
+    let single = spec(
+        reference.path(),
+        &kafka::unique_name("ws-single"),
+        (&input_topic, &single_out),
+        0,
+        true,
+    );
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(&single)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "the one-process run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_exact(&committed_sums(&single_out), &expected, "one process");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = kafka::unique_name("windows-out");
+    kafka::create_topic(&output, PARTITIONS);
+    // Each worker reads its 2 partitions (242 records) at 80 records/s: ~3 s.
+    let spec = spec(
+        dir.path(),
+        &kafka::unique_name("ws-workers"),
+        (&input_topic, &output),
+        80,
+        false,
+    );
+    let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
+    let late = WORKERS as usize - 1;
+    workers.children[late].kill().expect("SIGKILL");
+    workers.children[late].wait().expect("reap");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        committed_sums(&output).is_empty(),
+        "a window fired while worker {late} had not written anything"
+    );
+    workers.restart(late, None);
+    let mut rng = StdRng::seed_from_u64(21);
+    for _ in 0..KILLS {
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..1_500)));
+        workers.restart_failed();
+        let i = rng.random_range(0..WORKERS) as usize;
+        workers.children[i].kill().expect("SIGKILL");
+        workers.children[i].wait().expect("reap");
+        workers.restart(i, None);
+    }
+
+    // Workers run until stopped: wait (bounded) for every data window, then SIGTERM.
+    wait_for_windows(&output, expected.len(), deadline, &mut workers);
+    stop_all(&mut workers, deadline);
+    eprintln!(
+        "{KILLS} SIGKILLs; {} restarts of workers that failed on their own: {:?}",
+        workers.failures.len(),
+        workers.failures
+    );
+    assert_exact(&committed_sums(&output), &expected, "3 workers");
+
+    // Rescale to 2 from the savepoints, over a second part of the input. The 3 workers'
+    // last markers (stated at their final barriers, after the readers' last offsets)
+    // are still unread in the partitions, under writer numbers the 2 workers reuse:
+    // counted as theirs, they would say these writers are past the second part's
+    // windows before they wrote any of it.
+    kafka::produce(&input_topic, &input(1, &mut expected));
+    let mut workers = Workers::start(&spec, 2, MAX_FAILURES);
+    wait_for_windows(&output, expected.len(), deadline, &mut workers);
+    stop_all(&mut workers, deadline);
+    assert_exact(&committed_sums(&output), &expected, "3 workers, then 2");
+}
+
+/// Waits (bounded) until `output` holds `windows` data windows, restarting workers
+/// that failed on their own meanwhile.
+fn wait_for_windows(output: &str, windows: usize, deadline: Instant, workers: &mut Workers) {
+    loop {
+        let seen = committed_sums(output).len();
+        if seen >= windows {
+            return;
+        }
+        workers.restart_failed();
+        assert!(
+            Instant::now() < deadline,
+            "the workers committed {seen} of {windows} windows in time"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// SIGTERM to every worker: each commits a final checkpoint (a savepoint), exit 143.
+fn stop_all(workers: &mut Workers, deadline: Instant) {
+    for (i, w) in workers.children.iter_mut().enumerate() {
+        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
+        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
+    }
+}
