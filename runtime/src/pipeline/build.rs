@@ -301,7 +301,7 @@ enum ChainEnd {
     /// Out of the chain, to the task's shuffle into the next stage.
     Shuffle,
     /// The repartition topic, inside the unit's transactions (see `plan`), as this
-    /// writer of it (`None` only without a repartition topic: no sink at all).
+    /// writer of its watermarks (a windowed step's; see `repartition_watermark`).
     Repartition(Option<RepartitionWriter>),
 }
 
@@ -345,7 +345,7 @@ fn chain(
         }
     }
     let ends_in: Vec<Box<dyn Sink>> = match (&spec.repartition, end) {
-        (Some(r), ChainEnd::Repartition(Some(writer))) => {
+        (Some(r), ChainEnd::Repartition(writer)) => {
             // `for_worker` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.
             let unit = cx

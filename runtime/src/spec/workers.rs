@@ -24,7 +24,7 @@
 //!   Event time crosses the topic as each writer's watermark markers
 //!   (`repartition_watermark`), so a windowed keyed step works across workers; its
 //!   writers are every task of the spec's own sources in every worker, numbered by
-//!   `repartition_writer`. Refused with N > 1, each with one line: a second keyed step
+//!   `repartition_writer` (an unwindowed step has none: it ignores event time). Refused with N > 1, each with one line: a second keyed step
 //!   (one exchange per pipeline for now), no Kafka sink (whose transactions carry the
 //!   repartition records), and more key groups than `MAX_REPARTITION_PARTITIONS`.
 
@@ -105,7 +105,7 @@ impl PipelineSpec {
 
     /// The writers of the repartition topic in this spec's layout (see
     /// `repartition_watermark`): every task of the spec's own sources (`parallelism`
-    /// each) in every worker; `None` without a repartition topic.
+    /// each) in every worker; `None` without a repartition topic or window.
     pub fn repartition_writers(&self) -> Option<RepartitionWriters> {
         let per_worker = self.repartition_writers_per_worker()?;
         Some(RepartitionWriters {
@@ -129,10 +129,16 @@ impl PipelineSpec {
         })
     }
 
-    /// The spec's own sources (those before the repartition source) x parallelism.
+    /// The spec's own sources (those before the repartition source) x parallelism, if
+    /// the keyed step is windowed (an unwindowed one ignores event time: no markers).
     fn repartition_writers_per_worker(&self) -> Option<u32> {
         let r = self.repartition.as_ref()?;
-        Some(u32::try_from(r.source * self.parallelism).unwrap_or(u32::MAX))
+        match &self.steps[r.step] {
+            StepSpec::Aggregate(agg) if agg.window.is_some() => {
+                Some(u32::try_from(r.source * self.parallelism).unwrap_or(u32::MAX))
+            }
+            _ => None,
+        }
     }
 
     /// Worker I of N > 1 of a keyed pipeline: the exchange through its repartition
@@ -322,8 +328,8 @@ bootstrap = "127.0.0.1:1"
     }
     /// Catches: writer numbers that collide between workers or sources (a reader would
     /// take one writer's marker for another's and wait on no one for the second), a
-    /// count that leaves a writer out (its records would be late), or a windowed step
-    /// still refused.
+    /// count that leaves a writer out (its records would be late), a windowed step
+    /// still refused, or markers written for an unwindowed step.
     #[test]
     fn every_task_upstream_of_the_exchange_in_every_worker_is_one_numbered_writer() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -358,5 +364,13 @@ bootstrap = "127.0.0.1:1"
             }
         }
         assert_eq!(seen.len(), 12);
+        // An unwindowed keyed step ignores event time: no writers, no markers.
+        let unwindowed = windowed.replace("window = { type = \"tumbling\", size = \"1s\" }", "");
+        let w = spec(dir.path(), &unwindowed, KAFKA)
+            .for_worker(Worker::new(0, 2).expect("0/2"))
+            .expect("keyed");
+        assert!(w.repartition.is_some());
+        assert_eq!(w.repartition_writers(), None);
+        assert_eq!(w.repartition_writer(0, 0), None);
     }
 }

@@ -20,19 +20,28 @@
 //!   no value. Marker and records commit or abort together, and a `read_committed`
 //!   reader meets the marker after every record the writer sent before it to that
 //!   partition (one producer per checkpoint keeps a partition's order; see `sink`).
-//! - The marker is restated at every barrier, changed or not: a reader restarted from its
-//!   checkpoint (which holds offsets, not the writers' watermarks) knows every writer's
-//!   watermark again one checkpoint of each writer later, even a writer whose input is
-//!   idle. A restarted writer may restate a lower watermark than it sent before its
-//!   crash; the reader keeps the largest per writer, as a task's watermark never goes
-//!   back (the records it replays were read after that marker in the first run too).
+//! - A writer sends a marker only when its watermark advanced since its last one, so an
+//!   idle pipeline writes nothing. Only a windowed keyed step has writers at all
+//!   (`PipelineSpec::repartition_writers`): an unwindowed aggregate ignores event time.
+//! - The reader checkpoints what it knows with its offsets: each partition's position
+//!   carries its writers' watermarks (`PartitionPosition::writers`), exactly those of
+//!   the markers before the offset. A reader restored from checkpoint c therefore knows
+//!   what it knew at c and reads every later marker again, even from a writer that
+//!   restarted with nothing left to read (whose watermark starts over and may never
+//!   advance again: its earlier markers still count). A restarted writer may also
+//!   state a lower watermark than before its crash; the reader keeps the largest per
+//!   writer, as a task's watermark never goes back (the records it replays were read
+//!   after that marker in the first run too).
 //! - A reader's partition watermark is the minimum over the set's writers of the
 //!   largest watermark seen from each (`Watermark::START` before the first). A marker of
-//!   another generation is ignored: the layout before a rescale stopped before this one
+//!   another generation is ignored, and a restored state of another generation or
+//!   writer count starts over: the layout before a rescale stopped before this one
 //!   started, so in every partition its records and markers all come first, and they
 //!   say nothing about this layout's writers (whose indices they may share).
 //! - A marker is not a record: the reader skips it (its offset still advances), and in
 //!   a repartition topic only markers move the event-time frontier.
+
+use serde::{Deserialize, Serialize};
 
 use crate::record::message::Watermark;
 
@@ -107,19 +116,32 @@ impl WatermarkMarker {
 }
 
 /// A reader's view of one repartition partition: the largest watermark seen from each
-/// writer of its layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// writer of its layout. Stored in the partition's checkpointed position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PartitionWatermarks {
     generation: u64,
-    /// Indexed by writer; `Watermark::START` until its first marker.
-    writers: Vec<Watermark>,
+    /// Indexed by writer, in milliseconds; `i64::MIN` (`Watermark::START`) until its
+    /// first marker.
+    writers: Vec<i64>,
 }
 
 impl PartitionWatermarks {
     pub fn new(set: RepartitionWriters) -> PartitionWatermarks {
         PartitionWatermarks {
             generation: set.generation,
-            writers: vec![Watermark::START; set.count as usize],
+            writers: vec![Watermark::START.0; set.count as usize],
+        }
+    }
+
+    /// What a reader of `set` continues from: `restored` (its checkpoint's) if it is of
+    /// the same layout, else nothing known yet (see the module invariants).
+    pub fn restore(set: RepartitionWriters, restored: Option<&PartitionWatermarks>) -> Self {
+        match restored {
+            Some(r) if r.generation == set.generation && r.writers.len() == set.count as usize => {
+                r.clone()
+            }
+            _ => PartitionWatermarks::new(set),
         }
     }
 
@@ -129,17 +151,13 @@ impl PartitionWatermarks {
             return;
         }
         if let Some(w) = self.writers.get_mut(marker.writer as usize) {
-            *w = (*w).max(marker.watermark);
+            *w = (*w).max(marker.watermark.0);
         }
     }
 
     /// The partition's watermark: the minimum over the writers.
     pub fn watermark(&self) -> Watermark {
-        self.writers
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(Watermark::START)
+        Watermark(self.writers.iter().copied().min().unwrap_or(i64::MIN))
     }
 
     /// The partition's event-time frontier as a source reports it (`Source::
@@ -223,6 +241,28 @@ mod tests {
         // A writer index past the layout's count is not one of its writers.
         p.observe(marker(2, 2, 1));
         assert_eq!(p.watermark(), Watermark(8_000));
+    }
+
+    /// Catches: a restored state of an earlier layout (or another writer count) taken
+    /// as this one's, or a restore of the same layout that forgets what it knew.
+    #[test]
+    fn a_restored_state_counts_only_for_the_same_layout() {
+        let mut known = PartitionWatermarks::new(set(1, 2));
+        known.observe(marker(1, 0, 700));
+        known.observe(marker(1, 1, 900));
+        let same = PartitionWatermarks::restore(set(1, 2), Some(&known));
+        assert_eq!(same.watermark(), Watermark(700));
+        let json = serde_json::to_value(&same).expect("encodes");
+        let back: PartitionWatermarks = serde_json::from_value(json).expect("decodes");
+        assert_eq!(back, same);
+        for other in [set(2, 2), set(1, 3)] {
+            let fresh = PartitionWatermarks::restore(other, Some(&known));
+            assert_eq!(fresh.watermark(), Watermark::START, "{other:?}");
+        }
+        assert_eq!(
+            PartitionWatermarks::restore(set(1, 2), None).watermark(),
+            Watermark::START
+        );
     }
 
     /// Catches: a frontier off by one against the task's watermark generator (the

@@ -88,10 +88,10 @@
 //! A repartition topic (`repartition`, worker I of N > 1) is written by a `KafkaSink`
 //! too (`KafkaSink::repartition`: each record to its key group's partition), so its
 //! records are in T(n) with the output and the source offsets, and the owner of the key
-//! group, reading it read_committed, sees them exactly when T(n) commits. At each
-//! barrier n it also restates its task's watermark in every partition of the topic,
-//! inside T(n) after its records (`repartition_watermark`): event time crosses the
-//! topic with the records.
+//! group, reading it read_committed, sees them exactly when T(n) commits. For a
+//! windowed step, at a barrier n after its task's watermark advanced, it also states
+//! that watermark in every partition of the topic, inside T(n) after its records
+//! (`repartition_watermark`): event time crosses the topic with the records.
 //!
 //! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
 //! at pre-commit: nothing is lost, a replay after a crash may duplicate.
@@ -120,6 +120,8 @@ pub struct KafkaSink {
     writer: Option<RepartitionWriter>,
     /// The last watermark the chain passed on (`Watermark::START` before the first).
     watermark: Watermark,
+    /// The last watermark this writer's markers stated.
+    stated: Watermark,
     unit: Arc<KafkaCommitUnit>,
     /// This subtask's records not yet acknowledged by the broker.
     in_flight: Arc<InFlight>,
@@ -140,26 +142,28 @@ impl KafkaSink {
             key_groups: None,
             writer: None,
             watermark: Watermark::START,
+            stated: Watermark::START,
             unit,
             in_flight: Arc::new(InFlight::default()),
             drain_before_next: false,
         }
     }
 
-    /// Writer `writer` of repartition topic `topic` of `key_groups` key groups (see
+    /// A writer of repartition topic `topic` of `key_groups` key groups (see
     /// `repartition`): each record goes to its key group's partition, inside the same
-    /// transactions as every other Kafka sink of the unit, and its watermark to every
-    /// partition at each barrier (`repartition_watermark`).
+    /// transactions as every other Kafka sink of the unit; as writer `writer` (a
+    /// windowed step's), its watermark too, to every partition at a barrier after it
+    /// advanced (`repartition_watermark`).
     pub fn repartition(
         id: impl Into<String>,
         topic: impl Into<String>,
         key_groups: u16,
-        writer: RepartitionWriter,
+        writer: Option<RepartitionWriter>,
         unit: Arc<KafkaCommitUnit>,
     ) -> Self {
         KafkaSink {
             key_groups: Some(key_groups),
-            writer: Some(writer),
+            writer,
             ..KafkaSink::new(id, topic, unit)
         }
     }
@@ -207,10 +211,10 @@ impl Sink for KafkaSink {
 
     fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
         if let (Some(writer), Some(key_groups)) = (self.writer, self.key_groups)
-            && self.watermark > Watermark::START
+            && self.watermark > self.stated
         {
-            // Restated at every barrier, after this checkpoint's records, in its
-            // transaction (see `repartition_watermark`).
+            // After this checkpoint's records, in its transaction (see
+            // `repartition_watermark`).
             let marker = WatermarkMarker::of(writer, self.watermark);
             self.unit.send_watermark(
                 barrier.id,
@@ -218,6 +222,7 @@ impl Sink for KafkaSink {
                 &marker,
                 &self.in_flight,
             )?;
+            self.stated = self.watermark;
         }
         // Everything sent so far belongs to T(barrier.id); what follows to the next one,
         // on the other producer. One producer (at-least-once) keeps its own order: only the switch to the other

@@ -35,9 +35,10 @@
 //!   the largest timestamp read from each, so the watermark never passes a partition
 //!   that is behind; a partition that has not produced a record yet holds it at the
 //!   start. A subtask with no partition does not hold anything back.
-//!   A repartition partition's event time is its writers' watermark markers instead
-//!   (`repartition_watermark`): several workers' records interleave there, so its
-//!   largest timestamp would pass a lagging writer. Markers are skipped, not returned.
+//!   A windowed step's repartition partition's event time is its writers' watermark
+//!   markers instead (`repartition_watermark`): several workers' records interleave
+//!   there, so its largest timestamp would pass a lagging writer. Markers are skipped,
+//!   not returned, and what they said is part of the partition's position.
 //! - Bounded mode: the end of each partition is its last stable offset when the source
 //!   opens. A partition is done when the next offset reaches it, or when librdkafka
 //!   reports end-of-partition (the offsets left below the end were transaction markers
@@ -49,6 +50,7 @@
 //!   the source's `buffer_bytes` (split evenly; see `config`).
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +88,10 @@ pub struct PartitionPosition {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// A repartition partition of a windowed step: its writers' watermarks, as of the
+    /// markers before `offset` (`repartition_watermark`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writers: Option<PartitionWatermarks>,
 }
 
 /// A Kafka source subtask's position (see the module docs).
@@ -94,6 +100,10 @@ pub struct PartitionPosition {
 pub struct KafkaPosition {
     pub partitions: Vec<PartitionPosition>,
 }
+
+/// Every partition's next offset and writers' watermarks over the positions of all
+/// subtasks of a source (`KafkaPosition::merged_with_writers`).
+pub type MergedPositions = BTreeMap<(String, i32), (i64, Option<PartitionWatermarks>)>;
 
 /// What a checkpoint's snapshots name a Kafka position as, in errors.
 const POSITION: &str = "kafka source position";
@@ -119,11 +129,29 @@ impl KafkaPosition {
     pub fn merged(
         positions: &[&SourcePosition],
     ) -> Result<BTreeMap<(String, i32), i64>, ConnectorError> {
-        let mut merged = BTreeMap::new();
+        Ok(Self::merged_with_writers(positions)?
+            .into_iter()
+            .map(|(key, (offset, _))| (key, offset))
+            .collect())
+    }
+
+    /// `merged`, each offset with the writers' watermarks its position holds (those of
+    /// the larger offset, should two subtasks list the partition).
+    pub fn merged_with_writers(
+        positions: &[&SourcePosition],
+    ) -> Result<MergedPositions, ConnectorError> {
+        let mut merged = MergedPositions::new();
         for value in positions {
             for p in Self::from_value(value)?.partitions {
-                let offset = merged.entry((p.topic, p.partition)).or_insert(p.offset);
-                *offset = (*offset).max(p.offset);
+                match merged.entry((p.topic, p.partition)) {
+                    Entry::Vacant(e) => {
+                        e.insert((p.offset, p.writers));
+                    }
+                    Entry::Occupied(mut e) if e.get().0 < p.offset => {
+                        e.insert((p.offset, p.writers));
+                    }
+                    Entry::Occupied(_) => {}
+                }
             }
         }
         Ok(merged)
@@ -141,8 +169,11 @@ struct PartitionState {
     done: bool,
     /// Largest event time read from this partition.
     max_timestamp: Option<i64>,
-    /// A repartition partition's writers' watermarks, from their markers: its event
-    /// time instead of `max_timestamp` (see `repartition_watermark`).
+    /// A repartition partition: its records with a watermark header are markers, not
+    /// records (see `repartition_watermark`).
+    repartition: bool,
+    /// A windowed step's repartition partition: its writers' watermarks, from their
+    /// markers, its event time instead of `max_timestamp`.
     writers: Option<PartitionWatermarks>,
 }
 
@@ -171,11 +202,11 @@ impl PartitionState {
                         self.done = true;
                         break;
                     }
-                    if let Some(writers) = &mut self.writers
+                    if self.repartition
                         && let Some(marker) = watermark_marker(&m)
                     {
                         // A writer's watermark, not a record (see the module docs).
-                        if let Some(marker) = marker {
+                        if let (Some(writers), Some(marker)) = (&mut self.writers, marker) {
                             writers.observe(marker);
                         }
                         self.next = offset + 1;
@@ -284,7 +315,19 @@ impl KafkaSource {
         // The partitions first: the consumer's queues are sized by how many it reads.
         let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
-        let restored = restored.map(KafkaPosition::merged).transpose()?;
+        let merged = restored
+            .map(KafkaPosition::merged_with_writers)
+            .transpose()?;
+        let restored: Option<BTreeMap<(String, i32), i64>> = merged.as_ref().map(|m| {
+            m.iter()
+                .map(|(key, (offset, _))| (key.clone(), *offset))
+                .collect()
+        });
+        let restored_writers = merged
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, (_, writers))| Some((key, writers?)))
+            .collect();
         if let Some(positions) = &restored
             && !worker.is_single()
         {
@@ -302,6 +345,7 @@ impl KafkaSource {
             config,
             bootstrap: &bootstrap,
             restored,
+            restored_writers,
             committed,
             skipped: 0,
         };
@@ -462,6 +506,8 @@ struct PartitionOpener<'a> {
     bootstrap: &'a str,
     /// Every partition's offset in the restored checkpoint, if resuming from one.
     restored: Option<BTreeMap<(String, i32), i64>>,
+    /// The writers' watermarks of the restored repartition partitions that have them.
+    restored_writers: BTreeMap<(String, i32), PartitionWatermarks>,
     /// The group's committed offsets (`start = "committed"`, not resuming).
     committed: BTreeMap<(String, i32), i64>,
     /// Records lost to retention between the checkpoint and this open, so far.
@@ -490,6 +536,10 @@ impl PartitionOpener<'_> {
         assigned
             .add_partition_offset(&topic, partition, Offset::Offset(next))
             .map_err(|e| KafkaError::client(format!("cannot assign {topic}-{partition}"), &e))?;
+        let writers = self.config.repartition_writers.map(|set| {
+            let restored = self.restored_writers.get(&(topic.clone(), partition));
+            PartitionWatermarks::restore(set, restored)
+        });
         Ok(PartitionState {
             done: end.is_some_and(|end| next >= end),
             topic,
@@ -498,10 +548,8 @@ impl PartitionOpener<'_> {
             next,
             end,
             max_timestamp: None,
-            writers: self
-                .config
-                .repartition_writers
-                .map(PartitionWatermarks::new),
+            repartition: self.config.repartition_key_groups.is_some(),
+            writers,
         })
     }
 
@@ -631,6 +679,7 @@ impl Source for KafkaSource {
                     topic: p.topic.clone(),
                     partition: p.partition,
                     offset: p.next,
+                    writers: p.writers.clone(),
                 })
                 .collect(),
         };
@@ -688,11 +737,13 @@ mod tests {
                     topic: "in".into(),
                     partition: 0,
                     offset: 42,
+                    writers: None,
                 },
                 PartitionPosition {
                     topic: "in".into(),
                     partition: 1,
                     offset: 7,
+                    writers: None,
                 },
             ],
         };
@@ -712,5 +763,56 @@ mod tests {
                 .to_string(),
             "checkpoint written by a newer weir: kafka source position version 2, this weir reads up to 1"
         );
+    }
+    /// Catches: a repartition partition's writers' watermarks lost on the way through a
+    /// checkpoint, or taken from the subtask with the older offset (they must be those
+    /// of the markers before the offset the partition resumes from).
+    #[test]
+    fn a_partition_position_keeps_its_writers_watermarks_with_its_offset() {
+        use crate::connector::kafka::repartition_watermark::RepartitionWriters;
+        use crate::record::message::Watermark;
+        let set = RepartitionWriters {
+            generation: 3,
+            count: 2,
+        };
+        let at = |offset: i64, w: i64| {
+            let mut writers = PartitionWatermarks::new(set);
+            for writer in 0..2 {
+                writers.observe(WatermarkMarker {
+                    generation: 3,
+                    writer,
+                    watermark: Watermark(w),
+                });
+            }
+            KafkaPosition {
+                partitions: vec![PartitionPosition {
+                    topic: "r".into(),
+                    partition: 5,
+                    offset,
+                    writers: Some(writers),
+                }],
+            }
+            .to_value()
+        };
+        let (older, newer) = (at(10, 100), at(20, 200));
+        for positions in [[&older, &newer], [&newer, &older]] {
+            let merged = KafkaPosition::merged_with_writers(&positions).expect("merge");
+            let (offset, writers) = &merged[&("r".to_owned(), 5)];
+            assert_eq!(*offset, 20);
+            assert_eq!(
+                writers.as_ref().map(PartitionWatermarks::watermark),
+                Some(Watermark(200))
+            );
+        }
+        // A position without writers is written as before.
+        let plain = KafkaPosition {
+            partitions: vec![PartitionPosition {
+                topic: "in".into(),
+                partition: 0,
+                offset: 1,
+                writers: None,
+            }],
+        };
+        assert!(!plain.to_value().to_string().contains("writers"));
     }
 }
