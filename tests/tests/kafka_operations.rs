@@ -3,7 +3,8 @@
 //! parallelism change between runs; a consumer group shared with another pipeline,
 //! deleted group offsets and a lost progress marker; per-key order of an unwindowed
 //! aggregate's updates across checkpoints; a second instance on one state dir; a
-//! transaction outlived by SIGSTOP. Every run is a real `weir run` killed with SIGKILL
+//! transaction outlived by SIGSTOP; a partition idle across a restart keeps holding
+//! event time where it held it. Every run is a real `weir run` killed with SIGKILL
 //! from outside, and the output is checked read_committed against what it must be.
 
 use std::collections::BTreeMap;
@@ -981,4 +982,108 @@ fn a_start_over_killed_before_its_first_commit_restarts_cleanly() {
     let once = uppercased(&[&inputs]);
     let twice = once.iter().map(|(v, n)| (v.clone(), n * 2)).collect();
     assert_exactly_once(&output, &twice);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. Event time across a restart
+// ---------------------------------------------------------------------------------
+
+/// The (window start, sum) pairs `output` holds read_committed, of the windowed sum's
+/// one key, in output order.
+fn committed_windows(output: &str) -> Vec<(i64, i64)> {
+    kafka::committed_values(output)
+        .iter()
+        .map(|value| {
+            let json: serde_json::Value = serde_json::from_str(value)
+                .unwrap_or_else(|e| panic!("output record {value:?}: {e}"));
+            let field = |name: &str| {
+                json[name]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("{name} in {value}"))
+            };
+            (field("window_start") - BASE_TIME, field("sum"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_partition_idle_across_a_restart_keeps_holding_event_time_where_it_was() {
+    // A windowed sum (tumbling 1 s) over two partitions, one key, value 1 per record,
+    // every 250 ms of event time. Partition 1 holds 0-2750 ms and then stays idle;
+    // partition 0 holds 0-1750 ms: the watermark is 1749, window [0, 1000) fires. The
+    // pipeline is SIGKILLed once it committed every input offset, partition 0 gets
+    // 2000-4750 ms, and the pipeline restarts: an uninterrupted run's watermark would
+    // now be 2749 (partition 1's largest timestamp), so [1000, 2000) fires, and
+    // [2000, 3000) does not. Without partition 1's largest timestamp in its
+    // checkpointed position, the restarted partition 1 holds the watermark at the start
+    // until it gets a record, and [1000, 2000) never fires.
+    let _one_at_a_time = kafka::exclusive();
+    const STEP_MS: i64 = 250;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = kafka::unique_name("ops-idle-in");
+    let output = kafka::unique_name("ops-idle-out");
+    kafka::create_topic(&input, 2);
+    kafka::create_topic(&output, 1);
+    let at = |partition: i32, steps: std::ops::Range<i64>| -> Vec<Input> {
+        steps
+            .map(|i| Input {
+                partition,
+                key: "k".to_owned(),
+                value: r#"{"value":1}"#.to_owned(),
+                timestamp: BASE_TIME + i * STEP_MS,
+            })
+            .collect()
+    };
+    let mut first = at(1, 0..12);
+    first.extend(at(0, 0..8));
+    kafka::produce(&input, &first);
+    let mut spec = Spec::uppercase(
+        dir.path(),
+        &kafka::unique_name("ops-idle"),
+        &[&input],
+        &output,
+        0,
+    );
+    spec.steps = format!(
+        "[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"1s\" }}\n",
+        toml_path(&guest("windowed_sum")),
+    );
+    let unbounded = spec.write(dir.path(), false);
+
+    let fired = |child: &mut Child, windows: &[(i64, i64)], what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let committed = committed_windows(&output);
+            if committed.len() >= windows.len() {
+                assert_eq!(committed, windows, "{what}: the committed windows");
+                return;
+            }
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                panic!("{what}: weir ended ({status}): {}", take_stderr(child));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: within 30 s of committing its input, committed only {committed:?}, expected {windows:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let mut child = start(&unbounded);
+    wait_for_commit(&mut child, &spec, first.len() as i64);
+    fired(&mut child, &[(0, 8)], "before the restart");
+    sigkill(&mut child);
+
+    let second = at(0, 8..20);
+    kafka::produce(&input, &second);
+    let mut child = start(&unbounded);
+    wait_for_commit(&mut child, &spec, (first.len() + second.len()) as i64);
+    fired(&mut child, &[(0, 8), (1_000, 8)], "after the restart");
+    // A few more checkpoints: [2000, 3000) must not fire (partition 1 is at 2750).
+    std::thread::sleep(Duration::from_secs(1));
+    sigkill(&mut child);
+    assert_eq!(
+        committed_windows(&output),
+        [(0, 8), (1_000, 8)],
+        "every window the watermark passed, once, and no other"
+    );
 }

@@ -506,6 +506,7 @@ mod tests {
                         topic: "in".into(),
                         partition: p,
                         offset: 10 + i64::from(p),
+                        max_timestamp: None,
                         writers: None,
                     })
                     .collect(),

@@ -269,6 +269,7 @@ mod tests {
                         topic: topic.to_owned(),
                         partition,
                         offset,
+                        max_timestamp: None,
                         writers: None,
                     })
                     .collect(),

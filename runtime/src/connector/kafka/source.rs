@@ -34,7 +34,9 @@
 //!   The event-time frontier is the minimum over the assigned, unfinished partitions of
 //!   the largest timestamp read from each, so the watermark never passes a partition
 //!   that is behind; a partition that has not produced a record yet holds it at the
-//!   start. A subtask with no partition does not hold anything back.
+//!   start. The largest timestamp is part of the partition's position, so a restored
+//!   partition with nothing new to read holds the watermark where it held it before,
+//!   not at the start. A subtask with no partition does not hold anything back.
 //!   A windowed step's repartition partition's event time is its writers' watermark
 //!   markers instead (`repartition_watermark`): several workers' records interleave
 //!   there, so its largest timestamp would pass a lagging writer. Markers are skipped,
@@ -88,6 +90,10 @@ pub struct PartitionPosition {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// The largest event time read before `offset` (`None`: no record yet, or a
+    /// position written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timestamp: Option<i64>,
     /// A repartition partition of a windowed step: its writers' watermarks, as of the
     /// markers before `offset` (`repartition_watermark`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,9 +107,9 @@ pub struct KafkaPosition {
     pub partitions: Vec<PartitionPosition>,
 }
 
-/// Every partition's next offset and writers' watermarks over the positions of all
-/// subtasks of a source (`KafkaPosition::merged_with_writers`).
-pub type MergedPositions = BTreeMap<(String, i32), (i64, Option<PartitionWatermarks>)>;
+/// Every partition's position over the positions of all subtasks of a source
+/// (`KafkaPosition::merged_positions`).
+pub type MergedPositions = BTreeMap<(String, i32), PartitionPosition>;
 
 /// What a checkpoint's snapshots name a Kafka position as, in errors.
 const POSITION: &str = "kafka source position";
@@ -129,26 +135,27 @@ impl KafkaPosition {
     pub fn merged(
         positions: &[&SourcePosition],
     ) -> Result<BTreeMap<(String, i32), i64>, ConnectorError> {
-        Ok(Self::merged_with_writers(positions)?
+        Ok(Self::merged_positions(positions)?
             .into_iter()
-            .map(|(key, (offset, _))| (key, offset))
+            .map(|(key, p)| (key, p.offset))
             .collect())
     }
 
-    /// `merged`, each offset with the writers' watermarks its position holds (those of
-    /// the larger offset, should two subtasks list the partition).
-    pub fn merged_with_writers(
+    /// `merged`, each partition's whole position (that of the larger offset, should two
+    /// subtasks list the partition): its offset, largest timestamp and writers'
+    /// watermarks.
+    pub fn merged_positions(
         positions: &[&SourcePosition],
     ) -> Result<MergedPositions, ConnectorError> {
         let mut merged = MergedPositions::new();
         for value in positions {
             for p in Self::from_value(value)?.partitions {
-                match merged.entry((p.topic, p.partition)) {
+                match merged.entry((p.topic.clone(), p.partition)) {
                     Entry::Vacant(e) => {
-                        e.insert((p.offset, p.writers));
+                        e.insert(p);
                     }
-                    Entry::Occupied(mut e) if e.get().0 < p.offset => {
-                        e.insert((p.offset, p.writers));
+                    Entry::Occupied(mut e) if e.get().offset < p.offset => {
+                        e.insert(p);
                     }
                     Entry::Occupied(_) => {}
                 }
@@ -315,19 +322,7 @@ impl KafkaSource {
         // The partitions first: the consumer's queues are sized by how many it reads.
         let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
-        let merged = restored
-            .map(KafkaPosition::merged_with_writers)
-            .transpose()?;
-        let restored: Option<BTreeMap<(String, i32), i64>> = merged.as_ref().map(|m| {
-            m.iter()
-                .map(|(key, (offset, _))| (key.clone(), *offset))
-                .collect()
-        });
-        let restored_writers = merged
-            .into_iter()
-            .flatten()
-            .filter_map(|(key, (_, writers))| Some((key, writers?)))
-            .collect();
+        let restored = restored.map(KafkaPosition::merged_positions).transpose()?;
         if let Some(positions) = &restored
             && !worker.is_single()
         {
@@ -345,7 +340,6 @@ impl KafkaSource {
             config,
             bootstrap: &bootstrap,
             restored,
-            restored_writers,
             committed,
             skipped: 0,
         };
@@ -464,7 +458,7 @@ fn owned_partitions(
 fn refuse_moved_partitions(
     consumer: &BaseConsumer<SourceContext>,
     mine: &[(String, i32)],
-    restored: &BTreeMap<(String, i32), i64>,
+    restored: &MergedPositions,
     worker: Worker,
     timeout: Duration,
 ) -> Result<(), KafkaError> {
@@ -504,10 +498,8 @@ struct PartitionOpener<'a> {
     consumer: &'a Arc<BaseConsumer<SourceContext>>,
     config: &'a KafkaSourceConfig,
     bootstrap: &'a str,
-    /// Every partition's offset in the restored checkpoint, if resuming from one.
-    restored: Option<BTreeMap<(String, i32), i64>>,
-    /// The writers' watermarks of the restored repartition partitions that have them.
-    restored_writers: BTreeMap<(String, i32), PartitionWatermarks>,
+    /// Every partition's position in the restored checkpoint, if resuming from one.
+    restored: Option<MergedPositions>,
     /// The group's committed offsets (`start = "committed"`, not resuming).
     committed: BTreeMap<(String, i32), i64>,
     /// Records lost to retention between the checkpoint and this open, so far.
@@ -536,10 +528,16 @@ impl PartitionOpener<'_> {
         assigned
             .add_partition_offset(&topic, partition, Offset::Offset(next))
             .map_err(|e| KafkaError::client(format!("cannot assign {topic}-{partition}"), &e))?;
+        let restored = self
+            .restored
+            .as_ref()
+            .and_then(|m| m.get(&(topic.clone(), partition)));
         let writers = self.config.repartition_writers.map(|set| {
-            let restored = self.restored_writers.get(&(topic.clone(), partition));
-            PartitionWatermarks::restore(set, restored)
+            PartitionWatermarks::restore(set, restored.and_then(|p| p.writers.as_ref()))
         });
+        // Even where retention deleted records after the restored offset: the ones
+        // before it were read.
+        let max_timestamp = restored.and_then(|p| p.max_timestamp);
         Ok(PartitionState {
             done: end.is_some_and(|end| next >= end),
             topic,
@@ -547,7 +545,7 @@ impl PartitionOpener<'_> {
             queue,
             next,
             end,
-            max_timestamp: None,
+            max_timestamp,
             repartition: self.config.repartition_key_groups.is_some(),
             writers,
         })
@@ -581,7 +579,7 @@ impl PartitionOpener<'_> {
         let key = (topic.to_owned(), partition);
         Ok(match &self.restored {
             // A partition added since the checkpoint: all of it is new input.
-            Some(map) => match map.get(&key).copied() {
+            Some(map) => match map.get(&key).map(|p| p.offset) {
                 None => low,
                 Some(offset) if offset < low && self.config.repartition_key_groups.is_some() => {
                     return Err(KafkaError::RepartitionRecordsDeleted {
@@ -679,6 +677,7 @@ impl Source for KafkaSource {
                     topic: p.topic.clone(),
                     partition: p.partition,
                     offset: p.next,
+                    max_timestamp: p.max_timestamp,
                     writers: p.writers.clone(),
                 })
                 .collect(),
@@ -737,12 +736,14 @@ mod tests {
                     topic: "in".into(),
                     partition: 0,
                     offset: 42,
+                    max_timestamp: None,
                     writers: None,
                 },
                 PartitionPosition {
                     topic: "in".into(),
                     partition: 1,
                     offset: 7,
+                    max_timestamp: None,
                     writers: None,
                 },
             ],
@@ -764,11 +765,12 @@ mod tests {
             "checkpoint written by a newer weir: kafka source position version 2, this weir reads up to 1"
         );
     }
-    /// Catches: a repartition partition's writers' watermarks lost on the way through a
-    /// checkpoint, or taken from the subtask with the older offset (they must be those
-    /// of the markers before the offset the partition resumes from).
+    /// Catches: a partition's event time (its largest timestamp, or a repartition
+    /// partition's writers' watermarks) lost on the way through a checkpoint, or taken
+    /// from the subtask with the older offset (it must be that of the records and
+    /// markers before the offset the partition resumes from).
     #[test]
-    fn a_partition_position_keeps_its_writers_watermarks_with_its_offset() {
+    fn a_partition_position_keeps_its_event_time_with_its_offset() {
         use crate::connector::kafka::repartition_watermark::RepartitionWriters;
         use crate::record::message::Watermark;
         let set = RepartitionWriters {
@@ -789,6 +791,7 @@ mod tests {
                     topic: "r".into(),
                     partition: 5,
                     offset,
+                    max_timestamp: Some(w + 7),
                     writers: Some(writers),
                 }],
             }
@@ -796,23 +799,35 @@ mod tests {
         };
         let (older, newer) = (at(10, 100), at(20, 200));
         for positions in [[&older, &newer], [&newer, &older]] {
-            let merged = KafkaPosition::merged_with_writers(&positions).expect("merge");
-            let (offset, writers) = &merged[&("r".to_owned(), 5)];
-            assert_eq!(*offset, 20);
+            let merged = KafkaPosition::merged_positions(&positions).expect("merge");
+            let p = &merged[&("r".to_owned(), 5)];
+            assert_eq!(p.offset, 20);
+            assert_eq!(p.max_timestamp, Some(207));
             assert_eq!(
-                writers.as_ref().map(PartitionWatermarks::watermark),
+                p.writers.as_ref().map(PartitionWatermarks::watermark),
                 Some(Watermark(200))
             );
         }
-        // A position without writers is written as before.
+        // A position without either is written as before, and one written before
+        // either was kept restores with neither.
         let plain = KafkaPosition {
             partitions: vec![PartitionPosition {
                 topic: "in".into(),
                 partition: 0,
                 offset: 1,
+                max_timestamp: None,
                 writers: None,
             }],
         };
-        assert!(!plain.to_value().to_string().contains("writers"));
+        let text = plain.to_value().to_string();
+        assert!(
+            !text.contains("writers") && !text.contains("max_timestamp"),
+            "{text}"
+        );
+        let old = serde_json::json!({"v": 1, "partitions": [{"topic": "in", "partition": 0, "offset": 1}]});
+        assert_eq!(
+            KafkaPosition::from_value(&old).expect("old position"),
+            plain
+        );
     }
 }
