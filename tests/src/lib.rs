@@ -67,6 +67,22 @@ pub fn run_weir(args: &[&str]) -> Output {
     weir().args(args).output().expect("spawn weir")
 }
 
+/// Runs `weir run --quiet spec` to its end and asserts it succeeded (`what` names the
+/// run in the failure, with its stderr).
+pub fn run_spec_ok(spec: &Path, what: &str) {
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(spec)
+        .output()
+        .expect("spawn weir");
+    assert!(
+        out.status.success(),
+        "{what} ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Writes `text` as `name` in `dir`, returning the path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

@@ -30,7 +30,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka;
 use weir_tests::word_count::{self, Workers, assert_exact, committed_counts, total_records};
-use weir_tests::{refusal_line, s3_bucket, toml_path, wait_until, weir};
+use weir_tests::{refusal_line, run_spec_ok, s3_bucket, toml_path, wait_until, weir};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -67,16 +67,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         0,
         true,
     );
-    let out = weir()
-        .args(["run", "--quiet"])
-        .arg(&single)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "the one-process run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_spec_ok(&single, "the one-process run");
     assert_exact(&committed_counts(&single_out), &totals);
 
     // The workers, checkpointing into the bucket.

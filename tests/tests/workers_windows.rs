@@ -27,7 +27,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
 use weir_tests::word_count::Workers;
-use weir_tests::{guest, toml_path, wait_until, weir, write_file};
+use weir_tests::{guest, run_spec_ok, toml_path, wait_until, write_file};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -191,16 +191,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         0,
         true,
     );
-    let out = weir()
-        .args(["run", "--quiet"])
-        .arg(&single)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "the one-process run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_spec_ok(&single, "the one-process run");
     assert_exact(&committed_sums(&single_out), &expected, "one process");
 
     let dir = tempfile::tempdir().expect("tempdir");
