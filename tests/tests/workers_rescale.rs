@@ -19,12 +19,15 @@
 //! 2. A new layout started while the old one still runs, checkpoints in a local dir: 2
 //!    workers run; worker 0 of 3 starts, takes both over (they stop, fenced) and dies
 //!    at its first checkpoint; worker 1 of 2 started again is refused with one line
-//!    (handed over to 3 workers); the 3 workers then finish with exact counts.
+//!    (handed over to 3 workers); the 3 workers then finish with exact counts, and the
+//!    2 old workers' RocksDB working directories on this machine are gone (the 3
+//!    removed them when they started), the 3 workers' own still there.
 //! 3. 1 -> 3, checkpoints in a local dir: the pipeline as one process (in-process
 //!    shuffle, parallelism 2) reads a first part and is stopped with SIGTERM; more
 //!    input; 3 workers of parallelism 1 rescale from its last committed checkpoint,
-//!    one SIGKILLed a moment after it starts and restarted; exact counts. The process started again over the workers'
-//!    checkpoints is refused with one line.
+//!    one SIGKILLed a moment after it starts and restarted; exact counts, and the
+//!    process's checkpoints and working directory are gone. The process started again
+//!    over the workers' checkpoints is refused with one line.
 //!
 //! Without the S3 server's environment test 1 fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
@@ -239,7 +242,7 @@ fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after()
     let _one_at_a_time = kafka::exclusive();
     let deadline = Instant::now() + WAIT_LIMIT;
     let Pipeline {
-        dir: _dir,
+        dir,
         input,
         output,
         checkpoints,
@@ -287,6 +290,15 @@ fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after()
         Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
         "the 3 workers checkpointed"
     );
+    // The 2 old workers' RocksDB working copies on this machine went when the 3
+    // started; the 3 workers' own stay.
+    let state = dir.path().join("state");
+    let work = |worker: &str| state.join(worker).join("work").exists();
+    assert!(
+        !work("worker-0-of-2") && !work("worker-1-of-2"),
+        "the old layout's working directories are removed"
+    );
+    assert!(work("worker-0-of-3") && work("worker-1-of-3") && work("worker-2-of-3"));
 }
 
 #[test]
@@ -294,7 +306,7 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
     let _one_at_a_time = kafka::exclusive();
     let deadline = Instant::now() + WAIT_LIMIT;
     let Pipeline {
-        dir: _dir,
+        dir,
         output,
         input,
         checkpoints,
@@ -351,6 +363,12 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
     assert!(
         left.is_empty(),
         "the process's checkpoints are gone: {left:?}"
+    );
+    // And its RocksDB working copies, when the workers started.
+    let state = dir.path().join("state");
+    assert!(
+        !state.join("work").exists() && state.join("worker-0-of-3").join("work").exists(),
+        "the process's working directory is removed, the workers' stay"
     );
 
     // The way back is refused, with one line.

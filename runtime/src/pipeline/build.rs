@@ -474,9 +474,12 @@ fn connector_error(cx: &BuildContext<'_>, task: &str, source: ConnectorError) ->
     }
 }
 
+/// The directory of a state dir that holds every operator's working RocksDB directory.
+pub const WORK_DIR: &str = "work";
+
 /// The working RocksDB directory of operator `op` in `task`.
 pub fn work_dir(state_dir: &Path, task: &str, op: &str) -> PathBuf {
-    state_dir.join("work").join(task).join(op)
+    state_dir.join(WORK_DIR).join(task).join(op)
 }
 
 fn millis(d: std::time::Duration) -> i64 {

@@ -1,7 +1,8 @@
 //! Running a pipeline: `recover` (lock, guests, Kafka fencing, the layout of workers
 //! and the checkpoint to restore, or the old workers' checkpoints after a rescale),
 //! `start` (the physical plan built into tasks at their snapshots, and the
-//! coordinator) and `run`, which does both and waits for the end.
+//! coordinator) and `run`, which does both and waits for the end. A run that recovered
+//! removes other layouts' working directories on its machine (`stale_work_dirs`).
 pub mod build;
 pub mod error;
 pub mod modules;
@@ -11,6 +12,7 @@ pub mod recovery;
 pub mod rescale;
 pub mod run;
 pub mod running;
+pub mod stale_work_dirs;
 pub mod state_dir_lock;
 pub mod worker_layout;
 

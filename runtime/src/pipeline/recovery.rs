@@ -31,6 +31,7 @@
 //!
 //! 6. Redo the commit of c (idempotent: the crash may have come between "complete" and
 //!    "committed"), and discard whatever sinks staged for checkpoints after c.
+//! 7. Remove other layouts' working directories on this machine (`stale_work_dirs`).
 //!
 //! What it returns (`Recovery`) is all `running::start` needs to open every operator
 //! and source at its snapshot in c (or in the old workers' checkpoints) and run.
@@ -54,6 +55,7 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
 use crate::pipeline::rescale::{self, RescaleError, RescaleFailure, RescaleRestore};
+use crate::pipeline::stale_work_dirs;
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::pipeline::worker_layout;
 use crate::record::CheckpointId;
@@ -86,6 +88,7 @@ pub struct Recovery {
 /// Recovers `spec` (steps 1 to 6 above).
 pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, PipelineError> {
     let root = &spec.checkpoint.dir;
+    let root_state_dir = spec.state_dir.clone();
     let mut spec = spec.for_worker(options.worker)?;
     let lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
         pipeline: spec.name.clone(),
@@ -155,6 +158,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
     let mut committers = PipelineSinks::new(spec, kafka.as_ref()).committers();
     redo_commit(spec, &mut committers, restored.as_ref())?;
+    stale_work_dirs::remove_other_layouts(&root_state_dir, spec.worker);
     Ok(Recovery {
         spec: spec.clone(),
         lock,
