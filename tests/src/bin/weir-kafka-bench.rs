@@ -28,10 +28,10 @@
 //! one process, (k2)/(k3) the same as 2 or 3 workers shuffling through the repartition
 //! topic. A (kN) pipeline first runs over a warm-up tenth of the records and is stopped;
 //! the measured run is its second, resumed from its checkpoints over the records
-//! produced after. The first run pays for its fresh topics: on this project's VMs a new
-//! partition's first index entry costs the broker a page fault over the whole sparse,
-//! preallocated 10 MiB index file (two per partition, 128 repartition partitions), a
-//! one-time cost that a long-running pipeline does not see again.
+//! produced after. The first run pays for its fresh topics (on this project's VMs a
+//! new partition's first index entry alone costs the broker a page fault over the
+//! whole sparse, preallocated 10 MiB index file, two per partition, 128 repartition
+//! partitions), one-time costs that a long-running pipeline does not see again.
 //!
 //! Usage: weir-kafka-bench [--records N] [--out PATH]
 //!                         [--only a,b,c,c100,w2,w3,k1,k2,k3,latency]
