@@ -79,14 +79,28 @@ fn input(part: i64, sums: &mut BTreeMap<(String, i64), i64>) -> Vec<Input> {
 }
 
 /// `<name>.toml` in `dir`: the windowed sum from `input` to `output`, parallelism 2, 32
-/// key groups, 300 ms checkpoints; `rate`: records per second each worker reads.
+/// key groups, 300 ms checkpoints; `rate`: records per second each worker reads;
+/// `shifted`: event times moved back 3 s by a `time-shift` map before the sum, under
+/// 10 s of out-of-orderness.
 fn spec(
     dir: &Path,
     name: &str,
     (input, output): (&str, &str),
     rate: u64,
     bounded: bool,
+    shifted: bool,
 ) -> PathBuf {
+    let (ooo, shift) = if shifted {
+        (
+            "out_of_orderness = \"10s\"\n".to_owned(),
+            format!(
+                "[[steps]]\ntype = \"map\"\nmodule = {}\n\n",
+                toml_path(&guest("time_shift"))
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let text = format!(
         r#"
 name = "{name}"
@@ -104,8 +118,8 @@ topic = "{input}"
 start = "earliest"
 bounded = {bounded}
 rate = {rate}
-
-[[steps]]
+{ooo}
+{shift}[[steps]]
 type = "aggregate"
 name = "sum"
 module = {sum}
@@ -190,6 +204,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         (&input_topic, &single_out),
         0,
         true,
+        false,
     );
     run_spec_ok(&single, "the one-process run");
     assert_exact(&committed_sums(&single_out), &expected, "one process");
@@ -203,6 +218,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         &kafka::unique_name("ws-workers"),
         (&input_topic, &output),
         80,
+        false,
         false,
     );
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
@@ -271,4 +287,61 @@ fn stop_all(workers: &mut Workers, deadline: Instant) {
         let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
         assert_eq!(status.code(), Some(143), "worker {i}: {err}");
     }
+}
+
+#[test]
+fn event_times_at_and_below_zero_cross_the_repartition_topic_exactly() {
+    // Kafka timestamps of 1 ms to 5.9 s after the epoch, moved back 3 s by a map in
+    // front of the windowed sum: event times from -2999 to 2901 ms, windows from -3000.
+    // As 2 workers, every record crosses the repartition topic, whose Kafka timestamps
+    // cannot be negative (and 0 means "now" to the producer): every (key, window) must
+    // still be committed once with the sum the input gives. A last record per
+    // partition, far later, moves every writer's watermark past the data's windows.
+    let _one_at_a_time = kafka::exclusive();
+    const SHIFT_PARTITIONS: i32 = 4;
+    let mut expected: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    let mut records = Vec::new();
+    for p in 0..SHIFT_PARTITIONS {
+        for n in 0..60 {
+            let key = format!("k{}", (n + i64::from(p)) % 5);
+            let value = n % 7 + i64::from(p);
+            let timestamp = 1 + n * 100;
+            let event_time = timestamp - 3_000;
+            *expected
+                .entry((key.clone(), event_time - event_time.rem_euclid(1_000)))
+                .or_default() += value;
+            records.push(Input {
+                partition: p,
+                key,
+                value: format!(r#"{{"value":{value}}}"#),
+                timestamp,
+            });
+        }
+        records.push(Input {
+            partition: p,
+            key: CLOSER.to_owned(),
+            value: r#"{"value":0}"#.to_owned(),
+            timestamp: 30_000,
+        });
+    }
+    assert!(expected.keys().any(|(_, start)| *start < 0));
+    let input_topic = kafka::unique_name("shift-in");
+    let output = kafka::unique_name("shift-out");
+    kafka::create_topic(&input_topic, SHIFT_PARTITIONS);
+    kafka::create_topic(&output, SHIFT_PARTITIONS);
+    kafka::produce(&input_topic, &records);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec(
+        dir.path(),
+        &kafka::unique_name("ws-shift"),
+        (&input_topic, &output),
+        0,
+        false,
+        true,
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut workers = Workers::start(&spec, 2, MAX_FAILURES);
+    wait_for_windows(&output, expected.len(), deadline, &mut workers);
+    stop_all(&mut workers, deadline);
+    assert_exact(&committed_sums(&output), &expected, "2 workers");
 }

@@ -31,7 +31,7 @@ use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
-use crate::connector::kafka::repartition;
+use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime};
 use crate::connector::kafka::repartition_purge::RepartitionPurger;
 use crate::connector::kafka::repartition_watermark::{WATERMARK_HEADER, WatermarkMarker};
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
@@ -423,7 +423,15 @@ impl KafkaCommitUnit {
             if !r.key.is_empty() {
                 record = record.key(r.key);
             }
-            if r.timestamp >= 0 {
+            let event_time;
+            if key_groups.is_some() && EventTime::needs_header(r.timestamp) {
+                // Its owner reads the event time from here (see `repartition`).
+                event_time = EventTime::encode(r.timestamp);
+                record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
+                    key: EVENT_TIME_HEADER,
+                    value: Some(event_time.as_slice()),
+                }));
+            } else if r.timestamp >= 0 {
                 record = record.timestamp(r.timestamp);
             }
             in_flight.add(1);

@@ -19,7 +19,9 @@
 //!   what none of its retained checkpoints can read again (`repartition_purge`, Kafka
 //!   Streams' DeleteRecords), so the topic does not grow with the input.
 //! - Writing: upstream of the exchange, every record (key, value, event time as the
-//!   Kafka timestamp) goes to the partition of its key's group (`partition_of_key`,
+//!   Kafka timestamp; an event time at or below zero, which a Kafka timestamp cannot
+//!   carry (librdkafka reads 0 as "now"), in header `weir.event_time` instead,
+//!   `EventTime`) goes to the partition of its key's group (`partition_of_key`,
 //!   the same `dataflow::partition::key_group` as the in-process shuffle), through the
 //!   worker's own transactional producers (`KafkaCommitUnit`), so repartition records,
 //!   output records and the source offsets commit or abort together in T(n).
@@ -69,6 +71,29 @@ pub struct Repartition {
     pub key_groups: u16,
     /// The source (index into `spec.sources`) reading the worker's partitions back.
     pub source: usize,
+}
+
+/// The header of a repartition record whose event time is at or below zero: the event
+/// time, 8 bytes big-endian. The record's Kafka timestamp is left to the producer.
+pub const EVENT_TIME_HEADER: &str = "weir.event_time";
+
+/// How a record's event time crosses the repartition topic (see the module docs).
+pub struct EventTime;
+
+impl EventTime {
+    /// Whether `timestamp` needs the header (a Kafka timestamp carries the others).
+    pub fn needs_header(timestamp: i64) -> bool {
+        timestamp <= 0
+    }
+
+    pub fn encode(timestamp: i64) -> [u8; 8] {
+        timestamp.to_be_bytes()
+    }
+
+    /// `None` for a value of another length (not one this weir wrote).
+    pub fn decode(value: &[u8]) -> Option<i64> {
+        Some(i64::from_be_bytes(value.try_into().ok()?))
+    }
 }
 
 /// The partition holding key group `group`.
@@ -148,6 +173,18 @@ mod tests {
                 assert_eq!(seen.len(), usize::from(key_groups), "N = {n}");
             }
         }
+    }
+
+    /// Catches: an event time a Kafka timestamp cannot carry sent without the header
+    /// (0 turns into the producer's "now"), or the header misread.
+    #[test]
+    fn event_times_at_or_below_zero_go_in_the_header() {
+        for t in [0, -1, -2_999, i64::MIN] {
+            assert!(EventTime::needs_header(t));
+            assert_eq!(EventTime::decode(&EventTime::encode(t)), Some(t));
+        }
+        assert!(!EventTime::needs_header(1));
+        assert_eq!(EventTime::decode(b"1234567"), None);
     }
 
     #[test]

@@ -40,7 +40,9 @@
 //!   A windowed step's repartition partition's event time is its writers' watermark
 //!   markers instead (`repartition_watermark`): several workers' records interleave
 //!   there, so its largest timestamp would pass a lagging writer. Markers are skipped,
-//!   not returned, and what they said is part of the partition's position.
+//!   not returned, and what they said is part of the partition's position. A
+//!   repartition record's event time is its `weir.event_time` header where it has one
+//!   (an event time at or below zero, see `repartition`).
 //! - Bounded mode: the end of each partition is its last stable offset when the source
 //!   opens. A partition is done when the next offset reaches it, or when librdkafka
 //!   reports end-of-partition (the offsets left below the end were transaction markers
@@ -74,6 +76,7 @@ use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::marker::Marker;
+use crate::connector::kafka::repartition::{EVENT_TIME_HEADER, EventTime};
 use crate::connector::kafka::repartition_watermark::{
     PartitionWatermarks, WATERMARK_HEADER, WatermarkMarker,
 };
@@ -209,17 +212,21 @@ impl PartitionState {
                         self.done = true;
                         break;
                     }
-                    if self.repartition
-                        && let Some(marker) = watermark_marker(&m)
-                    {
-                        // A writer's watermark, not a record (see the module docs).
-                        if let (Some(writers), Some(marker)) = (&mut self.writers, marker) {
-                            writers.observe(marker);
+                    let mut ts = m.timestamp().to_millis().unwrap_or(0);
+                    if self.repartition {
+                        match repartition_headers(&m) {
+                            RepartitionHeader::Marker(marker) => {
+                                // A writer's watermark, not a record (see the module docs).
+                                if let (Some(writers), Some(marker)) = (&mut self.writers, marker) {
+                                    writers.observe(marker);
+                                }
+                                self.next = offset + 1;
+                                continue;
+                            }
+                            RepartitionHeader::EventTime(t) => ts = t,
+                            RepartitionHeader::None => {}
                         }
-                        self.next = offset + 1;
-                        continue;
                     }
-                    let ts = m.timestamp().to_millis().unwrap_or(0);
                     out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
                     self.next = offset + 1;
                     self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
@@ -254,12 +261,32 @@ impl PartitionState {
     }
 }
 
-/// A repartition record's watermark marker: `None` for a record, `Some(None)` for a
-/// marker this weir cannot decode (a newer weir's), which is skipped all the same.
-fn watermark_marker(m: &BorrowedMessage<'_>) -> Option<Option<WatermarkMarker>> {
-    let headers = m.headers()?;
-    let header = headers.iter().find(|h| h.key == WATERMARK_HEADER)?;
-    Some(header.value.and_then(WatermarkMarker::decode))
+/// What a repartition record's headers say about it.
+enum RepartitionHeader {
+    /// A writer's watermark marker, not a record; `None`: one this weir cannot decode
+    /// (a newer weir's), skipped all the same.
+    Marker(Option<WatermarkMarker>),
+    /// A record whose event time its Kafka timestamp could not carry.
+    EventTime(i64),
+    /// A record whose event time is its Kafka timestamp.
+    None,
+}
+
+fn repartition_headers(m: &BorrowedMessage<'_>) -> RepartitionHeader {
+    let Some(headers) = m.headers() else {
+        return RepartitionHeader::None;
+    };
+    for h in headers.iter() {
+        if h.key == WATERMARK_HEADER {
+            return RepartitionHeader::Marker(h.value.and_then(WatermarkMarker::decode));
+        }
+        if h.key == EVENT_TIME_HEADER
+            && let Some(t) = h.value.and_then(EventTime::decode)
+        {
+            return RepartitionHeader::EventTime(t);
+        }
+    }
+    RepartitionHeader::None
 }
 
 /// The consumer's position in `topic`-`partition`, if it has a numeric one.
