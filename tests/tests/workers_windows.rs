@@ -51,15 +51,38 @@ const PART_MS: i64 = 60_000;
 
 /// Part `part` of the input, and per (key, window start) its sums added to `sums`.
 fn input(part: i64, sums: &mut BTreeMap<(String, i64), i64>) -> Vec<Input> {
-    let mut records = Vec::new();
     let start = START_MS + part * PART_MS;
-    for p in 0..PARTITIONS {
-        for n in 0..RECORDS_PER_PARTITION {
-            let key = format!("k{}", (n * 7 + i64::from(p)) % KEYS);
-            let value = n % 13 + i64::from(p) + part;
-            let timestamp = start + n * STEP_MS;
+    let record = |p: i32, n: i64| {
+        let key = format!("k{}", (n * 7 + i64::from(p)) % KEYS);
+        (key, n % 13 + i64::from(p) + part, start + n * STEP_MS)
+    };
+    let closer_at = start + PART_MS - 1_000;
+    windowed_input(
+        (PARTITIONS, RECORDS_PER_PARTITION),
+        record,
+        |t| t,
+        closer_at,
+        sums,
+    )
+}
+
+/// `per_partition` records in each of `partitions` partitions, record n of partition p
+/// being `record(p, n)` = (key, value, Kafka timestamp), then the closer at `closer_at`
+/// in each; per (key, 1 s window of `event_time(timestamp)`) the values added to `sums`.
+fn windowed_input(
+    (partitions, per_partition): (i32, i64),
+    record: impl Fn(i32, i64) -> (String, i64, i64),
+    event_time: impl Fn(i64) -> i64,
+    closer_at: i64,
+    sums: &mut BTreeMap<(String, i64), i64>,
+) -> Vec<Input> {
+    let mut records = Vec::new();
+    for p in 0..partitions {
+        for n in 0..per_partition {
+            let (key, value, timestamp) = record(p, n);
+            let t = event_time(timestamp);
             *sums
-                .entry((key.clone(), timestamp - timestamp % 1_000))
+                .entry((key.clone(), t - t.rem_euclid(1_000)))
                 .or_default() += value;
             records.push(Input {
                 partition: p,
@@ -72,7 +95,7 @@ fn input(part: i64, sums: &mut BTreeMap<(String, i64), i64>) -> Vec<Input> {
             partition: p,
             key: CLOSER.to_owned(),
             value: r#"{"value":0}"#.to_owned(),
-            timestamp: start + PART_MS - 1_000,
+            timestamp: closer_at,
         });
     }
     records
@@ -299,31 +322,18 @@ fn event_times_at_and_below_zero_cross_the_repartition_topic_exactly() {
     // partition, far later, moves every writer's watermark past the data's windows.
     let _one_at_a_time = kafka::exclusive();
     const SHIFT_PARTITIONS: i32 = 4;
-    let mut expected: BTreeMap<(String, i64), i64> = BTreeMap::new();
-    let mut records = Vec::new();
-    for p in 0..SHIFT_PARTITIONS {
-        for n in 0..60 {
-            let key = format!("k{}", (n + i64::from(p)) % 5);
-            let value = n % 7 + i64::from(p);
-            let timestamp = 1 + n * 100;
-            let event_time = timestamp - 3_000;
-            *expected
-                .entry((key.clone(), event_time - event_time.rem_euclid(1_000)))
-                .or_default() += value;
-            records.push(Input {
-                partition: p,
-                key,
-                value: format!(r#"{{"value":{value}}}"#),
-                timestamp,
-            });
-        }
-        records.push(Input {
-            partition: p,
-            key: CLOSER.to_owned(),
-            value: r#"{"value":0}"#.to_owned(),
-            timestamp: 30_000,
-        });
-    }
+    let mut expected = BTreeMap::new();
+    let record = |p: i32, n: i64| {
+        let key = format!("k{}", (n + i64::from(p)) % 5);
+        (key, n % 7 + i64::from(p), 1 + n * 100)
+    };
+    let records = windowed_input(
+        (SHIFT_PARTITIONS, 60),
+        record,
+        |t| t - 3_000,
+        30_000,
+        &mut expected,
+    );
     assert!(expected.keys().any(|(_, start)| *start < 0));
     let input_topic = kafka::unique_name("shift-in");
     let output = kafka::unique_name("shift-out");
