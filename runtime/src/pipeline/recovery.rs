@@ -158,7 +158,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
     let mut committers = PipelineSinks::new(spec, kafka.as_ref()).committers();
     redo_commit(spec, &mut committers, restored.as_ref())?;
-    stale_work_dirs::remove_other_layouts(&root_state_dir, spec.worker);
+    stale_work_dirs::remove_other_layouts_in_background(root_state_dir, spec.worker);
     Ok(Recovery {
         spec: spec.clone(),
         lock,

@@ -14,9 +14,10 @@
 //!   as worker I of N removes the work of `R` and of every `R/worker-J-of-M` with
 //!   M != N; a run as one process, that of every `R/worker-J-of-M`. The workers of its
 //!   own layout are its siblings and are left alone.
-//! - Called at the end of `recover`, once the run is the current layout (a refused
-//!   run, handed over or locked out, removes nothing). What cannot be removed is
-//!   logged; it never fails the run.
+//! - Started at the end of `recover`, once the run is the current layout (a refused
+//!   run, handed over or locked out, removes nothing), on a thread of its own: the run
+//!   does not wait for it. What cannot be removed is logged; it never fails the run. A
+//!   run that ends before it finished leaves the rest to the next start.
 
 use std::path::{Path, PathBuf};
 
@@ -24,9 +25,19 @@ use crate::cluster::Worker;
 use crate::pipeline::build::WORK_DIR;
 use crate::pipeline::state_dir_lock::StateDirLock;
 
+/// [`remove_other_layouts`] on a thread of its own, not waited for.
+pub fn remove_other_layouts_in_background(root: PathBuf, worker: Worker) {
+    let started = std::thread::Builder::new()
+        .name("weir-stale-work".into())
+        .spawn(move || remove_other_layouts(&root, worker));
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "cannot start the removal of other layouts' working directories");
+    }
+}
+
 /// Removes the work of the state dirs under `root` that belong to other layouts than
 /// `worker`'s (see the module docs); returns the `work/` directories removed.
-pub fn remove_other_layouts(root: &Path, worker: Worker) -> Vec<PathBuf> {
+fn remove_other_layouts(root: &Path, worker: Worker) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for dir in other_layouts(root, worker) {
         let work = dir.join(WORK_DIR);

@@ -423,13 +423,11 @@ impl KafkaCommitUnit {
             if !r.key.is_empty() {
                 record = record.key(r.key);
             }
-            let event_time;
             if key_groups.is_some() && EventTime::needs_header(r.timestamp) {
                 // Its owner reads the event time from here (see `repartition`).
-                event_time = EventTime::encode(r.timestamp);
                 record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
                     key: EVENT_TIME_HEADER,
-                    value: Some(event_time.as_slice()),
+                    value: Some(&EventTime::encode(r.timestamp)),
                 }));
             } else if r.timestamp >= 0 {
                 record = record.timestamp(r.timestamp);
