@@ -55,10 +55,14 @@ pub fn add_totals(totals: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u6
 }
 
 /// Writes `<name>.toml` in `dir`: the word count from `input` to `output`, parallelism
-/// 2, 32 key groups, checkpoints every 300 ms into `checkpoints` (a path or an `s3://`
+/// 2, 32 key groups in 8 ranges (across workers, 8 repartition partitions of 4 key
+/// groups each: `REPARTITION`), checkpoints every 300 ms into `checkpoints` (a path or an `s3://`
 /// URL); `rate`: input lines per second each worker reads (0: unlimited); `bounded`:
 /// stop at the input's end (one process only: a worker with a repartition topic runs
 /// until stopped).
+/// The key groups of `spec`, cut into its repartition topic's partitions.
+pub const REPARTITION: weir::cluster::KeyGroupRanges = weir::cluster::KeyGroupRanges::new(32, 8);
+
 pub fn spec(
     dir: &Path,
     name: &str,
@@ -72,6 +76,7 @@ pub fn spec(
 name = "{name}"
 parallelism = 2
 max_parallelism = 32
+repartition_partitions = 8
 batch_size = 1
 state_dir = {state}
 

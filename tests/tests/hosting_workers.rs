@@ -209,7 +209,8 @@ fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_thre
     assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
     for i in 0..3 {
         let worker = weir::cluster::Worker::new(i, 3).expect("worker");
-        for p in weir::connector::kafka::repartition::partitions_of(worker, KEY_GROUPS) {
+        let ranges = weir::cluster::KeyGroupRanges::one_per_group(KEY_GROUPS);
+        for p in weir::connector::kafka::repartition::partitions_of(worker, ranges) {
             let (_, marker) = &offsets[&p];
             assert!(
                 marker.starts_with(&format!("weir:{name}:{i}-of-3:checkpoint=")),

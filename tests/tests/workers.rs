@@ -245,7 +245,11 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     }
     // The assignment's shares, as `weir::cluster::assignment` defines them.
     let all: Vec<(String, i32)> = (0..PARTITIONS).map(|p| (input_topic.clone(), p)).collect();
-    let shares = weir::cluster::assignment::assign(WORKERS, &all, 128);
+    let shares = weir::cluster::assignment::assign(
+        WORKERS,
+        &all,
+        weir::cluster::KeyGroupRanges::one_per_group(128),
+    );
     for (i, share) in shares.iter().enumerate() {
         let mine: Vec<i32> = share.partitions.iter().map(|(_, p)| *p).collect();
         assert_eq!(mine.len(), 2, "balanced");
@@ -466,7 +470,7 @@ fn a_partition_moved_to_another_worker_by_a_new_partition_is_refused() {
     // 4 partitions: worker 0 owns 0-1, worker 1 owns 2-3; with 5, worker 0 owns 0-2.
     let shares = |count: i32| {
         let all: Vec<(String, i32)> = (0..count).map(|p| (input_topic.clone(), p)).collect();
-        weir::cluster::assignment::assign(2, &all, 1)
+        weir::cluster::assignment::assign(2, &all, weir::cluster::KeyGroupRanges::one_per_group(1))
     };
     assert_eq!(shares(4)[1].partitions[0].1, 2);
     assert_eq!(shares(5)[0].partitions[2].1, 2);

@@ -139,7 +139,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
                 "partition {p} purged to {start}, past its committed {next}"
             );
         }
-        if committed.len() == 32
+        if committed.len() == usize::from(word_count::REPARTITION.count())
             && starts
                 .iter()
                 .all(|(p, (start, _))| committed[p].0 == *start)
@@ -167,9 +167,9 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     );
     assert_exact(&committed_counts(&output), &totals);
 
-    // The shuffle went through the topic: one partition per key group, created with
-    // unlimited retention, and each worker committed the offsets of its own key
-    // groups' partitions, with its marker.
+    // The shuffle went through the topic: one partition per range of 4 key groups,
+    // created with unlimited retention, and each worker committed the offsets of its
+    // own ranges' partitions, with its marker.
     let described = kafka::kafka_tool(&[
         "topics",
         "--describe",
@@ -178,22 +178,15 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         "--bootstrap-server",
         &kafka::bootstrap(),
     ]);
-    for says in [
-        "PartitionCount: 32",
-        "retention.ms=-1",
-        "retention.bytes=-1",
-    ] {
+    for says in ["PartitionCount: 8", "retention.ms=-1", "retention.bytes=-1"] {
         assert!(described.contains(says), "{says}: {described}");
     }
     let offsets = kafka::committed_offsets(&group, &topic);
-    assert_eq!(
-        offsets.len(),
-        32,
-        "every key group's partition: {offsets:?}"
-    );
+    assert_eq!(offsets.len(), 8, "every range's partition: {offsets:?}");
     for i in 0..WORKERS {
         let worker = weir::cluster::Worker::new(i, WORKERS).expect("worker");
-        for p in weir::connector::kafka::repartition::partitions_of(worker, 32) {
+        for p in weir::connector::kafka::repartition::partitions_of(worker, word_count::REPARTITION)
+        {
             let (_, marker) = &offsets[&p];
             assert!(
                 marker.starts_with(&format!("weir:{name}:{i}-of-{WORKERS}:checkpoint=")),
@@ -232,7 +225,7 @@ fn a_repartition_topic_with_another_partition_count_is_refused_with_one_line() {
     let line = refusal_line(&out);
     assert!(
         line.contains(&format!(
-            "repartition topic {topic} has 3 partitions, but this pipeline has 32 key groups (max_parallelism) and needs one partition per key group"
+            "repartition topic {topic} has 3 partitions, but the spec says repartition_partitions = 8 (each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = 3"
         )),
         "{line}"
     );
@@ -294,7 +287,7 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
     let topic = format!("weir.{name}-count-repartition");
     let mine = weir::connector::kafka::repartition::partitions_of(
         weir::cluster::Worker::new(0, 2).expect("worker"),
-        32,
+        word_count::REPARTITION,
     );
     let partition = mine[0];
     let committed_offset = kafka::committed_offsets(&format!("weir.{name}"), &topic)[&partition].0;

@@ -48,7 +48,6 @@ use weir_tests::{
 };
 
 const PARTITIONS: i32 = 6;
-const KEY_GROUPS: i32 = 32;
 /// Most restarts of workers that failed on their own (not killed by the test).
 const MAX_FAILURES: usize = 4;
 /// Input lines each worker reads per second: slow enough that a SIGTERM lands while
@@ -223,10 +222,15 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     // The 4 workers own the repartition partitions now, and committed their offsets.
     let repartition = format!("weir.{name}-count-repartition");
     let offsets = kafka::committed_offsets(&format!("weir.{name}"), &repartition);
-    assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
+    assert_eq!(
+        offsets.len(),
+        usize::from(word_count::REPARTITION.count()),
+        "{offsets:?}"
+    );
     for i in 0..4 {
         let worker = weir::cluster::Worker::new(i, 4).expect("worker");
-        for p in weir::connector::kafka::repartition::partitions_of(worker, KEY_GROUPS as u16) {
+        for p in weir::connector::kafka::repartition::partitions_of(worker, word_count::REPARTITION)
+        {
             let (_, marker) = &offsets[&p];
             assert!(
                 marker.starts_with(&format!("weir:{name}:{i}-of-4:checkpoint="))

@@ -125,6 +125,9 @@ pub struct CoordinatorConfig {
     pub max_parallelism: u16,
     /// The layout of workers this run is (written into every checkpoint's metadata).
     pub layout: LayoutStamp,
+    /// The partitions of this worker's repartition topic, if it has one (written into
+    /// every checkpoint's metadata).
+    pub repartition_partitions: Option<u16>,
 }
 
 /// The coordinator of one pipeline run.
@@ -372,6 +375,7 @@ impl Coordinator {
             state_bytes,
             committed_before: self.committed,
             layout: Some(self.config.layout),
+            repartition_partitions: self.config.repartition_partitions,
             tasks: acks,
         }
     }

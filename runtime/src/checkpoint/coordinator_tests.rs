@@ -300,6 +300,7 @@ impl Rig {
                 parallelism: 1,
                 max_parallelism: 128,
                 layout: crate::cluster::LayoutStamp::first(1),
+                repartition_partitions: None,
             },
             storage: self.storage.clone(),
             events: self.events.clone(),

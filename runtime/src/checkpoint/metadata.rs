@@ -57,6 +57,12 @@ pub struct CheckpointMetadata {
     /// written before layouts existed, which read as their location's first layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<LayoutStamp>,
+    /// The partitions of the repartition topic of the worker that took it (key-group
+    /// ranges, see `connector::kafka::repartition`): none for a worker without one,
+    /// and in checkpoints written before ranges existed, whose topics had one
+    /// partition per key group (`repartition_partitions_of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repartition_partitions: Option<u16>,
     /// task -> operator id -> snapshot.
     pub tasks: BTreeMap<String, BTreeMap<String, OperatorSnapshot>>,
 }
@@ -121,8 +127,18 @@ impl CheckpointMetadata {
             state_bytes: 0,
             committed_before: CheckpointId::NONE,
             layout: None,
+            repartition_partitions: None,
             tasks: BTreeMap::new(),
         }
+    }
+
+    /// The partitions of the repartition topic that `operator` (the repartition
+    /// source) read when this checkpoint was taken, if it holds that operator: as
+    /// recorded, or one per key group for a checkpoint written before key-group ranges
+    /// existed.
+    pub fn repartition_partitions_of(&self, operator: &str) -> Option<u16> {
+        let read = self.tasks.values().any(|ops| ops.contains_key(operator));
+        read.then(|| self.repartition_partitions.unwrap_or(self.max_parallelism))
     }
 
     /// The layout that took this checkpoint: its stamp, or for a checkpoint written

@@ -4,6 +4,11 @@ use std::collections::BTreeMap;
 
 use super::*;
 
+/// One key group per range: key groups are assigned one by one.
+fn one(key_groups: u16) -> KeyGroupRanges {
+    KeyGroupRanges::one_per_group(key_groups)
+}
+
 const MAX_N: u32 = 16;
 
 /// Partition counts and key-group counts the properties are checked over.
@@ -49,7 +54,7 @@ fn every_unit_is_owned_exactly_once_and_the_shares_are_balanced() {
         for count in PARTITION_COUNTS {
             for groups in KEY_GROUPS {
                 let p = partitions(count);
-                let a = assign(n, &p, groups);
+                let a = assign(n, &p, one(groups));
                 assert_eq!(a.len(), n as usize);
                 let (parts, gs) = owners(&a);
                 assert_eq!(parts.len(), count, "n={n}: every partition owned");
@@ -79,18 +84,22 @@ fn the_result_depends_only_on_n_and_the_set_of_units() {
     shuffled.swap(3, 17);
     shuffled.push(p[5].clone()); // a duplicate changes nothing either
     for n in 1..=MAX_N {
-        assert_eq!(assign(n, &p, 128), assign(n, &shuffled, 128), "n={n}");
-        assert_eq!(assign(n, &p, 128), assign(n, &p, 128), "n={n}");
+        assert_eq!(
+            assign(n, &p, one(128)),
+            assign(n, &shuffled, one(128)),
+            "n={n}"
+        );
+        assert_eq!(assign(n, &p, one(128)), assign(n, &p, one(128)), "n={n}");
         for w in 0..n {
             let worker = Worker::new(w, n).expect("worker");
             assert_eq!(
-                share(worker, &shuffled, 128),
-                assign(n, &p, 128)[w as usize]
+                share(worker, &shuffled, one(128)),
+                assign(n, &p, one(128))[w as usize]
             );
         }
     }
     // Pinned: changing the function would move units across an upgrade.
-    let a = assign(3, &partitions(6), 128);
+    let a = assign(3, &partitions(6), one(128));
     let names = |s: &WorkerAssignment<(String, i32)>| {
         s.partitions
             .iter()
@@ -119,8 +128,8 @@ fn growing_or_shrinking_by_one_moves_only_the_new_or_removed_workers_units() {
         for groups in KEY_GROUPS {
             let p = partitions(count);
             for n in 1..MAX_N {
-                let (before_p, before_g) = owners(&assign(n, &p, groups));
-                let (after_p, after_g) = owners(&assign(n + 1, &p, groups));
+                let (before_p, before_g) = owners(&assign(n, &p, one(groups)));
+                let (after_p, after_g) = owners(&assign(n + 1, &p, one(groups)));
                 let new = n as usize;
                 for (unit, owner) in &before_p {
                     let now = after_p[unit];
@@ -160,7 +169,7 @@ fn growing_or_shrinking_by_one_moves_only_the_new_or_removed_workers_units() {
 #[test]
 fn key_groups_stay_in_few_contiguous_ranges() {
     for n in 1..=MAX_N {
-        let a = assign(n, &partitions(0), 128);
+        let a = assign(n, &partitions(0), one(128));
         assert_eq!(a[0].key_groups.len(), 1, "n={n}: worker 0 keeps one range");
         assert_eq!(a[0].key_groups[0].start, 0);
         for (w, share) in a.iter().enumerate() {
@@ -179,7 +188,7 @@ fn key_groups_stay_in_few_contiguous_ranges() {
         }
     }
     assert_eq!(
-        assign(2, &partitions(0), 128)[1].key_groups,
+        assign(2, &partitions(0), one(128))[1].key_groups,
         vec![Range {
             start: 64,
             end: 128
@@ -189,7 +198,7 @@ fn key_groups_stay_in_few_contiguous_ranges() {
 
 #[test]
 fn fewer_units_than_workers_leaves_some_workers_without() {
-    let a = assign(4, &partitions(2), 3);
+    let a = assign(4, &partitions(2), one(3));
     assert_eq!(
         a.iter().map(|s| s.partitions.len()).collect::<Vec<_>>(),
         [1, 1, 0, 0]
@@ -198,7 +207,7 @@ fn fewer_units_than_workers_leaves_some_workers_without() {
         a.iter().map(|s| s.key_group_count()).collect::<Vec<_>>(),
         [1, 1, 1, 0]
     );
-    assert!(assign(0, &partitions(2), 3).is_empty());
+    assert!(assign(0, &partitions(2), one(3)).is_empty());
 }
 
 /// Documents (it is not an invariant) how adding partitions moves existing ones
@@ -206,11 +215,62 @@ fn fewer_units_than_workers_leaves_some_workers_without() {
 #[test]
 fn adding_partitions_can_move_existing_ones_between_workers() {
     let topic = |count: i32| (0..count).map(|p| ("in".to_owned(), p)).collect::<Vec<_>>();
-    let four = assign(2, &topic(4), 1);
-    let five = assign(2, &topic(5), 1);
+    let four = assign(2, &topic(4), one(1));
+    let five = assign(2, &topic(5), one(1));
     assert_eq!(
         four[1].partitions,
         [("in".to_owned(), 2), ("in".to_owned(), 3)]
     );
     assert_eq!(five[0].partitions, topic(3), "in-2 moved to worker 0");
+}
+
+/// Catches: a repartition partition (a key-group range) split between two workers
+/// (both would read it, or one would own key groups it never receives), a range left
+/// unowned, unbalanced range counts, or ranges moving beyond the new worker's share.
+#[test]
+fn key_groups_are_owned_in_whole_ranges() {
+    for (key_groups, count) in [(128u16, 32u16), (128, 16), (1000, 7), (10, 4), (32, 32)] {
+        let cut = KeyGroupRanges::new(key_groups, count);
+        let mut before: Option<BTreeMap<u16, usize>> = None;
+        for n in 1..=MAX_N {
+            let a = assign(n, &partitions(0), cut);
+            let (_, groups) = owners(&a);
+            assert_eq!(
+                groups.len(),
+                usize::from(key_groups),
+                "every key group owned"
+            );
+            let mut range_owner = BTreeMap::new();
+            for (w, share) in a.iter().enumerate() {
+                assert!(share.key_group_ranges.windows(2).all(|p| p[0] < p[1]));
+                for &r in &share.key_group_ranges {
+                    assert!(range_owner.insert(r, w).is_none(), "range {r} owned twice");
+                    for g in cut.groups(r) {
+                        assert_eq!(groups[&g], w, "K={key_groups} R={count} n={n}: {g}");
+                    }
+                }
+            }
+            assert_eq!(range_owner.len(), usize::from(count), "every range owned");
+            let (lo, hi) = spread(a.iter().map(|s| s.key_group_ranges.len()));
+            assert!(hi - lo <= 1, "n={n} R={count}: {lo}..{hi}");
+            if let Some(before) = &before {
+                let moved = before.iter().filter(|(r, w)| range_owner[*r] != **w);
+                assert!(moved.clone().all(|(r, _)| range_owner[r] == n as usize - 1));
+                assert_eq!(moved.count(), usize::from(count) / n as usize, "n={n}");
+            }
+            before = Some(range_owner);
+        }
+    }
+    // One key group per range is the key groups themselves.
+    for n in 1..=MAX_N {
+        for share in assign(n, &partitions(0), one(128)) {
+            let groups: Vec<u16> = share.key_groups.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(groups, share.key_group_ranges);
+        }
+    }
+    // Pinned: 3 workers over 32 ranges of 128 key groups.
+    let a = assign(3, &partitions(0), KeyGroupRanges::new(128, 32));
+    assert_eq!(a[0].key_groups, vec![Range { start: 0, end: 44 }]);
+    assert_eq!(a[1].key_groups, [64..108]);
+    assert_eq!(a[2].key_groups, [44..64, 108..128]);
 }

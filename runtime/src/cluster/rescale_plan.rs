@@ -1,6 +1,6 @@
 //! The rescale plan: for new worker I of M, after the pipeline ran as N workers, which
 //! old worker's checkpoint provides each source partition's offset and each key
-//! group's state (`plan`). Pure: a function of (I, M, N, partitions, key groups).
+//! group's state (`plan`). Pure: a function of (I, M, N, partitions, key-group ranges).
 //!
 //! Invariants (proved for N, M in 1..=6 by the tests below):
 //! - What is provided is exactly the new worker's share (`assignment::share`): every
@@ -10,10 +10,12 @@
 //!   N): the only one whose checkpoint holds its position or its state.
 //! - Over the M new workers, every unit is restored exactly once: the new shares
 //!   partition the units, and each unit comes from its one old owner.
-//! - A repartition topic's partition `g` is key group `g` (see
-//!   `connector::kafka::repartition`): its offset comes from the provider of key group
-//!   `g`, the worker whose checkpoint holds both the group's state and how far it read
-//!   the group's partition.
+//! - A repartition topic's partition `r` is key-group range `r` (see
+//!   `connector::kafka::repartition`), owned whole: its offset comes from the provider
+//!   of the range's key groups, the worker whose checkpoint holds both their state and
+//!   how far it read the partition. The ranges are the same on both sides (R is fixed
+//!   for the life of the pipeline; `pipeline::rescale` refuses an old checkpoint of
+//!   another R).
 //!
 //! The plan is computed over the partitions the old checkpoints list: a partition that
 //! none lists has no offset to restore and is new input (its earliest offset).
@@ -21,7 +23,7 @@
 use std::ops::Range;
 
 use crate::cluster::assignment::{WorkerAssignment, assign};
-use crate::cluster::{Worker, WorkerParseError};
+use crate::cluster::{KeyGroupRanges, Worker, WorkerParseError};
 
 /// What one old worker provides to the new worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,13 +71,13 @@ impl<P: Ord + Clone> RescalePlan<P> {
 }
 
 /// The plan of new worker `worker` after `from_workers` old workers, over `partitions`
-/// (any order, duplicates ignored) and key groups `0..key_groups`. Refused only for an
-/// impossible old worker count (0, or above `MAX_WORKERS`).
+/// (any order, duplicates ignored) and the key groups of `key_groups`' ranges. Refused
+/// only for an impossible old worker count (0, or above `MAX_WORKERS`).
 pub fn plan<P: Ord + Clone>(
     worker: Worker,
     from_workers: u32,
     partitions: &[P],
-    key_groups: u16,
+    key_groups: KeyGroupRanges,
 ) -> Result<RescalePlan<P>, WorkerParseError> {
     // Checks `from_workers` (the last old worker exists iff the count is valid).
     Worker::new(from_workers.saturating_sub(1), from_workers)?;
@@ -131,12 +133,21 @@ pub fn intersect(a: &[Range<u16>], b: &[Range<u16>]) -> Vec<Range<u16>> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
 
     const PARTITION_COUNTS: [usize; 5] = [0, 1, 6, 7, 32];
-    const KEY_GROUPS: [u16; 4] = [1, 7, 32, 128];
+    /// (K, R): one key group per range, and fewer ranges than key groups.
+    const KEY_GROUPS: [(u16, u16); 7] = [
+        (1, 1),
+        (7, 7),
+        (32, 32),
+        (128, 128),
+        (128, 32),
+        (32, 5),
+        (7, 3),
+    ];
 
     fn partitions(count: usize) -> Vec<(String, i32)> {
         (0..count)
@@ -155,7 +166,8 @@ mod tests {
         for n in 1..=6u32 {
             for m in 1..=6u32 {
                 for count in PARTITION_COUNTS {
-                    for key_groups in KEY_GROUPS {
+                    for (k, r) in KEY_GROUPS {
+                        let key_groups = KeyGroupRanges::new(k, r);
                         let all = partitions(count);
                         let old = assign(n, &all, key_groups);
                         let mut restored_parts: BTreeMap<(String, i32), u32> = BTreeMap::new();
@@ -197,12 +209,21 @@ mod tests {
                                 share.key_groups.iter().flat_map(|r| r.clone()).collect();
                             assert_eq!(groups, share_groups, "{n}->{m} worker {i}");
                             assert_eq!(plan.share, share);
+                            // A range (a repartition partition) comes whole from one
+                            // old worker, which read it and holds its key groups.
+                            for &range in &share.key_group_ranges {
+                                let providers: BTreeSet<_> = key_groups
+                                    .groups(range)
+                                    .map(|g| plan.provider_of_key_group(g))
+                                    .collect();
+                                assert_eq!(providers.len(), 1, "{n}->{m}: range {range}");
+                            }
                         }
                         assert_eq!(restored_parts.len(), count, "{n}->{m}: every partition");
                         assert!(restored_parts.values().all(|&c| c == 1), "{n}->{m}: once");
                         assert_eq!(
                             restored_groups.len(),
-                            usize::from(key_groups),
+                            usize::from(k),
                             "{n}->{m}: every key group"
                         );
                         assert!(restored_groups.values().all(|&c| c == 1), "{n}->{m}: once");
@@ -217,7 +238,9 @@ mod tests {
     #[test]
     fn three_to_two_gives_the_removed_workers_units_back() {
         let all: Vec<i32> = (0..6).collect();
-        let plan_of = |i| plan(Worker::new(i, 2).expect("worker"), 3, &all, 32).expect("plan");
+        let key_groups = KeyGroupRanges::one_per_group(32);
+        let plan_of =
+            |i| plan(Worker::new(i, 2).expect("worker"), 3, &all, key_groups).expect("plan");
         let (w0, w1) = (plan_of(0), plan_of(1));
         assert!(w0.provisions[1].is_empty() && w1.provisions[0].is_empty());
         assert_eq!(w0.provisions[0].key_groups, vec![0..11]);
@@ -234,8 +257,9 @@ mod tests {
     #[test]
     fn an_impossible_old_worker_count_is_refused() {
         let me = Worker::new(0, 2).expect("worker");
-        assert!(plan::<i32>(me, 0, &[], 4).is_err());
-        assert!(plan::<i32>(me, 5000, &[], 4).is_err());
+        let key_groups = KeyGroupRanges::one_per_group(4);
+        assert!(plan::<i32>(me, 0, &[], key_groups).is_err());
+        assert!(plan::<i32>(me, 5000, &[], key_groups).is_err());
     }
 
     #[test]

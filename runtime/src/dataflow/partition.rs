@@ -6,8 +6,11 @@
 //! assignment), so state can later be rescaled by moving key-group ranges. Every record
 //! of a key group goes to the same subtask, in the order its sender emitted them.
 
+use std::ops::Range;
+
 use crossbeam_channel::Sender;
 
+use crate::cluster::key_group_ranges;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Message, Watermark};
 
@@ -16,9 +19,16 @@ pub fn key_group(key: &[u8], max_parallelism: u16) -> u16 {
     (xxhash_rust::xxh3::xxh3_64(key) % u64::from(max_parallelism)) as u16
 }
 
-/// The subtask that owns key group `group`.
+/// The subtask that owns key group `group`: subtasks are key-group ranges
+/// (`cluster::key_group_ranges`).
 pub fn subtask_of(group: u16, parallelism: usize, max_parallelism: u16) -> usize {
-    usize::from(group) * parallelism / usize::from(max_parallelism)
+    key_group_ranges::range_of(group, parallelism, max_parallelism)
+}
+
+/// The key groups of subtask `j` of `parallelism` among `key_groups`: those `g` with
+/// `subtask_of(g) == j`, a contiguous range.
+pub fn subtask_key_groups(j: usize, parallelism: usize, key_groups: u16) -> Range<u16> {
+    key_group_ranges::groups_of(j, parallelism, key_groups)
 }
 
 /// The downstream subtasks of a task are gone: the pipeline is failing or cancelled.

@@ -14,6 +14,7 @@ fn spec(dir: &Path, sources: usize) -> PipelineSpec {
 name = "p"
 parallelism = 2
 max_parallelism = 16
+repartition_partitions = 8
 {}
 [[steps]]
 type = "map"
@@ -65,7 +66,8 @@ fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it
     let r = w.repartition.clone().expect("a repartition topic");
     assert_eq!((r.step, r.step_id.as_str()), (1, "count"));
     assert_eq!(r.topic, "weir.p-count-repartition");
-    assert_eq!((r.key_groups, r.source), (16, 2));
+    let ranges = crate::cluster::KeyGroupRanges::new(16, 8);
+    assert_eq!((r.key_groups, r.source), (ranges, 2));
     assert_eq!(w.sources.len(), 3, "one more source");
     assert_eq!(stages(&w), stages(&s), "the same stages");
     assert_eq!(source_route(&w, 0), SourceRoute::ToRepartition);
@@ -76,22 +78,25 @@ fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it
         panic!("a kafka source");
     };
     assert_eq!(c.topic.as_deref(), Some("weir.p-count-repartition"));
-    assert_eq!(c.repartition_key_groups, Some(16));
+    assert_eq!(c.repartition_key_groups, Some(ranges));
     assert_eq!(c.group.as_deref(), Some("weir.p"), "the pipeline's group");
     assert!(!c.bounded);
-    // Worker 1 of 3 reads the partitions of its key groups only.
-    let all: Vec<(String, i32)> = (0..16).map(|p| (r.topic.clone(), p)).collect();
+    // Worker 1 of 3 reads the partitions of its key groups only: its ranges.
+    let all: Vec<(String, i32)> = (0..8).map(|p| (r.topic.clone(), p)).collect();
     let mine: Vec<i32> = c
         .worker_partitions(w.worker, &all)
         .into_iter()
         .map(|(_, p)| p)
         .collect();
-    let share = crate::cluster::assignment::share::<i32>(w.worker, &[], 16);
+    let share = crate::cluster::assignment::share::<i32>(w.worker, &[], ranges);
     let expected: Vec<i32> = share
-        .key_groups
+        .key_group_ranges
         .iter()
-        .flat_map(|g| g.clone().map(i32::from))
+        .map(|&r| i32::from(r))
         .collect();
     assert_eq!(mine, expected);
-    assert!((5..=6).contains(&mine.len()), "a third of 16: {mine:?}");
+    let read: Vec<u16> = mine.iter().flat_map(|&p| ranges.groups(p as u16)).collect();
+    let owned: Vec<u16> = share.key_groups.iter().flat_map(|g| g.clone()).collect();
+    assert_eq!(read, owned, "the partitions hold exactly its key groups");
+    assert!((2..=3).contains(&mine.len()), "a third of 8: {mine:?}");
 }

@@ -324,6 +324,9 @@ fn latest_checkpoint(
             metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
         )));
     }
+    if let Some(reason) = rescale::repartition_partitions_changed(&metadata, spec) {
+        return Err(incompatible(reason));
+    }
     Ok(Some(metadata))
 }
 

@@ -13,7 +13,7 @@
 //! owner, and counted in that owner's state, or (a2) after it, and read again by the
 //! group's new owner from that offset; or (b) after its source offset, and read again
 //! by the partition's new owner. Nothing is counted twice or lost, and per key the
-//! order is kept (one partition per key group, read in offset order). A SIGTERM stop
+//! order is kept (a key group lies in one partition, read in offset order). A SIGTERM stop
 //! (savepoint) only makes c_J the worker's final checkpoint; a SIGKILLed worker's last
 //! committed checkpoint is as good, its uncommitted work having been aborted when it
 //! was fenced.
@@ -28,14 +28,17 @@
 //! - Offsets: a source partition's position comes from the one old checkpoint that
 //!   lists it (the worker that read it: the plan's provider while the partition count
 //!   did not change); two old checkpoints listing one partition are refused. The
-//!   repartition topic's partition `g` is listed by key group `g`'s old owner. The new
+//!   repartition topic's partition `r` is listed by the old owner of key-group range
+//!   `r` (workers own whole ranges, on both sides the same ones). The new
 //!   worker's sources take the positions of their own partitions (`KafkaSource`); a
 //!   partition no old checkpoint lists is new input.
 //! - The old checkpoints are only read: their storage is opened read-only and stays as
 //!   it is (a new worker killed before its first commit rescales again from it).
 //! - Each old checkpoint is checked before anything is restored from it: complete,
 //!   this pipeline's, taken by the old layout (workers and generation), with the
-//!   spec's key groups (`max_parallelism`, fixed for the life of a pipeline).
+//!   spec's key groups (`max_parallelism`, fixed for the life of a pipeline) and, when
+//!   it read a repartition topic, the spec's `repartition_partitions` (also fixed:
+//!   `repartition_partitions_changed`).
 //! - Output the old workers' file sinks and dead letters staged for c_J is committed
 //!   (idempotent, as a restart of J would do, with J's parallelism), and what they
 //!   staged after c_J is dropped: the new workers produce it again. New worker `J mod M` does this for old
@@ -48,11 +51,12 @@ use std::sync::Arc;
 use crate::checkpoint::coordinator::{self, CoordinatorError};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::rescale_plan::{self, intersect};
-use crate::cluster::{Layout, Worker};
+use crate::cluster::{KeyGroupRanges, Layout, Worker};
 use crate::connector::kafka::KafkaPosition;
 use crate::connector::kafka::takeover::HandedOver;
 use crate::connector::sinks::PipelineSinks;
 use crate::dataflow::operators::aggregate::RescaledState;
+use crate::dataflow::partition::subtask_key_groups;
 use crate::pipeline::plan;
 use crate::record::{CheckpointId, SourcePosition, ids};
 use crate::spec::{PipelineSpec, StepSpec};
@@ -292,6 +296,9 @@ fn old_checkpoint(
             metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
         )));
     }
+    if let Some(reason) = repartition_partitions_changed(&metadata, spec) {
+        return Err(incompatible(reason));
+    }
     Ok(OldCheckpoint {
         worker: old,
         storage: Arc::new(storage),
@@ -343,6 +350,26 @@ fn merged_positions(
     Ok(positions)
 }
 
+/// Why `spec` cannot restore `metadata` when the repartition topic it read had another
+/// number of partitions: workers own whole partitions' key-group ranges, so the
+/// number is fixed for the life of a pipeline, like the key groups. `None` when both
+/// agree, or when the checkpoint read no repartition topic (one process).
+pub fn repartition_partitions_changed(
+    metadata: &CheckpointMetadata,
+    spec: &PipelineSpec,
+) -> Option<String> {
+    let exchange = spec.repartition.as_ref()?;
+    let ours = exchange.key_groups.count();
+    let theirs = metadata.repartition_partitions_of(&ids::source_id(exchange.source))?;
+    (theirs != ours).then(|| {
+        format!(
+            "it was taken with repartition_partitions {theirs}, the spec says {ours}; each is a \
+             range of key groups a worker owns whole, fixed for the life of a pipeline: set \
+             repartition_partitions = {theirs}"
+        )
+    })
+}
+
 /// For every new task of a keyed stage, the old snapshots its key groups come from.
 fn state_slices(
     spec: &PipelineSpec,
@@ -350,7 +377,14 @@ fn state_slices(
     old: &[OldCheckpoint],
 ) -> Result<BTreeMap<(String, String), Vec<StateSlice>>, RescaleFailure> {
     let key_groups = u16::try_from(spec.max_parallelism).unwrap_or(u16::MAX);
-    let plan = rescale_plan::plan::<i32>(spec.worker, from.workers, &[], key_groups)?;
+    // A keyed worker owns whole ranges (its repartition topic's partitions; the old
+    // workers' were the same, `old_checkpoint` checked); without an exchange a worker
+    // holds no keyed state.
+    let ranges = spec
+        .repartition
+        .as_ref()
+        .map_or(KeyGroupRanges::one_per_group(key_groups), |r| r.key_groups);
+    let plan = rescale_plan::plan::<i32>(spec.worker, from.workers, &[], ranges)?;
     let mut states = BTreeMap::new();
     for stage in plan::stages(spec).into_iter().skip(1) {
         let Some(&first) = stage.steps.first() else {
@@ -402,16 +436,6 @@ fn state_slices(
     Ok(states)
 }
 
-/// The key groups of subtask `j` of `parallelism` among `key_groups`: those `g` with
-/// `subtask_of(g) == j` (`dataflow::partition`), a contiguous range.
-pub fn subtask_key_groups(j: usize, parallelism: usize, key_groups: u16) -> Range<u16> {
-    let k = usize::from(key_groups);
-    let p = parallelism.max(1);
-    // The smallest g with g * p / k >= j is ceil(j * k / p).
-    let first = |j: usize| u16::try_from((j * k).div_ceil(p)).unwrap_or(key_groups);
-    first(j)..first(j + 1)
-}
-
 /// Commits what old worker `o`'s file sinks staged for its last committed checkpoint
 /// (idempotent), and drops what they staged after it.
 fn redo_old_commit(spec: &PipelineSpec, o: &OldCheckpoint) -> Result<(), RescaleFailure> {
@@ -451,7 +475,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::dataflow::partition::subtask_of;
     use crate::record::OperatorSnapshot;
 
     /// Worker `worker` of the keyed spec (map, then aggregate `step-1`): parallelism 2,
@@ -467,6 +490,45 @@ mod tests {
             .expect("spec")
             .for_worker(worker)
             .expect("worker")
+    }
+
+    /// Catches: restoring a checkpoint whose workers owned other key-group ranges (its
+    /// repartition topic had another partition count: the plan would take a range's
+    /// state from a worker that never read it), or refusing one that read no topic.
+    #[test]
+    fn a_checkpoint_of_another_repartition_partition_count_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = keyed_spec(dir.path(), Worker::new(0, 2).expect("0/2"));
+        let exchange = spec.repartition.clone().expect("exchange");
+        assert_eq!(
+            exchange.key_groups.count(),
+            32,
+            "the default, capped at 32 key groups"
+        );
+        let mut metadata = old_checkpoint(dir.path(), Worker::new(0, 3).expect("0/3")).metadata;
+        assert_eq!(
+            repartition_partitions_changed(&metadata, &spec),
+            None,
+            "no topic read"
+        );
+        let read = BTreeMap::from([(
+            ids::source_id(exchange.source),
+            OperatorSnapshot::new(serde_json::json!({})),
+        )]);
+        metadata
+            .tasks
+            .insert(ids::source_task(exchange.source, 0), read);
+        // Written before ranges: one partition per key group, as this spec has.
+        assert_eq!(repartition_partitions_changed(&metadata, &spec), None);
+        metadata.repartition_partitions = Some(8);
+        assert_eq!(
+            repartition_partitions_changed(&metadata, &spec).as_deref(),
+            Some(
+                "it was taken with repartition_partitions 8, the spec says 32; each is a range of key groups a worker owns whole, fixed for the life of a pipeline: set repartition_partitions = 8"
+            )
+        );
+        metadata.repartition_partitions = Some(32);
+        assert_eq!(repartition_partitions_changed(&metadata, &spec), None);
     }
 
     /// Old worker `old`'s checkpoint: both stage-1 subtasks snapshot `step-1`.
@@ -647,26 +709,5 @@ mod tests {
                 "stage1-2 <- stage1-1 [22..32]"
             ]
         );
-    }
-
-    /// Catches: a new subtask restoring key groups its shuffle never sends it (their
-    /// counts would be lost to the subtask that does receive them) or one it does get
-    /// left out.
-    #[test]
-    fn subtask_key_groups_are_the_shuffles() {
-        for key_groups in [1u16, 7, 32, 128, 1000] {
-            for p in 1..=8usize {
-                for j in 0..p {
-                    let range = subtask_key_groups(j, p, key_groups);
-                    for g in 0..key_groups {
-                        assert_eq!(
-                            range.contains(&g),
-                            subtask_of(g, p, key_groups) == j,
-                            "g={g} p={p} j={j} k={key_groups}"
-                        );
-                    }
-                }
-            }
-        }
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::de::{Deserialize, Deserializer, Error as _};
 use toml::Spanned;
 
+use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
 use crate::storage::CheckpointLocation;
 
 /// Largest `parallelism`.
@@ -105,6 +106,18 @@ pub fn max_parallelism<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Spanned<usize>>, D::Error> {
     ranged(d, "max_parallelism", 1, MAX_KEY_GROUPS as u64).map(|v| Some(to_usize(v)))
+}
+
+pub fn repartition_partitions<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Spanned<usize>>, D::Error> {
+    ranged(
+        d,
+        "repartition_partitions",
+        1,
+        MAX_REPARTITION_PARTITIONS as u64,
+    )
+    .map(|v| Some(to_usize(v)))
 }
 
 pub fn batch_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {

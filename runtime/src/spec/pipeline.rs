@@ -1,7 +1,8 @@
 //! `PipelineSpec`: a whole pipeline spec, parsed, validated and resolved.
 //!
 //! Invariants of a `PipelineSpec` (whatever the text): every path is absolute; every
-//! number is in its documented range; `1 <= parallelism <= max_parallelism`; there is
+//! number is in its documented range; `1 <= parallelism <= max_parallelism` and
+//! `1 <= repartition_partitions <= max_parallelism`; there is
 //! at least one source and one sink; at most one source reads stdin; every step's
 //! module exists. A spec that breaks any of these is refused by `load` / `parse` with
 //! a one-line `SpecError` naming the line.
@@ -15,6 +16,7 @@ use toml::Spanned;
 use toml::de::DeTable;
 
 use crate::cluster::{LayoutStamp, Worker};
+use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
 use crate::connector::kafka::{KafkaNames, Repartition};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
@@ -57,6 +59,11 @@ pub struct PipelineSpec {
     pub parallelism: usize,
     /// Number of key groups (fixed once the pipeline has checkpoints).
     pub max_parallelism: usize,
+    /// Partitions of a repartition topic (key-group ranges, see
+    /// `connector::kafka::repartition`), `1..=max_parallelism` and at most
+    /// `MAX_REPARTITION_PARTITIONS`: used only by a keyed pipeline run as N > 1
+    /// workers, fixed once it has checkpoints.
+    pub repartition_partitions: usize,
     /// Records per batch.
     pub batch_size: usize,
     /// Bytes per source batch: a source cuts its batch once it holds this much (a larger
@@ -122,6 +129,8 @@ struct RawPipeline {
     parallelism: Option<Spanned<usize>>,
     #[serde(default, deserialize_with = "checks::max_parallelism")]
     max_parallelism: Option<Spanned<usize>>,
+    #[serde(default, deserialize_with = "checks::repartition_partitions")]
+    repartition_partitions: Option<Spanned<usize>>,
     #[serde(
         default = "default_batch_size",
         deserialize_with = "checks::batch_size"
@@ -298,6 +307,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         RawPipeline::deserialize(toml::de::Deserializer::from(root)).map_err(Located::from)?;
 
     let (parallelism, max_parallelism) = parallelism(&raw)?;
+    let repartition_partitions = repartition_partitions(&raw, max_parallelism)?;
     let mut sources = parse_sources(sources, base_dir)?;
     let steps = parse_steps(steps, base_dir)?;
     let sinks = parse_sinks(sinks, base_dir)?;
@@ -307,6 +317,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         name: raw.name,
         parallelism,
         max_parallelism,
+        repartition_partitions,
         batch_size: raw.batch_size,
         batch_bytes: raw.batch_bytes,
         checkpoint: CheckpointSpec {
@@ -359,6 +370,25 @@ fn parallelism(raw: &RawPipeline) -> Result<(usize, usize), Located> {
         return Err(Located::at(span, message));
     }
     Ok((parallelism, max_parallelism))
+}
+
+/// `repartition_partitions`, its default filled in (`DEFAULT_REPARTITION_PARTITIONS`, at
+/// most the key groups); refused above `max_parallelism`, at its own line.
+fn repartition_partitions(raw: &RawPipeline, max_parallelism: usize) -> Result<usize, Located> {
+    let Some(given) = &raw.repartition_partitions else {
+        return Ok(DEFAULT_REPARTITION_PARTITIONS.min(max_parallelism));
+    };
+    let partitions = *given.get_ref();
+    if partitions > max_parallelism {
+        return Err(Located::at(
+            given.span(),
+            format!(
+                "repartition_partitions {partitions} exceeds max_parallelism {max_parallelism}: \
+                 each partition holds a range of key groups, at least one"
+            ),
+        ));
+    }
+    Ok(partitions)
 }
 
 /// The `[[sources]]`: at least one, at most one reading stdin.

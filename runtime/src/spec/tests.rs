@@ -369,6 +369,27 @@ fn numbers_out_of_range() {
         e.starts_with("spec.toml line 4: parallelism 8 exceeds max_parallelism 4"),
         "{e}"
     );
+    let e = error(&MINIMAL.replace(
+        "name = \"p\"",
+        "name = \"p\"\nmax_parallelism = 4\nrepartition_partitions = 8",
+    ));
+    assert_eq!(
+        e,
+        "spec.toml line 4: repartition_partitions 8 exceeds max_parallelism 4: each partition holds a range of key groups, at least one"
+    );
+    let e = error(&MINIMAL.replace("name = \"p\"", "name = \"p\"\nrepartition_partitions = 0"));
+    assert_eq!(
+        e,
+        "spec.toml line 3: repartition_partitions must be at least 1"
+    );
+    let e = error(&MINIMAL.replace(
+        "name = \"p\"",
+        "name = \"p\"\nmax_parallelism = 4096\nrepartition_partitions = 2048",
+    ));
+    assert_eq!(
+        e,
+        "spec.toml line 4: repartition_partitions must be at most 1024"
+    );
     let e = error(&format!("{MINIMAL}[checkpoint]\nretain = 1\n"));
     assert_eq!(e, "spec.toml line 9: retain must be at least 2");
     let e = error(&format!("{MINIMAL}[limits]\nmemory = \"512KiB\"\n"));
@@ -1283,4 +1304,23 @@ path = "dlq"
             refused.get()
         );
     }
+}
+
+/// Catches: a default that is not capped at the key groups (a spec with fewer than 32
+/// key groups would be refused, or cut into empty ranges), or a given value ignored.
+#[test]
+fn repartition_partitions_default_to_32_at_most_the_key_groups() {
+    let partitions = |extra: &str| {
+        parse(&MINIMAL.replace("name = \"p\"", &format!("name = \"p\"\n{extra}")))
+            .expect("valid")
+            .repartition_partitions
+    };
+    assert_eq!(partitions(""), 32);
+    assert_eq!(partitions("max_parallelism = 8"), 8);
+    assert_eq!(partitions("max_parallelism = 4096"), 32);
+    assert_eq!(partitions("repartition_partitions = 128"), 128);
+    assert_eq!(
+        partitions("max_parallelism = 16\nrepartition_partitions = 3"),
+        3
+    );
 }

@@ -24,12 +24,13 @@
 //!   Event time crosses the topic as each writer's watermark markers
 //!   (`repartition_watermark`), so a windowed keyed step works across workers; its
 //!   writers are every task of the spec's own sources in every worker, numbered by
-//!   `repartition_writer` (an unwindowed step has none: it ignores event time). Refused with N > 1, each with one line: a second keyed step
-//!   (one exchange per pipeline for now), no Kafka sink (whose transactions carry the
-//!   repartition records), and more key groups than `MAX_REPARTITION_PARTITIONS`.
+//!   `repartition_writer` (an unwindowed step has none: it ignores event time). The
+//!   topic's partitions are the spec's `repartition_partitions` ranges of its key
+//!   groups. Refused with N > 1, each with one line: a second keyed step (one exchange
+//!   per pipeline for now), and no Kafka sink (whose transactions carry the
+//!   repartition records).
 
-use crate::cluster::{LayoutStamp, Worker};
-use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
+use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -54,15 +55,6 @@ pub enum WorkerSpecError {
         pipeline: String,
         worker: Worker,
         step: String,
-    },
-    #[error(
-        "pipeline {pipeline}, worker {worker}: step {step} is keyed and max_parallelism is {max_parallelism}: its repartition topic has a partition per key group, at most {MAX_REPARTITION_PARTITIONS} across workers; lower max_parallelism (before the pipeline's first checkpoint) or run it as one worker"
-    )]
-    TooManyKeyGroups {
-        pipeline: String,
-        worker: Worker,
-        step: String,
-        max_parallelism: usize,
     },
     #[error(
         "pipeline {pipeline}, worker {worker}: source {source_id} is a {kind} source, which every worker would read whole; workers split Kafka sources only: run this pipeline as one worker (without --worker, or --worker 0/1)"
@@ -164,14 +156,6 @@ impl PipelineSpec {
                 second: step_id(second),
             });
         }
-        if self.max_parallelism > MAX_REPARTITION_PARTITIONS {
-            return Err(WorkerSpecError::TooManyKeyGroups {
-                pipeline,
-                worker,
-                step: step_id(step),
-                max_parallelism: self.max_parallelism,
-            });
-        }
         let Some(sink) = self.sinks.iter().find_map(|s| match s {
             SinkSpec::Kafka(c) => Some(c),
             _ => None,
@@ -184,8 +168,11 @@ impl PipelineSpec {
         };
         let names = KafkaNames::for_sinks(&self.name, std::iter::once(sink));
         let topic = names.repartition_topic(&step_id(step));
-        // Capped above, so it fits the u16 of key groups.
-        let key_groups = u16::try_from(self.max_parallelism).unwrap_or(u16::MAX);
+        // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
+        let key_groups = KeyGroupRanges::new(
+            u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
+            u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
+        );
         let mut source = KafkaSourceConfig::new(topic.clone());
         source.bootstrap = sink.bootstrap.clone();
         source.security = sink.security.clone();
@@ -289,16 +276,19 @@ bootstrap = "127.0.0.1:1"
             ),
             "pipeline p, worker 0/2: steps count and step-2 are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
         );
+        // Many key groups are fine across workers: the topic has a partition per
+        // range of them.
         let big = spec(
             dir.path(),
             &keyed,
             &format!("max_parallelism = 2048\n{KAFKA}"),
         );
-        assert!(
-            big.for_worker(two).expect_err("too many").to_string().contains(
-                "max_parallelism is 2048: its repartition topic has a partition per key group, at most 1024"
-            )
-        );
+        let r = big
+            .for_worker(two)
+            .expect("ranges")
+            .repartition
+            .expect("exchange");
+        assert_eq!(r.key_groups, KeyGroupRanges::new(2048, 32));
         let mut no_kafka_sink = s.clone();
         no_kafka_sink.sinks.clear();
         assert_eq!(

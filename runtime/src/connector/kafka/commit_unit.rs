@@ -20,6 +20,7 @@ use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::cluster::KeyGroupRanges;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
@@ -227,7 +228,7 @@ impl KafkaCommitUnit {
                 &admin,
                 &bootstrap,
                 &exchange.topic,
-                exchange.key_groups,
+                exchange.key_groups.count(),
                 timeout,
             )?;
         }
@@ -400,13 +401,13 @@ impl KafkaCommitUnit {
     /// Sends `batch` to `topic` as part of checkpoint `checkpoint`'s output (inside
     /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full. Every
     /// record is counted in `in_flight` until the broker acknowledges it. `key_groups`:
-    /// `topic` is a repartition topic of that many key groups, and each record goes to
-    /// its key group's partition (`repartition::partition_of_key`); else the producer's
-    /// partitioner picks.
+    /// `topic` is a repartition topic of these key-group ranges, and each record goes
+    /// to its key group's partition (`repartition::partition_of_key`); else the
+    /// producer's partitioner picks.
     pub fn send_batch(
         &self,
         checkpoint: CheckpointId,
-        (topic, key_groups): (&str, Option<u16>),
+        (topic, key_groups): (&str, Option<KeyGroupRanges>),
         batch: &RecordBatch,
         in_flight: &Arc<InFlight>,
     ) -> Result<(), KafkaError> {
@@ -438,13 +439,13 @@ impl KafkaCommitUnit {
         Ok(())
     }
 
-    /// Writes `marker` to every partition of repartition topic `topic` (`key_groups`
-    /// partitions) as part of checkpoint `checkpoint`'s output: a record with no key or
+    /// Writes `marker` to every partition of repartition topic `topic` (`partitions`
+    /// of them) as part of checkpoint `checkpoint`'s output: a record with no key or
     /// value and the marker in its `repartition_watermark::WATERMARK_HEADER`.
     pub fn send_watermark(
         &self,
         checkpoint: CheckpointId,
-        (topic, key_groups): (&str, u16),
+        (topic, partitions): (&str, u16),
         marker: &WatermarkMarker,
         in_flight: &Arc<InFlight>,
     ) -> Result<(), KafkaError> {
@@ -452,14 +453,14 @@ impl KafkaCommitUnit {
         self.check_deliveries(slot, checkpoint)?;
         self.ensure_open(slot, checkpoint)?;
         let value = marker.encode();
-        for group in 0..key_groups {
+        for partition in 0..partitions {
             let headers = OwnedHeaders::new_with_capacity(1).insert(Header {
                 key: WATERMARK_HEADER,
                 value: Some(value.as_slice()),
             });
             let record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
                 BaseRecord::with_opaque_to(topic, in_flight.clone())
-                    .partition(repartition::partition_of_key_group(group))
+                    .partition(i32::from(partition))
                     .headers(headers);
             in_flight.add(1);
             self.send_record(slot, record, topic)?;

@@ -155,10 +155,10 @@ pub struct KafkaSourceConfig {
     )]
     pub buffer_bytes: usize,
     /// Set only by `PipelineSpec::for_worker` (never by a spec: an unknown field there):
-    /// this source reads a repartition topic of this many key groups, so a worker reads
-    /// the partitions of its key groups rather than its share of the partitions.
+    /// this source reads a repartition topic of these key-group ranges, so a worker
+    /// reads the partitions of its ranges rather than its share of the partitions.
     #[serde(skip)]
-    pub repartition_key_groups: Option<u16>,
+    pub repartition_key_groups: Option<crate::cluster::KeyGroupRanges>,
     /// Set only by the pipeline's build, with `repartition_key_groups`: the writers of
     /// the repartition topic in the current layout, whose watermark markers make this
     /// source's event time (`repartition_watermark`).
@@ -168,7 +168,7 @@ pub struct KafkaSourceConfig {
 
 impl KafkaSourceConfig {
     /// The partitions of `all` (this source's topics) that `worker` reads: those of its
-    /// key groups for a repartition source (`repartition::partitions_of`), else its
+    /// key-group ranges for a repartition source (`repartition::partitions_of`), else its
     /// share (`cluster::assignment::partitions_of`); sorted.
     pub fn worker_partitions(
         &self,

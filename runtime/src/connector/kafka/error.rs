@@ -39,7 +39,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "repartition topic {topic} has {found} partitions, but this pipeline has {expected} key groups (max_parallelism) and needs one partition per key group: delete the topic if it holds nothing unread, or set max_parallelism = {found}"
+        "repartition topic {topic} has {found} partitions, but the spec says repartition_partitions = {expected} (each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = {found} (a topic made before key-group ranges has one partition per key group), or delete the topic if it holds nothing unread"
     )]
     RepartitionPartitions {
         topic: String,

@@ -5,12 +5,16 @@
 //! - Only worker I of N > 1 has one (`PipelineSpec::for_worker` adds it); a pipeline
 //!   in one process (0/1) shuffles in process exactly as before.
 //! - One topic per pipeline and keyed step, `KafkaNames::repartition_topic`, shared by
-//!   every worker. Its partitions are the key groups, one to one: key group `g` is
-//!   partition `g`, so the topic has exactly `max_parallelism` partitions. One to one
-//!   because a worker owns arbitrary key-group ranges (`cluster::assignment`) and a
-//!   rescale moves single key groups: a partition holding several key groups would be
-//!   split between owners. `max_parallelism` is therefore capped at
-//!   `MAX_REPARTITION_PARTITIONS` for N > 1.
+//!   every worker. Its R partitions are key-group ranges (`cluster::key_group_ranges`,
+//!   R = the spec's `repartition_partitions`, at most the K key groups): partition `r`
+//!   holds the key groups `g` with `g * R / K == r`, and workers own whole ranges
+//!   (`cluster::assignment`), so every partition has exactly one reader and a rescale
+//!   hands partitions over whole. R = K is one key group per partition (the layout
+//!   before ranges existed). Fewer partitions make each transaction cheaper (it adds,
+//!   and ends with a marker in, every partition it wrote); more let more workers share
+//!   the step (a worker beyond R owns no key groups). R, like K, is fixed for the
+//!   life of a pipeline: every checkpoint records it, and `MAX_REPARTITION_PARTITIONS`
+//!   caps it.
 //! - Weir creates the topic at start if it is missing (`ensure_topic`); an existing
 //!   topic with another partition count is refused with one line (its key groups would
 //!   land on the wrong partitions). Retention is unlimited (`retention.ms = -1`,
@@ -21,11 +25,11 @@
 //! - Writing: upstream of the exchange, every record (key, value, event time as the
 //!   Kafka timestamp; an event time at or below zero, which a Kafka timestamp cannot
 //!   carry (librdkafka reads 0 as "now"), in header `weir.event_time` instead,
-//!   `EventTime`) goes to the partition of its key's group (`partition_of_key`,
+//!   `EventTime`) goes to the partition of its key group's range (`partition_of_key`,
 //!   the same `dataflow::partition::key_group` as the in-process shuffle), through the
 //!   worker's own transactional producers (`KafkaCommitUnit`), so repartition records,
 //!   output records and the source offsets commit or abort together in T(n).
-//! - Reading: the owner of key group `g` reads partition `g` (`partitions_of`) as one
+//! - Reading: the owner of range `r` reads partition `r` (`partitions_of`) as one
 //!   more Kafka source, `read_committed`, from the earliest offset the first time,
 //!   else from its checkpoint; those offsets ride in its own T(n)'s offset commit like
 //!   any source's. Each worker is exactly-once on its own, and Kafka joins them: no
@@ -38,15 +42,21 @@ use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
 
-use crate::cluster::{Worker, assignment};
+use crate::cluster::{KeyGroupRanges, Worker, assignment};
 use crate::connector::kafka::client::{self, QuietContext, topic_partitions};
 use crate::connector::kafka::error::KafkaError;
 use crate::dataflow::partition::key_group;
 
-/// Most key groups (hence repartition partitions) of a pipeline run as N > 1 workers:
-/// a partition per key group costs the broker a few files and the transactions a few
-/// bytes each; 1,024 is far beyond what a handful of workers needs.
+/// Most partitions of a repartition topic: each costs the broker a few files and every
+/// transaction that writes it a few bytes and a marker; 1,024 is far beyond what a
+/// handful of workers needs.
 pub const MAX_REPARTITION_PARTITIONS: usize = 1024;
+
+/// Partitions of a repartition topic unless the spec says (`repartition_partitions`),
+/// capped at the key groups: enough for 32 workers to share a keyed step, few enough
+/// that a transaction at a short checkpoint interval stays cheap (with 128, a 200 ms
+/// interval took twice as long as with 16: see the README's "Workers").
+pub const DEFAULT_REPARTITION_PARTITIONS: usize = 32;
 
 /// The operator id of the repartition writer in the tasks upstream of the exchange.
 pub const REPARTITION_SINK_ID: &str = "repartition";
@@ -67,8 +77,8 @@ pub struct Repartition {
     pub step_id: String,
     /// `KafkaNames::repartition_topic(step_id)`.
     pub topic: String,
-    /// The pipeline's key groups (`max_parallelism`): the topic's partition count.
-    pub key_groups: u16,
+    /// The pipeline's key groups (`max_parallelism`) cut into the topic's partitions.
+    pub key_groups: KeyGroupRanges,
     /// The source (index into `spec.sources`) reading the worker's partitions back.
     pub source: usize,
 }
@@ -96,35 +106,29 @@ impl EventTime {
     }
 }
 
-/// The partition holding key group `group`.
-pub fn partition_of_key_group(group: u16) -> i32 {
-    i32::from(group)
+/// The partition a record with `key` goes to: its key group's range.
+pub fn partition_of_key(key: &[u8], key_groups: KeyGroupRanges) -> i32 {
+    i32::from(key_groups.range_of(key_group(key, key_groups.key_groups())))
 }
 
-/// The partition a record with `key` goes to, among `key_groups` key groups.
-pub fn partition_of_key(key: &[u8], key_groups: u16) -> i32 {
-    partition_of_key_group(key_group(key, key_groups))
-}
-
-/// The repartition partitions `worker` reads: those of the key groups it owns, sorted.
-pub fn partitions_of(worker: Worker, key_groups: u16) -> Vec<i32> {
-    assignment::share::<i32>(worker, &[], key_groups)
-        .key_groups
+/// The repartition partitions `worker` reads: its key-group ranges, sorted.
+pub fn partitions_of(worker: Worker, key_groups: KeyGroupRanges) -> Vec<i32> {
+    assignment::key_group_ranges_of(worker, key_groups)
         .into_iter()
-        .flat_map(|range| range.map(partition_of_key_group))
+        .map(i32::from)
         .collect()
 }
 
-/// Creates `topic` with `key_groups` partitions and `REPARTITION_TOPIC_CONFIG` unless it
-/// exists; refuses an existing one with another partition count.
+/// Creates `topic` with `partitions` partitions and `REPARTITION_TOPIC_CONFIG` unless
+/// it exists; refuses an existing one with another partition count.
 pub fn ensure_topic(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     topic: &str,
-    key_groups: u16,
+    partitions: u16,
     timeout: Duration,
 ) -> Result<(), KafkaError> {
-    let expected = i32::from(key_groups);
+    let expected = i32::from(partitions);
     client::ensure_topic(
         admin,
         bootstrap,
@@ -151,12 +155,21 @@ mod tests {
 
     use super::*;
 
-    /// Catches: a key group read by two workers or by none (duplicates or losses), a
-    /// mapping that disagrees with the in-process shuffle's key groups, or one that
-    /// depends on anything but the key.
+    /// Catches: a partition read by two workers or by none (duplicates or losses), a
+    /// worker reading a partition whose key groups it does not own, a mapping that
+    /// disagrees with the in-process shuffle's key groups, or one that depends on
+    /// anything but the key.
     #[test]
     fn every_partition_is_read_by_exactly_one_worker_for_every_n() {
-        for key_groups in [1u16, 7, 32, 128] {
+        for (k, r) in [
+            (1u16, 1u16),
+            (7, 7),
+            (32, 32),
+            (128, 128),
+            (128, 32),
+            (100, 7),
+        ] {
+            let key_groups = KeyGroupRanges::new(k, r);
             for n in 1..=8u32 {
                 let mut seen = BTreeSet::new();
                 for i in 0..n {
@@ -164,13 +177,18 @@ mod tests {
                     let mine = partitions_of(worker, key_groups);
                     assert!(mine.windows(2).all(|w| w[0] < w[1]), "sorted");
                     let share = assignment::share::<i32>(worker, &[], key_groups);
-                    assert_eq!(mine.len(), share.key_group_count());
+                    let owned: Vec<u16> = share.key_groups.iter().flat_map(|g| g.clone()).collect();
+                    let read: Vec<u16> = mine
+                        .iter()
+                        .flat_map(|&p| key_groups.groups(p as u16))
+                        .collect();
+                    assert_eq!(read, owned, "K={k} R={r} {worker}");
                     for p in mine {
-                        assert!((0..i32::from(key_groups)).contains(&p));
+                        assert!((0..i32::from(r)).contains(&p));
                         assert!(seen.insert(p), "partition {p} read twice (N = {n})");
                     }
                 }
-                assert_eq!(seen.len(), usize::from(key_groups), "N = {n}");
+                assert_eq!(seen.len(), usize::from(r), "N = {n}");
             }
         }
     }
@@ -189,16 +207,21 @@ mod tests {
 
     #[test]
     fn a_key_goes_to_the_partition_of_its_key_group_and_its_owner_reads_it() {
+        let one_each = KeyGroupRanges::one_per_group(32);
+        let ranges = KeyGroupRanges::new(32, 5);
         for key in [&b"alpha"[..], b"", b"beta", b"the"] {
-            let p = partition_of_key(key, 32);
-            assert_eq!(p, i32::from(key_group(key, 32)));
+            let group = key_group(key, 32);
+            assert_eq!(partition_of_key(key, one_each), i32::from(group));
+            let p = partition_of_key(key, ranges);
+            assert!(ranges.groups(p as u16).contains(&group), "{key:?}");
             let owners: Vec<u32> = (0..3)
-                .filter(|&i| partitions_of(Worker::new(i, 3).expect("worker"), 32).contains(&p))
+                .filter(|&i| partitions_of(Worker::new(i, 3).expect("worker"), ranges).contains(&p))
                 .collect();
             assert_eq!(owners.len(), 1, "{key:?}");
         }
         // A single worker would read every partition (it never has a topic, but the
         // mapping is total).
-        assert_eq!(partitions_of(Worker::SINGLE, 4), vec![0, 1, 2, 3]);
+        let four = KeyGroupRanges::one_per_group(4);
+        assert_eq!(partitions_of(Worker::SINGLE, four), vec![0, 1, 2, 3]);
     }
 }

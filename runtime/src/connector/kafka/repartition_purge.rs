@@ -5,9 +5,9 @@
 //! topics the same way).
 //!
 //! Invariants:
-//! - Only the reader purges, and only its own partitions: partition `g` is read by key
-//!   group `g`'s owner alone (`repartition::partitions_of`), and its positions are in
-//!   that worker's checkpoints only.
+//! - Only the reader purges, and only its own partitions: partition `r` is read by the
+//!   owner of key-group range `r` alone (`repartition::partitions_of`), and its
+//!   positions are in that worker's checkpoints only.
 //! - Never past what a restore could need: a partition's purge offset is the smallest
 //!   next offset over every retained checkpoint of this worker's layout
 //!   (`purge_offsets`). A recovery restores one of them (the last committed one is
@@ -320,7 +320,7 @@ mod tests {
             step: 1,
             step_id: "count".into(),
             topic: TOPIC.into(),
-            key_groups: 4,
+            key_groups: crate::cluster::KeyGroupRanges::one_per_group(4),
             source: 1,
         };
         let admin = client::admin(&endpoint, timeout).expect("admin");

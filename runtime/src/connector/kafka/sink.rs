@@ -98,6 +98,7 @@
 
 use std::sync::Arc;
 
+use crate::cluster::KeyGroupRanges;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::in_flight::InFlight;
@@ -114,8 +115,9 @@ use crate::record::message::{Barrier, Watermark};
 pub struct KafkaSink {
     id: String,
     topic: String,
-    /// A repartition topic's key groups (each record to its key group's partition).
-    key_groups: Option<u16>,
+    /// A repartition topic's key-group ranges (each record to its key group's
+    /// partition).
+    key_groups: Option<KeyGroupRanges>,
     /// A repartition topic's writer this subtask is (see `repartition_watermark`).
     writer: Option<RepartitionWriter>,
     /// The last watermark the chain passed on (`Watermark::START` before the first).
@@ -149,7 +151,7 @@ impl KafkaSink {
         }
     }
 
-    /// A writer of repartition topic `topic` of `key_groups` key groups (see
+    /// A writer of repartition topic `topic` of partitions `key_groups` (see
     /// `repartition`): each record goes to its key group's partition, inside the same
     /// transactions as every other Kafka sink of the unit; as writer `writer` (a
     /// windowed step's), its watermark too, to every partition at a barrier after it
@@ -157,7 +159,7 @@ impl KafkaSink {
     pub fn repartition(
         id: impl Into<String>,
         topic: impl Into<String>,
-        key_groups: u16,
+        key_groups: KeyGroupRanges,
         writer: Option<RepartitionWriter>,
         unit: Arc<KafkaCommitUnit>,
     ) -> Self {
@@ -218,7 +220,7 @@ impl Sink for KafkaSink {
             let marker = WatermarkMarker::of(writer, self.watermark);
             self.unit.send_watermark(
                 barrier.id,
-                (&self.topic, key_groups),
+                (&self.topic, key_groups.count()),
                 &marker,
                 &self.in_flight,
             )?;

@@ -3,7 +3,7 @@
 //! Invariants:
 //! - Assignment, not subscription: the partitions of the configured topics are first
 //!   split among the pipeline's workers (`cluster::assignment`; worker 0/1 owns them
-//!   all; a repartition topic's partitions go to the owners of their key groups, see
+//!   all; a repartition topic's partitions go to the owners of their key-group ranges, see
 //!   `repartition`), then each of the worker's partitions belongs to the subtask
 //!   `assignment::owner` names, which adding partitions or topics never changes for an
 //!   existing partition. No consumer group rebalancing ever moves a partition;
