@@ -1,6 +1,7 @@
 //! The keyed word count run as worker processes, shared by the workers tests
-//! (`workers_repartition.rs`, `workers_rescale.rs`): its input, its spec, the worker
-//! processes, and the exactness check of its committed output.
+//! (`workers_repartition.rs`, `workers_rescale.rs`): its input, its spec (and one with
+//! a second keyed step, `histogram_spec`), the worker processes, and the exactness
+//! check of its committed output.
 //!
 //! The pipeline: split-words map + unwindowed word-count aggregate, Kafka in and out
 //! (exactly-once), `batch_size = 1` (an unwindowed aggregate emits once per update
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 
 use crate::kafka::{self, Input};
-use crate::{guest, start_worker, take_stderr, toml_path, write_file};
+use crate::{guest, start_worker, take_stderr, toml_path, wait_until, write_file};
 
 /// Distinct words per input line, out of `VOCABULARY`.
 pub const WORDS_PER_LINE: usize = 4;
@@ -54,15 +55,15 @@ pub fn add_totals(totals: &mut BTreeMap<String, u64>, more: &BTreeMap<String, u6
     }
 }
 
+/// The key groups of `spec`, cut into its repartition topic's partitions.
+pub const REPARTITION: weir::cluster::KeyGroupRanges = weir::cluster::KeyGroupRanges::new(32, 8);
+
 /// Writes `<name>.toml` in `dir`: the word count from `input` to `output`, parallelism
 /// 2, 32 key groups in 8 ranges (across workers, 8 repartition partitions of 4 key
 /// groups each: `REPARTITION`), checkpoints every 300 ms into `checkpoints` (a path or an `s3://`
 /// URL); `rate`: input lines per second each worker reads (0: unlimited); `bounded`:
 /// stop at the input's end (one process only: a worker with a repartition topic runs
 /// until stopped).
-/// The key groups of `spec`, cut into its repartition topic's partitions.
-pub const REPARTITION: weir::cluster::KeyGroupRanges = weir::cluster::KeyGroupRanges::new(32, 8);
-
 pub fn spec(
     dir: &Path,
     name: &str,
@@ -70,6 +71,65 @@ pub fn spec(
     checkpoints: &str,
     rate: u64,
     bounded: bool,
+) -> PathBuf {
+    spec_with_steps(dir, name, (input, output), checkpoints, (rate, bounded), "")
+}
+
+/// `spec`, then a second keyed step, `histogram`: the word-count guest again, keyed by
+/// the first step's `count` field, so it counts how many words reached each count.
+/// Across workers each keyed step has a repartition topic of its own. What an
+/// uninterrupted run commits is `assert_exact` of `histogram(totals)`.
+pub fn histogram_spec(
+    dir: &Path,
+    name: &str,
+    (input, output): (&str, &str),
+    checkpoints: &str,
+    rate: u64,
+    bounded: bool,
+) -> PathBuf {
+    let histogram = format!(
+        r#"
+[[steps]]
+type = "aggregate"
+name = "histogram"
+module = {count}
+key_field = "count"
+"#,
+        count = toml_path(&guest("word_count")),
+    );
+    spec_with_steps(
+        dir,
+        name,
+        (input, output),
+        checkpoints,
+        (rate, bounded),
+        &histogram,
+    )
+}
+
+/// What `histogram_spec`'s second step counts for words occurring `totals` times: per
+/// count c (its JSON text), how many words reached it (every word emits its counts 1,
+/// 2, ... up to its total, once each).
+pub fn histogram(totals: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut reached: BTreeMap<u64, u64> = BTreeMap::new();
+    for &total in totals.values() {
+        for c in 1..=total {
+            *reached.entry(c).or_default() += 1;
+        }
+    }
+    reached
+        .into_iter()
+        .map(|(c, words)| (c.to_string(), words))
+        .collect()
+}
+
+fn spec_with_steps(
+    dir: &Path,
+    name: &str,
+    (input, output): (&str, &str),
+    checkpoints: &str,
+    (rate, bounded): (u64, bool),
+    more_steps: &str,
 ) -> PathBuf {
     let text = format!(
         r#"
@@ -99,7 +159,7 @@ module = {split}
 type = "aggregate"
 name = "count"
 module = {count}
-
+{more_steps}
 [[sinks]]
 type = "kafka"
 topic = "{output}"
@@ -182,6 +242,17 @@ impl Workers {
                 self.failures
             );
             self.restart(i, None);
+        }
+    }
+
+    /// SIGTERM to every worker: each commits a final checkpoint and exits 143 (by
+    /// `deadline`).
+    pub fn stop_all(&mut self, deadline: std::time::Instant) {
+        for (i, w) in self.children.iter_mut().enumerate() {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(w.id()).expect("a pid"));
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+            let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
+            assert_eq!(status.code(), Some(143), "worker {i}: {err}");
         }
     }
 }

@@ -12,12 +12,18 @@
 //! process (in-process shuffle) commits exactly that too. Workers run until stopped:
 //! once the output is complete each stops on SIGTERM with exit 143. A worker that fails
 //! on its own (a transaction commit timing out on a loaded broker fails it into
-//! recovery) is restarted as an orchestrator would, at most 5 times, each printed. The repartition topic Weir
-//! created has a partition per key group and unlimited retention; the workers purge it
+//! recovery) is restarted as an orchestrator would, at most 5 times, each printed. The
+//! repartition topic Weir created has a partition per range of 4 key groups and
+//! unlimited retention; the workers purge it
 //! (DeleteRecords) as they go, so once the input is done every partition starts at the
 //! offset its owner committed, and no partition is ever purged past that offset (the
 //! kills restore from purged partitions all along); one that exists with another
 //! partition count is refused with one line before anything is written.
+//!
+//! A pipeline with two keyed steps (the word count, then a histogram of the counts
+//! keyed by the count) runs as 3 workers too, each step crossing a repartition topic
+//! of its own, with 4 SIGKILLs, then SIGTERM and a rescale to 2 workers over more
+//! input: its committed histogram is exact and equals a one-process run's.
 //!
 //! Without the S3 server's environment the test fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
@@ -41,6 +47,10 @@ const KILLS: usize = 10;
 const MAX_FAILURES: usize = 5;
 /// Bound on the whole scenario.
 const WAIT_LIMIT: Duration = Duration::from_secs(420);
+/// Input lines per partition of the two-keyed-step pipeline (the first part before
+/// the rescale, the rest after), and its SIGKILLs.
+const TWO_KEYED_LINES: std::ops::Range<usize> = 60..100;
+const TWO_KEYED_KILLS: usize = 4;
 
 #[test]
 fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_killed() {
@@ -181,19 +191,112 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     for says in ["PartitionCount: 8", "retention.ms=-1", "retention.bytes=-1"] {
         assert!(described.contains(says), "{says}: {described}");
     }
-    let offsets = kafka::committed_offsets(&group, &topic);
-    assert_eq!(offsets.len(), 8, "every range's partition: {offsets:?}");
-    for i in 0..WORKERS {
-        let worker = weir::cluster::Worker::new(i, WORKERS).expect("worker");
+    assert_owned_by_the_workers(&name, &topic, WORKERS);
+}
+
+/// Each of the `workers` workers of pipeline `name` committed the offsets of its own
+/// ranges' partitions of repartition topic `topic`, with its marker, and every
+/// partition has its offset.
+fn assert_owned_by_the_workers(name: &str, topic: &str, workers: u32) {
+    let offsets = kafka::committed_offsets(&format!("weir.{name}"), topic);
+    assert_eq!(
+        offsets.len(),
+        usize::from(word_count::REPARTITION.count()),
+        "{topic}: every range's partition: {offsets:?}"
+    );
+    for i in 0..workers {
+        let worker = weir::cluster::Worker::new(i, workers).expect("worker");
         for p in weir::connector::kafka::repartition::partitions_of(worker, word_count::REPARTITION)
         {
             let (_, marker) = &offsets[&p];
             assert!(
-                marker.starts_with(&format!("weir:{name}:{i}-of-{WORKERS}:checkpoint=")),
-                "partition {p} is worker {i}'s: {marker}"
+                marker.starts_with(&format!("weir:{name}:{i}-of-{workers}:checkpoint=")),
+                "{topic} partition {p} is worker {i}'s: {marker}"
             );
         }
     }
+}
+
+/// Catches: a second keyed step still fed in process (a count of the histogram made
+/// by whichever worker counted the word, not by the owner of the count's key group:
+/// every histogram key would then be committed by several workers, each with its own
+/// partial count), its topic written outside the transactions (records repeated or
+/// lost across the kills), read back into the wrong stage, or its state or offsets
+/// not handed over whole by a rescale.
+#[test]
+fn two_keyed_steps_cross_a_topic_each_exactly_once_while_killed_and_rescaled() {
+    let _one_at_a_time = kafka::exclusive();
+    let (records, mut totals) = word_count::input(PARTITIONS, 0..TWO_KEYED_LINES.start);
+    let (more, more_totals) = word_count::input(PARTITIONS, TWO_KEYED_LINES);
+    let input_topic = kafka::unique_name("two-keyed-in");
+    kafka::create_topic(&input_topic, PARTITIONS);
+    kafka::produce(&input_topic, &records);
+    let deadline = Instant::now() + WAIT_LIMIT;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = kafka::unique_name("two-keyed");
+    let output = kafka::unique_name("two-keyed-out");
+    kafka::create_topic(&output, PARTITIONS);
+    let spec = word_count::histogram_spec(
+        dir.path(),
+        &name,
+        (&input_topic, &output),
+        &toml_path(&dir.path().join("checkpoints")).replace('"', ""),
+        40,
+        false,
+    );
+    // 3 workers over the first part, SIGKILLed now and then, stopped with SIGTERM
+    // once it is all counted.
+    let mut three = Workers::start(&spec, WORKERS, MAX_FAILURES);
+    let mut rng = StdRng::seed_from_u64(21);
+    for _ in 0..TWO_KEYED_KILLS {
+        std::thread::sleep(Duration::from_millis(rng.random_range(700..2_000)));
+        three.restart_failed();
+        let i = rng.random_range(0..WORKERS) as usize;
+        three.children[i].kill().expect("SIGKILL");
+        three.children[i].wait().expect("reap");
+        three.restart(i, None);
+    }
+    let first: u64 = word_count::histogram(&totals).values().sum();
+    word_count::wait_for_counts(&output, first as usize, deadline, || {
+        three.restart_failed();
+    });
+    three.stop_all(deadline);
+
+    // The rest, rescaled to 2 workers: both steps' state and both topics' offsets
+    // move by key-group ranges.
+    kafka::produce(&input_topic, &more);
+    word_count::add_totals(&mut totals, &more_totals);
+    let expected = word_count::histogram(&totals);
+    let all: u64 = expected.values().sum();
+    let mut two = Workers::start(&spec, 2, MAX_FAILURES);
+    word_count::wait_for_counts(&output, all as usize, deadline, || two.restart_failed());
+    two.stop_all(deadline);
+    eprintln!(
+        "{TWO_KEYED_KILLS} SIGKILLs; restarts of workers that failed on their own: {:?} {:?}",
+        three.failures, two.failures
+    );
+    assert_exact(&committed_counts(&output), &expected);
+    // Each keyed step crossed a topic of its own, read by the owners of its ranges.
+    for step in ["count", "histogram"] {
+        assert_owned_by_the_workers(&name, &format!("weir.{name}-{step}-repartition"), 2);
+    }
+
+    // The reference: the same input in one process, both shuffles in process,
+    // uninterrupted, commits the same.
+    let reference = tempfile::tempdir().expect("tempdir");
+    let single_out = kafka::unique_name("two-keyed-single-out");
+    kafka::create_topic(&single_out, PARTITIONS);
+    let single = word_count::histogram_spec(
+        reference.path(),
+        &kafka::unique_name("two-keyed-single"),
+        (&input_topic, &single_out),
+        &toml_path(&reference.path().join("checkpoints")).replace('"', ""),
+        0,
+        true,
+    );
+    run_spec_ok(&single, "the one-process run");
+    assert_exact(&committed_counts(&single_out), &expected);
 }
 
 #[test]

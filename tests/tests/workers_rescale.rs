@@ -37,8 +37,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use weir_tests::kafka;
 use weir_tests::word_count::{
     self, Workers, add_totals, assert_exact, committed_counts, total_records,
@@ -60,15 +58,6 @@ const WAIT_LIMIT: Duration = Duration::from_secs(300);
 /// restarting workers that fail on their own.
 fn wait_for_output(output: &str, at_least: usize, workers: &mut Workers, deadline: Instant) {
     word_count::wait_for_counts(output, at_least, deadline, || workers.restart_failed());
-}
-
-/// SIGTERM to every worker: each commits a final checkpoint and exits 143.
-fn stop_all(workers: &mut Workers, deadline: Instant) {
-    for (i, w) in workers.children.iter_mut().enumerate() {
-        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
-        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
-    }
 }
 
 /// A test's pipeline: its temp dir, unique name and input and output topics (created),
@@ -147,7 +136,7 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     add_totals(&mut totals, &produce(&input, 0..90));
     let mut three = Workers::start(&spec, 3, MAX_FAILURES);
     wait_for_output(&output, 600, &mut three, deadline);
-    stop_all(&mut three, deadline);
+    three.stop_all(deadline);
     let after_three = total_records(&committed_counts(&output));
     eprintln!("3 workers committed {after_three} counts");
 
@@ -167,7 +156,7 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     );
     two.restart(0, None);
     wait_for_output(&output, after_three + 1_200, &mut two, deadline);
-    stop_all(&mut two, deadline);
+    two.stop_all(deadline);
     let after_two = total_records(&committed_counts(&output));
     eprintln!("2 workers: {after_two} counts committed in all");
 
@@ -180,7 +169,7 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     four.children[3].wait().expect("reap");
     four.restart(3, None);
     wait_for_output(&output, expected as usize, &mut four, deadline);
-    stop_all(&mut four, deadline);
+    four.stop_all(deadline);
     eprintln!(
         "restarts of workers that failed on their own: {:?} {:?} {:?}",
         three.failures, two.failures, four.failures
@@ -288,7 +277,7 @@ fn a_new_layout_takes_over_a_running_one_and_the_old_workers_are_refused_after()
     // The 3 workers (worker 0 rescales again) finish, exactly.
     let mut three = Workers::start(&spec, 3, MAX_FAILURES);
     wait_for_output(&output, expected as usize, &mut three, deadline);
-    stop_all(&mut three, deadline);
+    three.stop_all(deadline);
     assert_exact(&committed_counts(&output), &totals);
     assert!(
         Path::new(&checkpoints).join("worker-2-of-3").is_dir(),
@@ -323,7 +312,7 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
     // itself), stopped with SIGTERM mid-stream.
     let mut one = Workers::start(&spec, 1, MAX_FAILURES);
     wait_for_output(&output, 300, &mut one, deadline);
-    stop_all(&mut one, deadline);
+    one.stop_all(deadline);
     let by_one = total_records(&committed_counts(&output));
     assert!(
         by_one < totals.values().sum::<u64>() as usize,
@@ -348,7 +337,7 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
     three.children[1].wait().expect("reap");
     three.restart(1, None);
     wait_for_output(&output, expected as usize, &mut three, deadline);
-    stop_all(&mut three, deadline);
+    three.stop_all(deadline);
     eprintln!(
         "1 process committed {by_one} counts, then 3 workers the rest; {} restarts of workers that failed on their own",
         three.failures.len()

@@ -6,9 +6,10 @@
 //! its key groups from the old workers' snapshots and its partitions' positions from
 //! their checkpoints (see `rescale`), or empty when starting from scratch; every
 //! channel between two tasks is bounded; each downstream subtask gets one channel per
-//! upstream task, so it can align barriers per input. With a repartition topic (worker
-//! I of N > 1, see `plan`'s split), the spec's sources end in the topic and only the
-//! repartition source's tasks are stage 1's upstream tasks.
+//! upstream task, so it can align barriers per input. With repartition topics (worker
+//! I of N > 1, see `plan`'s split), the spec's sources end in the first topic, each
+//! later stage but the last ends in the next one, and each keyed stage's upstream
+//! tasks are those of the source reading its topic back.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,8 +93,7 @@ impl BuiltPipeline {
 pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     let spec = cx.spec;
     let stages = plan::stages(spec);
-    let feeders = plan::stage_1_feeders(spec);
-    let mut channels = Channels::new(&stages, feeders.len(), spec.parallelism);
+    let mut channels = Channels::new(spec, &stages);
     let mut built = BuiltPipeline {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
@@ -101,7 +101,7 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     };
     for s in 0..spec.sources.len() {
         for i in 0..spec.parallelism {
-            let (task, barriers) = source_task(cx, &stages, &mut channels, &feeders, s, i)?;
+            let (task, barriers) = source_task(cx, &stages, &mut channels, s, i)?;
             built.barriers.insert(task.ctx.task.clone(), barriers);
             built.source_tasks.push(task);
         }
@@ -109,10 +109,21 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
     for stage in &stages[1..] {
         for j in 0..spec.parallelism {
             let task = ids::stage_task(stage.index, j);
+            // Across workers the next keyed stage is fed through its topic.
+            let (end, output) = match spec.repartition_into(stage.index + 1) {
+                Some(exchange) => (
+                    ChainEnd::Repartition(spec.repartition_writer(exchange, j)),
+                    TaskOutput::Sinks,
+                ),
+                None => (
+                    ChainEnd::of(stage),
+                    channels.output(stage, j, spec.max_parallelism),
+                ),
+            };
             let pipe = Pipe::new(
-                chain(cx, stage, &stages, &task, ChainEnd::of(stage))?,
+                chain(cx, stage, &stages, &task, end)?,
                 dead_letter_sink(cx, &task)?,
-                channels.output(stage, j, spec.max_parallelism),
+                output,
             );
             built.stage_tasks.push(StageTask::new(
                 context(cx, &task),
@@ -130,7 +141,6 @@ fn source_task(
     cx: &BuildContext<'_>,
     stages: &[StagePlan],
     channels: &mut Channels,
-    feeders: &[usize],
     s: usize,
     i: usize,
 ) -> Result<(SourceTask, Sender<Barrier>), PipelineError> {
@@ -181,68 +191,76 @@ fn source_task(
         },
         out_of_orderness: source.out_of_orderness,
     };
-    // This task's number among stage 1's upstream tasks, if it is one.
-    let upstream = feeders
-        .iter()
-        .position(|&f| f == s)
-        .map(|f| f * spec.parallelism + i);
-    let (chain, output) = match (plan::source_route(spec, s), upstream) {
-        (SourceRoute::ToRepartition, _) | (_, None) => (
-            chain(
-                cx,
-                stage,
-                stages,
-                &task,
-                ChainEnd::Repartition(spec.repartition_writer(s, i)),
-            )?,
-            TaskOutput::Sinks,
-        ),
-        (SourceRoute::Local, Some(u)) => (
-            chain(cx, stage, stages, &task, ChainEnd::of(stage))?,
-            channels.output(stage, u, spec.max_parallelism),
-        ),
-        (SourceRoute::FromRepartition, Some(u)) => (
-            Chain::new(Vec::new(), SinkSet::new(Vec::new(), cx.checkpoint_base)),
-            channels.output(stage, u, spec.max_parallelism),
-        ),
+    // This task's number among the upstream tasks of the stage it feeds.
+    let upstream = |k: usize| match plan::stage_inputs(spec, k) {
+        plan::StageInputs::Sources(feeders) => feeders
+            .iter()
+            .position(|&f| f == s)
+            .map(|f| f * spec.parallelism + i),
+        plan::StageInputs::PreviousStage => None,
+    };
+    let (chain, output) = match plan::source_route(spec, s) {
+        SourceRoute::ToRepartition => {
+            let writer = spec
+                .repartition_into(1)
+                .and_then(|exchange| spec.repartition_writer(exchange, s * spec.parallelism + i));
+            (
+                chain(cx, stage, stages, &task, ChainEnd::Repartition(writer))?,
+                TaskOutput::Sinks,
+            )
+        }
+        SourceRoute::Local => {
+            let output = match upstream(1) {
+                Some(u) => channels.output(stage, u, spec.max_parallelism),
+                None => TaskOutput::Sinks,
+            };
+            (
+                chain(cx, stage, stages, &task, ChainEnd::of(stage))?,
+                output,
+            )
+        }
+        SourceRoute::FromRepartition { stage: k } => {
+            let u = upstream(k).expect("a repartition source feeds its stage");
+            (
+                Chain::new(Vec::new(), SinkSet::new(Vec::new(), cx.checkpoint_base)),
+                channels.shuffle_into(k, u, spec.max_parallelism),
+            )
+        }
     };
     let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
     let task = SourceTask::new(context(cx, &task), input, pipe);
     Ok((task, barriers))
 }
 
-/// Source `s` of `spec`, told the repartition topic's writers if it reads that topic
+/// Source `s` of `spec`, told a repartition topic's writers if it reads that topic
 /// back (their markers are its event time, see `repartition_watermark`).
 fn reading_repartition(spec: &PipelineSpec, s: usize) -> SourceSpec {
     let mut source = spec.sources[s].clone();
-    if plan::source_route(spec, s) == SourceRoute::FromRepartition
+    if let Some(exchange) = spec.repartition_read_by(s)
         && let SourceConfig::Kafka(config) = &mut source.config
     {
-        config.repartition_writers = spec.repartition_writers();
+        config.repartition_writers = spec.repartition_writers(exchange);
     }
     source
 }
 
 /// The bounded channels between stages: each subtask of stage k >= 1 has one input
-/// per task of stage k - 1, so it can align barriers per input.
+/// per task upstream of it (`plan::upstream_tasks`), so it can align barriers per
+/// input.
 struct Channels {
     /// `inputs[k][j]`: the receivers of subtask j of stage k, one per upstream task.
     inputs: Vec<Vec<Vec<Receiver<Message>>>>,
-    /// `outputs[k][u]`: the senders of upstream task u of stage k - 1 into stage k.
+    /// `outputs[k][u]`: the senders of stage k's upstream task u into its subtasks.
     outputs: Vec<Vec<Vec<Sender<Message>>>>,
 }
 
 impl Channels {
-    /// `feeders`: how many sources' tasks feed stage 1.
-    fn new(stages: &[StagePlan], feeders: usize, parallelism: usize) -> Channels {
+    fn new(spec: &PipelineSpec, stages: &[StagePlan]) -> Channels {
+        let parallelism = spec.parallelism;
         let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
         let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
         for k in 1..stages.len() {
-            let upstream = if k == 1 {
-                feeders * parallelism
-            } else {
-                parallelism
-            };
+            let upstream = plan::upstream_tasks(spec, k);
             inputs[k] = (0..parallelism)
                 .map(|_| Vec::with_capacity(upstream))
                 .collect();
@@ -269,13 +287,18 @@ impl Channels {
     /// its own sinks.
     fn output(&mut self, stage: &StagePlan, u: usize, max_parallelism: usize) -> TaskOutput {
         if stage.shuffles {
-            TaskOutput::Shuffle(ShuffleWriter::new(
-                std::mem::take(&mut self.outputs[stage.index + 1][u]),
-                max_parallelism as u16,
-            ))
+            self.shuffle_into(stage.index + 1, u, max_parallelism)
         } else {
             TaskOutput::Sinks
         }
+    }
+
+    /// Upstream task `u`'s shuffle into stage `k` (taken once).
+    fn shuffle_into(&mut self, k: usize, u: usize, max_parallelism: usize) -> TaskOutput {
+        TaskOutput::Shuffle(ShuffleWriter::new(
+            std::mem::take(&mut self.outputs[k][u]),
+            max_parallelism as u16,
+        ))
     }
 }
 
@@ -300,8 +323,9 @@ enum ChainEnd {
     Sinks,
     /// Out of the chain, to the task's shuffle into the next stage.
     Shuffle,
-    /// The repartition topic, inside the unit's transactions (see `plan`), as this
-    /// writer of its watermarks (a windowed step's; see `repartition_watermark`).
+    /// The next stage's repartition topic, inside the unit's transactions (see
+    /// `plan`), as this writer of its watermarks (when event time matters downstream;
+    /// see `repartition_watermark`).
     Repartition(Option<RepartitionWriter>),
 }
 
@@ -344,7 +368,7 @@ fn chain(
             )));
         }
     }
-    let ends_in: Vec<Box<dyn Sink>> = match (&spec.repartition, end) {
+    let ends_in: Vec<Box<dyn Sink>> = match (spec.repartition_into(stage.index + 1), end) {
         (Some(r), ChainEnd::Repartition(writer)) => {
             // `for_worker` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.

@@ -6,13 +6,15 @@
 //!   input partitioned by key: each stage boundary is a hash shuffle by key group.
 //! - Steps between two shuffles are chained into the same task (no channel hop).
 //! - Tasks and operators are named by `record::ids`, stably for a given spec.
-//! - The split across workers: with a repartition topic (worker I of N > 1 of a keyed
-//!   pipeline, `spec.repartition`), the stage boundary at the keyed step goes through
-//!   Kafka. The stages stay the same, but the spec's own sources run stage 0 and end
-//!   in the repartition topic (`SourceRoute::ToRepartition`), and only the repartition
-//!   source feeds stage 1 (`FromRepartition`), by key group among the worker's
-//!   subtasks as in process. Without one every source feeds stage 1 (`Local`), exactly
-//!   as before workers existed.
+//! - The split across workers: with repartition topics (worker I of N > 1 of a keyed
+//!   pipeline, `spec.repartitions`), every stage boundary goes through Kafka. The
+//!   stages stay the same, but the spec's own sources run stage 0 and end in the first
+//!   topic (`SourceRoute::ToRepartition`), every later stage but the last ends in the
+//!   next topic instead of a shuffle, and stage k (k >= 1) is fed only by the source
+//!   reading its topic back (`FromRepartition`), by key group among the worker's
+//!   subtasks as in process (`stage_inputs`). Without them every source feeds stage 1
+//!   (`Local`) and each later stage is fed by the one before, exactly as before
+//!   workers existed.
 
 use crate::spec::{PipelineSpec, StepSpec};
 
@@ -54,30 +56,59 @@ pub enum SourceRoute {
     /// Through stage 0's steps, then into stage 1 by key group in process (or into the
     /// sinks when stage 0 is the last): every source of a pipeline in one process.
     Local,
-    /// Worker I of N > 1 with a repartition topic: through stage 0's steps (keyed the
-    /// way the keyed step asks), then into the repartition topic; the task ends there.
+    /// Worker I of N > 1 with repartition topics: through stage 0's steps (keyed the
+    /// way the first keyed step asks), then into the first topic; the task ends there.
     ToRepartition,
-    /// The source reading the repartition topic back: no step of its own, straight
-    /// into stage 1 (the keyed step) by key group.
-    FromRepartition,
+    /// A source reading a repartition topic back: no step of its own, straight into
+    /// `stage` (which starts at that topic's keyed step) by key group.
+    FromRepartition { stage: usize },
 }
 
 /// How source `s`'s tasks route their records (see `SourceRoute`).
 pub fn source_route(spec: &PipelineSpec, s: usize) -> SourceRoute {
-    match &spec.repartition {
-        None => SourceRoute::Local,
-        Some(r) if r.source == s => SourceRoute::FromRepartition,
-        Some(_) => SourceRoute::ToRepartition,
+    if spec.repartitions.is_empty() {
+        SourceRoute::Local
+    } else if let Some(r) = spec.repartition_read_by(s) {
+        SourceRoute::FromRepartition { stage: r.stage }
+    } else {
+        SourceRoute::ToRepartition
     }
 }
 
-/// The sources whose tasks feed stage 1, ascending: the position of a source here
-/// numbers its tasks' channels into stage 1. Every source in one process; only the
-/// repartition source with a repartition topic.
-pub fn stage_1_feeders(spec: &PipelineSpec) -> Vec<usize> {
-    (0..spec.sources.len())
-        .filter(|&s| source_route(spec, s) != SourceRoute::ToRepartition)
-        .collect()
+/// What feeds stage `k` >= 1 in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageInputs {
+    /// The tasks of these sources, ascending: the position of a source here numbers
+    /// its tasks' channels into the stage (`position x parallelism + subtask`). Stage
+    /// 1 in one process (every source), or any stage k fed by its repartition source.
+    Sources(Vec<usize>),
+    /// The subtasks of stage k - 1, by their subtask number: a later stage in one
+    /// process.
+    PreviousStage,
+}
+
+/// What feeds stage `k` >= 1 (see `StageInputs`).
+pub fn stage_inputs(spec: &PipelineSpec, k: usize) -> StageInputs {
+    let feeders: Vec<usize> = (0..spec.sources.len())
+        .filter(|&s| match source_route(spec, s) {
+            SourceRoute::Local => k == 1,
+            SourceRoute::ToRepartition => false,
+            SourceRoute::FromRepartition { stage } => stage == k,
+        })
+        .collect();
+    if feeders.is_empty() && k > 1 {
+        StageInputs::PreviousStage
+    } else {
+        StageInputs::Sources(feeders)
+    }
+}
+
+/// How many tasks feed each subtask of stage `k` >= 1: one channel each.
+pub fn upstream_tasks(spec: &PipelineSpec, k: usize) -> usize {
+    match stage_inputs(spec, k) {
+        StageInputs::Sources(sources) => sources.len() * spec.parallelism,
+        StageInputs::PreviousStage => spec.parallelism,
+    }
 }
 
 #[cfg(test)]

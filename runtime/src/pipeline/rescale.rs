@@ -350,17 +350,19 @@ fn merged_positions(
     Ok(positions)
 }
 
-/// Why `spec` cannot restore `metadata` when the repartition topic it read had another
+/// Why `spec` cannot restore `metadata` when the repartition topics it read had another
 /// number of partitions: workers own whole partitions' key-group ranges, so the
-/// number is fixed for the life of a pipeline, like the key groups. `None` when both
+/// number is fixed for the life of a pipeline, like the key groups. `None` when they
 /// agree, or when the checkpoint read no repartition topic (one process).
 pub fn repartition_partitions_changed(
     metadata: &CheckpointMetadata,
     spec: &PipelineSpec,
 ) -> Option<String> {
-    let exchange = spec.repartition.as_ref()?;
-    let ours = exchange.key_groups.count();
-    let theirs = metadata.repartition_partitions_of(&ids::source_id(exchange.source))?;
+    // Every topic has the same count: the first one the checkpoint read says it.
+    let (ours, theirs) = spec.repartitions.iter().find_map(|exchange| {
+        let theirs = metadata.repartition_partitions_of(&ids::source_id(exchange.source))?;
+        Some((exchange.key_groups.count(), theirs))
+    })?;
     (theirs != ours).then(|| {
         format!(
             "it was taken with repartition_partitions {theirs}, the spec says {ours}; each is a \
@@ -381,8 +383,8 @@ fn state_slices(
     // workers' were the same, `old_checkpoint` checked); without an exchange a worker
     // holds no keyed state.
     let ranges = spec
-        .repartition
-        .as_ref()
+        .repartitions
+        .first()
         .map_or(KeyGroupRanges::one_per_group(key_groups), |r| r.key_groups);
     let plan = rescale_plan::plan::<i32>(spec.worker, from.workers, &[], ranges)?;
     let mut states = BTreeMap::new();
@@ -499,7 +501,7 @@ mod tests {
     fn a_checkpoint_of_another_repartition_partition_count_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let spec = keyed_spec(dir.path(), Worker::new(0, 2).expect("0/2"));
-        let exchange = spec.repartition.clone().expect("exchange");
+        let exchange = spec.repartitions[0].clone();
         assert_eq!(
             exchange.key_groups.count(),
             32,

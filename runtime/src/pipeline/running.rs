@@ -88,7 +88,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
             parallelism: spec.parallelism,
             max_parallelism: spec.max_parallelism as u16,
             layout: spec.layout,
-            repartition_partitions: spec.repartition.as_ref().map(|r| r.key_groups.count()),
+            repartition_partitions: spec.repartitions.first().map(|r| r.key_groups.count()),
         },
         storage,
         events: events_rx,

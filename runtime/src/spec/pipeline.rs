@@ -81,9 +81,10 @@ pub struct PipelineSpec {
     /// Which worker of the pipeline this spec runs as: 0/1 as parsed (the whole
     /// pipeline in one process); `PipelineSpec::for_worker` makes worker I of N.
     pub worker: Worker,
-    /// The keyed exchange through a Kafka repartition topic: only worker I of N > 1 of
-    /// a keyed pipeline has one (`PipelineSpec::for_worker`), never a parsed spec.
-    pub repartition: Option<Repartition>,
+    /// The keyed exchanges through Kafka repartition topics, one per keyed step in step
+    /// order: only worker I of N > 1 of a keyed pipeline has them
+    /// (`PipelineSpec::for_worker`), never a parsed spec.
+    pub repartitions: Vec<Repartition>,
     /// The layout of workers this spec runs in (how many, which generation, rescaled
     /// from which): the first layout of `worker.count()` workers as parsed and as
     /// `for_worker` makes it; `pipeline::recover` sets the one storage says is
@@ -341,7 +342,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         state_dir: dirs.state,
         base_dir: base_dir.to_owned(),
         worker: Worker::SINGLE,
-        repartition: None,
+        repartitions: Vec::new(),
         layout: LayoutStamp::first(1),
     })
 }

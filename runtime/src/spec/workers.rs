@@ -14,20 +14,22 @@
 //!   (each worker reads its own slice of the partitions; a file, stdin or generator
 //!   source would be read whole by every worker). Anything else is refused, naming the
 //!   source or step, before anything is locked, fenced or written.
-//! - A keyed step (an aggregate) with N > 1 shuffles through its Kafka repartition
-//!   topic (`connector::kafka::repartition`): the worker's spec gets a `repartition`
-//!   naming the step and the topic, and one more Kafka source, appended after the
-//!   spec's own, that reads the partitions of the worker's key groups in the
-//!   pipeline's group (so its offsets ride in the worker's transactions), from the
+//! - Every keyed step (an aggregate) with N > 1 shuffles through a Kafka repartition
+//!   topic of its own (`connector::kafka::repartition`): the worker's spec gets one
+//!   `repartitions` entry per keyed step, in step order (the exchange into stage k,
+//!   `pipeline::plan`), and per entry one more Kafka source, appended after the spec's
+//!   own in the same order, that reads the partitions of the worker's key groups in
+//!   the pipeline's group (so its offsets ride in the worker's transactions), from the
 //!   earliest offset when there is no checkpoint, unbounded (only the other workers
 //!   know when they are done: a worker with a repartition topic runs until stopped).
-//!   Event time crosses the topic as each writer's watermark markers
-//!   (`repartition_watermark`), so a windowed keyed step works across workers; its
-//!   writers are every task of the spec's own sources in every worker, numbered by
-//!   `repartition_writer` (an unwindowed step has none: it ignores event time). The
-//!   topic's partitions are the spec's `repartition_partitions` ranges of its key
-//!   groups. Refused with N > 1, each with one line: a second keyed step (one exchange
-//!   per pipeline for now), and no Kafka sink (whose transactions carry the
+//!   Every topic has the spec's `repartition_partitions` ranges of its key groups, and
+//!   a worker owns the same ranges of every one (`cluster::assignment`), so its keyed
+//!   state of every stage is the key groups it reads. Event time crosses each topic as
+//!   its writers' watermark markers (`repartition_watermark`) when a step from its
+//!   keyed step on is windowed; the writers of the first topic are every task of the
+//!   spec's own sources in every worker, those of a later one every subtask of the
+//!   stage before it, numbered by `repartition_writer`. Refused with N > 1 with one
+//!   line: a keyed step without a Kafka sink (whose transactions carry the
 //!   repartition records).
 
 use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
@@ -39,15 +41,6 @@ use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SourceSpec, StepSpec};
 /// Why a spec cannot run as worker I of N.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerSpecError {
-    #[error(
-        "pipeline {pipeline}, worker {worker}: steps {first} and {second} are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
-    )]
-    SecondKeyedStep {
-        pipeline: String,
-        worker: Worker,
-        first: String,
-        second: String,
-    },
     #[error(
         "pipeline {pipeline}, worker {worker}: step {step} is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
     )]
@@ -91,51 +84,73 @@ impl PipelineSpec {
         spec.layout = LayoutStamp::first(worker.count());
         spec.state_dir = self.state_dir.join(&dir);
         spec.checkpoint.dir = self.checkpoint.dir.child(&dir);
-        spec.add_repartition()?;
+        spec.add_repartitions()?;
         Ok(spec)
     }
 
-    /// The writers of the repartition topic in this spec's layout (see
-    /// `repartition_watermark`): every task of the spec's own sources (`parallelism`
-    /// each) in every worker; `None` without a repartition topic or window.
-    pub fn repartition_writers(&self) -> Option<RepartitionWriters> {
-        let per_worker = self.repartition_writers_per_worker()?;
+    /// The exchange into stage `stage` (`pipeline::plan::stages`), if it crosses Kafka.
+    pub fn repartition_into(&self, stage: usize) -> Option<&Repartition> {
+        self.repartitions.iter().find(|r| r.stage == stage)
+    }
+
+    /// The exchange whose topic source `s` reads back, if it is a repartition source.
+    pub fn repartition_read_by(&self, s: usize) -> Option<&Repartition> {
+        self.repartitions.iter().find(|r| r.source == s)
+    }
+
+    /// The writers of `exchange`'s topic in this spec's layout (see
+    /// `repartition_watermark`): every task upstream of it in every worker; `None`
+    /// when no step from its keyed step on is windowed (event time matters to none).
+    pub fn repartition_writers(&self, exchange: &Repartition) -> Option<RepartitionWriters> {
+        let per_worker = self.repartition_writers_per_worker(exchange)?;
         Some(RepartitionWriters {
             generation: self.layout.generation,
             count: per_worker.saturating_mul(self.worker.count()),
         })
     }
 
-    /// The writer subtask `i` of source `s` is in this worker, if the spec has a
-    /// repartition topic: `worker index x writers per worker + s x parallelism + i`.
-    pub fn repartition_writer(&self, s: usize, i: usize) -> Option<RepartitionWriter> {
-        let per_worker = self.repartition_writers_per_worker()?;
-        let task = u32::try_from(s * self.parallelism + i).unwrap_or(u32::MAX);
+    /// The writer that this worker's upstream task number `upstream` of `exchange` is:
+    /// `worker index x writers per worker + upstream`. Upstream of the first exchange
+    /// are the tasks of the spec's own sources (task `i` of source `s` is number
+    /// `s x parallelism + i`); upstream of a later one, the previous stage's subtasks.
+    pub fn repartition_writer(
+        &self,
+        exchange: &Repartition,
+        upstream: usize,
+    ) -> Option<RepartitionWriter> {
+        let per_worker = self.repartition_writers_per_worker(exchange)?;
         Some(RepartitionWriter {
-            set: self.repartition_writers()?,
+            set: self.repartition_writers(exchange)?,
             index: self
                 .worker
                 .index()
                 .saturating_mul(per_worker)
-                .saturating_add(task),
+                .saturating_add(u32::try_from(upstream).unwrap_or(u32::MAX)),
         })
     }
 
-    /// The spec's own sources (those before the repartition source) x parallelism, if
-    /// the keyed step is windowed (an unwindowed one ignores event time: no markers).
-    fn repartition_writers_per_worker(&self) -> Option<u32> {
-        let r = self.repartition.as_ref()?;
-        match &self.steps[r.step] {
-            StepSpec::Aggregate(agg) if agg.window.is_some() => {
-                Some(u32::try_from(r.source * self.parallelism).unwrap_or(u32::MAX))
-            }
-            _ => None,
+    /// The tasks upstream of `exchange` in one worker, if a step from its keyed step on
+    /// is windowed (an unwindowed pipeline ignores event time: no markers).
+    fn repartition_writers_per_worker(&self, exchange: &Repartition) -> Option<u32> {
+        let windowed = self.steps[exchange.step..]
+            .iter()
+            .any(|step| matches!(step, StepSpec::Aggregate(agg) if agg.window.is_some()));
+        if !windowed {
+            return None;
         }
+        // The spec's own sources are those before the first repartition source.
+        let tasks = if exchange.stage == 1 {
+            exchange.source * self.parallelism
+        } else {
+            self.parallelism
+        };
+        Some(u32::try_from(tasks).unwrap_or(u32::MAX))
     }
 
-    /// Worker I of N > 1 of a keyed pipeline: the exchange through its repartition
-    /// topic and the source reading it back (see the module invariants).
-    fn add_repartition(&mut self) -> Result<(), WorkerSpecError> {
+    /// Worker I of N > 1 of a keyed pipeline: an exchange through a repartition topic
+    /// for each keyed step, and the source reading each back (see the module
+    /// invariants).
+    fn add_repartitions(&mut self) -> Result<(), WorkerSpecError> {
         let step_id = |n: usize| {
             self.steps[n]
                 .name()
@@ -144,54 +159,53 @@ impl PipelineSpec {
         let keyed: Vec<usize> = (0..self.steps.len())
             .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
             .collect();
-        let Some(&step) = keyed.first() else {
+        let Some(&first) = keyed.first() else {
             return Ok(());
         };
-        let (pipeline, worker) = (self.name.clone(), self.worker);
-        if let Some(&second) = keyed.get(1) {
-            return Err(WorkerSpecError::SecondKeyedStep {
-                pipeline,
-                worker,
-                first: step_id(step),
-                second: step_id(second),
-            });
-        }
         let Some(sink) = self.sinks.iter().find_map(|s| match s {
             SinkSpec::Kafka(c) => Some(c),
             _ => None,
         }) else {
             return Err(WorkerSpecError::NoKafkaSink {
-                pipeline,
-                worker,
-                step: step_id(step),
+                pipeline: self.name.clone(),
+                worker: self.worker,
+                step: step_id(first),
             });
         };
         let names = KafkaNames::for_sinks(&self.name, std::iter::once(sink));
-        let topic = names.repartition_topic(&step_id(step));
         // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
         let key_groups = KeyGroupRanges::new(
             u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
             u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
         );
-        let mut source = KafkaSourceConfig::new(topic.clone());
-        source.bootstrap = sink.bootstrap.clone();
-        source.security = sink.security.clone();
-        source.connect_timeout = sink.connect_timeout;
-        source.group = Some(names.group());
-        source.start = StartOffset::Earliest;
-        source.bounded = false;
-        source.repartition_key_groups = Some(key_groups);
-        self.repartition = Some(Repartition {
-            step,
-            step_id: step_id(step),
-            topic,
-            key_groups,
-            source: self.sources.len(),
-        });
-        self.sources.push(SourceSpec {
-            config: SourceConfig::Kafka(source),
-            out_of_orderness: std::time::Duration::ZERO,
-        });
+        let mut exchanges = Vec::with_capacity(keyed.len());
+        let mut sources = Vec::with_capacity(keyed.len());
+        for (n, &step) in keyed.iter().enumerate() {
+            let topic = names.repartition_topic(&step_id(step));
+            let mut source = KafkaSourceConfig::new(topic.clone());
+            source.bootstrap = sink.bootstrap.clone();
+            source.security = sink.security.clone();
+            source.connect_timeout = sink.connect_timeout;
+            source.group = Some(names.group());
+            source.start = StartOffset::Earliest;
+            source.bounded = false;
+            source.repartition_key_groups = Some(key_groups);
+            exchanges.push(Repartition {
+                step,
+                // Every keyed step starts a stage, in order (`plan::stages`).
+                stage: n + 1,
+                step_id: step_id(step),
+                topic,
+                key_groups,
+                source: self.sources.len() + n,
+            });
+            sources.push(SourceSpec {
+                config: SourceConfig::Kafka(source),
+                out_of_orderness: std::time::Duration::ZERO,
+            });
+        }
+        self.repartitions = exchanges;
+        self.sources.extend(sources);
         Ok(())
     }
 }
@@ -252,29 +266,25 @@ bootstrap = "127.0.0.1:1"
         assert_eq!(
             s.for_worker(Worker::SINGLE)
                 .expect("one worker")
-                .repartition,
-            None
+                .repartitions,
+            Vec::new()
         );
         let w = s
             .for_worker(two)
             .expect("keyed with 2 workers: through Kafka");
-        assert_eq!(
-            w.repartition.map(|r| r.topic),
-            Some("weir.p-count-repartition".to_owned())
+        let topics: Vec<String> = w.repartitions.into_iter().map(|r| r.topic).collect();
+        assert_eq!(topics, vec!["weir.p-count-repartition".to_owned()]);
+        // A second keyed step gets a topic of its own.
+        let two_keyed = format!(
+            "{keyed}\n[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\"\nkey_field = \"count\""
         );
-        let error = |steps: &str, extra: &str| {
-            let text = format!("{steps}\n{extra}");
-            spec(dir.path(), &text, KAFKA)
-                .for_worker(two)
-                .expect_err("refused")
-                .to_string()
-        };
+        let w = spec(dir.path(), &two_keyed, KAFKA)
+            .for_worker(two)
+            .expect("two keyed steps with 2 workers");
+        let topics: Vec<&str> = w.repartitions.iter().map(|r| r.topic.as_str()).collect();
         assert_eq!(
-            error(
-                &keyed,
-                "[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\""
-            ),
-            "pipeline p, worker 0/2: steps count and step-2 are both keyed: across workers Weir shuffles through one repartition topic per pipeline for now; run this pipeline as one worker (without --worker, or --worker 0/1)"
+            topics,
+            vec!["weir.p-count-repartition", "weir.p-step-2-repartition"]
         );
         // Many key groups are fine across workers: the topic has a partition per
         // range of them.
@@ -283,12 +293,8 @@ bootstrap = "127.0.0.1:1"
             &keyed,
             &format!("max_parallelism = 2048\n{KAFKA}"),
         );
-        let r = big
-            .for_worker(two)
-            .expect("ranges")
-            .repartition
-            .expect("exchange");
-        assert_eq!(r.key_groups, KeyGroupRanges::new(2048, 32));
+        let w = big.for_worker(two).expect("ranges");
+        assert_eq!(w.repartitions[0].key_groups, KeyGroupRanges::new(2048, 32));
         let mut no_kafka_sink = s.clone();
         no_kafka_sink.sinks.clear();
         assert_eq!(
@@ -331,14 +337,15 @@ bootstrap = "127.0.0.1:1"
             KAFKA.replace("\"in\"", "\"in2\"")
         );
         let s = spec(dir.path(), &windowed, &two_sources);
-        assert_eq!(s.repartition_writers(), None, "one process: no topic");
+        assert_eq!(s.repartitions, Vec::new(), "one process: no topic");
         let mut seen = std::collections::BTreeSet::new();
         for index in 0..3 {
             let mut w = s
                 .for_worker(Worker::new(index, 3).expect("I/3"))
                 .expect("a windowed keyed step runs as workers");
             w.layout.generation = 4;
-            let set = w.repartition_writers().expect("writers");
+            let exchange = &w.repartitions[0];
+            let set = w.repartition_writers(exchange).expect("writers");
             assert_eq!(
                 (set.generation, set.count),
                 (4, 12),
@@ -346,7 +353,9 @@ bootstrap = "127.0.0.1:1"
             );
             for source in 0..2 {
                 for subtask in 0..2 {
-                    let writer = w.repartition_writer(source, subtask).expect("a writer");
+                    let writer = w
+                        .repartition_writer(exchange, source * 2 + subtask)
+                        .expect("a writer");
                     assert_eq!(writer.set, set);
                     assert!(writer.index < set.count);
                     assert!(seen.insert(writer.index), "writer {} twice", writer.index);
@@ -354,13 +363,36 @@ bootstrap = "127.0.0.1:1"
             }
         }
         assert_eq!(seen.len(), 12);
+        // Behind a second keyed step, the writers of its topic are the subtasks of the
+        // stage before it: 2 per worker. An unwindowed first step still writes
+        // markers when a later one is windowed (event time has to reach it).
+        let unwindowed_first = format!(
+            "{MAP}\n[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\"\n[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\"\nkey_field = \"count\"\nwindow = {{ type = \"tumbling\", size = \"1s\" }}"
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for index in 0..3 {
+            let w = spec(dir.path(), &unwindowed_first, &two_sources)
+                .for_worker(Worker::new(index, 3).expect("I/3"))
+                .expect("two keyed steps");
+            let [first, second] = &w.repartitions[..] else {
+                panic!("two exchanges: {:?}", w.repartitions);
+            };
+            assert_eq!(w.repartition_writers(first).map(|set| set.count), Some(12));
+            assert_eq!(w.repartition_writers(second).map(|set| set.count), Some(6));
+            for subtask in 0..2 {
+                let writer = w.repartition_writer(second, subtask).expect("a writer");
+                assert!(writer.index < 6);
+                assert!(seen.insert(writer.index), "writer {} twice", writer.index);
+            }
+        }
+        assert_eq!(seen.len(), 6);
         // An unwindowed keyed step ignores event time: no writers, no markers.
         let unwindowed = windowed.replace("window = { type = \"tumbling\", size = \"1s\" }", "");
         let w = spec(dir.path(), &unwindowed, KAFKA)
             .for_worker(Worker::new(0, 2).expect("0/2"))
             .expect("keyed");
-        assert!(w.repartition.is_some());
-        assert_eq!(w.repartition_writers(), None);
-        assert_eq!(w.repartition_writer(0, 0), None);
+        let exchange = &w.repartitions[0];
+        assert_eq!(w.repartition_writers(exchange), None);
+        assert_eq!(w.repartition_writer(exchange, 0), None);
     }
 }

@@ -169,8 +169,8 @@ pub struct KafkaCommitUnit {
     transaction_timeout: Duration,
     mode: Mode,
     fence: Fence,
-    /// Worker I of N > 1 with a keyed step: purges what it read of its repartition
-    /// partitions once no retained checkpoint needs it.
+    /// Worker I of N > 1 with keyed steps: purges what it read of its repartition
+    /// partitions (of every keyed step's topic) once no retained checkpoint needs it.
     purger: Option<RepartitionPurger>,
 }
 
@@ -222,8 +222,8 @@ impl KafkaCommitUnit {
             topic_partitions(admin.inner(), &bootstrap, &s.topic, timeout)?;
         }
         // Before the marker target lists the sources' partitions: the repartition
-        // source reads this topic.
-        if let Some(exchange) = &spec.repartition {
+        // sources read these topics.
+        for exchange in &spec.repartitions {
             repartition::ensure_topic(
                 &admin,
                 &bootstrap,
@@ -258,15 +258,13 @@ impl KafkaCommitUnit {
             }
         };
         // The admin client's last use here: the purger keeps it.
-        let purger = spec
-            .repartition
-            .as_ref()
-            .map(|exchange| {
+        let purger = (!spec.repartitions.is_empty())
+            .then(|| {
                 RepartitionPurger::start(
                     &spec.name,
                     spec.worker,
                     spec.layout,
-                    exchange,
+                    &spec.repartitions,
                     admin,
                     timeout,
                 )

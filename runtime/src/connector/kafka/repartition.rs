@@ -73,6 +73,9 @@ pub const REPARTITION_TOPIC_CONFIG: [(&str, &str); 3] = [
 pub struct Repartition {
     /// The keyed step (index into `spec.steps`) whose input crosses the topic.
     pub step: usize,
+    /// The stage that step starts (`pipeline::plan::stages`, >= 1): the topic is the
+    /// boundary between stage `stage - 1` and it.
+    pub stage: usize,
     /// Its stable id in names: the step's name, else `step-<n>`.
     pub step_id: String,
     /// `KafkaNames::repartition_topic(step_id)`.

@@ -1,5 +1,6 @@
-//! Purging a repartition topic: after each checkpoint, a worker deletes (Kafka's
-//! DeleteRecords) the records of its repartition partitions that none of its retained
+//! Purging repartition topics: after each checkpoint, a worker deletes (Kafka's
+//! DeleteRecords) the records of its repartition partitions (of every keyed step's
+//! topic, in one request) that none of its retained
 //! checkpoints can read again, so the topic stays about one checkpoint interval of
 //! input long instead of growing with the input (Kafka Streams purges its repartition
 //! topics the same way).
@@ -90,43 +91,44 @@ pub fn purge_offsets(
     smallest.unwrap_or_default()
 }
 
+/// Purge offsets of several topics: (topic, partition) -> offset.
+type TopicOffsets = BTreeMap<(String, i32), i64>;
+
 /// A worker's purger of its repartition partitions: a thread of its own with an admin
 /// client, fed after each checkpoint (see the module invariants).
 pub struct RepartitionPurger {
-    /// The repartition source's operator id (whose positions say what was read).
-    source: String,
-    topic: String,
+    /// Each exchange's repartition source operator id (whose positions say what was
+    /// read) and topic.
+    exchanges: Vec<(String, String)>,
     worker: Worker,
     layout: LayoutStamp,
-    requests: Option<Sender<BTreeMap<i32, i64>>>,
+    requests: Option<Sender<TopicOffsets>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for RepartitionPurger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RepartitionPurger")
-            .field("topic", &self.topic)
+            .field("exchanges", &self.exchanges)
             .field("worker", &self.worker)
             .finish()
     }
 }
 
 impl RepartitionPurger {
-    /// Starts the purger of `exchange`'s topic for worker `worker` of pipeline
+    /// Starts the purger of `exchanges`' topics for worker `worker` of pipeline
     /// `pipeline`, running in `layout`, with `admin` (bounded by `timeout`).
     pub fn start(
         pipeline: &str,
         worker: Worker,
         layout: LayoutStamp,
-        exchange: &Repartition,
+        exchanges: &[Repartition],
         admin: AdminClient<QuietContext>,
         timeout: Duration,
     ) -> Result<Self, KafkaError> {
         let (requests, pending) = crossbeam_channel::unbounded();
-        let topic = exchange.topic.clone();
         let purge = Purge {
             admin,
-            topic: topic.clone(),
             timeout,
             purged: BTreeMap::new(),
             failing: false,
@@ -135,12 +137,14 @@ impl RepartitionPurger {
             .name(format!("{pipeline}-repartition-purge"))
             .spawn(move || purge.run(&pending))
             .map_err(|e| KafkaError::Client {
-                what: format!("cannot start the purger of repartition topic {topic}"),
+                what: format!("cannot start the purger of the repartition topics of {pipeline}"),
                 reason: e.to_string(),
             })?;
         Ok(RepartitionPurger {
-            source: ids::source_id(exchange.source),
-            topic: exchange.topic.clone(),
+            exchanges: exchanges
+                .iter()
+                .map(|exchange| (ids::source_id(exchange.source), exchange.topic.clone()))
+                .collect(),
             worker,
             layout,
             requests: Some(requests),
@@ -150,7 +154,11 @@ impl RepartitionPurger {
 
     /// Asks for the purge that the retained checkpoints `kept` allow; returns at once.
     pub fn retained(&self, kept: &[CheckpointMetadata]) {
-        let offsets = purge_offsets(kept, &self.source, &self.topic, self.worker, &self.layout);
+        let mut offsets = TopicOffsets::new();
+        for (source, topic) in &self.exchanges {
+            let of_topic = purge_offsets(kept, source, topic, self.worker, &self.layout);
+            offsets.extend(of_topic.into_iter().map(|(p, o)| ((topic.clone(), p), o)));
+        }
         if let (false, Some(requests)) = (offsets.is_empty(), &self.requests) {
             // The thread ends only when this sender is dropped.
             let _ = requests.send(offsets);
@@ -171,16 +179,15 @@ impl Drop for RepartitionPurger {
 /// The purger thread's side.
 struct Purge {
     admin: AdminClient<QuietContext>,
-    topic: String,
     timeout: Duration,
     /// Each partition's offset as of the last successful purge.
-    purged: BTreeMap<i32, i64>,
+    purged: TopicOffsets,
     /// The last attempt failed (its failure was logged at warn; the next are not).
     failing: bool,
 }
 
 impl Purge {
-    fn run(mut self, pending: &Receiver<BTreeMap<i32, i64>>) {
+    fn run(mut self, pending: &Receiver<TopicOffsets>) {
         while let Ok(mut offsets) = pending.recv() {
             while let Ok(newer) = pending.try_recv() {
                 offsets = newer;
@@ -193,11 +200,11 @@ impl Purge {
     }
 
     /// One DeleteRecords below `offsets`.
-    fn purge(&mut self, offsets: &BTreeMap<i32, i64>) {
+    fn purge(&mut self, offsets: &TopicOffsets) {
         let mut list = TopicPartitionList::new();
-        for (&partition, &offset) in offsets {
+        for ((topic, partition), &offset) in offsets {
             // An offset is never negative here: it came from a reader's position.
-            let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(offset));
+            let _ = list.add_partition_offset(topic, *partition, Offset::Offset(offset));
         }
         let options = AdminOptions::new()
             .request_timeout(Some(self.timeout))
@@ -209,12 +216,15 @@ impl Purge {
             Ok(done) => {
                 let mut failures = Vec::new();
                 for element in done.elements() {
-                    match element.error() {
-                        Ok(()) => {
-                            self.purged
-                                .insert(element.partition(), offsets[&element.partition()]);
+                    let key = (element.topic().to_owned(), element.partition());
+                    match (element.error(), offsets.get(&key)) {
+                        (Ok(()), Some(&offset)) => {
+                            self.purged.insert(key, offset);
                         }
-                        Err(e) => failures.push(format!("partition {}: {e}", element.partition())),
+                        (Ok(()), None) => {}
+                        (Err(e), _) => {
+                            failures.push(format!("{} partition {}: {e}", key.0, key.1));
+                        }
                     }
                 }
                 (!failures.is_empty()).then(|| failures.join("; "))
@@ -223,15 +233,15 @@ impl Purge {
         match failure {
             None => {
                 self.failing = false;
-                tracing::debug!(topic = %self.topic, ?offsets, "repartition topic purged");
+                tracing::debug!(?offsets, "repartition topics purged");
             }
             Some(reason) if !self.failing => {
                 self.failing = true;
-                tracing::warn!(topic = %self.topic, %reason,
-                    "cannot purge the repartition topic of what this worker read (DeleteRecords; does the principal have the Delete ACL on it?): it keeps those records until a later purge succeeds");
+                tracing::warn!(%reason,
+                    "cannot purge the repartition topics of what this worker read (DeleteRecords; does the principal have the Delete ACL on them?): they keep those records until a later purge succeeds");
             }
             Some(reason) => {
-                tracing::debug!(topic = %self.topic, %reason, "repartition topic purge failed again");
+                tracing::debug!(%reason, "repartition topic purge failed again");
             }
         }
     }
@@ -307,17 +317,17 @@ mod tests {
         let endpoint = Endpoint::plaintext("127.0.0.1:9");
         let mut purge = Purge {
             admin: client::admin(&endpoint, timeout).expect("admin"),
-            topic: TOPIC.into(),
             timeout,
             purged: BTreeMap::new(),
             failing: false,
         };
-        purge.purge(&BTreeMap::from([(0, 10)]));
+        purge.purge(&BTreeMap::from([((TOPIC.to_owned(), 0), 10)]));
         assert!(purge.failing);
         assert!(purge.purged.is_empty(), "nothing was purged");
 
         let exchange = Repartition {
             step: 1,
+            stage: 1,
             step_id: "count".into(),
             topic: TOPIC.into(),
             key_groups: crate::cluster::KeyGroupRanges::one_per_group(4),
@@ -325,7 +335,7 @@ mod tests {
         };
         let admin = client::admin(&endpoint, timeout).expect("admin");
         let purger =
-            RepartitionPurger::start("p", worker(), generation(1), &exchange, admin, timeout)
+            RepartitionPurger::start("p", worker(), generation(1), &[exchange], admin, timeout)
                 .expect("the purger starts without a broker");
         let kept = [checkpoint(3, Some(generation(1)), &[&[(TOPIC, 0, 10)]])];
         let asked = std::time::Instant::now();
