@@ -16,18 +16,20 @@
 //! its input). Then the 3 workers stop with savepoints and 2 rescale from them over a
 //! second part of the input, one minute of event time later: again every window once,
 //! exact (the old layout's markers, still unread in the topic, must not count).
+//!
+//! A second windowed step behind the sum (per window, the total over every key) runs
+//! as 3 workers too: its input crosses a second topic, whose writers are the first
+//! stage's subtasks of every worker, and every window's total is committed once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
 use weir_tests::word_count::Workers;
-use weir_tests::{guest, run_spec_ok, toml_path, wait_until, write_file};
+use weir_tests::{guest, run_spec_ok, toml_path, write_file};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -101,19 +103,48 @@ fn windowed_input(
     records
 }
 
-/// `<name>.toml` in `dir`: the windowed sum from `input` to `output`, parallelism 2, 32
-/// key groups, 300 ms checkpoints; `rate`: records per second each worker reads;
-/// `shifted`: event times moved back 3 s by a `time-shift` map before the sum, under
-/// 10 s of out-of-orderness.
+/// What the windowed pipeline does besides its windowed sum.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// The windowed sum alone.
+    Sum,
+    /// Event times moved back 3 s by a `time-shift` map before the sum, under 10 s of
+    /// out-of-orderness.
+    ShiftedSum,
+    /// A second windowed step after the sum, `total`: the same guest keyed by each
+    /// result's `window_start`, summing its `sum` in tumbling 1 s windows (a result
+    /// carries its window's last millisecond as its event time), so it commits per
+    /// window the total over every key.
+    SumThenTotal,
+}
+
+/// `<name>.toml` in `dir`: the windowed sum (`shape`) from `input` to `output`,
+/// parallelism 2, 32 key groups, 300 ms checkpoints; `rate`: records per second each
+/// worker reads.
 fn spec(
     dir: &Path,
     name: &str,
     (input, output): (&str, &str),
-    rate: u64,
-    bounded: bool,
-    shifted: bool,
+    (rate, bounded): (u64, bool),
+    shape: Shape,
 ) -> PathBuf {
-    let (ooo, shift) = if shifted {
+    let total = if shape == Shape::SumThenTotal {
+        format!(
+            r#"
+[[steps]]
+type = "aggregate"
+name = "total"
+module = {sum}
+key_field = "window_start"
+window = {{ type = "tumbling", size = "1s" }}
+config = {{ field = "sum" }}
+"#,
+            sum = toml_path(&guest("windowed_sum"))
+        )
+    } else {
+        String::new()
+    };
+    let (ooo, shift) = if shape == Shape::ShiftedSum {
         (
             "out_of_orderness = \"10s\"\n".to_owned(),
             format!(
@@ -147,7 +178,7 @@ type = "aggregate"
 name = "sum"
 module = {sum}
 window = {{ type = "tumbling", size = "1s" }}
-
+{total}
 [[sinks]]
 type = "kafka"
 topic = "{output}"
@@ -225,9 +256,8 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         reference.path(),
         &kafka::unique_name("ws-single"),
         (&input_topic, &single_out),
-        0,
-        true,
-        false,
+        (0, true),
+        Shape::Sum,
     );
     run_spec_ok(&single, "the one-process run");
     assert_exact(&committed_sums(&single_out), &expected, "one process");
@@ -240,9 +270,8 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         dir.path(),
         &kafka::unique_name("ws-workers"),
         (&input_topic, &output),
-        80,
-        false,
-        false,
+        (80, false),
+        Shape::Sum,
     );
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
     let late = WORKERS as usize - 1;
@@ -266,7 +295,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
 
     // Workers run until stopped: wait (bounded) for every data window, then SIGTERM.
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
-    stop_all(&mut workers, deadline);
+    workers.stop_all(deadline);
     eprintln!(
         "{KILLS} SIGKILLs; {} restarts of workers that failed on their own: {:?}",
         workers.failures.len(),
@@ -282,7 +311,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
     kafka::produce(&input_topic, &input(1, &mut expected));
     let mut workers = Workers::start(&spec, 2, MAX_FAILURES);
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
-    stop_all(&mut workers, deadline);
+    workers.stop_all(deadline);
     assert_exact(&committed_sums(&output), &expected, "3 workers, then 2");
 }
 
@@ -300,15 +329,6 @@ fn wait_for_windows(output: &str, windows: usize, deadline: Instant, workers: &m
             "the workers committed {seen} of {windows} windows in time"
         );
         std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// SIGTERM to every worker: each commits a final checkpoint (a savepoint), exit 143.
-fn stop_all(workers: &mut Workers, deadline: Instant) {
-    for (i, w) in workers.children.iter_mut().enumerate() {
-        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
-        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
     }
 }
 
@@ -345,13 +365,77 @@ fn event_times_at_and_below_zero_cross_the_repartition_topic_exactly() {
         dir.path(),
         &kafka::unique_name("ws-shift"),
         (&input_topic, &output),
-        0,
-        false,
-        true,
+        (0, false),
+        Shape::ShiftedSum,
     );
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut workers = Workers::start(&spec, 2, MAX_FAILURES);
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
-    stop_all(&mut workers, deadline);
+    workers.stop_all(deadline);
     assert_exact(&committed_sums(&output), &expected, "2 workers");
+}
+
+/// Catches: a second keyed step's topic without watermark markers (its windows would
+/// never fire), markers counted from the wrong writers (the first stage's subtasks
+/// of every worker: a window fired before a lagging worker's results reached it, so
+/// fired again or short), or results crossing it outside the transactions.
+#[test]
+fn a_windowed_step_behind_another_fires_each_window_once_across_workers() {
+    let _one_at_a_time = kafka::exclusive();
+    let mut sums = BTreeMap::new();
+    let records = input(0, &mut sums);
+    // Per window, the total over every key: what `total` commits, keyed by the
+    // window's start.
+    let mut expected: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    for ((_, start), sum) in &sums {
+        *expected.entry((start.to_string(), *start)).or_default() += sum;
+    }
+    // The closers' window: a bounded run fires it at the end of its input (a total of
+    // 0), workers never do.
+    let totals = |output: &str| {
+        let mut committed = committed_sums(output);
+        committed.retain(|(_, start), _| *start < START_MS + PART_MS - 1_000);
+        committed
+    };
+    let input_topic = kafka::unique_name("totals-in");
+    kafka::create_topic(&input_topic, PARTITIONS);
+    kafka::produce(&input_topic, &records);
+    let deadline = Instant::now() + WAIT_LIMIT;
+
+    let reference = tempfile::tempdir().expect("tempdir");
+    let single_out = kafka::unique_name("totals-single-out");
+    kafka::create_topic(&single_out, PARTITIONS);
+    let single = spec(
+        reference.path(),
+        &kafka::unique_name("wt-single"),
+        (&input_topic, &single_out),
+        (0, true),
+        Shape::SumThenTotal,
+    );
+    run_spec_ok(&single, "the one-process run");
+    assert_exact(&totals(&single_out), &expected, "one process");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = kafka::unique_name("totals-out");
+    kafka::create_topic(&output, PARTITIONS);
+    let spec = spec(
+        dir.path(),
+        &kafka::unique_name("wt-workers"),
+        (&input_topic, &output),
+        (80, false),
+        Shape::SumThenTotal,
+    );
+    let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
+    let mut rng = StdRng::seed_from_u64(33);
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..1_500)));
+        workers.restart_failed();
+        let i = rng.random_range(0..WORKERS) as usize;
+        workers.children[i].kill().expect("SIGKILL");
+        workers.children[i].wait().expect("reap");
+        workers.restart(i, None);
+    }
+    wait_for_windows(&output, expected.len(), deadline, &mut workers);
+    workers.stop_all(deadline);
+    assert_exact(&totals(&output), &expected, "3 workers");
 }

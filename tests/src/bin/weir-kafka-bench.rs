@@ -30,13 +30,17 @@
 //! the measured run is its second, resumed from its checkpoints over the records
 //! produced after. The first run pays for its fresh topics (on this project's VMs a
 //! new partition's first index entry alone costs the broker a page fault over the
-//! whole sparse, preallocated 10 MiB index file, two per partition, 128 repartition
-//! partitions), one-time costs that a long-running pipeline does not see again.
+//! whole sparse, preallocated 10 MiB index file, two per partition of the repartition
+//! topic), one-time costs that a long-running pipeline does not see again.
 //!
 //! Usage: weir-kafka-bench [--records N] [--out PATH]
 //!                         [--only a,b,c,c100,w2,w3,k1,k2,k3,latency]
 //!                         [--source-buffer SIZE] [--sink-buffer SIZE]
+//!                         [--keyed-interval DURATION] [--repartition-partitions R]
 //! N defaults to 1,000,000; `--only` picks scenarios (default: all).
+//! `--keyed-interval` sets the (kN) runs' checkpoint interval (default 1s),
+//! `--repartition-partitions` their spec's `repartition_partitions` (default: the
+//! spec's default), for trying what the repartition topic's shape costs.
 //! `--source-buffer` / `--sink-buffer` set `buffer_bytes` in Weir's specs (and size the
 //! copy's queues alike), for trying budgets; without them the defaults apply.
 //! Writes a JSON file (`--out`, default build/kafka-bench.json) and prints a table.
@@ -273,10 +277,13 @@ fn weir_spec(dir: &Path, run: &WeirRun<'_>, input: &str, output: &str, bounded: 
     let state = dir.join(format!("state-{name}"));
     if run.shape == Shape::WordCount {
         let text = format!(
-            "name = \"{name}\"\nparallelism = 2\nstate_dir = {state}\n\n[checkpoint]\ninterval = \"{interval}\"\n\n{source}\n\n\
+            "name = \"{name}\"\nparallelism = 2\nstate_dir = {state}\n{partitions}\n[checkpoint]\ninterval = \"{interval}\"\n\n{source}\n\n\
              [[steps]]\ntype = \"aggregate\"\nname = \"{REPARTITION_STEP}\"\nmodule = {count}\n\n\
              [[sinks]]\ntype = \"kafka\"\ntopic = \"{output}\"\ndelivery = \"{delivery}\"\n{sink}\n",
             state = weir_tests::toml_path(&state),
+            partitions = run
+                .repartition_partitions
+                .map_or_else(String::new, |r| format!("repartition_partitions = {r}\n")),
             interval = run.interval,
             count = weir_tests::toml_path(&guest("word_count")),
             delivery = run.delivery,
@@ -318,6 +325,8 @@ struct WeirRun<'a> {
     interval: &'a str,
     budgets: Budgets,
     workers: u32,
+    /// `repartition_partitions` in a word count's spec, if set.
+    repartition_partitions: Option<usize>,
 }
 
 /// Starts `weir run --quiet spec` (as worker `worker` of `workers` if more than one)
@@ -569,6 +578,7 @@ fn exactly_once_latency(
         interval,
         budgets,
         workers: 1,
+        repartition_partitions: None,
     };
     let spec = weir_spec(dir, &run, &input, &output, false);
     let mut child = spawn_weir(&spec, (0, 1), Stdio::null())?;
@@ -678,7 +688,7 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE]";
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE] [--keyed-interval DURATION] [--repartition-partitions R]";
 /// Distinct keys of the word-count scenarios (k1-k3).
 const WORDS: u64 = 10_000;
 /// The word-count scenarios' warm-up run reads `records / WARM_UP_PART` records first.
@@ -693,6 +703,8 @@ fn main() -> anyhow::Result<()> {
     let mut out = repo_root().join("build/kafka-bench.json");
     let mut only: Option<Vec<String>> = None;
     let mut budgets = Budgets::default();
+    let mut keyed_interval = "1s".to_owned();
+    let mut repartition_partitions: Option<usize> = None;
     let size = |v: Option<String>, what: &str| -> anyhow::Result<usize> {
         let v = v.with_context(|| format!("{what} SIZE"))?;
         weir::spec::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
@@ -713,6 +725,15 @@ fn main() -> anyhow::Result<()> {
             }
             "--source-buffer" => budgets.source = Some(size(args.next(), "--source-buffer")?),
             "--sink-buffer" => budgets.sink = Some(size(args.next(), "--sink-buffer")?),
+            "--keyed-interval" => {
+                keyed_interval = args.next().context("--keyed-interval DURATION")?;
+                weir::spec::units::parse_duration(&keyed_interval)
+                    .map_err(|e| anyhow::anyhow!("--keyed-interval: {e}"))?;
+            }
+            "--repartition-partitions" => {
+                repartition_partitions =
+                    Some(args.next().context("--repartition-partitions R")?.parse()?)
+            }
             other => bail!("unknown argument {other}; {USAGE}"),
         }
     }
@@ -857,9 +878,14 @@ fn main() -> anyhow::Result<()> {
         let run = WeirRun {
             shape,
             delivery,
-            interval,
+            interval: if shape == WordCount {
+                &keyed_interval
+            } else {
+                interval
+            },
             budgets,
             workers,
+            repartition_partitions,
         };
         let (seconds, peak, warm_up_seconds) = match shape {
             Uppercase => {
@@ -907,6 +933,10 @@ fn main() -> anyhow::Result<()> {
     let ceiling = rate_of("(a)");
     println!("records: {records} x {VALUE_BYTES}-byte values over {PARTITIONS} partitions");
     println!("budgets: {budgets:?} (None: the spec default)");
+    println!(
+        "word count (kN): checkpoints every {keyed_interval} (their labels name the default, 1s), repartition_partitions {} (None: the spec default)",
+        repartition_partitions.map_or_else(|| "None".to_owned(), |r| r.to_string())
+    );
     println!();
     println!(
         "| scenario | records/s | ratio to (a) | wall s | fixed s | net records/s | net ratio | peak RSS MiB |"
@@ -990,6 +1020,8 @@ fn main() -> anyhow::Result<()> {
         "partitions": PARTITIONS,
         "source_buffer_bytes": budgets.source(). buffer_bytes,
         "sink_buffer_bytes": budgets.sink().buffer_bytes,
+        "keyed_checkpoint_interval": keyed_interval,
+        "repartition_partitions": repartition_partitions,
         "scenarios": rows.iter().map(|r| serde_json::json!({
             "scenario": r.scenario,
             "records": r.records,
