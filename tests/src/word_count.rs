@@ -245,6 +245,24 @@ impl Workers {
         }
     }
 
+    /// `kills` times: waits a random pause in `pause_ms`, restarts workers that failed
+    /// on their own, then SIGKILLs a random worker and starts it again (the random
+    /// choices from `seed`, so a failing run can be replayed).
+    pub fn sigkill_at_random(&mut self, seed: u64, kills: usize, pause_ms: Range<u64>) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..kills {
+            std::thread::sleep(std::time::Duration::from_millis(
+                rng.random_range(pause_ms.clone()),
+            ));
+            self.restart_failed();
+            let i = rng.random_range(0..self.children.len());
+            self.children[i].kill().expect("SIGKILL");
+            self.children[i].wait().expect("reap");
+            self.restart(i, None);
+        }
+    }
+
     /// SIGTERM to every worker: each commits a final checkpoint and exits 143 (by
     /// `deadline`).
     pub fn stop_all(&mut self, deadline: std::time::Instant) {

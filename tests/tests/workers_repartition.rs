@@ -248,15 +248,7 @@ fn two_keyed_steps_cross_a_topic_each_exactly_once_while_killed_and_rescaled() {
     // 3 workers over the first part, SIGKILLed now and then, stopped with SIGTERM
     // once it is all counted.
     let mut three = Workers::start(&spec, WORKERS, MAX_FAILURES);
-    let mut rng = StdRng::seed_from_u64(21);
-    for _ in 0..TWO_KEYED_KILLS {
-        std::thread::sleep(Duration::from_millis(rng.random_range(700..2_000)));
-        three.restart_failed();
-        let i = rng.random_range(0..WORKERS) as usize;
-        three.children[i].kill().expect("SIGKILL");
-        three.children[i].wait().expect("reap");
-        three.restart(i, None);
-    }
+    three.sigkill_at_random(21, TWO_KEYED_KILLS, 700..2_000);
     let first: u64 = word_count::histogram(&totals).values().sum();
     word_count::wait_for_counts(&output, first as usize, deadline, || {
         three.restart_failed();

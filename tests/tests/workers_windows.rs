@@ -25,8 +25,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use weir_tests::kafka::{self, Input};
 use weir_tests::word_count::Workers;
 use weir_tests::{guest, run_spec_ok, toml_path, write_file};
@@ -283,15 +281,7 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
         "a window fired while worker {late} had not written anything"
     );
     workers.restart(late, None);
-    let mut rng = StdRng::seed_from_u64(21);
-    for _ in 0..KILLS {
-        std::thread::sleep(Duration::from_millis(rng.random_range(500..1_500)));
-        workers.restart_failed();
-        let i = rng.random_range(0..WORKERS) as usize;
-        workers.children[i].kill().expect("SIGKILL");
-        workers.children[i].wait().expect("reap");
-        workers.restart(i, None);
-    }
+    workers.sigkill_at_random(21, KILLS, 500..1_500);
 
     // Workers run until stopped: wait (bounded) for every data window, then SIGTERM.
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
@@ -426,15 +416,7 @@ fn a_windowed_step_behind_another_fires_each_window_once_across_workers() {
         Shape::SumThenTotal,
     );
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
-    let mut rng = StdRng::seed_from_u64(33);
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(rng.random_range(500..1_500)));
-        workers.restart_failed();
-        let i = rng.random_range(0..WORKERS) as usize;
-        workers.children[i].kill().expect("SIGKILL");
-        workers.children[i].wait().expect("reap");
-        workers.restart(i, None);
-    }
+    workers.sigkill_at_random(33, 2, 500..1_500);
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
     workers.stop_all(deadline);
     assert_exact(&totals(&output), &expected, "3 workers");

@@ -97,8 +97,9 @@ pub struct CreatePipeline {
     pub start: bool,
     /// Worker processes to run it as (default 1: the whole pipeline in one process),
     /// at most the tenant's `workers` quota. With more than one, every source must be
-    /// a Kafka source and a keyed step shuffles through the pipeline's repartition
-    /// topic (see the README's Workers section); a spec that cannot run so is refused.
+    /// a Kafka source and each keyed step shuffles through a repartition topic of
+    /// its own (see the README's Workers section); a spec that cannot run so is
+    /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub workers: Option<u32>,

@@ -20,8 +20,8 @@
 //! parallelism = 2           # subtasks per operator; default 1, 1..=256
 //! max_parallelism = 128     # key groups; default 128, parallelism..=32768;
 //!                           # cannot change once the pipeline has checkpoints
-//! repartition_partitions = 32   # partitions of the repartition topic of a keyed
-//!                           # step run as N > 1 workers, each a range of key
+//! repartition_partitions = 32   # partitions of each keyed step's repartition
+//!                           # topic with N > 1 workers, each a range of key
 //!                           # groups: at most this many workers share the step;
 //!                           # fewer make each transaction cheaper; default 32
 //!                           # (at most max_parallelism), 1..=1024, at most
