@@ -291,8 +291,12 @@ fn two_keyed_steps_cross_a_topic_each_exactly_once_while_killed_and_rescaled() {
     assert_exact(&committed_counts(&single_out), &expected);
 }
 
+/// Catches: a worker that writes into an existing topic whose partitions are cut
+/// otherwise (key groups landing in partitions their owner does not read), or a
+/// default that refuses the topic of a pipeline made before key-group ranges (one
+/// partition per key group) instead of running on with its count.
 #[test]
-fn a_repartition_topic_with_another_partition_count_is_refused_with_one_line() {
+fn a_repartition_topic_with_another_partition_count_is_refused_if_set_else_adopted() {
     let _one_at_a_time = kafka::exclusive();
     let dir = tempfile::tempdir().expect("tempdir");
     let name = kafka::unique_name("wc-wrong-topic");
@@ -320,11 +324,37 @@ fn a_repartition_topic_with_another_partition_count_is_refused_with_one_line() {
     let line = refusal_line(&out);
     assert!(
         line.contains(&format!(
-            "repartition topic {topic} has 3 partitions, but the spec says repartition_partitions = 8 (each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = 3"
+            "repartition topic {topic} has 3 partitions, but this worker uses 8 (repartition_partitions; each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = 3, or leave it out"
         )),
         "{line}"
     );
     assert_eq!(kafka::end_offsets_sum(&output), 0, "nothing written");
+
+    // Without `repartition_partitions` the workers take the topic's 3 ranges.
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    std::fs::write(&spec, text.replace("repartition_partitions = 8\n", "")).expect("spec");
+    let (records, totals) = word_count::input(2, 0..20);
+    kafka::produce(&input_topic, &records);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut workers = Workers::start(&spec, 2, MAX_FAILURES);
+    let expected: u64 = totals.values().sum();
+    word_count::wait_for_counts(&output, expected as usize, deadline, || {
+        workers.restart_failed();
+    });
+    workers.stop_all(deadline);
+    assert_exact(&committed_counts(&output), &totals);
+    let offsets = kafka::committed_offsets(&format!("weir.{name}"), &topic);
+    let ranges = weir::cluster::KeyGroupRanges::new(32, 3);
+    for i in 0..2 {
+        let worker = weir::cluster::Worker::new(i, 2).expect("worker");
+        for p in weir::connector::kafka::repartition::partitions_of(worker, ranges) {
+            let (_, marker) = &offsets[&p];
+            assert!(
+                marker.starts_with(&format!("weir:{name}:{i}-of-2:checkpoint=")),
+                "partition {p} of 3 is worker {i}'s: {marker}"
+            );
+        }
+    }
 }
 
 /// Catches: a worker that resumes a repartition partition whose unread records were

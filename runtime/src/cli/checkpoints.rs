@@ -46,8 +46,8 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:>8}  {:<24}  {:>12}  {:>11}  {:>12}  {}",
-        "id", "completed (UTC)", "state bytes", "files added", "bytes added", "duration"
+        "{:>8}  {:<24}  {:>12}  {:>11}  {:>12}  duration",
+        "id", "completed (UTC)", "state bytes", "files added", "bytes added"
     );
     for id in ids {
         let metadata = CheckpointMetadata::read(&storage, id)?;

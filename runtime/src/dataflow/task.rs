@@ -82,13 +82,13 @@ impl TaskContext {
     }
 
     fn report(&self, result: Result<(), TaskError>) {
-        if let Err(error) = result {
-            if !matches!(error, TaskError::Cancelled) {
-                let _ = self.events.send(TaskEvent::Failed {
-                    task: self.task.clone(),
-                    error,
-                });
-            }
+        if let Err(error) = result
+            && !matches!(error, TaskError::Cancelled)
+        {
+            let _ = self.events.send(TaskEvent::Failed {
+                task: self.task.clone(),
+                error,
+            });
         }
     }
 }

@@ -267,11 +267,11 @@ impl Channels {
             outputs[k] = (0..upstream)
                 .map(|_| Vec::with_capacity(parallelism))
                 .collect();
-            for u in 0..upstream {
-                for j in 0..parallelism {
+            for senders in &mut outputs[k] {
+                for receivers in &mut inputs[k] {
                     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
-                    outputs[k][u].push(tx);
-                    inputs[k][j].push(rx);
+                    senders.push(tx);
+                    receivers.push(rx);
                 }
             }
         }
@@ -360,13 +360,13 @@ fn chain(
     }
     // The next stage starts with an aggregate: key records the way it asks.
     let next = stages[stage.index + 1].steps[0];
-    if let StepSpec::Aggregate(agg) = &spec.steps[next] {
-        if let Some(field) = &agg.key_field {
-            operators.push(Box::new(KeyByField::new(
-                ids::key_by_id(next),
-                field.clone(),
-            )));
-        }
+    if let StepSpec::Aggregate(agg) = &spec.steps[next]
+        && let Some(field) = &agg.key_field
+    {
+        operators.push(Box::new(KeyByField::new(
+            ids::key_by_id(next),
+            field.clone(),
+        )));
     }
     let ends_in: Vec<Box<dyn Sink>> = match (spec.repartition_into(stage.index + 1), end) {
         (Some(r), ChainEnd::Repartition(writer)) => {

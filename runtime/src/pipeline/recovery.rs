@@ -36,6 +36,7 @@
 //! What it returns (`Recovery`) is all `running::start` needs to open every operator
 //! and source at its snapshot in c (or in the old workers' checkpoints) and run.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -111,6 +112,18 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
                 source,
             }
         })?;
+    // The spec's default gives way to an existing topic's partition count.
+    let in_use = spec.with_repartition_partitions(
+        kafka
+            .as_ref()
+            .and_then(|unit| unit.repartition_partitions()),
+    );
+    if let Cow::Owned(adopted) = &in_use {
+        tracing::info!(pipeline = %spec.name, worker = %spec.worker,
+            partitions = adopted.repartition_partitions,
+            "the repartition topics exist with another partition count than the default: using theirs (repartition_partitions is not set)");
+    }
+    let spec = &*in_use;
     if options.from_scratch {
         start_over(spec)?;
     }

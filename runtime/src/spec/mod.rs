@@ -24,7 +24,8 @@
 //!                           # topic with N > 1 workers, each a range of key
 //!                           # groups: at most this many workers share the step;
 //!                           # fewer make each transaction cheaper; default 32
-//!                           # (at most max_parallelism), 1..=1024, at most
+//!                           # (at most max_parallelism), or the count of a topic
+//!                           # that exists already; 1..=1024, at most
 //!                           # max_parallelism; cannot change once the pipeline
 //!                           # has checkpoints
 //! batch_size = 1024         # records per batch; default 1024, 1..=65536

@@ -64,6 +64,10 @@ pub struct PipelineSpec {
     /// `MAX_REPARTITION_PARTITIONS`: used only by a keyed pipeline run as N > 1
     /// workers, fixed once it has checkpoints.
     pub repartition_partitions: usize,
+    /// Whether the spec says `repartition_partitions` (else it is the default, and a
+    /// worker adopts the count of a repartition topic that exists already: see
+    /// `connector::kafka::repartition::ensure_topic`).
+    pub repartition_partitions_set: bool,
     /// Records per batch.
     pub batch_size: usize,
     /// Bytes per source batch: a source cuts its batch once it holds this much (a larger
@@ -319,6 +323,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         parallelism,
         max_parallelism,
         repartition_partitions,
+        repartition_partitions_set: raw.repartition_partitions.is_some(),
         batch_size: raw.batch_size,
         batch_bytes: raw.batch_bytes,
         checkpoint: CheckpointSpec {

@@ -32,6 +32,8 @@
 //!   line: a keyed step without a Kafka sink (whose transactions carry the
 //!   repartition records).
 
+use std::borrow::Cow;
+
 use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
@@ -147,6 +149,43 @@ impl PipelineSpec {
         Some(u32::try_from(tasks).unwrap_or(u32::MAX))
     }
 
+    /// This spec's key groups cut into its `repartition_partitions` ranges.
+    fn key_group_ranges(&self) -> KeyGroupRanges {
+        // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
+        KeyGroupRanges::new(
+            u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
+            u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
+        )
+    }
+
+    /// This worker spec running with `in_use` repartition partitions (the count its
+    /// topics have, `KafkaCommitUnit::repartition_partitions`): itself when that is
+    /// its own count or `None`, else a copy in which every exchange and the source
+    /// reading it back cut the key groups into that many ranges (an existing topic's
+    /// count, adopted when the spec does not say; see
+    /// `connector::kafka::repartition::ensure_topic`).
+    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, PipelineSpec> {
+        match in_use {
+            Some(count) if usize::from(count) != self.repartition_partitions => {
+                let mut spec = self.clone();
+                spec.adopt_repartition_partitions(count);
+                Cow::Owned(spec)
+            }
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    fn adopt_repartition_partitions(&mut self, partitions: u16) {
+        self.repartition_partitions = usize::from(partitions);
+        let key_groups = self.key_group_ranges();
+        for exchange in &mut self.repartitions {
+            exchange.key_groups = key_groups;
+            if let SourceConfig::Kafka(source) = &mut self.sources[exchange.source].config {
+                source.repartition_key_groups = Some(key_groups);
+            }
+        }
+    }
+
     /// Worker I of N > 1 of a keyed pipeline: an exchange through a repartition topic
     /// for each keyed step, and the source reading each back (see the module
     /// invariants).
@@ -173,11 +212,7 @@ impl PipelineSpec {
             });
         };
         let names = KafkaNames::for_sinks(&self.name, std::iter::once(sink));
-        // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
-        let key_groups = KeyGroupRanges::new(
-            u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
-            u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
-        );
+        let key_groups = self.key_group_ranges();
         let mut exchanges = Vec::with_capacity(keyed.len());
         let mut sources = Vec::with_capacity(keyed.len());
         for (n, &step) in keyed.iter().enumerate() {

@@ -172,6 +172,8 @@ pub struct KafkaCommitUnit {
     /// Worker I of N > 1 with keyed steps: purges what it read of its repartition
     /// partitions (of every keyed step's topic) once no retained checkpoint needs it.
     purger: Option<RepartitionPurger>,
+    /// See `repartition_partitions`.
+    repartition_partitions: Option<u16>,
 }
 
 impl std::fmt::Debug for KafkaCommitUnit {
@@ -222,16 +224,15 @@ impl KafkaCommitUnit {
             topic_partitions(admin.inner(), &bootstrap, &s.topic, timeout)?;
         }
         // Before the marker target lists the sources' partitions: the repartition
-        // sources read these topics.
-        for exchange in &spec.repartitions {
-            repartition::ensure_topic(
-                &admin,
-                &bootstrap,
-                &exchange.topic,
-                exchange.key_groups.count(),
-                timeout,
-            )?;
-        }
+        // sources read these topics, cut into the partition count in use.
+        let repartition_partitions = repartition::ensure_topics(
+            &admin,
+            &bootstrap,
+            &spec.repartitions,
+            repartition_partitions_asked(spec),
+            timeout,
+        )?;
+        let spec = &*spec.with_repartition_partitions(repartition_partitions);
         let mode = match sink.delivery {
             DeliveryGuarantee::AtLeastOnce => {
                 let mut config = producer_config(sink, &endpoint);
@@ -277,7 +278,16 @@ impl KafkaCommitUnit {
             mode,
             fence,
             purger,
+            repartition_partitions,
         })))
+    }
+
+    /// The partition count of the worker's repartition topics (`None` without them):
+    /// the spec's, or an existing topic's the spec's default gave way to (see
+    /// `repartition::ensure_topic`); the worker runs with it
+    /// (`PipelineSpec::with_repartition_partitions`).
+    pub fn repartition_partitions(&self) -> Option<u16> {
+        self.repartition_partitions
     }
 
     /// After checkpoint garbage collection: `kept` are the checkpoints a later run may
@@ -882,6 +892,19 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
         open_for,
         timeout: transaction_timeout,
     })
+}
+
+/// What `spec` asks of its repartition topics (see `repartition::ensure_topic`).
+fn repartition_partitions_asked(spec: &PipelineSpec) -> repartition::RepartitionPartitions {
+    let count = u16::try_from(spec.repartition_partitions).unwrap_or(u16::MAX);
+    if spec.repartition_partitions_set {
+        repartition::RepartitionPartitions::Set(count)
+    } else {
+        repartition::RepartitionPartitions::Default {
+            count,
+            key_groups: u16::try_from(spec.max_parallelism).unwrap_or(u16::MAX),
+        }
+    }
 }
 
 /// Where the marker goes: the group's offsets of the Kafka sources on the sink's

@@ -152,6 +152,7 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         mode,
         fence,
         purger: None,
+        repartition_partitions: None,
     };
     (unit, log)
 }

@@ -39,7 +39,7 @@ pub enum KafkaError {
     },
 
     #[error(
-        "repartition topic {topic} has {found} partitions, but the spec says repartition_partitions = {expected} (each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = {found} (a topic made before key-group ranges has one partition per key group), or delete the topic if it holds nothing unread"
+        "repartition topic {topic} has {found} partitions, but this worker uses {expected} (repartition_partitions; each partition a range of key groups, fixed for the life of the pipeline): set repartition_partitions = {found}, or leave it out to take the topic's own count (at most max_parallelism), or delete the topic if it holds nothing unread"
     )]
     RepartitionPartitions {
         topic: String,

@@ -128,28 +128,81 @@ pub fn ensure_topic(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     topic: &str,
-    partitions: u16,
+    partitions: RepartitionPartitions,
     timeout: Duration,
-) -> Result<(), KafkaError> {
-    let expected = i32::from(partitions);
+) -> Result<u16, KafkaError> {
+    let expected = partitions.count();
     client::ensure_topic(
         admin,
         bootstrap,
         ("repartition", topic),
-        expected,
+        i32::from(expected),
         &REPARTITION_TOPIC_CONFIG,
         timeout,
     )?;
     // Created by us or by another worker just before: either way, check what is there.
     let found = topic_partitions(admin.inner(), bootstrap, topic, timeout)?.len();
-    if found != expected as usize {
-        return Err(KafkaError::RepartitionPartitions {
+    partitions
+        .in_use(found)
+        .ok_or_else(|| KafkaError::RepartitionPartitions {
             topic: topic.to_owned(),
             found,
-            expected,
-        });
+            expected: i32::from(expected),
+        })
+}
+
+/// `ensure_topic` for every exchange, in order, each asked for the count the ones
+/// before it use (so all have one count, which a later checkpoint records): the
+/// partition count in use, `None` without exchanges.
+pub fn ensure_topics(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    exchanges: &[Repartition],
+    mut partitions: RepartitionPartitions,
+    timeout: Duration,
+) -> Result<Option<u16>, KafkaError> {
+    let mut in_use = None;
+    for exchange in exchanges {
+        let count = ensure_topic(admin, bootstrap, &exchange.topic, partitions, timeout)?;
+        in_use = Some(count);
+        partitions = RepartitionPartitions::Set(count);
     }
-    Ok(())
+    Ok(in_use)
+}
+
+/// The partition count a worker asks `ensure_topic` for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepartitionPartitions {
+    /// The spec says `repartition_partitions`: an existing topic must have as many.
+    Set(u16),
+    /// The spec's default: a new topic gets `count`, an existing one keeps its own
+    /// (any count from 1 to the `key_groups`), which the worker then adopts: so a
+    /// pipeline whose topic was made with another default (one partition per key
+    /// group, before key-group ranges) runs on unchanged.
+    Default { count: u16, key_groups: u16 },
+}
+
+impl RepartitionPartitions {
+    /// What a new topic gets.
+    pub fn count(self) -> u16 {
+        match self {
+            RepartitionPartitions::Set(count) | RepartitionPartitions::Default { count, .. } => {
+                count
+            }
+        }
+    }
+
+    /// The count a worker uses with a topic of `found` partitions, if it may.
+    pub fn in_use(self, found: usize) -> Option<u16> {
+        let found = u16::try_from(found).ok()?;
+        match self {
+            _ if found == self.count() => Some(found),
+            RepartitionPartitions::Default { key_groups, .. } => {
+                (1..=key_groups).contains(&found).then_some(found)
+            }
+            RepartitionPartitions::Set(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +210,29 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    /// Catches: a set count giving way to the topic (key groups would land where
+    /// their owner does not read), or a default refusing a topic made with another
+    /// count (a pipeline from before key-group ranges could not start), or adopting
+    /// one with more partitions than key groups (an empty range).
+    #[test]
+    fn a_default_count_adopts_an_existing_topics_and_a_set_one_does_not() {
+        let set = RepartitionPartitions::Set(8);
+        assert_eq!(
+            (set.in_use(8), set.in_use(128), set.in_use(3)),
+            (Some(8), None, None)
+        );
+        let default = RepartitionPartitions::Default {
+            count: 32,
+            key_groups: 128,
+        };
+        assert_eq!(default.count(), 32);
+        assert_eq!(
+            (default.in_use(32), default.in_use(128), default.in_use(3)),
+            (Some(32), Some(128), Some(3))
+        );
+        assert_eq!((default.in_use(129), default.in_use(0)), (None, None));
+    }
 
     /// Catches: a partition read by two workers or by none (duplicates or losses), a
     /// worker reading a partition whose key groups it does not own, a mapping that
