@@ -165,11 +165,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    for (i, w) in workers.children.iter_mut().enumerate() {
-        kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let (status, err) = wait_until(w, deadline, &format!("worker {i} after SIGTERM"));
-        assert_eq!(status.code(), Some(143), "worker {i}: {err}");
-    }
+    workers.stop_all(deadline);
     eprintln!(
         "{} restarts of workers that failed on their own: {:?}",
         workers.failures.len(),

@@ -192,6 +192,44 @@ path = {dead}
     write_file(dir, &format!("{name}.toml"), &text)
 }
 
+/// Runs `shape` over `input_topic` as one process (in-process shuffle, bounded,
+/// uninterrupted) into a new output topic, whose name it returns.
+fn one_process_run(test: &str, input_topic: &str, shape: Shape) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = kafka::unique_name(&format!("{test}-single-out"));
+    kafka::create_topic(&output, PARTITIONS);
+    let spec = spec(
+        dir.path(),
+        &kafka::unique_name(&format!("{test}-single")),
+        (input_topic, &output),
+        (0, true),
+        shape,
+    );
+    run_spec_ok(&spec, "the one-process run");
+    output
+}
+
+/// The spec of `shape` over `input_topic` for workers, each reading 80 records/s,
+/// unbounded, into a new output topic: its directory (kept while it lives), the spec
+/// and the output topic.
+fn workers_spec(
+    test: &str,
+    input_topic: &str,
+    shape: Shape,
+) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = kafka::unique_name(&format!("{test}-out"));
+    kafka::create_topic(&output, PARTITIONS);
+    let spec = spec(
+        dir.path(),
+        &kafka::unique_name(&format!("{test}-workers")),
+        (input_topic, &output),
+        (80, false),
+        shape,
+    );
+    (dir, spec, output)
+}
+
 /// The data windows committed to `output` (the closer's left out).
 fn committed_sums(output: &str) -> Sums {
     let mut sums = Sums::new();
@@ -247,30 +285,11 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
     let deadline = Instant::now() + WAIT_LIMIT;
 
     // The reference: one process, in-process shuffle, bounded, uninterrupted.
-    let reference = tempfile::tempdir().expect("tempdir");
-    let single_out = kafka::unique_name("windows-single-out");
-    kafka::create_topic(&single_out, PARTITIONS);
-    let single = spec(
-        reference.path(),
-        &kafka::unique_name("ws-single"),
-        (&input_topic, &single_out),
-        (0, true),
-        Shape::Sum,
-    );
-    run_spec_ok(&single, "the one-process run");
+    let single_out = one_process_run("ws", &input_topic, Shape::Sum);
     assert_exact(&committed_sums(&single_out), &expected, "one process");
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let output = kafka::unique_name("windows-out");
-    kafka::create_topic(&output, PARTITIONS);
     // Each worker reads its 2 partitions (242 records) at 80 records/s: ~3 s.
-    let spec = spec(
-        dir.path(),
-        &kafka::unique_name("ws-workers"),
-        (&input_topic, &output),
-        (80, false),
-        Shape::Sum,
-    );
+    let (_dir, spec, output) = workers_spec("ws", &input_topic, Shape::Sum);
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
     let late = WORKERS as usize - 1;
     workers.children[late].kill().expect("SIGKILL");
@@ -392,29 +411,10 @@ fn a_windowed_step_behind_another_fires_each_window_once_across_workers() {
     kafka::produce(&input_topic, &records);
     let deadline = Instant::now() + WAIT_LIMIT;
 
-    let reference = tempfile::tempdir().expect("tempdir");
-    let single_out = kafka::unique_name("totals-single-out");
-    kafka::create_topic(&single_out, PARTITIONS);
-    let single = spec(
-        reference.path(),
-        &kafka::unique_name("wt-single"),
-        (&input_topic, &single_out),
-        (0, true),
-        Shape::SumThenTotal,
-    );
-    run_spec_ok(&single, "the one-process run");
+    let single_out = one_process_run("wt", &input_topic, Shape::SumThenTotal);
     assert_exact(&totals(&single_out), &expected, "one process");
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let output = kafka::unique_name("totals-out");
-    kafka::create_topic(&output, PARTITIONS);
-    let spec = spec(
-        dir.path(),
-        &kafka::unique_name("wt-workers"),
-        (&input_topic, &output),
-        (80, false),
-        Shape::SumThenTotal,
-    );
+    let (_dir, spec, output) = workers_spec("wt", &input_topic, Shape::SumThenTotal);
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
     workers.sigkill_at_random(33, 2, 500..1_500);
     wait_for_windows(&output, expected.len(), deadline, &mut workers);

@@ -210,13 +210,10 @@ fn source_task(
             )
         }
         SourceRoute::Local => {
-            let output = match upstream(1) {
-                Some(u) => channels.output(stage, u, spec.max_parallelism),
-                None => TaskOutput::Sinks,
-            };
+            let u = upstream(1).expect("in one process every source feeds stage 1");
             (
                 chain(cx, stage, stages, &task, ChainEnd::of(stage))?,
-                output,
+                channels.output(stage, u, spec.max_parallelism),
             )
         }
         SourceRoute::FromRepartition { stage: k } => {

@@ -35,6 +35,7 @@
 use std::borrow::Cow;
 
 use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
+use crate::connector::kafka::repartition::RepartitionPartitions;
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -147,6 +148,21 @@ impl PipelineSpec {
             self.parallelism
         };
         Some(u32::try_from(tasks).unwrap_or(u32::MAX))
+    }
+
+    /// What this spec asks of its repartition topics' partition count (see
+    /// `connector::kafka::repartition::ensure_topic`): its own if it says
+    /// `repartition_partitions`, else its default or an existing topic's.
+    pub fn repartition_partitions_asked(&self) -> RepartitionPartitions {
+        let ranges = self.key_group_ranges();
+        if self.repartition_partitions_set {
+            RepartitionPartitions::Set(ranges.count())
+        } else {
+            RepartitionPartitions::Default {
+                count: ranges.count(),
+                key_groups: ranges.key_groups(),
+            }
+        }
     }
 
     /// This spec's key groups cut into its `repartition_partitions` ranges.

@@ -229,7 +229,7 @@ impl KafkaCommitUnit {
             &admin,
             &bootstrap,
             &spec.repartitions,
-            repartition_partitions_asked(spec),
+            spec.repartition_partitions_asked(),
             timeout,
         )?;
         let spec = &*spec.with_repartition_partitions(repartition_partitions);
@@ -892,19 +892,6 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
         open_for,
         timeout: transaction_timeout,
     })
-}
-
-/// What `spec` asks of its repartition topics (see `repartition::ensure_topic`).
-fn repartition_partitions_asked(spec: &PipelineSpec) -> repartition::RepartitionPartitions {
-    let count = u16::try_from(spec.repartition_partitions).unwrap_or(u16::MAX);
-    if spec.repartition_partitions_set {
-        repartition::RepartitionPartitions::Set(count)
-    } else {
-        repartition::RepartitionPartitions::Default {
-            count,
-            key_groups: u16::try_from(spec.max_parallelism).unwrap_or(u16::MAX),
-        }
-    }
 }
 
 /// Where the marker goes: the group's offsets of the Kafka sources on the sink's

@@ -15,10 +15,13 @@
 //!   the step (a worker beyond R owns no key groups). R, like K, is fixed for the
 //!   life of a pipeline: every checkpoint records it, and `MAX_REPARTITION_PARTITIONS`
 //!   caps it.
-//! - Weir creates the topic at start if it is missing (`ensure_topic`); an existing
+//! - Weir creates the topic at start if it is missing (`ensure_topic`). An existing
 //!   topic with another partition count is refused with one line (its key groups would
-//!   land on the wrong partitions). Retention is unlimited (`retention.ms = -1`,
-//!   `retention.bytes = -1`, `cleanup.policy = delete`): a record is never deleted
+//!   land on the wrong partitions) when the spec sets `repartition_partitions`; without
+//!   it, the worker adopts the topic's count (`RepartitionPartitions::Default`), so a
+//!   topic made before key-group ranges (one partition per key group) keeps working.
+//!   Retention is unlimited (`retention.ms = -1`, `retention.bytes = -1`,
+//!   `cleanup.policy = delete`): a record is never deleted
 //!   before its owner read it, however long that worker is down. The owner purges
 //!   what none of its retained checkpoints can read again (`repartition_purge`, Kafka
 //!   Streams' DeleteRecords), so the topic does not grow with the input.
