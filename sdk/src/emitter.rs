@@ -45,16 +45,19 @@ pub struct ValueWriter<'v> {
 
 impl ValueWriter<'_> {
     /// Appends `bytes` to the value.
+    #[inline(always)]
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
         extend_bytes(self.values, bytes);
     }
 
     /// Appends `text` (as UTF-8) to the value.
+    #[inline(always)]
     pub fn push_str(&mut self, text: &str) {
         extend_bytes(self.values, text.as_bytes());
     }
 
     /// Appends one byte to the value.
+    #[inline(always)]
     pub fn push(&mut self, byte: u8) {
         self.values.push(byte);
     }
@@ -63,6 +66,9 @@ impl ValueWriter<'_> {
     /// characters escaped exactly as `serde_json` writes them (`\\n`, `\\u001f`, ...), so a
     /// JSON value can be written piece by piece without a serialiser or a buffer.
     pub fn push_json_str(&mut self, text: &str) {
+        if push_clean_json_str(self.values, text.as_bytes()) {
+            return;
+        }
         self.push_json_escaped(text.as_bytes());
     }
 
@@ -71,6 +77,9 @@ impl ValueWriter<'_> {
     /// escaped exactly as `serde_json` does. ASCII (the common case: keys, words)
     /// is escaped straight from `bytes`, with no UTF-8 pass and no copy.
     pub fn push_json_str_lossy(&mut self, bytes: &[u8]) {
+        if push_clean_json_str(self.values, bytes) {
+            return;
+        }
         if bytes.is_ascii() {
             self.push_json_escaped(bytes);
         } else {
@@ -162,6 +171,30 @@ impl ValueWriter<'_> {
     pub fn as_slice(&self) -> &[u8] {
         &self.values[self.start..]
     }
+}
+
+/// Longest string [`push_clean_json_str`] scans byte by byte.
+const SHORT_JSON_STR_BYTES: usize = 32;
+
+/// Appends a short `bytes` as a JSON string literal if it is printable ASCII other than
+/// `"` and `\` (a key, a word: nothing to escape or replace); false, having appended
+/// nothing, for anything else. One byte loop that stops at the first byte it cannot
+/// pass: for a short string, far fewer instructions than the vectorised scans
+/// (`is_ascii`, then the escape check) whose set-up dominates at a few bytes.
+#[inline(always)]
+fn push_clean_json_str(values: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    if bytes.len() > SHORT_JSON_STR_BYTES
+        || !bytes
+            .iter()
+            .all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\')
+    {
+        return false;
+    }
+    values.reserve(bytes.len() + 2);
+    values.push(b'"');
+    extend_bytes(values, bytes);
+    values.push(b'"');
+    true
 }
 
 /// Writes `n` in decimal, zero-padded to at least `min_digits`, so that it ends where
@@ -414,6 +447,43 @@ mod tests {
     }
 
     #[cfg(feature = "json")]
+    #[test]
+    fn short_strings_of_every_byte_are_escaped_as_serde_json_escapes_them() {
+        // Short strings take a byte loop of their own (`push_clean_json_str`): every
+        // byte, alone and inside a word, and strings either side of its length bound.
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for b in 0..=u8::MAX {
+            cases.push(vec![b]);
+            cases.push(vec![b'a', b, b'z']);
+        }
+        for len in [SHORT_JSON_STR_BYTES, SHORT_JSON_STR_BYTES + 1] {
+            cases.push(vec![b'w'; len]);
+            let mut quoted = vec![b'w'; len - 1];
+            quoted.push(b'"');
+            cases.push(quoted);
+        }
+        for bytes in &cases {
+            let lossy = Emitter::capture(|out| {
+                out.emit_with("k", 0, |value| value.push_json_str_lossy(bytes));
+            });
+            let text = String::from_utf8_lossy(bytes);
+            let expected = serde_json::to_string(&text).expect("a string serialises");
+            assert_eq!(
+                lossy[0].value_str().ok(),
+                Some(expected.as_str()),
+                "{bytes:?}"
+            );
+            let exact = Emitter::capture(|out| {
+                out.emit_with("k", 0, |value| value.push_json_str(&text));
+            });
+            assert_eq!(
+                exact[0].value_str().ok(),
+                Some(expected.as_str()),
+                "{text:?}"
+            );
+        }
+    }
+
     #[test]
     fn lossy_json_strings_match_serde_json_of_the_lossy_text() {
         let cases: [&[u8]; 6] = [

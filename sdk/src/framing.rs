@@ -92,8 +92,10 @@ const SHORT_COPY_BYTES: usize = 32;
 /// length is not known at compile time is a `memory.copy`, which wasmtime runs as a call
 /// out of the guest into the host, worth far more than the copy of a short key, word or
 /// number; a copy of a fixed 8, 4, 2 or 1 bytes is a load and a store. So a short
-/// string is copied in such pieces, a long one in bulk.
-#[inline]
+/// string is copied in such pieces, a long one in bulk. Always inlined: where the
+/// length is known at compile time (`push_str` of a literal), the copy is then just its
+/// pieces, with no branch on the length and no call.
+#[inline(always)]
 pub(crate) fn extend_bytes(buffer: &mut Vec<u8>, bytes: &[u8]) {
     if bytes.len() > SHORT_COPY_BYTES {
         buffer.extend_from_slice(bytes);

@@ -12,6 +12,8 @@
 //! its `poll`) has it checked before it travels: the source task does so after every
 //! poll.
 
+use std::ops::Range;
+
 /// One record, borrowed from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef<'a> {
@@ -165,6 +167,59 @@ impl RecordBatch {
         Ok(())
     }
 
+    /// Appends the records `run` of `source`, in order, as `try_push` of each would,
+    /// but copying each column's bytes of the whole run at once (only the end offsets
+    /// are computed per record). Refused whole, leaving the batch as it was, if the run
+    /// would take its keys or values past [`MAX_BATCH_BYTES`].
+    ///
+    /// # Panics
+    /// If `run` is not within `source`.
+    pub fn try_extend_from(
+        &mut self,
+        source: &RecordBatch,
+        run: Range<usize>,
+    ) -> Result<(), BatchTooLarge> {
+        let start_of = |ends: &[u32], i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
+        let keys = start_of(&source.key_ends, run.start)..start_of(&source.key_ends, run.end);
+        let values = start_of(&source.value_ends, run.start)..start_of(&source.value_ends, run.end);
+        let records = self.len() + run.len();
+        for (what, held, adding) in [
+            ("keys", self.keys.len(), keys.len()),
+            ("values", self.values.len(), values.len()),
+        ] {
+            let bytes = held.saturating_add(adding);
+            if bytes > MAX_BATCH_BYTES {
+                return Err(BatchTooLarge {
+                    records,
+                    what,
+                    bytes,
+                });
+            }
+        }
+        // An end `e` of the source becomes `e - start + held`: in u32 arithmetic modulo
+        // 2^32, exact since every result fits a u32 (checked above).
+        let shift = |held: usize, start: usize| (held as u32).wrapping_sub(start as u32);
+        let (key_shift, value_shift) = (
+            shift(self.keys.len(), keys.start),
+            shift(self.values.len(), values.start),
+        );
+        self.timestamps
+            .extend_from_slice(&source.timestamps[run.clone()]);
+        self.key_ends.extend(
+            source.key_ends[run.clone()]
+                .iter()
+                .map(|&e| e.wrapping_add(key_shift)),
+        );
+        self.value_ends.extend(
+            source.value_ends[run]
+                .iter()
+                .map(|&e| e.wrapping_add(value_shift)),
+        );
+        self.keys.extend_from_slice(&source.keys[keys]);
+        self.values.extend_from_slice(&source.values[values]);
+        Ok(())
+    }
+
     /// Refuses a batch whose keys or values are past what its offsets address (filled
     /// by `push` beyond [`MAX_BATCH_BYTES`]).
     pub fn check_size(&self) -> Result<(), BatchTooLarge> {
@@ -258,6 +313,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn extending_by_a_run_appends_what_pushing_each_record_appends() {
+        let source: RecordBatch = [
+            (&b""[..], &b"v0"[..], 10),
+            (b"k1", b"", 11),
+            (b"key2", b"value2", 12),
+            (b"k3", b"v3", 13),
+        ]
+        .into_iter()
+        .map(|(key, value, timestamp)| RecordRef {
+            key,
+            value,
+            timestamp,
+        })
+        .collect();
+        for (start, end) in [(0, 0), (0, 4), (1, 3), (2, 4), (3, 4), (1, 1)] {
+            for head in [0, 3] {
+                let mut expected: RecordBatch = source.iter().take(head).collect();
+                let mut extended = expected.clone();
+                for i in start..end {
+                    expected.push_ref(source.get(i));
+                }
+                extended.try_extend_from(&source, start..end).unwrap();
+                assert_eq!(extended, expected, "{start}..{end} after {head} records");
+                assert_eq!(extended.validate(), Ok(()));
+            }
+        }
+    }
+
+    #[test]
     fn push_and_get_round_trip() {
         let mut b = RecordBatch::default();
         b.push(b"k1", b"hello", 5);
@@ -314,6 +398,17 @@ mod tests {
             "a batch of 2 records needs 4294967296 bytes of values, more than the 4294967295 (4 GiB) a batch can address"
         );
         assert_eq!(full.len(), 1, "a refused record is not added");
+        let small: RecordBatch = std::iter::once(RecordRef {
+            key: b"k",
+            value: b"v",
+            timestamp: 1,
+        })
+        .collect();
+        let e = full
+            .try_extend_from(&small, 0..1)
+            .expect_err("a run past 4 GiB");
+        assert_eq!(e.what, "values");
+        assert_eq!(full.len(), 1, "a refused run is not added");
 
         // `push` past the limit saturates its offsets (no panic); the batch is refused.
         assert_eq!(offset(MAX_BATCH_BYTES + 1), u32::MAX);

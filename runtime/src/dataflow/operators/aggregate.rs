@@ -287,23 +287,35 @@ impl Groups {
         }
     }
 
-    /// Group `g`'s records.
-    fn members(&self, g: usize) -> &[u32] {
-        self.members_of(g..g + 1)
-    }
-
     /// The records of the groups `range`, group after group.
     fn members_of(&self, range: Range<usize>) -> &[u32] {
-        let start = match range.start {
-            0 => 0,
-            s => self.member_ends[s - 1] as usize,
-        };
-        let end = match range.end {
-            0 => 0,
-            e => self.member_ends[e - 1] as usize,
-        };
-        &self.members[start..end]
+        &self.members
+            [self.members_start(range.start) as usize..self.members_start(range.end) as usize]
     }
+
+    /// Where group `g`'s records start in `members` (`members.len()` for `g == len()`).
+    fn members_start(&self, g: usize) -> u32 {
+        match g {
+            0 => 0,
+            g => self.member_ends[g - 1],
+        }
+    }
+}
+
+/// `indices` as ranges of consecutive values, in order: `[3, 4, 5, 9, 2]` is `3..6`,
+/// `9..10`, `2..3`.
+fn consecutive_runs(indices: &[u32]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut rest = indices;
+    std::iter::from_fn(move || {
+        let (&first, _) = rest.split_first()?;
+        let len = rest
+            .iter()
+            .zip(first..)
+            .take_while(|&(&i, expected)| i == expected)
+            .count();
+        rest = &rest[len..];
+        Some(first as usize..first as usize + len)
+    })
 }
 
 fn group_key<'a>(keys: &'a [u8], key_ends: &[u32], g: usize) -> &'a [u8] {
@@ -536,20 +548,23 @@ impl AggregateOperator {
             record_ends: Vec::with_capacity(range.len()),
             records: RecordBatch::with_capacity(members.len(), batch.byte_size()),
         };
+        let first_member = groups.members_start(range.start);
         for g in range {
             if let Some(acc) = self.state.get_hashed(groups.hash(g), groups.key(g))? {
                 input.accumulators.extend_from_slice(acc);
             }
             input.accumulator_ends.push(input.accumulators.len() as u32);
-            for &i in groups.members(g) {
-                // A record is copied once per window: the copies may pass what one
-                // batch addresses even when the input batch did not.
-                input
-                    .records
-                    .try_push(batch.get(i as usize))
-                    .map_err(|e| format!("the input of one guest call: {e}: lower batch_size"))?;
-            }
-            input.record_ends.push(input.records.len() as u32);
+            input.record_ends.push(groups.member_ends[g] - first_member);
+        }
+        // The groups' records, group after group, are `members`: runs of consecutive
+        // input records among them (in a batch whose keys each come once, all of it) are
+        // copied column by column. A record is copied once per window: the copies may
+        // pass what one batch addresses even when the input batch did not.
+        for run in consecutive_runs(members) {
+            input
+                .records
+                .try_extend_from(batch, run)
+                .map_err(|e| format!("the input of one guest call: {e}: lower batch_size"))?;
         }
         Ok(input)
     }
