@@ -110,6 +110,7 @@ extern crate self as weir_guest;
 mod bindings;
 
 mod aggregator;
+pub mod ascii;
 mod config;
 mod emitter;
 mod error;

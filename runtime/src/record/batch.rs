@@ -334,7 +334,9 @@ mod tests {
                 for i in start..end {
                     expected.push_ref(source.get(i));
                 }
-                extended.try_extend_from(&source, start..end).unwrap();
+                extended
+                    .try_extend_from(&source, start..end)
+                    .expect("far below 4 GiB");
                 assert_eq!(extended, expected, "{start}..{end} after {head} records");
                 assert_eq!(extended.validate(), Ok(()));
             }

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nix::sys::resource::{UsageWho, getrusage};
 use weir::dataflow::operator::{Operator, Output};
 use weir::dataflow::operators::aggregate::{AggregateConfig, AggregateOperator, StateLocation};
 use weir::dataflow::window::WindowAssigner;
@@ -28,7 +27,7 @@ use weir::record::message::Barrier;
 use weir::state::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY};
 use weir::storage::CheckpointStorage;
 
-use crate::BATCH;
+use crate::{BATCH, thread_cpu};
 
 /// Distinct keys of the hot shape.
 pub const HOT_KEYS: u64 = 1_000;
@@ -163,15 +162,6 @@ pub struct AggregateFigures {
     pub hot_two_calls: Measure,
     pub first_checkpoint: (Duration, u64, u64),
     pub second_checkpoint: (Duration, u64, u64),
-}
-
-/// CPU time (user + system) of the calling thread so far.
-fn thread_cpu() -> anyhow::Result<Duration> {
-    let usage = getrusage(UsageWho::RUSAGE_THREAD)?;
-    let micros = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000 + t.tv_usec() as u64;
-    Ok(Duration::from_micros(
-        micros(usage.user_time()) + micros(usage.system_time()),
-    ))
 }
 
 /// Runs `work` over `records` records and measures it.

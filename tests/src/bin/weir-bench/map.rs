@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nix::sys::resource::{UsageWho, getrusage};
 use weir::connector::generator::{GeneratorConfig, GeneratorSource};
 use weir::dataflow::chain::Chain;
 use weir::dataflow::operator::{Operator, OperatorError, Output};
@@ -24,7 +23,7 @@ use weir::record::batch::RecordBatch;
 use weir::record::message::Barrier;
 use weir::record::{CheckpointId, OperatorSnapshot};
 
-use crate::BATCH;
+use crate::{BATCH, thread_cpu};
 
 /// Counts and drops what it is given.
 struct Discard(Arc<AtomicU64>);
@@ -58,7 +57,10 @@ impl Operator for NativeUppercase {
         let mut mapped = RecordBatch::with_capacity(batch.len(), batch.values.len());
         let mut upper = Vec::new();
         for r in batch.iter() {
-            // The guest's algorithm: ASCII in place, anything else through std.
+            // The guest's algorithm (ASCII fast path, anything else through std), with
+            // std's ASCII check and case mapping where the guest has the SDK's
+            // `weir_guest::ascii`: natively std's are the faster pair (measured on
+            // 64-byte values, 25 against 31 ns), so the baseline is the stronger one.
             if r.value.is_ascii() {
                 upper.clear();
                 upper.extend_from_slice(r.value);
@@ -147,14 +149,6 @@ pub fn generator_batches(records: u64) -> Vec<RecordBatch> {
     batches
 }
 
-/// CPU time of this thread so far, user + system, in ns (microsecond resolution).
-fn thread_cpu_ns() -> anyhow::Result<u64> {
-    let usage = getrusage(UsageWho::RUSAGE_THREAD).context("getrusage(RUSAGE_THREAD)")?;
-    let ns =
-        |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1_000;
-    Ok(ns(usage.user_time()) + ns(usage.system_time()))
-}
-
 /// One pass of `op` over `batches`: CPU ns per input record spent in `handle_batch`.
 /// Fails if a record is rejected or the output count differs from the input's (both
 /// operators map one to one over the generator's UTF-8 values).
@@ -163,10 +157,10 @@ fn operator_round(op: &mut dyn Operator, batches: &[RecordBatch]) -> anyhow::Res
     for batch in batches {
         let input = batch.clone();
         let mut out = Output::default();
-        let before = thread_cpu_ns()?;
+        let before = thread_cpu()?;
         op.handle_batch(input, &mut out)
             .map_err(|e| anyhow::anyhow!("{}: {e}", op.id()))?;
-        cpu_ns += thread_cpu_ns()? - before;
+        cpu_ns += (thread_cpu()? - before).as_nanos() as u64;
         let emitted: usize = out.batches.iter().map(RecordBatch::len).sum();
         anyhow::ensure!(
             emitted == batch.len() && out.dead_letters.is_empty(),
