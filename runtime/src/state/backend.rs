@@ -46,7 +46,7 @@ use rocksdb::{
 };
 
 use crate::record::CheckpointId;
-use crate::state::cache::{StateCache, slot_bytes};
+use crate::state::cache::{SlotId, StateCache, slot_bytes};
 use crate::state::shared_names::SharedNames;
 use crate::state::writer::{
     InFlight, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
@@ -220,9 +220,28 @@ impl KeyedState {
 
     /// [`get`](Self::get) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
     pub fn get_hashed(&mut self, hash: KeyHash, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
+        let slot = self.cached_slot(hash, key)?;
+        Ok(self.cache.value(slot))
+    }
+
+    /// Like [`get_hashed`](Self::get_hashed), with the cache slot that now holds `key`:
+    /// a hint for the [`put_at`](Self::put_at) of the same key that follows (the
+    /// aggregate reads a group's accumulator, calls the guest, stores the new one).
+    pub fn get_with_slot(
+        &mut self,
+        hash: KeyHash,
+        key: &[u8],
+    ) -> Result<(Option<&[u8]>, SlotId), StateError> {
+        let slot = self.cached_slot(hash, key)?;
+        Ok((self.cache.value(slot), slot))
+    }
+
+    /// The cache slot of `key`, read from a write-back in flight or RocksDB into the
+    /// cache (clean) if it was not cached.
+    fn cached_slot(&mut self, hash: KeyHash, key: &[u8]) -> Result<SlotId, StateError> {
         // One probe on a hit; the value is read by slot, so the miss path may change the cache.
         if let Some(slot) = self.cache.find_touch_hashed(hash.0, key) {
-            return Ok(self.cache.value(slot));
+            return Ok(slot);
         }
         self.in_flight.prune(self.writer.applied());
         let value = match self.in_flight.lookup(key) {
@@ -313,7 +332,23 @@ impl KeyedState {
         key: &[u8],
         value: &[u8],
     ) -> Result<(), StateError> {
-        self.cache.put_hashed(hash.0, key, value);
+        self.cache.put_hashed(None, hash.0, key, value);
+        self.shrink()
+    }
+
+    /// [`put_hashed`](Self::put_hashed) of a key whose slot [`get_with_slot`] gave: the
+    /// slot is tried first (checked: if it holds another key by now, `key` is looked up
+    /// as by `put_hashed`).
+    ///
+    /// [`get_with_slot`]: Self::get_with_slot
+    pub fn put_at(
+        &mut self,
+        slot: SlotId,
+        hash: KeyHash,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        self.cache.put_hashed(Some(slot), hash.0, key, value);
         self.shrink()
     }
 

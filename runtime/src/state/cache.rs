@@ -68,9 +68,11 @@ impl Slot {
     }
 }
 
-/// A live slot found by [`StateCache::find_touch`]; valid until the cache is next changed.
+/// A slot of the cache: found by [`StateCache::find_touch`] (then valid until the cache
+/// is next changed), or kept as a hint of where a key was (see
+/// [`StateCache::put_hashed`]), checked before it is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotId(u32);
+pub struct SlotId(u32);
 
 #[derive(Debug)]
 pub(crate) struct StateCache {
@@ -233,7 +235,8 @@ impl StateCache {
     /// Caches what RocksDB holds for `key` (clean) and returns it.
     #[cfg(test)]
     pub(crate) fn insert_clean(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Option<&[u8]> {
-        self.insert_clean_hashed(self.hash(&key), key, value)
+        let slot = self.insert_clean_hashed(self.hash(&key), key, value);
+        self.value(slot)
     }
 
     /// [`insert_clean`](Self::insert_clean) with `hash` = [`hash`](Self::hash)`(key)`.
@@ -242,7 +245,7 @@ impl StateCache {
         hash: u64,
         key: Vec<u8>,
         value: Option<Vec<u8>>,
-    ) -> Option<&[u8]> {
+    ) -> SlotId {
         let i = match self.find(hash, &key) {
             Some(i) => {
                 self.replace(i, false, |_| value);
@@ -250,7 +253,7 @@ impl StateCache {
             }
             None => self.insert_new(hash, key.into_boxed_slice(), value, false),
         };
-        self.slot(i).value.as_deref()
+        SlotId(i)
     }
 
     /// Sets `key` to a copy of `value` (dirty). A cached value's buffer is reused when it
@@ -259,12 +262,22 @@ impl StateCache {
     /// old size, the aggregate's every record.
     #[cfg(test)]
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
-        self.put_hashed(self.hash(key), key, value);
+        self.put_hashed(None, self.hash(key), key, value);
     }
 
-    /// [`put`](Self::put) with `hash` = [`hash`](Self::hash)`(key)`.
-    pub(crate) fn put_hashed(&mut self, hash: u64, key: &[u8], value: &[u8]) {
-        let Some(i) = self.find(hash, key) else {
+    /// [`put`](Self::put) with `hash` = [`hash`](Self::hash)`(key)`. `hint`: where `key`
+    /// was found earlier (its `get` in the same batch); if that slot still holds `key`
+    /// it is `key`'s slot (no two live slots share a key) and the probe is skipped, at
+    /// the cost of one key comparison; otherwise (the slot evicted or reused since) the
+    /// key is looked up as without a hint.
+    pub(crate) fn put_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8], value: &[u8]) {
+        let hinted = hint.map(|SlotId(i)| i).filter(|&i| {
+            self.slots
+                .get(i as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.hash == hash && &*s.key == key)
+        });
+        let Some(i) = hinted.or_else(|| self.find(hash, key)) else {
             self.insert_new(hash, key.into(), Some(value.to_vec()), true);
             return;
         };
@@ -422,6 +435,33 @@ mod tests {
 
     fn keys(victims: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<&[u8]> {
         victims.iter().map(|(k, _)| k.as_slice()).collect()
+    }
+
+    #[test]
+    fn a_put_trusts_its_slot_hint_only_while_the_slot_holds_its_key() {
+        let mut cache = StateCache::new(1, 1 << 20);
+        let a = cache.insert_clean_hashed(cache.hash(b"a"), b"a".to_vec(), Some(b"1".to_vec()));
+        // "a" evicted (clean, dropped), and its slot taken by "b".
+        assert_eq!(cache.take_victims(0, true), vec![]);
+        let b = cache.insert_clean_hashed(cache.hash(b"b"), b"b".to_vec(), Some(b"5".to_vec()));
+        assert_eq!(a, b, "the freed slot is reused, so the hint of a is stale");
+
+        cache.put_hashed(Some(a), cache.hash(b"a"), b"a", b"2");
+        assert_eq!(cache.lookup(b"a"), Some(Some(&b"2"[..])));
+        assert_eq!(
+            cache.lookup(b"b"),
+            Some(Some(&b"5"[..])),
+            "b's slot is left alone"
+        );
+
+        // A hint that still holds its key is the key's slot.
+        cache.put_hashed(Some(b), cache.hash(b"b"), b"b", b"6");
+        assert_eq!(cache.lookup(b"b"), Some(Some(&b"6"[..])));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.dirty_len(), 2);
+        // A hint past the slot array is ignored too.
+        cache.put_hashed(Some(SlotId(99)), cache.hash(b"c"), b"c", b"7");
+        assert_eq!(cache.lookup(b"c"), Some(Some(&b"7"[..])));
     }
 
     #[test]

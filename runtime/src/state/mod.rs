@@ -21,6 +21,7 @@ mod writer;
 mod tests;
 
 pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyHash, KeyedState};
+pub use cache::SlotId;
 pub use error::StateError;
 pub use key::{DecodedKey, StateKey};
 pub use key_group_restore::{KeyGroupRestoreStats, KeyGroupSource, OverlappingKeyGroups};

@@ -25,8 +25,10 @@
 //!   table of group indices); per group, one state `get` and one `put` (the put's
 //!   accumulator copy is the one allocation), and the emit input is built straight from
 //!   the guest's output. A state key is hashed once (the state's hash files the group
-//!   and serves its get and put), and the groups a call needs are first prefetched from
-//!   RocksDB in one batched read (`KeyedState::prefetch`, a no-op while they are cached).
+//!   and serves its get and put; the put first tries the cache slot its get found), and
+//!   the groups a call needs are first prefetched from RocksDB in one batched read
+//!   (`KeyedState::prefetch`, a no-op while they are cached). The call's input records
+//!   are copied in runs of consecutive input records, column by column.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -49,7 +51,9 @@ use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::state::{CacheBounds, DbSnapshot, KeyGroupSource, KeyHash, KeyedState, StateKey};
+use crate::state::{
+    CacheBounds, DbSnapshot, KeyGroupSource, KeyHash, KeyedState, SlotId, StateKey,
+};
 use crate::storage::CheckpointStorage;
 
 /// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
@@ -156,6 +160,9 @@ pub struct AggregateOperator {
     records_seen: u64,
     /// The current batch's groups; kept between batches for its buffers.
     groups: Groups,
+    /// The cache slot each group of the current guest call was read from (its `get`),
+    /// the hint of its `put` (see `KeyedState::put_at`).
+    slots: Vec<SlotId>,
 }
 
 /// Whether the updated unwindowed groups still need an emit call.
@@ -406,6 +413,7 @@ impl AggregateOperator {
             fired: BTreeMap::new(),
             records_seen: 0,
             groups: Groups::default(),
+            slots: Vec::new(),
         };
         op.rebuild_window_index()?;
         Ok(op)
@@ -549,10 +557,13 @@ impl AggregateOperator {
             records: RecordBatch::with_capacity(members.len(), batch.byte_size()),
         };
         let first_member = groups.members_start(range.start);
+        self.slots.clear();
         for g in range {
-            if let Some(acc) = self.state.get_hashed(groups.hash(g), groups.key(g))? {
+            let (acc, slot) = self.state.get_with_slot(groups.hash(g), groups.key(g))?;
+            if let Some(acc) = acc {
                 input.accumulators.extend_from_slice(acc);
             }
+            self.slots.push(slot);
             input.accumulator_ends.push(input.accumulators.len() as u32);
             input.record_ends.push(groups.member_ends[g] - first_member);
         }
@@ -624,6 +635,7 @@ impl AggregateOperator {
             accumulators: Vec::with_capacity(bytes),
         };
         let mut late = Vec::new();
+        let first = range.start;
         for (g, &end) in range.zip(&output.accumulator_ends) {
             let acc = &output.accumulators[start..end as usize];
             start = end as usize;
@@ -661,7 +673,8 @@ impl AggregateOperator {
                     }
                 }
             }
-            self.state.put_hashed(groups.hash(g), state_key, acc)?;
+            let slot = self.slots[g - first];
+            self.state.put_at(slot, groups.hash(g), state_key, acc)?;
         }
         if !unwindowed.key_ends.is_empty() {
             self.emit_unwindowed(unwindowed, out)?;
