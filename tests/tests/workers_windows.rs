@@ -195,16 +195,7 @@ path = {dead}
 /// Runs `shape` over `input_topic` as one process (in-process shuffle, bounded,
 /// uninterrupted) into a new output topic, whose name it returns.
 fn one_process_run(test: &str, input_topic: &str, shape: Shape) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let output = kafka::unique_name(&format!("{test}-single-out"));
-    kafka::create_topic(&output, PARTITIONS);
-    let spec = spec(
-        dir.path(),
-        &kafka::unique_name(&format!("{test}-single")),
-        (input_topic, &output),
-        (0, true),
-        shape,
-    );
+    let (_dir, spec, output) = new_spec(&format!("{test}-single"), input_topic, shape, (0, true));
     run_spec_ok(&spec, "the one-process run");
     output
 }
@@ -217,14 +208,25 @@ fn workers_spec(
     input_topic: &str,
     shape: Shape,
 ) -> (tempfile::TempDir, PathBuf, String) {
+    new_spec(&format!("{test}-workers"), input_topic, shape, (80, false))
+}
+
+/// A spec named after `name` of `shape` over `input_topic` into a new output topic,
+/// with `spec`'s (rate, bounded): its directory, the spec and the output topic.
+fn new_spec(
+    name: &str,
+    input_topic: &str,
+    shape: Shape,
+    pace: (u64, bool),
+) -> (tempfile::TempDir, PathBuf, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let output = kafka::unique_name(&format!("{test}-out"));
+    let output = kafka::unique_name(&format!("{name}-out"));
     kafka::create_topic(&output, PARTITIONS);
     let spec = spec(
         dir.path(),
-        &kafka::unique_name(&format!("{test}-workers")),
+        &kafka::unique_name(name),
         (input_topic, &output),
-        (80, false),
+        pace,
         shape,
     );
     (dir, spec, output)

@@ -149,21 +149,32 @@ impl RecordBatch {
     /// Appends a record, or leaves the batch as it was if the record would take its
     /// keys or values past [`MAX_BATCH_BYTES`].
     pub fn try_push(&mut self, r: RecordRef<'_>) -> Result<(), BatchTooLarge> {
-        let records = self.len() + 1;
+        self.check_room(1, r.key.len(), r.value.len())?;
+        self.push_ref(r);
+        Ok(())
+    }
+
+    /// Refuses `records` more records of `key_bytes` and `value_bytes` in all if they
+    /// would take the batch's keys or values past [`MAX_BATCH_BYTES`].
+    fn check_room(
+        &self,
+        records: usize,
+        key_bytes: usize,
+        value_bytes: usize,
+    ) -> Result<(), BatchTooLarge> {
         for (what, held, adding) in [
-            ("keys", self.keys.len(), r.key.len()),
-            ("values", self.values.len(), r.value.len()),
+            ("keys", self.keys.len(), key_bytes),
+            ("values", self.values.len(), value_bytes),
         ] {
             let bytes = held.saturating_add(adding);
             if bytes > MAX_BATCH_BYTES {
                 return Err(BatchTooLarge {
-                    records,
+                    records: self.len() + records,
                     what,
                     bytes,
                 });
             }
         }
-        self.push_ref(r);
         Ok(())
     }
 
@@ -182,20 +193,7 @@ impl RecordBatch {
         let start_of = |ends: &[u32], i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
         let keys = start_of(&source.key_ends, run.start)..start_of(&source.key_ends, run.end);
         let values = start_of(&source.value_ends, run.start)..start_of(&source.value_ends, run.end);
-        let records = self.len() + run.len();
-        for (what, held, adding) in [
-            ("keys", self.keys.len(), keys.len()),
-            ("values", self.values.len(), values.len()),
-        ] {
-            let bytes = held.saturating_add(adding);
-            if bytes > MAX_BATCH_BYTES {
-                return Err(BatchTooLarge {
-                    records,
-                    what,
-                    bytes,
-                });
-            }
-        }
+        self.check_room(run.len(), keys.len(), values.len())?;
         // An end `e` of the source becomes `e - start + held`: in u32 arithmetic modulo
         // 2^32, exact since every result fits a u32 (checked above).
         let shift = |held: usize, start: usize| (held as u32).wrapping_sub(start as u32);
