@@ -190,9 +190,13 @@ impl RecordBatch {
         source: &RecordBatch,
         run: Range<usize>,
     ) -> Result<(), BatchTooLarge> {
-        let start_of = |ends: &[u32], i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
-        let keys = start_of(&source.key_ends, run.start)..start_of(&source.key_ends, run.end);
-        let values = start_of(&source.value_ends, run.start)..start_of(&source.value_ends, run.end);
+        if run.len() == 1 {
+            // One record: pushing it is cheaper than five column slices (callgrind: about
+            // 340 against 400 instructions a record when every run was one record long).
+            return self.try_push(source.get(run.start));
+        }
+        let frame = |ends: &[u32]| frame_start(ends, run.start)..frame_start(ends, run.end);
+        let (keys, values) = (frame(&source.key_ends), frame(&source.value_ends));
         self.check_room(run.len(), keys.len(), values.len())?;
         // An end `e` of the source becomes `e - start + held`: in u32 arithmetic modulo
         // 2^32, exact since every result fits a u32 (checked above).
@@ -235,19 +239,9 @@ impl RecordBatch {
 
     /// Record `i`. Panics if `i >= len()`, like slice indexing.
     pub fn get(&self, i: usize) -> RecordRef<'_> {
-        let ks = if i == 0 {
-            0
-        } else {
-            self.key_ends[i - 1] as usize
-        };
-        let vs = if i == 0 {
-            0
-        } else {
-            self.value_ends[i - 1] as usize
-        };
         RecordRef {
-            key: &self.keys[ks..self.key_ends[i] as usize],
-            value: &self.values[vs..self.value_ends[i] as usize],
+            key: &self.keys[frame_start(&self.key_ends, i)..self.key_ends[i] as usize],
+            value: &self.values[frame_start(&self.value_ends, i)..self.value_ends[i] as usize],
             timestamp: self.timestamps[i],
         }
     }
@@ -285,6 +279,15 @@ impl<'a> FromIterator<RecordRef<'a>> for RecordBatch {
             batch.push_ref(r);
         }
         batch
+    }
+}
+
+/// Where frame `i` of an `ends` column starts (the end of frame `i - 1`; 0 for the
+/// first); `i` may be `ends.len()`, the end of the last frame.
+fn frame_start(ends: &[u32], i: usize) -> usize {
+    match i {
+        0 => 0,
+        i => ends[i - 1] as usize,
     }
 }
 
