@@ -11,11 +11,12 @@
 //! - Reads and writes go through a write-back cache (see `cache`) of at most
 //!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). When
 //!   the cache passes either bound, entries not used recently (CLOCK) are evicted down to
-//!   7/8 of both; the dirty ones among them go to the state writer as one sorted
-//!   write-back, never one write per record. More than `dirty_limit` dirty entries are
-//!   written back together between barriers, so a barrier has little to copy. Write-backs
-//!   in flight hold at most the byte bound more (see `writer`): the state's memory is at
-//!   most twice `CacheBounds::bytes` plus RocksDB's own (memtables, block cache).
+//!   7/8 of both; the dirty ones among them go to the state writer as one write-back
+//!   (see `write_layer`; the writer sorts it), never one write per record. More than
+//!   `dirty_limit` dirty entries are written back together between barriers, so a
+//!   barrier has little to copy. Write-backs in flight hold at most the byte bound more
+//!   (see `writer`): the state's memory is at most twice `CacheBounds::bytes` plus
+//!   RocksDB's own (memtables, block cache).
 //! - Only the state writer thread (see `writer`) writes the live DB, in the order the
 //!   task sent write-backs; the task thread only reads it. What `get` returns is the
 //!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
@@ -23,8 +24,8 @@
 //!   batch's keys unknown to both in one batched MultiGet and caches them (clean), so
 //!   the `get`s that follow hit: it changes what is cached, never what is read.
 //! - A snapshot has a short synchronous part on the task thread, at the barrier (copy
-//!   the dirty entries, sorted, into one write-back, mark them clean, and ask the
-//!   writer for checkpoint n), and an asynchronous part on the writer thread (write
+//!   the dirty entries into one write-back, mark them clean, and ask the writer for
+//!   checkpoint n), and an asynchronous part on the writer thread (sort and write
 //!   them, RocksDB checkpoint into `<work_dir>/snapshot-<id>/` by hard links, upload of
 //!   the SSTs the storage does not hold yet plus the small non-SST files). SSTs are
 //!   immutable, so they are shared between checkpoints under names unique across DB
@@ -48,8 +49,9 @@ use rocksdb::{
 use crate::record::CheckpointId;
 use crate::state::cache::{SlotId, StateCache, slot_bytes};
 use crate::state::shared_names::SharedNames;
+use crate::state::write_layer::InFlight;
 use crate::state::writer::{
-    InFlight, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
+    SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
 };
 use crate::state::{DbSnapshot, StateError, StateScan};
 use crate::storage::CheckpointStorage;
@@ -244,7 +246,7 @@ impl KeyedState {
             return Ok(slot);
         }
         self.in_flight.prune(self.writer.applied());
-        let value = match self.in_flight.lookup(key) {
+        let value = match self.in_flight.lookup(hash.0, key) {
             Some(value) => value.map(<[u8]>::to_vec),
             None => {
                 self.read_from_db += 1;
@@ -283,7 +285,8 @@ impl KeyedState {
         let mut misses: Vec<(KeyHash, &[u8])> = keys
             .into_iter()
             .filter(|&(hash, key)| {
-                cache.find_touch_hashed(hash.0, key).is_none() && in_flight.lookup(key).is_none()
+                cache.find_touch_hashed(hash.0, key).is_none()
+                    && in_flight.lookup(hash.0, key).is_none()
             })
             .collect();
         self.read_from_db = misses.len();
@@ -425,10 +428,10 @@ impl KeyedState {
             .wait()
     }
 
-    /// The synchronous part of a snapshot, done at the barrier: hand the dirty entries,
-    /// copied and sorted, to the writer, then ask it for the checkpoint. The writer
-    /// writes them, takes the RocksDB checkpoint and uploads it while the task goes on;
-    /// what the task writes from now on is not in this snapshot.
+    /// The synchronous part of a snapshot, done at the barrier: hand a copy of the dirty
+    /// entries to the writer, then ask it for the checkpoint. The writer writes them,
+    /// takes the RocksDB checkpoint and uploads it while the task goes on; what the task
+    /// writes from now on is not in this snapshot.
     pub fn begin_snapshot(
         &mut self,
         storage: Arc<CheckpointStorage>,
@@ -442,20 +445,11 @@ impl KeyedState {
         begin(self).map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))
     }
 
-    /// Sends a copy of every dirty entry, sorted, to the writer; they stay cached, clean.
+    /// Sends a copy of every dirty entry to the writer; they stay cached, clean.
     fn write_back_dirty(&mut self) -> Result<(), StateError> {
-        if self.cache.dirty_len() == 0 {
-            return Ok(());
-        }
-        let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .cache
-            .dirty()
-            .map(|(key, value)| (key.to_vec(), value.map(<[u8]>::to_vec)))
-            .collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        self.cache.mark_clean();
+        let layer = self.cache.copy_out_dirty();
         self.writer
-            .write_back(entries, &mut self.in_flight, self.max_bytes)
+            .write_back(layer, &mut self.in_flight, self.max_bytes)
     }
 
     /// Evicts down to the cache's bounds if an insert took it past them, and writes the
@@ -472,7 +466,7 @@ impl KeyedState {
 
     /// Evicts entries not used recently (CLOCK) down to 7/8 of the cache's bounds, leaving
     /// room for `incoming` bytes (and one more entry if `new_slot`): the dirty ones go
-    /// to the writer as one sorted write-back, the clean ones are dropped.
+    /// to the writer as one write-back, the clean ones are dropped.
     fn evict(&mut self, incoming: usize, new_slot: bool) -> Result<(), StateError> {
         let dirty = self.cache.take_victims(incoming, new_slot);
         self.writer

@@ -39,6 +39,8 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::state::write_layer::WriteLayer;
+
 /// Bytes counted per slot besides its key and value: the slot in the array (56), its
 /// index in the hash table with its control byte and the table's spare room (8), and the
 /// allocator's headers of the key and the value (16 each), roughly. Makes a cache of
@@ -187,18 +189,18 @@ impl StateCache {
 
     /// Evicts slots (CLOCK order, see the module doc) until the cache is within 7/8 of
     /// both bounds with `incoming` more bytes and (if `new_slot`) one more slot to come
-    /// (0 and no slot: after an insert), and returns the dirty ones among them with their
-    /// values moved out, sorted by key: the caller must write them to RocksDB (`None`: a
-    /// delete). Clean victims are dropped.
-    pub(crate) fn take_victims(
-        &mut self,
-        incoming: usize,
-        new_slot: bool,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    /// (0 and no slot: after an insert), and returns the dirty ones among them as one
+    /// write-back: the caller must write them to RocksDB (`None`: a delete). Clean
+    /// victims are dropped.
+    pub(crate) fn take_victims(&mut self, incoming: usize, new_slot: bool) -> WriteLayer {
         let target_entries = self.capacity - self.capacity / 8;
         let target_entries = target_entries.saturating_sub(usize::from(new_slot));
         let target_bytes = (self.max_bytes - self.max_bytes / 8).saturating_sub(incoming);
-        let mut victims = Vec::new();
+        let mut victims = WriteLayer::with_capacity(
+            self.dirty
+                .min(self.table.len().saturating_sub(target_entries)),
+            0,
+        );
         // Each step clears a bit or evicts a slot, so two turns of the hand over the
         // array empty it at worst.
         while !self.table.is_empty()
@@ -225,10 +227,9 @@ impl StateCache {
             self.bytes -= slot.bytes();
             if slot.dirty {
                 self.dirty -= 1;
-                victims.push((slot.key.into_vec(), slot.value));
+                victims.push(slot.hash, &slot.key, slot.value.as_deref());
             }
         }
-        victims.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         victims
     }
 
@@ -369,6 +370,7 @@ impl StateCache {
     }
 
     /// Dirty slots as (key, value or `None` for a tombstone), in no particular order.
+    #[cfg(test)]
     pub(crate) fn dirty(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         self.live()
             .filter(|slot| slot.dirty)
@@ -386,15 +388,25 @@ impl StateCache {
         self.dirty
     }
 
-    /// Records that every dirty slot has been written to RocksDB.
-    pub(crate) fn mark_clean(&mut self) {
+    /// Copies every dirty slot into one write-back and marks them clean (they stay
+    /// cached): the caller must write the layer to RocksDB. One pass over the slots.
+    pub(crate) fn copy_out_dirty(&mut self) -> WriteLayer {
+        let mut layer = WriteLayer::with_capacity(self.dirty, 0);
         if self.dirty == 0 {
-            return;
+            return layer;
         }
-        for slot in self.slots.iter_mut().flatten() {
+        for slot in self.slots.iter_mut().flatten().filter(|slot| slot.dirty) {
+            layer.push(slot.hash, &slot.key, slot.value.as_deref());
             slot.dirty = false;
         }
         self.dirty = 0;
+        layer
+    }
+
+    /// Records that every dirty slot has been written to RocksDB.
+    #[cfg(test)]
+    pub(crate) fn mark_clean(&mut self) {
+        self.copy_out_dirty();
     }
 
     /// Drops every slot. Only after `mark_clean`: dropping a dirty slot would lose a write.
@@ -433,8 +445,16 @@ impl StateCache {
 mod tests {
     use super::*;
 
-    fn keys(victims: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<&[u8]> {
-        victims.iter().map(|(k, _)| k.as_slice()).collect()
+    /// A write-back's entries in key order, owned.
+    fn entries(layer: &WriteLayer) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let sorted = layer.sorted().into_iter();
+        sorted
+            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    fn keys(layer: &WriteLayer) -> Vec<Vec<u8>> {
+        entries(layer).into_iter().map(|(k, _)| k).collect()
     }
 
     #[test]
@@ -442,7 +462,7 @@ mod tests {
         let mut cache = StateCache::new(1, 1 << 20);
         let a = cache.insert_clean_hashed(cache.hash(b"a"), b"a".to_vec(), Some(b"1".to_vec()));
         // "a" evicted (clean, dropped), and its slot taken by "b".
-        assert_eq!(cache.take_victims(0, true), vec![]);
+        assert!(cache.take_victims(0, true).is_empty());
         let b = cache.insert_clean_hashed(cache.hash(b"b"), b"b".to_vec(), Some(b"5".to_vec()));
         assert_eq!(a, b, "the freed slot is reused, so the hint of a is stale");
 
@@ -526,8 +546,11 @@ mod tests {
         cache.put(b"k4", &[0; 1000]);
         assert!(cache.over_budget());
         let victims = cache.take_victims(0, false);
-        assert_eq!(keys(&victims), [&b"k0"[..], b"k1"]);
-        assert_eq!(victims[0].1.as_deref(), Some(&[0; 1000][..]));
+        assert_eq!(keys(&victims), [b"k0", b"k1"]);
+        assert_eq!(
+            victims.lookup(cache.hash(b"k0"), b"k0"),
+            Some(Some(&[0; 1000][..]))
+        );
         assert_eq!(
             (cache.len(), cache.bytes(), cache.dirty_len()),
             (3, 3 * slot, 3)
@@ -538,7 +561,7 @@ mod tests {
         cache.put(b"k5", &[0; 1000]);
         cache.put(b"k6", &[0; 1000]);
         let victims = cache.take_victims(0, false);
-        assert_eq!(keys(&victims), [&b"k3"[..], b"k4"]);
+        assert_eq!(keys(&victims), [b"k3", b"k4"]);
         assert!(cache.lookup(b"k2").is_some());
         // Replacing a value re-counts its bytes.
         let before = cache.bytes();
@@ -547,7 +570,7 @@ mod tests {
     }
 
     #[test]
-    fn take_victims_returns_dirty_slots_sorted_and_drops_clean_ones() {
+    fn take_victims_returns_the_dirty_slots_and_drops_the_clean_ones() {
         let mut cache = StateCache::new(8, usize::MAX);
         // Inserted out of key order; clean and dirty mixed.
         for (key, dirty) in [
@@ -572,15 +595,18 @@ mod tests {
         // Room for one more slot within 7/8 of 8: down to 6 slots. The hand first clears
         // every bit, then takes the first two in array order: e (dirty), a (clean).
         let victims = cache.take_victims(0, true);
-        assert_eq!(victims, vec![(b"e".to_vec(), Some(b"e".to_vec()))]);
+        assert_eq!(
+            entries(&victims),
+            vec![(b"e".to_vec(), Some(b"e".to_vec()))]
+        );
         assert_eq!((cache.len(), cache.dirty_len()), (6, 4));
-        // Everything left, down to nothing: sorted by key, tombstones as None.
+        // Everything left, down to nothing: tombstones as None.
         let mut tiny = StateCache::new(1, usize::MAX);
         tiny.put(b"z", b"1");
         tiny.delete(b"y");
         let victims = tiny.take_victims(0, true);
         assert_eq!(
-            victims,
+            entries(&victims),
             vec![(b"y".to_vec(), None), (b"z".to_vec(), Some(b"1".to_vec()))]
         );
         assert_eq!((tiny.len(), tiny.bytes(), tiny.dirty_len()), (0, 0, 0));

@@ -1,8 +1,8 @@
 //! Keyed state: the RocksDB backend of stateful operator subtasks.
 //!
 //! One RocksDB instance per stateful subtask; keys `key_group (u16 BE) | user key | window
-//! end`; accumulators cached in memory and written back as one sorted `WriteBatch` per
-//! barrier or eviction by a writer thread, which also takes and uploads checkpoints;
+//! end`; accumulators cached in memory and written back as one `WriteBatch` per barrier
+//! or eviction by a writer thread, which sorts it and also takes and uploads checkpoints;
 //! durability only through incremental checkpoints; a rescale restores key-group
 //! ranges of several subtasks' snapshots into one. Each file states its part.
 
@@ -15,6 +15,7 @@ mod pending;
 mod scan;
 mod shared_names;
 mod snapshot;
+mod write_layer;
 mod writer;
 
 #[cfg(test)]

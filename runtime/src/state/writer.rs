@@ -26,7 +26,6 @@
 //!   between two files and answers with an error), waits for them, and only then drops
 //!   the DB: no thread of a dropped `KeyedState` touches its directory or its storage.
 
-use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +39,7 @@ use rocksdb::{DB, WriteBatch, WriteOptions};
 use crate::record::CheckpointId;
 use crate::state::pending::{PendingSnapshot, TempDir};
 use crate::state::shared_names::SharedNames;
+use crate::state::write_layer::{InFlight, WriteLayer};
 use crate::state::{DbSnapshot, PrivateFile, SharedFile, StateError};
 use crate::storage::CheckpointStorage;
 
@@ -50,52 +50,6 @@ pub(crate) const MAX_QUEUED: usize = 4;
 pub(crate) const SNAPSHOT_DIR_PREFIX: &str = "snapshot-";
 /// Extension of the files shared between checkpoints.
 const SST_EXTENSION: &str = ".sst";
-
-/// Entries written back together: sorted by key, a `None` value is a delete.
-#[derive(Debug)]
-pub(crate) struct WriteLayer {
-    seq: u64,
-    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    bytes: usize,
-}
-
-impl WriteLayer {
-    /// `Some(value)` (`Some(None)`: deleted) if this layer writes `key`.
-    fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.entries
-            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
-            .ok()
-            .map(|i| self.entries[i].1.as_deref())
-    }
-}
-
-/// The layers sent to the writer and not yet known to be applied, oldest first.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    layers: VecDeque<Arc<WriteLayer>>,
-    /// Keys and values the layers hold.
-    bytes: usize,
-}
-
-impl InFlight {
-    /// Forgets the layers the writer has applied (they are in RocksDB now).
-    pub(crate) fn prune(&mut self, applied: u64) {
-        while self.layers.front().is_some_and(|l| l.seq <= applied) {
-            if let Some(layer) = self.layers.pop_front() {
-                self.bytes -= layer.bytes;
-            }
-        }
-    }
-
-    /// The newest in-flight value of `key`, if a layer writes it.
-    pub(crate) fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.layers.iter().rev().find_map(|layer| layer.lookup(key))
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.layers.is_empty()
-    }
-}
 
 /// What the writer thread is asked to do.
 enum Job {
@@ -205,39 +159,27 @@ impl StateWriter {
         self.applied.load(Ordering::Acquire)
     }
 
-    /// Hands `entries` (sorted by key, distinct) to the writer; `in_flight` serves them
-    /// to reads until the writer has applied them. Blocks while the queue is full, and
-    /// first until the writer has caught up if `in_flight` holds more than `max_bytes`.
+    /// Hands `layer` to the writer; `in_flight` serves it to reads until the writer has
+    /// applied it. Blocks while the queue is full, and first until the writer has caught
+    /// up if `in_flight` holds more than `max_bytes`.
     pub(crate) fn write_back(
         &mut self,
-        entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        mut layer: WriteLayer,
         in_flight: &mut InFlight,
         max_bytes: usize,
     ) -> Result<(), StateError> {
-        if entries.is_empty() {
+        if layer.is_empty() {
             return Ok(());
         }
-        debug_assert!(
-            entries.windows(2).all(|w| w[0].0 < w[1].0),
-            "sorted, distinct"
-        );
         in_flight.prune(self.applied());
-        if in_flight.bytes > max_bytes {
+        if in_flight.bytes() > max_bytes {
             self.sync()?;
             in_flight.prune(self.applied());
         }
-        let bytes = entries
-            .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
-            .sum();
         self.next_seq += 1;
-        let layer = Arc::new(WriteLayer {
-            seq: self.next_seq,
-            entries,
-            bytes,
-        });
-        in_flight.bytes += bytes;
-        in_flight.layers.push_back(layer.clone());
+        layer.seq = self.next_seq;
+        let layer = Arc::new(layer);
+        in_flight.push(layer.clone());
         self.send(Job::Write(layer))
     }
 
@@ -367,7 +309,7 @@ impl Worker {
 
     fn write(&self, layer: &WriteLayer) -> Result<(), StateError> {
         let mut batch = WriteBatch::default();
-        for (key, value) in &layer.entries {
+        for (key, value) in layer.sorted() {
             match value {
                 Some(value) => batch.put(key, value),
                 None => batch.delete(key),
