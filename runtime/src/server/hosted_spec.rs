@@ -14,7 +14,10 @@
 //!   what workers can compute live there alone, and its one-line reason is the refusal.
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
 //!   runtime's defaults: `batch_bytes`, an aggregate's `cache_entries` and
-//!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed).
+//!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed); nor
+//!   the partitions of the repartition topics its workers create on the shared
+//!   cluster (`repartition_partitions`, at most the default 32: tenants reach the
+//!   brokers only through their specs, the server holds their Kafka credentials).
 //! - The server then sets the namespace: state and checkpoints under the pipeline's
 //!   directory, the Kafka sinks' `transactional_prefix` to the tenant's prefix (so
 //!   `KafkaNames` derives its groups, transactional ids and progress topic from it), the
@@ -130,10 +133,12 @@ fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(
         .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// Refuses host buffers above the runtime's defaults (see the module doc), naming the
-/// field: the server, not the spec, bounds what a worker holds for a tenant.
+/// Refuses host buffers and repartition topics above the runtime's defaults (see the
+/// module doc), naming the field: the server, not the spec, bounds what a worker holds
+/// for a tenant and what its workers create on the shared cluster.
 fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
     use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
+    use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
     use crate::spec::pipeline::DEFAULT_BATCH_BYTES;
     use crate::spec::step::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};
     let at_most = |field: String, value: usize, max: usize| {
@@ -147,6 +152,11 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
         }
     };
     at_most("batch_bytes".into(), spec.batch_bytes, DEFAULT_BATCH_BYTES)?;
+    at_most(
+        "repartition_partitions".into(),
+        spec.repartition_partitions,
+        DEFAULT_REPARTITION_PARTITIONS,
+    )?;
     for (i, step) in spec.steps.iter().enumerate() {
         if let StepSpec::Aggregate(a) = step {
             let at = format!("steps[{i}]");

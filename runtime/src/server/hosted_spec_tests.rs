@@ -213,6 +213,15 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
             "spec field batch_bytes: 17825792 exceeds 16777216",
         ),
         (
+            // 1,024 partitions per keyed step on the shared cluster (the spec's own
+            // bound), for as many steps and pipelines as the quotas allow.
+            Box::new(|s| {
+                s["max_parallelism"] = json!(1024);
+                s["repartition_partitions"] = json!(1024);
+            }),
+            "spec field repartition_partitions: 1024 exceeds 32",
+        ),
+        (
             Box::new(move |s| aggregate(s, "cache_bytes", json!("1GiB"))),
             "spec field steps[0].cache_bytes: 1073741824 exceeds 67108864",
         ),
@@ -230,6 +239,7 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
     let mut s = spec();
     s["sources"][0]["buffer_bytes"] = json!("1MiB");
     s["batch_bytes"] = json!("1MiB");
+    s["repartition_partitions"] = json!(8);
     build_in(dir.path(), &s).expect("smaller buffers are accepted");
 }
 
