@@ -88,8 +88,16 @@ pub enum ConnectorError {
     #[error("the {0} connector is not available yet")]
     Unavailable(&'static str),
 
+    /// Boxed: `KafkaError`'s largest variants (several names and numbers for one line)
+    /// would make every `Result<_, ConnectorError>` and `PipelineError` carry them.
     #[error(transparent)]
-    Kafka(#[from] crate::connector::kafka::KafkaError),
+    Kafka(Box<crate::connector::kafka::KafkaError>),
+}
+
+impl From<crate::connector::kafka::KafkaError> for ConnectorError {
+    fn from(e: crate::connector::kafka::KafkaError) -> Self {
+        ConnectorError::Kafka(Box::new(e))
+    }
 }
 
 impl ConnectorError {

@@ -170,11 +170,7 @@ fn source_task(
     };
     let source = &reading_repartition(spec, s);
     let reader = connector::open_source(source, spec.worker, i, spec.parallelism, restored)
-        .map_err(|source| PipelineError::Connector {
-            pipeline: spec.name.clone(),
-            task: task.clone(),
-            source,
-        })?;
+        .map_err(|source| PipelineError::connector(&spec.name, &task, source))?;
     PipelineMetrics::add(
         &cx.context.metrics.records_skipped,
         reader.skipped_at_open(),
@@ -488,11 +484,7 @@ fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, Pipeli
 }
 
 fn connector_error(cx: &BuildContext<'_>, task: &str, source: ConnectorError) -> PipelineError {
-    PipelineError::Connector {
-        pipeline: cx.spec.name.clone(),
-        task: task.to_owned(),
-        source,
-    }
+    PipelineError::connector(&cx.spec.name, task, source)
 }
 
 /// The directory of a state dir that holds every operator's working RocksDB directory.

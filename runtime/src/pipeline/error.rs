@@ -35,12 +35,14 @@ pub enum PipelineError {
         #[source]
         source: EngineError,
     },
+    /// Built by [`PipelineError::connector`]; the source is boxed so that every
+    /// `Result<_, PipelineError>` stays small.
     #[error("pipeline {pipeline}, task {task}: {source}")]
     Connector {
         pipeline: String,
         task: String,
         #[source]
-        source: ConnectorError,
+        source: Box<ConnectorError>,
     },
     #[error("pipeline {pipeline}: checkpoint storage: {source}")]
     Storage {
@@ -141,4 +143,19 @@ pub enum PipelineError {
     /// The coordinator's thread panicked: a bug, reported as the run's failure.
     #[error("pipeline {pipeline}: the checkpoint coordinator panicked: {message}")]
     CoordinatorPanicked { pipeline: String, message: String },
+}
+
+impl PipelineError {
+    /// `source`, a connector's failure, in `pipeline`'s `task`.
+    pub fn connector(
+        pipeline: impl Into<String>,
+        task: impl Into<String>,
+        source: impl Into<ConnectorError>,
+    ) -> Self {
+        PipelineError::Connector {
+            pipeline: pipeline.into(),
+            task: task.into(),
+            source: Box::new(source.into()),
+        }
+    }
 }

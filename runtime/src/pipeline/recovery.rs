@@ -45,6 +45,7 @@ use crate::checkpoint::coordinator;
 use crate::checkpoint::layout_cleanup::LayoutCleanup;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::{Layout, LayoutChoice};
+use crate::connector::ConnectorError;
 use crate::connector::file::remove_committed;
 use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::preflight;
@@ -104,14 +105,8 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let modules = load_modules(spec, &engine(spec, options)?)?;
     // Before anything is deleted or written.
     let fence = Fence::default();
-    let kafka =
-        KafkaCommitUnit::open(spec, options.from_scratch, fence.clone()).map_err(|source| {
-            PipelineError::Connector {
-                pipeline: spec.name.clone(),
-                task: "kafka-sink".into(),
-                source,
-            }
-        })?;
+    let kafka = KafkaCommitUnit::open(spec, options.from_scratch, fence.clone())
+        .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
     // The spec's default gives way to an existing topic's partition count.
     let in_use = spec.with_repartition_partitions(
         kafka
@@ -242,11 +237,9 @@ fn rescale(
         .ok()
         .flatten()
         .ok_or_else(|| fail(RescaleFailure::NeedsExactlyOnce))?;
-    let endpoint = sink.endpoint().map_err(|e| PipelineError::Connector {
-        pipeline: spec.name.clone(),
-        task: "rescale".into(),
-        source: e.into(),
-    })?;
+    let endpoint = sink
+        .endpoint()
+        .map_err(|e| PipelineError::connector(&spec.name, "rescale", e))?;
     let cx = TakeoverContext {
         pipeline: &spec.name,
         sink,
@@ -289,11 +282,8 @@ fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
             source,
         }
     })?;
-    let connector = |source| PipelineError::Connector {
-        pipeline: spec.name.clone(),
-        task: "start-over".into(),
-        source,
-    };
+    let connector =
+        |source: ConnectorError| PipelineError::connector(&spec.name, "start-over", source);
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
             remove_committed(&file.path, &sinks::sink_file_name(spec, i)).map_err(connector)?;
@@ -358,11 +348,7 @@ fn committed_checkpoint(
         pipeline: spec.name.clone(),
         source,
     };
-    let kafka_error = |e: KafkaError| PipelineError::Connector {
-        pipeline: spec.name.clone(),
-        task: "recovery".into(),
-        source: e.into(),
-    };
+    let kafka_error = |e: KafkaError| PipelineError::connector(&spec.name, "recovery", e);
     let complete = storage.complete_checkpoints().map_err(storage_error)?;
     let found = unit.found_markers().cloned().unwrap_or_default();
     let target = unit.marker_target();

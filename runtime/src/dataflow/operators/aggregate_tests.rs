@@ -487,7 +487,7 @@ fn the_fused_update_and_emit_emits_what_update_then_emit_do() {
 #[test]
 fn consecutive_runs_cut_indices_where_they_stop_counting_up() {
     let runs = |indices: &[u32]| consecutive_runs(indices).collect::<Vec<_>>();
-    assert_eq!(runs(&[]), vec![]);
+    assert_eq!(runs(&[]), Vec::<std::ops::Range<usize>>::new());
     assert_eq!(runs(&[7]), vec![7..8]);
     assert_eq!(runs(&[3, 4, 5, 9, 2]), vec![3..6, 9..10, 2..3]);
     assert_eq!(runs(&[0, 1, 1, 2]), vec![0..2, 1..3]);
