@@ -10,13 +10,14 @@ use weir_guest::{Emitter, RecordRef, Result, ascii};
 
 #[weir_guest::map]
 fn uppercase(record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<()> {
-    // ASCII, the common case: no UTF-8 check needed (ASCII is UTF-8), uppercased eight
-    // bytes at a time (`weir_guest::ascii`). Anything else goes through std's Unicode
-    // tables. Same result either way.
+    // ASCII, the common case: no UTF-8 check needed (ASCII is UTF-8; checked eight bytes
+    // at a time by `weir_guest::ascii`), and each byte mapped on its way into the output
+    // batch: `extend` of a slice's bytes reserves once and runs a loop the compiler turns
+    // into 16-byte SIMD steps. Anything else goes through std's Unicode tables. Same
+    // result either way.
     if ascii::is_ascii(record.value) {
         out.emit_with(record.key, record.timestamp, |value| {
-            value.reserve(record.value.len());
-            ascii::uppercase_ascii(record.value, |upper| value.extend_from_slice(upper));
+            value.extend(record.value.iter().map(u8::to_ascii_uppercase));
         });
         return Ok(());
     }

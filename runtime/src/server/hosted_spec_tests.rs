@@ -1,4 +1,4 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
@@ -87,7 +87,7 @@ fn a_good_spec_is_completed_inside_the_namespace() {
     assert_eq!(source.group.as_deref(), Some("a.wc"));
     assert_eq!(
         parsed.steps[0].module(),
-        PathBuf::from(dir.path().join(format!("{MODULE}.wasm")))
+        dir.path().join(format!("{MODULE}.wasm"))
     );
 }
 

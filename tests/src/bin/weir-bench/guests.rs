@@ -9,8 +9,9 @@
 //!   median of a few: instantiation from the module's `InstancePre` plus one call (what
 //!   each subtask pays once per start);
 //! - the operator alone, CPU ns/record of `handle_batch` against the native operator on
-//!   the same batches (see `map.rs`), on fewer records than the map section's: an
-//!   interpreter is one or two orders of magnitude slower than compiled code;
+//!   the same batches (see `map.rs`): for the compiled guest (Rust) as many records and
+//!   rounds as the map section's figure, so the two agree; for the interpreters fewer
+//!   ([`INTERPRETED_ALONE`]), as they are one or two orders of magnitude slower;
 //! - end to end: generator -> guest -> discard against the native operator, records/s.
 //!
 //! Every guest must produce what the native operator does (one record out per record
@@ -31,20 +32,36 @@ use weir::record::batch::RecordBatch;
 use crate::BATCH;
 use crate::map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
 
-/// The `uppercase` guest of each language, as `make guests` names it in build/guests.
-pub const GUESTS: [(&str, &str); 3] = [
-    ("Rust", "uppercase.wasm"),
-    ("Python", "uppercase_py.wasm"),
-    ("JavaScript", "uppercase_js.wasm"),
+/// Records and rounds per operator of an operator-alone figure.
+#[derive(Debug, Clone, Copy)]
+pub struct AloneRuns {
+    pub records: u64,
+    pub rounds: usize,
+}
+
+/// The interpreted guests' operator-alone runs.
+const INTERPRETED_ALONE: AloneRuns = AloneRuns {
+    records: 32 * BATCH as u64,
+    rounds: 3,
+};
+
+/// The `uppercase` guest of each language, as `make guests` names it in build/guests,
+/// and its operator-alone runs (`None`: the map section's).
+pub const GUESTS: [(&str, &str, Option<AloneRuns>); 3] = [
+    ("Rust", "uppercase.wasm", None),
+    ("Python", "uppercase_py.wasm", Some(INTERPRETED_ALONE)),
+    ("JavaScript", "uppercase_js.wasm", Some(INTERPRETED_ALONE)),
 ];
-/// Records of the operator-alone figure and its rounds per operator.
-const ALONE_RECORDS: u64 = 32 * BATCH as u64;
-const ALONE_ROUNDS: usize = 3;
 /// Fresh instances timed for the first-call figure.
 const FIRST_CALLS: usize = 5;
 
 /// All figures of one language's guest.
-pub fn guest_figures(guests: &Path, file: &str, records: u64) -> anyhow::Result<Value> {
+pub fn guest_figures(
+    guests: &Path,
+    file: &str,
+    alone_runs: AloneRuns,
+    records: u64,
+) -> anyhow::Result<Value> {
     let path = guests.join(file);
     anyhow::ensure!(
         path.is_file(),
@@ -69,8 +86,8 @@ pub fn guest_figures(guests: &Path, file: &str, records: u64) -> anyhow::Result<
     let alone = operator_alone(
         &mut operator(),
         &mut NativeUppercase,
-        &generator_batches(ALONE_RECORDS),
-        ALONE_ROUNDS,
+        &generator_batches(alone_runs.records),
+        alone_runs.rounds,
     )?;
     let native = map_throughput(records, Box::new(NativeUppercase))?;
     let wasm = map_throughput(records, Box::new(operator()))?;
@@ -80,8 +97,8 @@ pub fn guest_figures(guests: &Path, file: &str, records: u64) -> anyhow::Result<
         "second_load_s": second_load.as_secs_f64(),
         "first_call_ms": first_call.as_secs_f64() * 1e3,
         "operator_alone": {
-            "records": ALONE_RECORDS,
-            "rounds": ALONE_ROUNDS,
+            "records": alone_runs.records,
+            "rounds": alone_runs.rounds,
             "wasm_cpu_ns_per_record": alone.wasm_ns_per_record,
             "native_cpu_ns_per_record": alone.native_ns_per_record,
             "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record,
@@ -144,7 +161,7 @@ pub fn print(f: &Value) {
         num(&f["peak_rss_mib"])
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (language, _) in GUESTS {
+    for (language, _, _) in GUESTS {
         let g = &f[language];
         let (a, e) = (&g["operator_alone"], &g["end_to_end"]);
         println!(

@@ -41,8 +41,10 @@ use map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
 pub const BATCH: usize = 1024;
 /// Records of the map's operator-alone figure (pre-built, so held in memory: ~35 MiB),
 /// and its rounds per operator.
-const OPERATOR_ALONE_RECORDS: u64 = 256 * BATCH as u64;
-const OPERATOR_ALONE_ROUNDS: usize = 7;
+const OPERATOR_ALONE: guests::AloneRuns = guests::AloneRuns {
+    records: 256 * BATCH as u64,
+    rounds: 7,
+};
 const SECTIONS: [&str; 4] = ["map", "aggregate", "pause", "guests"];
 
 struct Args {
@@ -183,8 +185,8 @@ fn map_section(
     let alone = operator_alone(
         &mut wasm_op(),
         &mut NativeUppercase,
-        &generator_batches(OPERATOR_ALONE_RECORDS),
-        OPERATOR_ALONE_ROUNDS,
+        &generator_batches(OPERATOR_ALONE.records),
+        OPERATOR_ALONE.rounds,
     )?;
     Ok(json!({
         "records": records,
@@ -192,8 +194,8 @@ fn map_section(
         "native_records_per_s": native,
         "ratio": wasm / native,
         "operator_alone": {
-            "records": OPERATOR_ALONE_RECORDS,
-            "rounds": OPERATOR_ALONE_ROUNDS,
+            "records": OPERATOR_ALONE.records,
+            "rounds": OPERATOR_ALONE.rounds,
             "wasm_cpu_ns_per_record": alone.wasm_ns_per_record,
             "native_cpu_ns_per_record": alone.native_ns_per_record,
             "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record,
@@ -204,9 +206,10 @@ fn map_section(
 /// One entry per language; end to end over a twentieth of the map section's records.
 fn guests_section(guests: &std::path::Path, records: u64) -> anyhow::Result<Value> {
     let mut figures = serde_json::Map::new();
-    for (language, file) in guests::GUESTS {
+    for (language, file, alone) in guests::GUESTS {
         eprintln!("  {language} ...");
-        let f = guests::guest_figures(guests, file, (records / 20).max(BATCH as u64))
+        let alone = alone.unwrap_or(OPERATOR_ALONE);
+        let f = guests::guest_figures(guests, file, alone, (records / 20).max(BATCH as u64))
             .with_context(|| format!("{language} guest {file}"))?;
         figures.insert(language.into(), f);
     }
