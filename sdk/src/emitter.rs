@@ -2,9 +2,11 @@
 //! columns directly.
 //!
 //! Invariants:
-//! - Everything emitted goes, in call order, straight into the columns of the one output
-//!   batch of the current guest call: no `Record` and no per-record allocation in
-//!   between (beyond what the user's own code allocates).
+//! - Everything emitted goes, in call order, into the columns of the one output batch
+//!   of the current guest call: no `Record` and no per-record allocation in between
+//!   (beyond what the user's own code allocates). A short value written through a
+//!   [`ValueWriter`] passes through the emitter's one small buffer and is copied into
+//!   the column once, when its record is complete.
 //! - What a function emitted for an input record it then refuses (`Err`) is discarded:
 //!   the SDK marks the batch's lengths before each call and truncates back to the mark on
 //!   `Err` (see `mapper::run_map`), so a refused input contributes no output, exactly as
@@ -15,7 +17,7 @@
 //!   closure cannot touch records emitted before.
 
 use crate::Record;
-use crate::framing::{Batch, end_frame, extend_bytes, push_frame};
+use crate::framing::{Batch, copy_in_pieces, end_frame, extend_bytes, push_frame};
 use crate::output::IntoRecords;
 use crate::record_ref::RecordRef;
 
@@ -32,41 +34,124 @@ use crate::record_ref::RecordRef;
 #[derive(Debug)]
 pub struct Emitter<'b> {
     batch: &'b mut Batch,
+    /// The buffer each [`ValueWriter`] writes a short value into, set up once per batch.
+    inline: [u8; INLINE_BYTES],
 }
 
 /// The value of the record being emitted by [`Emitter::emit_with`]: appends to the
 /// output batch's value column, and shows only this record's bytes.
+///
+/// A short value is first written into a small buffer (the emitter's, reused for every
+/// record) and appended to the column in one fixed-size copy when the closure returns.
+/// Each append to the buffer is a store and a bounds check against a constant; an
+/// append to the column is a check of its capacity and an update of its length, both
+/// read again from memory after every store, since a byte store through the column's
+/// pointer might have changed them as far as the compiler knows. (For `word-count`'s
+/// JSON: emit 51 -> 43 ns per key in a guest.) A value that outgrows the buffer, or
+/// whose writer is asked to `reserve` more or to `extend` from an iterator, moves to
+/// the column and is written there from then on.
 #[derive(Debug)]
 pub struct ValueWriter<'v> {
     values: &'v mut Vec<u8>,
     /// Where this record's value starts in `values`.
     start: usize,
+    inline: &'v mut [u8; INLINE_BYTES],
+    /// Bytes of `inline` in use; [`SPILLED`] once the value lives in `values` (from
+    /// `start` on), and then `inline` is not read again for it.
+    len: usize,
 }
 
-impl ValueWriter<'_> {
+/// Bytes of a value a [`ValueWriter`] keeps in the buffer before it moves to the
+/// column: a JSON record of a few fields; `uppercase`'s 64-byte values go straight to
+/// the column.
+const INLINE_BYTES: usize = 48;
+/// `ValueWriter::len` of a value written straight into the column.
+const SPILLED: usize = usize::MAX;
+
+impl<'v> ValueWriter<'v> {
+    #[inline(always)]
+    fn new(values: &'v mut Vec<u8>, inline: &'v mut [u8; INLINE_BYTES]) -> Self {
+        let start = values.len();
+        Self {
+            values,
+            start,
+            inline,
+            len: 0,
+        }
+    }
+
+    /// Whether `n` more bytes fit in the buffer (never once the value has moved).
+    #[inline(always)]
+    fn has_room(&self, n: usize) -> bool {
+        n <= INLINE_BYTES && self.len <= INLINE_BYTES - n
+    }
+
+    /// Moves the value to the column if it is not there yet: what the buffer holds is
+    /// appended to the column (nothing to append for an empty value, the common case
+    /// of a writer that starts with `reserve` or `extend`).
+    #[inline(always)]
+    fn spill(&mut self) {
+        match self.len {
+            SPILLED => {}
+            0 => self.len = SPILLED,
+            _ => self.move_to_column(),
+        }
+    }
+
+    #[cold]
+    fn move_to_column(&mut self) {
+        extend_bytes(self.values, &self.inline[..self.len]);
+        self.len = SPILLED;
+    }
+
+    /// Appends what is still in the buffer to the column: all 48 bytes (a copy of a
+    /// length known at compile time, loads and stores), then the column cut back to
+    /// the value's end.
+    #[inline(always)]
+    fn finish(&mut self) {
+        if self.len != SPILLED {
+            self.values.extend_from_slice(&self.inline[..]);
+            self.values.truncate(self.start + self.len);
+        }
+    }
+
     /// Appends `bytes` to the value.
     #[inline(always)]
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        extend_bytes(self.values, bytes);
+        if self.len == SPILLED {
+            extend_bytes(self.values, bytes);
+        } else if self.has_room(bytes.len()) {
+            copy_in_pieces(&mut self.inline[self.len..self.len + bytes.len()], bytes);
+            self.len += bytes.len();
+        } else {
+            self.move_to_column();
+            extend_bytes(self.values, bytes);
+        }
     }
 
     /// Appends `text` (as UTF-8) to the value.
     #[inline(always)]
     pub fn push_str(&mut self, text: &str) {
-        extend_bytes(self.values, text.as_bytes());
+        self.extend_from_slice(text.as_bytes());
     }
 
     /// Appends one byte to the value.
     #[inline(always)]
     pub fn push(&mut self, byte: u8) {
-        self.values.push(byte);
+        if self.len < INLINE_BYTES {
+            self.inline[self.len] = byte;
+            self.len += 1;
+        } else {
+            self.spill();
+            self.values.push(byte);
+        }
     }
 
     /// Appends `text` as a JSON string literal: quoted, with `"`, `\\` and the control
     /// characters escaped exactly as `serde_json` writes them (`\\n`, `\\u001f`, ...), so a
     /// JSON value can be written piece by piece without a serialiser or a buffer.
     pub fn push_json_str(&mut self, text: &str) {
-        if push_clean_json_str(self.values, text.as_bytes()) {
+        if self.push_clean_json_str(text.as_bytes()) {
             return;
         }
         self.push_json_escaped(text.as_bytes());
@@ -77,7 +162,7 @@ impl ValueWriter<'_> {
     /// escaped exactly as `serde_json` does. ASCII (the common case: keys, words)
     /// is escaped straight from `bytes`, with no UTF-8 pass and no copy.
     pub fn push_json_str_lossy(&mut self, bytes: &[u8]) {
-        if push_clean_json_str(self.values, bytes) {
+        if self.push_clean_json_str(bytes) {
             return;
         }
         if bytes.is_ascii() {
@@ -92,13 +177,11 @@ impl ValueWriter<'_> {
     fn push_json_escaped(&mut self, bytes: &[u8]) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let needs_escape = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
-        self.values.reserve(bytes.len() + 2);
-        self.values.push(b'"');
-        // One pass the compiler vectorises decides for the common string: nothing to
-        // escape, one copy.
+        self.reserve(bytes.len() + 2);
+        self.push(b'"');
         if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
-            extend_bytes(self.values, bytes);
-            self.values.push(b'"');
+            self.extend_from_slice(bytes);
+            self.push(b'"');
             return;
         }
         let mut clean = 0;
@@ -114,18 +197,17 @@ impl ValueWriter<'_> {
                 0x00..=0x1f => b'u',
                 _ => continue,
             };
-            extend_bytes(self.values, &bytes[clean..i]);
+            self.extend_from_slice(&bytes[clean..i]);
             clean = i + 1;
             if short == b'u' {
                 let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]);
-                self.values
-                    .extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
+                self.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
             } else {
-                self.values.extend_from_slice(&[b'\\', short]);
+                self.extend_from_slice(&[b'\\', short]);
             }
         }
-        extend_bytes(self.values, &bytes[clean..]);
-        self.values.push(b'"');
+        self.extend_from_slice(&bytes[clean..]);
+        self.push(b'"');
     }
 
     /// Appends `n` in decimal, as `write!(value, "{n}")` would, without `core::fmt`
@@ -146,9 +228,16 @@ impl ValueWriter<'_> {
             // Leading zero digits are the low zero bytes; `0` keeps its last digit.
             let leading = (digits.trailing_zeros() / 8).min(7);
             let ascii = (digits + 0x3030_3030_3030_3030) >> (8 * leading);
-            let start = self.values.len();
-            self.values.extend_from_slice(&ascii.to_le_bytes());
-            self.values.truncate(start + 8 - leading as usize);
+            let count = 8 - leading as usize;
+            if self.has_room(8) {
+                self.inline[self.len..self.len + 8].copy_from_slice(&ascii.to_le_bytes());
+                self.len += count;
+            } else {
+                self.spill();
+                let start = self.values.len();
+                self.values.extend_from_slice(&ascii.to_le_bytes());
+                self.values.truncate(start + count);
+            }
             return;
         }
         let mut digits = [0u8; 20];
@@ -161,56 +250,65 @@ impl ValueWriter<'_> {
             at = write_digits(&mut digits[..at], low, 9);
         }
         at = write_digits(&mut digits[..at], rest as u32, 1);
-        extend_bytes(self.values, &digits[at..]);
+        self.extend_from_slice(&digits[at..]);
     }
 
     /// Appends `n` in decimal, with a `-` when negative, as `write!` would.
     pub fn push_i64(&mut self, n: i64) {
         if n < 0 {
-            self.values.push(b'-');
+            self.push(b'-');
         }
         self.push_u64(n.unsigned_abs());
     }
 
     /// Reserves room for at least `additional` more bytes.
     pub fn reserve(&mut self, additional: usize) {
-        self.values.reserve(additional);
+        if !self.has_room(additional) {
+            self.spill();
+            self.values.reserve(additional);
+        }
     }
 
     /// The value written so far, to edit in place (e.g. `make_ascii_uppercase`).
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.values[self.start..]
+        match self.len {
+            SPILLED => &mut self.values[self.start..],
+            len => &mut self.inline[..len],
+        }
     }
 
     /// The value written so far.
     pub fn as_slice(&self) -> &[u8] {
-        &self.values[self.start..]
+        match self.len {
+            SPILLED => &self.values[self.start..],
+            len => &self.inline[..len],
+        }
+    }
+
+    /// Appends a short `bytes` as a JSON string literal if it is printable ASCII other
+    /// than `"` and `\\` (a key, a word: nothing to escape or replace); false, having
+    /// appended nothing, for anything else. One byte loop that stops at the first byte
+    /// it cannot pass: for a short string, far fewer instructions than the vectorised
+    /// scans (`is_ascii`, then the escape check) whose set-up dominates at a few bytes.
+    #[inline(always)]
+    fn push_clean_json_str(&mut self, bytes: &[u8]) -> bool {
+        if bytes.len() > SHORT_JSON_STR_BYTES
+            || !bytes
+                .iter()
+                .all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\')
+        {
+            return false;
+        }
+        self.reserve(bytes.len() + 2);
+        self.push(b'"');
+        self.extend_from_slice(bytes);
+        self.push(b'"');
+        true
     }
 }
 
 /// Longest string [`push_clean_json_str`] scans byte by byte.
 const SHORT_JSON_STR_BYTES: usize = 32;
-
-/// Appends a short `bytes` as a JSON string literal if it is printable ASCII other than
-/// `"` and `\` (a key, a word: nothing to escape or replace); false, having appended
-/// nothing, for anything else. One byte loop that stops at the first byte it cannot
-/// pass: for a short string, far fewer instructions than the vectorised scans
-/// (`is_ascii`, then the escape check) whose set-up dominates at a few bytes.
-#[inline(always)]
-fn push_clean_json_str(values: &mut Vec<u8>, bytes: &[u8]) -> bool {
-    if bytes.len() > SHORT_JSON_STR_BYTES
-        || !bytes
-            .iter()
-            .all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\')
-    {
-        return false;
-    }
-    values.reserve(bytes.len() + 2);
-    values.push(b'"');
-    extend_bytes(values, bytes);
-    values.push(b'"');
-    true
-}
 
 /// The eight decimal digits of `n` (< 10^8, zero-padded), one per byte as values 0-9,
 /// most significant first in memory order (the `u64`'s low byte first): the digits
@@ -253,6 +351,7 @@ fn write_digits(digits: &mut [u8], mut n: u32, min_digits: usize) -> usize {
 impl Extend<u8> for ValueWriter<'_> {
     #[inline(always)]
     fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.spill();
         self.values.extend(bytes);
     }
 }
@@ -285,7 +384,10 @@ pub(crate) struct Mark {
 
 impl<'b> Emitter<'b> {
     pub(crate) fn new(batch: &'b mut Batch) -> Self {
-        Self { batch }
+        Self {
+            batch,
+            inline: [0; INLINE_BYTES],
+        }
     }
 
     /// Emits one record with these key and value bytes (copied into the output batch)
@@ -315,8 +417,9 @@ impl<'b> Emitter<'b> {
             value_ends,
             values,
         } = &mut *self.batch;
-        let start = values.len();
-        write_value(&mut ValueWriter { values, start });
+        let mut value = ValueWriter::new(values, &mut self.inline);
+        write_value(&mut value);
+        value.finish();
         timestamps.push(timestamp);
         push_frame(key_ends, keys, key.as_ref());
         end_frame(value_ends, values);
@@ -421,6 +524,85 @@ mod tests {
                 (b("e"), b("5"), 0),
                 (b("f"), b("6"), 0),
             ]
+        );
+    }
+
+    /// Every writer method, in pseudo-random order and sizes, against a plain `Vec`:
+    /// values that stay in the writer's buffer, fill it exactly, outgrow it in one
+    /// append or piece by piece, or move to the column at once (`reserve`, `extend`),
+    /// read and edited in place at every step.
+    #[test]
+    fn a_value_writer_writes_what_a_vec_would_across_its_buffer_bound() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let text: Vec<u8> = (0..200u8).map(|i| b'a' + i % 26).collect();
+        let mut batch = Batch::default();
+        let mut expected = Vec::new();
+        let mut out = Emitter::new(&mut batch);
+        for record in 0..2_000 {
+            let ops = next(12);
+            let mut model = Vec::new();
+            out.emit_with(b"k", record, |value| {
+                for _ in 0..ops {
+                    let n = next(70) as usize;
+                    match next(9) {
+                        0 => {
+                            value.push(b'x');
+                            model.push(b'x');
+                        }
+                        1 => {
+                            value.extend_from_slice(&text[..n]);
+                            model.extend_from_slice(&text[..n]);
+                        }
+                        2 => {
+                            let s = std::str::from_utf8(&text[..n % 20]).unwrap_or("");
+                            value.push_str(s);
+                            model.extend_from_slice(s.as_bytes());
+                        }
+                        3 => {
+                            let shift = next(64) as u32;
+                            let x = next(u64::MAX >> shift);
+                            value.push_u64(x);
+                            model.extend_from_slice(x.to_string().as_bytes());
+                        }
+                        4 => {
+                            let x = -(next(1 << 40) as i64);
+                            value.push_i64(x);
+                            model.extend_from_slice(x.to_string().as_bytes());
+                        }
+                        5 => {
+                            value.push_json_str_lossy(&text[..n % 40]);
+                            model.push(b'"');
+                            model.extend_from_slice(&text[..n % 40]);
+                            model.push(b'"');
+                        }
+                        6 => {
+                            value.extend(text[..n].iter().map(u8::to_ascii_uppercase));
+                            model.extend(text[..n].iter().map(u8::to_ascii_uppercase));
+                        }
+                        7 => value.reserve(n),
+                        _ => {
+                            value.as_mut_slice().make_ascii_uppercase();
+                            model.make_ascii_uppercase();
+                        }
+                    }
+                    assert_eq!(value.as_slice(), model.as_slice());
+                }
+            });
+            expected.push(model);
+        }
+        let values: Vec<&[u8]> = batch.iter().map(|(_, v, _)| v).collect();
+        assert_eq!(values, expected);
+        assert!(
+            batch
+                .iter()
+                .enumerate()
+                .all(|(i, (k, _, t))| k == b"k" && t == i as i64)
         );
     }
 

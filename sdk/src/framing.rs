@@ -120,6 +120,35 @@ pub(crate) fn extend_bytes(buffer: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
+/// Copies `bytes` into `dest` (of the same length) in fixed-size pieces, like
+/// [`extend_bytes`].
+#[inline(always)]
+pub(crate) fn copy_in_pieces(dest: &mut [u8], bytes: &[u8]) {
+    if bytes.len() > SHORT_COPY_BYTES {
+        dest.copy_from_slice(bytes);
+        return;
+    }
+    let (mut dest, mut rest) = (dest, bytes);
+    while let Some((piece, tail)) = rest.split_first_chunk::<8>() {
+        let (to, dest_tail) = dest.split_at_mut(8);
+        to.copy_from_slice(piece);
+        (dest, rest) = (dest_tail, tail);
+    }
+    if let Some((piece, tail)) = rest.split_first_chunk::<4>() {
+        let (to, dest_tail) = dest.split_at_mut(4);
+        to.copy_from_slice(piece);
+        (dest, rest) = (dest_tail, tail);
+    }
+    if let Some((piece, tail)) = rest.split_first_chunk::<2>() {
+        let (to, dest_tail) = dest.split_at_mut(2);
+        to.copy_from_slice(piece);
+        (dest, rest) = (dest_tail, tail);
+    }
+    if let (Some(&byte), Some(to)) = (rest.first(), dest.first_mut()) {
+        *to = byte;
+    }
+}
+
 /// Records the end of a frame whose bytes were already appended to `buffer`.
 pub fn end_frame(ends: &mut Vec<u32>, buffer: &[u8]) {
     ends.push(offset(buffer.len()));
