@@ -15,8 +15,9 @@
 //!   live slots have equal keys.
 //! - A slot is dirty iff it differs from what RocksDB holds; a dirty `None` is a tombstone
 //!   that must reach RocksDB as a delete. A dirty slot leaves the cache only through
-//!   [`take_victims`], which hands its key and value to the caller to write (or through
-//!   `mark_clean` then `clear`), so no update or deletion is ever lost.
+//!   [`take_victims`], which hands its key and value to the caller in a write-back to
+//!   write; [`copy_out_dirty`] copies every dirty slot into one and marks them clean. So
+//!   no update or deletion is ever lost.
 //! - `bytes` is the sum of [`slot_bytes`] over the live slots: the key, the value and a
 //!   fixed per-slot overhead. The caller keeps the cache within `capacity` slots and
 //!   `max_bytes` bytes by asking [`over_budget`] after each insert (or [`would_overflow`]
@@ -31,6 +32,7 @@
 //!   used since, the sweep takes them in array order. One slot larger than the whole
 //!   budget stays until the next eviction.
 //!
+//! [`copy_out_dirty`]: StateCache::copy_out_dirty
 //! [`over_budget`]: StateCache::over_budget
 //! [`would_overflow`]: StateCache::would_overflow
 //! [`take_victims`]: StateCache::take_victims
