@@ -365,10 +365,9 @@ fn chain(
         (Some(r), ChainEnd::Repartition(writer)) => {
             // `for_worker` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.
-            let unit = cx
-                .kafka
-                .as_ref()
-                .ok_or_else(|| connector_error(cx, task, ConnectorError::Unavailable("kafka")))?;
+            let unit = cx.kafka.as_ref().ok_or_else(|| {
+                PipelineError::connector(&cx.spec.name, task, ConnectorError::Unavailable("kafka"))
+            })?;
             vec![Box::new(KafkaSink::repartition(
                 REPARTITION_SINK_ID,
                 r.topic.clone(),
@@ -471,7 +470,7 @@ fn aggregate_config(
 fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
     let sinks = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
         .for_task(task)
-        .map_err(|source| connector_error(cx, task, source))?;
+        .map_err(|source| PipelineError::connector(&cx.spec.name, task, source))?;
     Ok(SinkSet::new(sinks, cx.checkpoint_base))
 }
 
@@ -479,12 +478,8 @@ fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
 fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
     let sink = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
         .dead_letters_for_task(task)
-        .map_err(|source| connector_error(cx, task, source))?;
+        .map_err(|source| PipelineError::connector(&cx.spec.name, task, source))?;
     Ok(SinkSet::new(vec![sink], cx.checkpoint_base))
-}
-
-fn connector_error(cx: &BuildContext<'_>, task: &str, source: ConnectorError) -> PipelineError {
-    PipelineError::connector(&cx.spec.name, task, source)
 }
 
 /// The directory of a state dir that holds every operator's working RocksDB directory.

@@ -100,8 +100,8 @@ const DB_DIR: &str = "db";
 
 /// A state key's hash under one [`KeyedState`]'s cache ([`KeyedState::key_hash`]). A
 /// caller that hashes its keys anyway (the aggregate groups a batch by state key) files
-/// them under this hash and hands it back to [`KeyedState::get_hashed`] and
-/// [`KeyedState::put_hashed`], so a key is hashed once per batch, not once per access.
+/// them under this hash and hands it back to [`KeyedState::get_with_slot`] and
+/// [`KeyedState::put_at`], so a key is hashed once per batch, not once per access.
 /// Meaningful only to the state that made it (its hasher is randomly seeded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash(u64);
@@ -212,7 +212,8 @@ impl KeyedState {
     /// The current value of `key`: from the cache, else from the write-backs in flight,
     /// else from RocksDB (then cached, clean).
     pub fn get(&mut self, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
-        self.get_hashed(self.key_hash(key), key)
+        let slot = self.cached_slot(self.key_hash(key), key)?;
+        Ok(self.cache.value(slot))
     }
 
     /// `key`'s hash in this state (see [`KeyHash`]).
@@ -220,15 +221,10 @@ impl KeyedState {
         KeyHash(self.cache.hash(key))
     }
 
-    /// [`get`](Self::get) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
-    pub fn get_hashed(&mut self, hash: KeyHash, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
-        let slot = self.cached_slot(hash, key)?;
-        Ok(self.cache.value(slot))
-    }
-
-    /// Like [`get_hashed`](Self::get_hashed), with the cache slot that now holds `key`:
-    /// a hint for the [`put_at`](Self::put_at) of the same key that follows (the
-    /// aggregate reads a group's accumulator, calls the guest, stores the new one).
+    /// Like [`get`](Self::get) with `hash` = [`key_hash`](Self::key_hash)`(key)`, with
+    /// the cache slot that now holds `key`: a hint for the [`put_at`](Self::put_at) of
+    /// the same key that follows (the aggregate reads a group's accumulator, calls the
+    /// guest, stores the new one).
     pub fn get_with_slot(
         &mut self,
         hash: KeyHash,
@@ -325,23 +321,14 @@ impl KeyedState {
     /// Sets `key` to `value` in the cache (written back at the next barrier or eviction,
     /// or when too many entries are dirty).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
-        self.put_hashed(self.key_hash(key), key, value)
-    }
-
-    /// [`put`](Self::put) with `hash` = [`key_hash`](Self::key_hash)`(key)`.
-    pub fn put_hashed(
-        &mut self,
-        hash: KeyHash,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<(), StateError> {
-        self.cache.put_hashed(None, hash.0, key, value);
+        self.cache
+            .put_hashed(None, self.key_hash(key).0, key, value);
         self.shrink()
     }
 
-    /// [`put_hashed`](Self::put_hashed) of a key whose slot [`get_with_slot`] gave: the
-    /// slot is tried first (checked: if it holds another key by now, `key` is looked up
-    /// as by `put_hashed`).
+    /// [`put`](Self::put) with `hash` = [`key_hash`](Self::key_hash)`(key)`, of a key
+    /// whose slot [`get_with_slot`] gave: the slot is tried first (checked: if it holds
+    /// another key by now, `key` is looked up as by `put`).
     ///
     /// [`get_with_slot`]: Self::get_with_slot
     pub fn put_at(

@@ -201,7 +201,6 @@ impl StateCache {
         let mut victims = WriteLayer::with_capacity(
             self.dirty
                 .min(self.table.len().saturating_sub(target_entries)),
-            0,
         );
         // Each step clears a bit or evicts a slot, so two turns of the hand over the
         // array empty it at worst.
@@ -393,7 +392,7 @@ impl StateCache {
     /// Copies every dirty slot into one write-back and marks them clean (they stay
     /// cached): the caller must write the layer to RocksDB. One pass over the slots.
     pub(crate) fn copy_out_dirty(&mut self) -> WriteLayer {
-        let mut layer = WriteLayer::with_capacity(self.dirty, 0);
+        let mut layer = WriteLayer::with_capacity(self.dirty);
         if self.dirty == 0 {
             return layer;
         }

@@ -48,23 +48,19 @@ pub(crate) struct WriteLayer {
 }
 
 impl WriteLayer {
-    /// An empty layer with room for `entries` entries of `bytes` key and value bytes.
-    pub(crate) fn with_capacity(entries: usize, bytes: usize) -> Self {
+    /// An empty layer with room for `entries` entries.
+    pub(crate) fn with_capacity(entries: usize) -> Self {
         Self {
             seq: 0,
-            data: Vec::with_capacity(bytes),
+            data: Vec::new(),
             entries: Vec::with_capacity(entries),
             index: HashTable::with_capacity(entries),
         }
     }
 
-    /// Adds `key` (hashed to `hash` by the cache, not in the layer yet) with `value`
-    /// (`None`: a delete).
+    /// Adds `key` (hashed to `hash` by the cache, not in the layer yet: the cache holds
+    /// a key once) with `value` (`None`: a delete).
     pub(crate) fn push(&mut self, hash: u64, key: &[u8], value: Option<&[u8]>) {
-        debug_assert!(
-            self.lookup(hash, key).is_none(),
-            "a layer's keys are distinct"
-        );
         let key_start = self.data.len();
         self.data.extend_from_slice(key);
         let key_end = self.data.len();
@@ -174,7 +170,7 @@ mod tests {
     const SAME: u64 = 7;
 
     fn layer(seq: u64, entries: &[(&[u8], Option<&[u8]>)]) -> Arc<WriteLayer> {
-        let mut layer = WriteLayer::with_capacity(0, 0);
+        let mut layer = WriteLayer::with_capacity(0);
         for &(key, value) in entries {
             layer.push(SAME, key, value);
         }
