@@ -23,7 +23,7 @@ export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests test demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
+.PHONY: help setup build guests test soak demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
 .PHONY: s3-up s3-down k8s-tools
 
 help:
@@ -31,6 +31,7 @@ help:
 	@echo "make demo-kafka the same words through Kafka: topic -> WASM -> exactly-once topic (own broker)"
 	@echo "make demo-serve the hosting walk-through: weir serve, a tenant, modules pushed and a pipeline run with the CLI"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
+	@echo "make soak       every example guest over 10,000,000 records: exact output, flat guest memory"
 	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
 	@echo "make kafka-up / kafka-down   a local single-node Kafka (KRaft) on 127.0.0.1"
@@ -71,7 +72,7 @@ export WEIR_PY_TOOLS := $(PY_TOOLS_VENV)
 PY_TOOLS_STAMP := $(PY_TOOLS_VENV)/weir-requirements.txt
 PY_BUILD := python3 sdk-python/tools/build.py
 PY_DEPS := $(wildcard sdk-python/weir_guest/*.py) sdk-python/tools/build.py \
-	sdk-python/requirements.txt wit/weir.wit
+	sdk-python/tools/build_cache.py sdk-python/requirements.txt wit/weir.wit
 PY_GUESTS := $(GUESTS_DIR)/uppercase_py.wasm $(GUESTS_DIR)/word_count_py.wasm \
 	$(GUESTS_DIR)/probe_py.wasm
 
@@ -106,7 +107,7 @@ export WEIR_JS_TOOLS := $(JS_TOOLS_DIR)
 JS_TOOLS_STAMP := $(JS_TOOLS_DIR)/.installed-package-lock.json
 JS_NODE_MIN := 20.6
 JS_BUILD := node sdk-js/tools/build.mjs
-JS_DEPS := $(wildcard sdk-js/src/*.js) sdk-js/tools/build.mjs wit/weir.wit $(JS_TOOLS_STAMP)
+JS_DEPS := $(wildcard sdk-js/src/*.js) sdk-js/tools/build.mjs sdk-js/tools/build-cache.mjs wit/weir.wit $(JS_TOOLS_STAMP)
 JS_GUESTS := $(GUESTS_DIR)/uppercase_js.wasm $(GUESTS_DIR)/word_count_js.wasm $(GUESTS_DIR)/probe_js.wasm
 
 .PHONY: js-tools js-guests js-tools-check
@@ -160,6 +161,13 @@ test: setup guests fuzz-tools k8s-tools
 	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
+
+# Every shipped example guest (Rust, Python, JavaScript; map and aggregate) over
+# 10,000,000 records each, asserting exact output and flat guest memory; `make test`
+# runs the same soak over 3,000,000 (tests/tests/guest_soak.rs).
+soak: build guests
+	cargo build --workspace --bins --tests
+	WEIR_SOAK_RECORDS=10000000 cargo test -p weir-tests --test guest_soak -- --test-threads=2 --nocapture
 
 demo: build guests
 	@rm -rf build/demo-output

@@ -14,13 +14,18 @@
 //   component's world as jco prints it.
 // - The output is written whole or not at all (temporary file, then rename), so a failed
 //   build never leaves a half component for make to take as up to date.
+// - Building unchanged inputs again gives the same bytes, from a content-addressed cache
+//   ($WEIR_GUEST_BUILD_CACHE/js, default ~/.cache/weir/guest-builds/js): see
+//   build-cache.mjs for why a cache and what the key covers.
 // - Node >= 20 (the tools' own minimum: oxc-parser, commander).
 
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+
+import { cacheKey, lookup, store } from './build-cache.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -29,6 +34,12 @@ const SDK = join(repo, 'sdk-js/src/index.js');
 const WORLDS = ['mapper', 'aggregator'];
 // The engine features that would import wasi:http (outgoing fetch, incoming handler).
 const DISABLED_FEATURES = ['http', 'fetch-event'];
+// This build's own scripts: a change to any of them changes every component's cache key.
+const TOOL_SCRIPTS = ['build.mjs', 'build-cache.mjs'];
+const CACHE_DIR = resolve(
+  process.env.WEIR_GUEST_BUILD_CACHE ?? join(homedir(), '.cache/weir/guest-builds'),
+  'js',
+);
 const USAGE = 'usage: node sdk-js/tools/build.mjs --world mapper|aggregator -o out.wasm guest.js';
 
 function fail(message) {
@@ -75,11 +86,10 @@ try {
   fail(`the JavaScript tools are not installed in ${tools} (run \`make js-tools\`): ${error.message}`);
 }
 
-const work = await mkdtemp(join(tmpdir(), 'weir-js-build-'));
-try {
-  const bundle = join(work, `${basename(args.guest, '.js')}.bundle.js`);
+/** The esbuild bundle of the guest with the SDK: one ES module, as componentize-js takes it. */
+async function bundleGuest(guest, bundle) {
   await esbuild.build({
-    entryPoints: [resolve(args.guest)],
+    entryPoints: [resolve(guest)],
     outfile: bundle,
     bundle: true,
     format: 'esm',
@@ -90,12 +100,24 @@ try {
     legalComments: 'none',
     logLevel: 'warning',
   });
+  return readFile(bundle);
+}
+
+/** What decides the component besides the bundle (see build-cache.mjs). */
+async function buildInputs(bundleBytes, world, sourceName) {
+  const files = [WIT, join(here, 'package-lock.json'), ...TOOL_SCRIPTS.map((f) => join(here, f))];
+  const contents = await Promise.all(files.map((f) => readFile(f)));
+  return [bundleBytes, world, sourceName, DISABLED_FEATURES.join(','), ...contents];
+}
+
+/** componentize-js over the bundle, refused if its world imports wasi:http. */
+async function componentizeBundle(bundle, guest, world) {
   const { component } = await componentize({
     sourcePath: bundle,
     // What stack traces and error messages call the guest's code.
-    sourceName: basename(args.guest),
+    sourceName: basename(guest),
     witPath: WIT,
-    worldName: args.world,
+    worldName: world,
     disableFeatures: DISABLED_FEATURES,
   });
   // The component's own world, as jco prints it: one `import` line per interface.
@@ -103,13 +125,28 @@ try {
     .split('\n')
     .filter((line) => /^\s*import wasi:http\//.test(line));
   if (refused.length > 0) {
-    fail(`${args.guest}: the component imports ${refused.map((l) => l.trim()).join(' ')}, which weir refuses`);
+    fail(`${guest}: the component imports ${refused.map((l) => l.trim()).join(' ')}, which weir refuses`);
+  }
+  return component;
+}
+
+const work = await mkdtemp(join(tmpdir(), 'weir-js-build-'));
+try {
+  const bundle = join(work, `${basename(args.guest, '.js')}.bundle.js`);
+  const bundleBytes = await bundleGuest(args.guest, bundle);
+  const key = cacheKey(await buildInputs(bundleBytes, args.world, basename(args.guest)));
+  let component = await lookup(CACHE_DIR, key);
+  const hit = component !== null;
+  if (!hit) {
+    component = await componentizeBundle(bundle, args.guest, args.world);
+    await store(CACHE_DIR, key, component);
   }
   const out = resolve(args.out);
   const partial = `${out}.partial-${process.pid}`;
   await writeFile(partial, component);
   await rename(partial, out);
-  console.log(`built ${args.out} (${args.world}, ${(component.length / (1 << 20)).toFixed(1)} MiB)`);
+  const size = (component.length / (1 << 20)).toFixed(1);
+  console.log(`built ${args.out} (${args.world}, ${size} MiB${hit ? ', unchanged inputs: cached build' : ''})`);
 } catch (error) {
   fail(`${args.guest}: ${error?.stack ?? error}`);
 } finally {

@@ -221,6 +221,11 @@ def aggregate(*, initial: Any, emit: Callable[[bytes, Optional[Window], Any], ob
     return register
 
 
+def is_registered() -> bool:
+    """Whether a function is decorated with `@aggregate` in this component."""
+    return _registered is not None
+
+
 def registered() -> Aggregate:
     """The aggregate `@aggregate` registered; raises if there is none."""
     if _registered is None:

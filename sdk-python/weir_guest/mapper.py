@@ -43,6 +43,11 @@ def map(function: MapFunction) -> MapFunction:  # noqa: A001 (the decorator's pu
     return function
 
 
+def is_registered() -> bool:
+    """Whether a function is decorated with `@map` in this component."""
+    return _registered is not None
+
+
 def registered() -> MapFunction:
     """The function `@map` registered; raises if there is none."""
     if _registered is None:

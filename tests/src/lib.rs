@@ -376,6 +376,9 @@ pub fn toml_path(path: &Path) -> String {
 /// Specs and runs shared by the Python and JavaScript guest tests.
 pub mod guest_specs;
 
+/// Long runs of one guest watched through the status file (guest memory, exact output).
+pub mod soak;
+
 // ---------------------------------------------------------------------------------
 // Kafka: the broker the harness started (`KAFKA_BOOTSTRAP`), unique topics per test.
 // ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ use super::bindings::aggregator::{Aggregator, AggregatorPre};
 use super::bindings::{WitUpdateAndEmitOutput, wit_types};
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
+use super::guest_instance::GuestInstance;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
@@ -294,5 +295,19 @@ impl InputShape {
                 .byte_size()
                 .saturating_add(groups.accumulators.len()),
         }
+    }
+}
+
+impl GuestInstance for AggregatorInstance {
+    fn module_name(&self) -> &str {
+        self.guest.module()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.guest.memory_bytes()
+    }
+
+    fn wants_recycling(&self) -> bool {
+        self.guest.wants_recycling()
     }
 }

@@ -51,6 +51,11 @@ pub enum EngineError {
     #[error("{module}: guest panicked: {message}")]
     GuestPanic { module: String, message: String },
 
+    /// An exception escaped an interpreted guest's export (a Python SDK guest reports it
+    /// on its stderr before the interpreter traps); `message` is its class and message.
+    #[error("{module}: guest raised an uncaught exception: {message}")]
+    GuestException { module: String, message: String },
+
     /// Any other trap (or a failure lifting the guest's results).
     #[error("{module}: guest trapped: {message}")]
     Trap { module: String, message: String },
@@ -76,6 +81,7 @@ impl EngineError {
             | EngineError::MemoryLimit { module, .. }
             | EngineError::TransferLimit { module, .. }
             | EngineError::GuestPanic { module, .. }
+            | EngineError::GuestException { module, .. }
             | EngineError::Trap { module, .. }
             | EngineError::BadOutput { module, .. }
             | EngineError::Poisoned { module, .. } => Some(module),

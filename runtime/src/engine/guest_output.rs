@@ -219,6 +219,18 @@ pub(crate) fn panic_message(stderr: &str) -> Option<String> {
     })
 }
 
+/// The line an SDK writes to stderr when an exception escapes an export (the Python
+/// SDK's `weir_guest.component.UNCAUGHT_MARKER`), before the interpreter traps.
+const UNCAUGHT_MARKER: &str = "weir-guest: uncaught exception: ";
+
+/// The last uncaught-exception report in a guest's stderr, escaped, on one line: the
+/// exception's class, its message and the export. `None` if there is none.
+pub(crate) fn uncaught_exception(stderr: &str) -> Option<String> {
+    let start = stderr.rfind(UNCAUGHT_MARKER)? + UNCAUGHT_MARKER.len();
+    let report = stderr[start..].lines().next().unwrap_or_default();
+    Some(escape(report.trim_end()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +263,19 @@ mod tests {
         assert!(out.lock().panicking);
         out.start_call();
         assert!(!out.lock().panicking);
+    }
+
+    #[test]
+    fn uncaught_exception_is_the_last_report_line() {
+        let stderr = "weir-guest: uncaught exception: KeyError (in map)\nlog\n\
+                      weir-guest: uncaught exception: ValueError: bad \\n value (in emit)\n\
+                      thread '<unnamed>' panicked at runtime/src/lib.rs:1280:25:\n\
+                      Python function threw an unexpected exception\n";
+        assert_eq!(
+            uncaught_exception(stderr).as_deref(),
+            Some("ValueError: bad \\n value (in emit)")
+        );
+        assert_eq!(uncaught_exception("panicked at x\n"), None);
     }
 
     #[test]

@@ -9,12 +9,23 @@
 //! - After a failure the error is classified, most specific first: epoch interrupt, or
 //!   the deadline passing in a host call (`DeadlineReached`) -> `CpuDeadline`; refused
 //!   memory growth -> `MemoryLimit`; hostcall fuel exhausted (more than
-//!   `MAX_GUEST_TRANSFER_BYTES` passed to the host at once) -> `TransferLimit`; a Rust
-//!   panic message on stderr -> `GuestPanic`; anything else -> `Trap` (with the guest's
+//!   `MAX_GUEST_TRANSFER_BYTES` passed to the host at once) -> `TransferLimit`; an SDK's
+//!   uncaught-exception line on stderr -> `GuestException`; a Rust panic message on
+//!   stderr -> `GuestPanic`; anything else -> `Trap` (with the guest's
 //!   stderr and the wasm backtrace when there is one). Every message is one line:
 //!   guest text escaped, wasmtime's lines joined (`guest_text.rs`).
 //! - After any such failure the store is poisoned: every later call returns `Poisoned`
 //!   without entering the guest. The caller instantiates again from its `GuestModule`.
+//! - Recycling: the linear memory an instance has right after instantiation is its
+//!   baseline, and `limits.memory_bytes` minus the baseline its headroom. Once an
+//!   instance has grown by half its headroom, `wants_recycling` says so, and its owner
+//!   replaces it with a fresh instance before the next call. A guest's memory never
+//!   shrinks, and the interpreted guests' toolchains never give some of it back (a
+//!   componentize-js guest runs no garbage collection during calls, a
+//!   componentize-py guest never frees the bytes lists it returns), so without this a
+//!   long run would end at the memory limit; with it, an instance's memory stays below
+//!   its baseline plus half its headroom (plus one call's growth), over any number of
+//!   calls. A guest that does not leak never reaches the mark and is never recycled.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +35,7 @@ use wasmtime::{Store, Trap, WasmBacktrace};
 use super::call_deadline::{CallDeadline, DeadlineReached};
 use super::epoch_ticker::{EPOCH_TICK, EpochTicker};
 use super::error::EngineError;
-use super::guest_output::panic_message;
+use super::guest_output::{panic_message, uncaught_exception};
 use super::guest_text::{escape, one_line};
 use super::host::HostState;
 use super::limits::{GuestLimiter, GuestLimits};
@@ -41,6 +52,8 @@ pub(crate) struct GuestStore {
     store: Store<HostState>,
     /// Why the instance is unusable, once it is.
     poisoned: Option<String>,
+    /// Linear memory right after instantiation (the first successful call).
+    baseline_bytes: Option<usize>,
     /// Keeps the deadline firing while this instance lives.
     _ticker: Arc<EpochTicker>,
 }
@@ -69,12 +82,29 @@ impl GuestStore {
             deadline_ticks: deadline_ticks(limits.call_timeout),
             store,
             poisoned: None,
+            baseline_bytes: None,
             _ticker: ticker,
         }
     }
 
     pub(crate) fn module(&self) -> &str {
         &self.module
+    }
+
+    /// The instance's linear memory in bytes, all its memories summed.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.granted_bytes()
+    }
+
+    /// Whether the instance has grown by half the headroom it started with (see the
+    /// module's invariants): its owner should replace it before the next call.
+    pub(crate) fn wants_recycling(&self) -> bool {
+        let Some(baseline) = self.baseline_bytes else {
+            return false;
+        };
+        let grown = self.memory_bytes().saturating_sub(baseline);
+        let headroom = self.limits.memory_bytes.saturating_sub(baseline);
+        grown > 0 && grown.saturating_mul(2) >= headroom
     }
 
     /// Runs `f` (an instantiation or one export call) under the limits.
@@ -95,6 +125,9 @@ impl GuestStore {
         self.store.data().output.start_call();
         let result = f(&mut self.store);
         self.store.data().output.flush();
+        if result.is_ok() && self.baseline_bytes.is_none() {
+            self.baseline_bytes = Some(self.memory_bytes());
+        }
         result.map_err(|e| {
             let err = self.classify(&e);
             tracing::debug!(module = &*self.module, error = ?e, "guest call failed");
@@ -131,6 +164,9 @@ impl GuestStore {
             };
         }
         let stderr = state.output.stderr_tail();
+        if let Some(message) = uncaught_exception(&stderr) {
+            return EngineError::GuestException { module, message };
+        }
         if let Some(message) = panic_message(&stderr) {
             return EngineError::GuestPanic { module, message };
         }

@@ -70,6 +70,12 @@ impl GuestLimiter {
         self.limit_bytes
     }
 
+    /// The instance's linear memory now, over all its memories (wasm memories never
+    /// shrink, and every growth, the initial size included, passes through here).
+    pub(crate) fn granted_bytes(&self) -> usize {
+        self.granted_bytes
+    }
+
     /// Whether a memory growth was refused since the last reset.
     pub(crate) fn hit(&self) -> bool {
         self.hit

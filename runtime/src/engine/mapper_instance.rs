@@ -2,7 +2,8 @@
 //!
 //! Invariants:
 //! - One guest call per batch (`map`), never per record; the instance is reused across
-//!   calls (its memory and any guest-side caches persist between batches).
+//!   calls (its memory and any guest-side caches persist between batches) until it
+//!   traps or its owner recycles it (`wants_recycling`).
 //! - The batch is moved into the call and the output moved out: no per-record copy on
 //!   the host side of the boundary.
 //! - Output leaving this type is well formed and bounded: `records` passes
@@ -21,6 +22,7 @@ use super::bindings::mapper::{Mapper, MapperPre};
 use super::bindings::wit_types;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
+use super::guest_instance::GuestInstance;
 use super::guest_store::GuestStore;
 use super::host::HostState;
 use super::limits::GuestLimits;
@@ -93,5 +95,19 @@ impl MapperInstance {
             .saturating_add(reason_bytes(&output.rejections));
         check_output_size(output.records.len(), bytes_out, input_len, input_bytes).map_err(bad)?;
         Ok(output)
+    }
+}
+
+impl GuestInstance for MapperInstance {
+    fn module_name(&self) -> &str {
+        self.guest.module()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.guest.memory_bytes()
+    }
+
+    fn wants_recycling(&self) -> bool {
+        self.guest.wants_recycling()
     }
 }

@@ -5,7 +5,9 @@
 //! - One [`WasmEngine`] per process; a [`GuestModule`] per loaded component (checked at
 //!   load: a component, one weir world, weir and WASI 0.2 imports only, and WASI
 //!   granting nothing: no file, environment or network); one instance per subtask
-//!   ([`MapperInstance`], [`AggregatorInstance`]), reused across batches.
+//!   ([`MapperInstance`], [`AggregatorInstance`]), reused across batches until it traps
+//!   or has used half its memory headroom ([`GuestInstance::wants_recycling`]), when
+//!   its operator replaces it with a fresh one.
 //! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
 //!   ([`GuestLimits::call_timeout`] plus one epoch tick), time blocked in host calls
 //!   included (a sleeping guest is stopped at the deadline like a looping one). No guest behaviour panics the
@@ -18,6 +20,7 @@ mod call_deadline;
 mod compile_isolation;
 mod epoch_ticker;
 mod error;
+mod guest_instance;
 mod guest_module;
 mod guest_output;
 mod guest_store;
@@ -41,6 +44,7 @@ pub use compile_isolation::{
 };
 pub use epoch_ticker::EPOCH_TICK;
 pub use error::EngineError;
+pub use guest_instance::GuestInstance;
 pub use guest_module::{GuestModule, World};
 pub use import_policy::ALLOWED_IMPORTS;
 pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};

@@ -14,7 +14,9 @@
 //! - `/readyz` (readiness) is OK from the moment the pipeline's tasks run until a stop
 //!   is requested.
 //! - `/metrics` is the counters of [`PipelineMetrics`] in the Prometheus text format,
-//!   labelled with the pipeline's name only (one pipeline per process: a bounded set).
+//!   labelled with the pipeline's name only (one pipeline per process: a bounded set),
+//!   and the guest memory gauges labelled with it and the step's name (bounded by the
+//!   spec's steps).
 //! - Binding happens before anything else, so a taken or malformed address is refused at
 //!   start with the address named.
 
@@ -31,6 +33,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::sync::oneshot;
 
+use crate::metrics::guest_memory::StepGuestMemory;
 use crate::metrics::{MetricsSnapshot, PipelineMetrics, unix_ms};
 
 /// Shortest stall bound, whatever the checkpoint interval: a checkpoint round of a big
@@ -205,9 +208,16 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     )
 }
 
+/// A label value escaped for the text format.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// `m` in the Prometheus text exposition format, every sample labelled `pipeline`.
 pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
-    let label = pipeline.replace('\\', "\\\\").replace('"', "\\\"");
+    let label = label_value(pipeline);
     let rows: [(&str, &str, &str, u64); 10] = [
         (
             "records_in_total",
@@ -277,7 +287,46 @@ pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
             "# HELP weir_{family} {help}\n# TYPE weir_{family} {kind}\nweir_{name}{{pipeline=\"{label}\"}} {value}\n"
         ));
     }
+    guest_memory_text(&mut text, &label, m);
     text
+}
+
+/// The guest memory gauges and the recycling counter, one sample per step in each.
+fn guest_memory_text(text: &mut String, label: &str, m: &MetricsSnapshot) {
+    type Family = (&'static str, &'static str, &'static str, fn(&StepGuestMemory) -> u64);
+    let families: [Family; 3] = [
+        (
+            "guest_memory_bytes",
+            "gauge",
+            "Linear memory of the step's guest instances together",
+            |s| s.total_bytes,
+        ),
+        (
+            "guest_memory_max_instance_bytes",
+            "gauge",
+            "Linear memory of the step's largest guest instance (the limit is per instance)",
+            |s| s.max_bytes,
+        ),
+        (
+            "guest_recycles_total",
+            "counter",
+            "Guest instances replaced by a fresh one after using half their memory headroom",
+            |s| s.recycled,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        text.push_str(&format!(
+            "# HELP weir_{family} {help}\n# TYPE weir_{family} {kind}\n"
+        ));
+        for (step, figures) in &m.guest_memory {
+            let step = label_value(step);
+            let value = value(figures);
+            text.push_str(&format!(
+                "weir_{name}{{pipeline=\"{label}\",step=\"{step}\"}} {value}\n"
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

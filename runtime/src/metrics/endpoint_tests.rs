@@ -88,6 +88,41 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
     assert_eq!(text.lines().filter(|l| l.starts_with("weir_")).count(), 10);
 }
 
+#[test]
+fn prometheus_text_has_guest_memory_per_step() {
+    let figures = |max_bytes, total_bytes| StepGuestMemory {
+        instances: 2,
+        max_bytes,
+        total_bytes,
+        recycled: 4,
+    };
+    let m = MetricsSnapshot {
+        guest_memory: [
+            ("step-0".to_owned(), figures(5, 8)),
+            ("st\"ep-1".to_owned(), figures(3, 3)),
+        ]
+        .into(),
+        ..MetricsSnapshot::default()
+    };
+    let text = prometheus_text("p", &m);
+    for line in [
+        "# TYPE weir_guest_memory_bytes gauge",
+        "weir_guest_memory_bytes{pipeline=\"p\",step=\"step-0\"} 8",
+        "weir_guest_memory_bytes{pipeline=\"p\",step=\"st\\\"ep-1\"} 3",
+        "# TYPE weir_guest_memory_max_instance_bytes gauge",
+        "weir_guest_memory_max_instance_bytes{pipeline=\"p\",step=\"step-0\"} 5",
+        "weir_guest_memory_max_instance_bytes{pipeline=\"p\",step=\"st\\\"ep-1\"} 3",
+        "# TYPE weir_guest_recycles counter",
+        "weir_guest_recycles_total{pipeline=\"p\",step=\"step-0\"} 4",
+    ] {
+        assert_eq!(
+            text.lines().filter(|l| *l == line).count(),
+            1,
+            "{line} in\n{text}"
+        );
+    }
+}
+
 /// `GET path` over HTTP/1.0: (status code, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");

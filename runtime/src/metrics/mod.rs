@@ -5,10 +5,14 @@
 //! Exactly-once is a property of committed output, never of these numbers.
 
 pub mod endpoint;
+pub mod guest_memory;
 pub mod progress;
 pub mod status_file;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use guest_memory::{GuestMemory, StepGuestMemory};
 
 #[derive(Debug, Default)]
 pub struct PipelineMetrics {
@@ -33,10 +37,12 @@ pub struct PipelineMetrics {
     pub last_checkpoint_unix_ms: AtomicU64,
     /// When the pipeline's tasks started, after recovery, Unix milliseconds (0: not yet).
     pub started_unix_ms: AtomicU64,
+    /// Each guest instance's linear memory, by step.
+    pub guest_memory: GuestMemory,
 }
 
 /// A point-in-time copy of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MetricsSnapshot {
     pub records_in: u64,
     pub records_out: u64,
@@ -52,6 +58,9 @@ pub struct MetricsSnapshot {
     pub last_checkpoint_unix_ms: u64,
     #[serde(default)]
     pub started_unix_ms: u64,
+    /// Guest linear memory by step (see `guest_memory`).
+    #[serde(default)]
+    pub guest_memory: BTreeMap<String, StepGuestMemory>,
 }
 
 /// Milliseconds since the Unix epoch, now (0 if the clock is before it).
@@ -86,6 +95,7 @@ impl PipelineMetrics {
             last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
             last_checkpoint_unix_ms: get(&self.last_checkpoint_unix_ms),
             started_unix_ms: get(&self.started_unix_ms),
+            guest_memory: self.guest_memory.by_step(),
         }
     }
 }

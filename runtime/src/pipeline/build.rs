@@ -397,14 +397,13 @@ fn step_operator(
         .get(&n)
         .expect("every step's module is loaded")
         .clone();
+    let memory = cx.context.metrics.guest_memory.gauge(&id);
     let agg = match &spec.steps[n] {
         StepSpec::Map(map) => {
-            return Ok(Box::new(MapOperator::new(
-                id,
-                module,
-                limits(spec),
-                map.config.clone(),
-            )));
+            return Ok(Box::new(
+                MapOperator::new(id, module, limits(spec), map.config.clone())
+                    .with_memory_gauge(memory),
+            ));
         }
         StepSpec::Aggregate(agg) => agg,
     };
@@ -429,7 +428,7 @@ fn step_operator(
         operator: id,
         source,
     })?;
-    Ok(Box::new(op))
+    Ok(Box::new(op.with_memory_gauge(memory)))
 }
 
 /// What an aggregate operator needs of its step and of the spec.

@@ -39,13 +39,14 @@ use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
-use crate::dataflow::operators::map::{GuestCallError, memory_note};
+use crate::dataflow::operators::map::{GuestCallError, memory_note, recycle};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
 use crate::engine::{
-    self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule, Rejection,
-    UpdateOutput,
+    self, AggregatorInstance, EmitBatch, GroupBatch, GuestInstance, GuestLimits, GuestModule,
+    Rejection, UpdateOutput,
 };
+use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::OperatorSnapshot;
 use crate::record::Window;
 use crate::record::batch::RecordBatch;
@@ -151,6 +152,8 @@ pub struct AggregateOperator {
     location: StateLocation,
     state: KeyedState,
     instance: Option<AggregatorInstance>,
+    /// The instance's linear memory, sampled after each call.
+    memory: GuestMemoryGauge,
     watermark: Watermark,
     /// Windows not fired yet: window end -> state keys.
     pending: BTreeMap<i64, BTreeSet<Vec<u8>>>,
@@ -408,6 +411,7 @@ impl AggregateOperator {
             location,
             state,
             instance: None,
+            memory: GuestMemoryGauge::detached(),
             watermark,
             pending: BTreeMap::new(),
             fired: BTreeMap::new(),
@@ -458,6 +462,27 @@ impl AggregateOperator {
             note: memory_note(&source, input_bytes),
             source,
         })
+    }
+
+    /// Reports the instance's linear memory to `gauge` (a pipeline's per-step figure).
+    pub fn with_memory_gauge(mut self, gauge: GuestMemoryGauge) -> Self {
+        self.memory = gauge;
+        self
+    }
+
+    /// Samples the instance's linear memory into the gauge (0 without an instance).
+    fn sample_memory(&self) {
+        self.memory
+            .set(self.instance.as_ref().map_or(0, GuestInstance::memory_bytes));
+    }
+
+    /// After a successful call: samples the instance's memory, and recycles the
+    /// instance if it used half its headroom.
+    fn after_call(&mut self) {
+        self.sample_memory();
+        if self.instance.as_ref().is_some_and(GuestInstance::wants_recycling) {
+            recycle(&self.config.id, &mut self.instance, &self.memory);
+        }
     }
 
     fn instance(&mut self) -> Result<&mut AggregatorInstance, engine::EngineError> {
@@ -524,8 +549,10 @@ impl AggregateOperator {
         };
         let (output, emitted) = result.map_err(|e| {
             self.instance = None;
+            self.sample_memory();
             self.guest_error(first, first + batch.len() as u64, input_bytes, e)
         })?;
+        self.after_call();
         self.reject_refused(batch, origin, &output.rejections, out);
         let emit = if emitted.is_some() {
             Emit::Done
@@ -646,6 +673,7 @@ impl AggregateOperator {
             let state_key = groups.key(g);
             if acc.len() > self.config.max_accumulator_bytes {
                 self.instance = None;
+                self.sample_memory();
                 let decoded = StateKey::decode(state_key)?;
                 return Err(Box::new(AccumulatorTooLarge {
                     module: self.config.module.name().to_owned(),
@@ -764,8 +792,10 @@ impl AggregateOperator {
         };
         let mut records = result.map_err(|e| {
             self.instance = None;
+            self.sample_memory();
             self.guest_error(first, first, input_bytes, e)
         })?;
+        self.after_call();
         if let Some(end) = end {
             records
                 .timestamps

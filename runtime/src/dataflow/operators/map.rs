@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::dataflow::operator::{Operator, OperatorError, Output};
-use crate::engine::{EngineError, GuestLimits, GuestModule, MapperInstance};
+use crate::engine::{EngineError, GuestInstance, GuestLimits, GuestModule, MapperInstance};
+use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::batch::RecordBatch;
 
 /// A guest call failed; says which records were being processed.
@@ -41,8 +42,22 @@ pub fn memory_note(source: &EngineError, input_bytes: usize) -> String {
         )
     } else {
         format!(
-            " (the runtime's input to this call was only {input_bytes} bytes: the guest used the rest)"
+            " (the runtime's input to this call was only {input_bytes} bytes: the guest used the rest: raise [limits] memory if it needs more)"
         )
+    }
+}
+
+/// Drops `instance` (its owner instantiates a fresh one at its next call) because it
+/// has used half its memory headroom; counted in `memory`.
+pub fn recycle<T: GuestInstance>(id: &str, instance: &mut Option<T>, memory: &GuestMemoryGauge) {
+    if let Some(old) = instance.take() {
+        tracing::debug!(
+            operator = id,
+            module = old.module_name(),
+            memory_bytes = old.memory_bytes(),
+            "recycling a guest instance that used half its memory headroom"
+        );
+        memory.recycled();
     }
 }
 
@@ -54,6 +69,8 @@ pub struct MapOperator {
     instance: Option<MapperInstance>,
     /// Records this operator has been given so far (for error messages).
     records_seen: u64,
+    /// The instance's linear memory, sampled after each call.
+    memory: GuestMemoryGauge,
 }
 
 impl MapOperator {
@@ -70,7 +87,14 @@ impl MapOperator {
             config,
             instance: None,
             records_seen: 0,
+            memory: GuestMemoryGauge::detached(),
         }
+    }
+
+    /// Reports the instance's linear memory to `gauge` (a pipeline's per-step figure).
+    pub fn with_memory_gauge(mut self, gauge: GuestMemoryGauge) -> Self {
+        self.memory = gauge;
+        self
     }
 
     fn instance(&mut self) -> Result<&mut MapperInstance, EngineError> {
@@ -101,6 +125,7 @@ impl Operator for MapOperator {
         let output = result.map_err(|source| {
             // A trapped instance is unusable; a restarted pipeline instantiates anew.
             self.instance = None;
+            self.memory.set(0);
             GuestCallError {
                 module: self.module.name().to_owned(),
                 first,
@@ -109,6 +134,12 @@ impl Operator for MapOperator {
                 source,
             }
         })?;
+        if let Some(instance) = &self.instance {
+            self.memory.set(instance.memory_bytes());
+            if instance.wants_recycling() {
+                recycle(&self.id, &mut self.instance, &self.memory);
+            }
+        }
         for rejection in &output.rejections {
             let r = output.input.get(rejection.index as usize);
             out.reject(

@@ -36,7 +36,7 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
             .as_ref()
             .and_then(|views| views.get(worker.index() as usize))
             .filter(|v| v.worker == worker);
-        let c = counters.unwrap_or_default();
+        let c = counters.clone().unwrap_or_default();
         worker_status.push(WorkerStatus {
             index: worker.index(),
             state: view.map_or(row.state, |v| v.state),

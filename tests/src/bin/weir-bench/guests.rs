@@ -27,10 +27,13 @@ use serde_json::{Value, json};
 use weir::dataflow::operator::{Operator, Output};
 use weir::dataflow::operators::map::MapOperator;
 use weir::engine::{GuestLimits, GuestModule, WasmEngine};
+use weir::metrics::guest_memory::GuestMemoryGauge;
 use weir::record::batch::RecordBatch;
 
 use crate::BATCH;
-use crate::map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
+use crate::map::{
+    NativeUppercase, generator_batches, generator_range, map_throughput, operator_alone,
+};
 
 /// Records and rounds per operator of an operator-alone figure.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +57,8 @@ pub const GUESTS: [(&str, &str, Option<AloneRuns>); 3] = [
 ];
 /// Fresh instances timed for the first-call figure.
 const FIRST_CALLS: usize = 5;
+/// Records of the long run, in which guest memory is read at the start and the end.
+const LONG_RUN_RECORDS: u64 = 1_000_000;
 
 /// All figures of one language's guest.
 pub fn guest_figures(
@@ -91,6 +96,7 @@ pub fn guest_figures(
     )?;
     let native = map_throughput(records, Box::new(NativeUppercase))?;
     let wasm = map_throughput(records, Box::new(operator()))?;
+    let long_run = long_run(&module, LONG_RUN_RECORDS)?;
     Ok(json!({
         "module_mib": std::fs::metadata(&path)?.len() as f64 / (1 << 20) as f64,
         "first_load_s": first_load.as_secs_f64(),
@@ -109,6 +115,39 @@ pub fn guest_figures(
             "native_records_per_s": native,
             "ratio": wasm / native,
         },
+        "long_run": long_run,
+    }))
+}
+
+/// One operator over `records` generated records (batches made as they are mapped):
+/// records/s of `handle_batch` (wall time, one thread) and the guest's linear memory
+/// after its first batch and at the end, as the runtime's gauge reads it.
+fn long_run(module: &Arc<GuestModule>, records: u64) -> anyhow::Result<Value> {
+    let gauge = GuestMemoryGauge::detached();
+    let mut op = MapOperator::new(
+        "step-0".into(),
+        module.clone(),
+        GuestLimits::default(),
+        BTreeMap::new(),
+    )
+    .with_memory_gauge(gauge.clone());
+    let (mut first_mib, mut done, mut busy) = (None, 0u64, Duration::ZERO);
+    while done < records {
+        let n = (records - done).min(BATCH as u64);
+        let batch = generator_range(done, n);
+        let mut out = Output::default();
+        let started = Instant::now();
+        op.handle_batch(batch, &mut out)
+            .map_err(|e| anyhow::anyhow!("{} after {done} records: {e}", op.id()))?;
+        busy += started.elapsed();
+        done += n;
+        first_mib.get_or_insert(gauge.get() as f64 / (1 << 20) as f64);
+    }
+    Ok(json!({
+        "records": records,
+        "records_per_s": records as f64 / busy.as_secs_f64(),
+        "memory_first_mib": first_mib,
+        "memory_end_mib": gauge.get() as f64 / (1 << 20) as f64,
     }))
 }
 
@@ -153,7 +192,7 @@ fn first_call_wall(module: &Arc<GuestModule>) -> anyhow::Result<Duration> {
     Ok(times[times.len() / 2])
 }
 
-/// The guests section's table, one row per language.
+/// The guests section's tables, one row per language.
 pub fn print(f: &Value) {
     let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     println!(
@@ -176,6 +215,19 @@ pub fn print(f: &Value) {
             num(&e["wasm_records_per_s"]),
             num(&e["native_records_per_s"]),
             num(&e["ratio"]),
+        );
+    }
+    println!();
+    println!("| uppercase guest, long run | records | records/s (operator, wall) | guest memory after the first batch | at the end |");
+    println!("|---|---:|---:|---:|---:|");
+    for (language, _, _) in GUESTS {
+        let l = &f[language]["long_run"];
+        println!(
+            "| {language} | {:.0} | {:.0} | {:.1} MiB | {:.1} MiB |",
+            num(&l["records"]),
+            num(&l["records_per_s"]),
+            num(&l["memory_first_mib"]),
+            num(&l["memory_end_mib"]),
         );
     }
 }

@@ -130,24 +130,26 @@ pub fn map_throughput(records: u64, op: Box<dyn Operator>) -> anyhow::Result<f64
     Ok(records as f64 / elapsed.as_secs_f64())
 }
 
-/// The first `records` records of the end-to-end benchmark's generator (same seed and
-/// value size), in batches of [`BATCH`]: the input of [`operator_alone`].
-pub fn generator_batches(records: u64) -> Vec<RecordBatch> {
-    let mut config = GeneratorConfig::with_count(records);
+/// Records `first..first + n` of the end-to-end benchmark's generator (same seed and
+/// value size), as one batch.
+pub fn generator_range(first: u64, n: u64) -> RecordBatch {
+    let mut config = GeneratorConfig::with_count(first + n);
     config.value_size = 64;
     let mut scratch = Default::default();
-    let mut batches = Vec::new();
     let mut batch = RecordBatch::default();
-    for i in 0..records {
+    for i in first..first + n {
         config.push_record(i, &mut batch, &mut scratch);
-        if batch.len() == BATCH {
-            batches.push(std::mem::take(&mut batch));
-        }
     }
-    if !batch.is_empty() {
-        batches.push(batch);
-    }
-    batches
+    batch
+}
+
+/// The first `records` records of the end-to-end benchmark's generator, in batches of
+/// [`BATCH`]: the input of [`operator_alone`].
+pub fn generator_batches(records: u64) -> Vec<RecordBatch> {
+    (0..records)
+        .step_by(BATCH)
+        .map(|first| generator_range(first, (records - first).min(BATCH as u64)))
+        .collect()
 }
 
 /// One pass of `op` over `batches`: CPU ns per input record spent in `handle_batch`.
