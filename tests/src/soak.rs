@@ -33,12 +33,12 @@ pub fn soak_records(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The generator every soak reads: `records` records over 1,000 keys that come back,
+/// The generator every soak reads: `records` records over `keys` keys that come back,
 /// 64-byte texts, one ms apart, no skew, at most [`SOAK_RATE`] a second.
-pub fn generator(records: u64) -> GeneratorConfig {
+pub fn generator(records: u64, keys: u64) -> GeneratorConfig {
     let mut config = GeneratorConfig::with_count(records);
     config.rate = SOAK_RATE;
-    config.keys = 1_000;
+    config.keys = keys;
     config.value_size = 64;
     config.seed = 31;
     config

@@ -36,8 +36,11 @@ const EARLY_RECORDS: u64 = 100_000;
 /// lists settle; a leak of even 100 bytes per call is 3 MiB over 3,000,000 records at
 /// batches of 1,024, and today's leaks were ~140 KB per call.
 const MEMORY_SLACK: u64 = 2 << 20;
-/// The word-count soak's tumbling window.
+/// The word-count soak's tumbling window, and its keys: each 10 s window (10,000
+/// records) sees ~6,300 of them, so each key comes back in most windows, and each
+/// window fires ~6,300 counts.
 const WINDOW_MS: i64 = 10_000;
+const WORD_COUNT_KEYS: u64 = 10_000;
 
 /// Whether a guest's toolchain frees what it allocates (so its memory must stay flat).
 fn frees_its_memory(module: &str) -> bool {
@@ -73,7 +76,7 @@ fn assert_bounded(module: &str, memory: SoakMemory, records: u64) {
 
 fn uppercase_soak(module: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = generator(soak_records(RECORDS));
+    let config = generator(soak_records(RECORDS), 1_000);
     let step = format!(
         "[[steps]]\ntype = \"map\"\nmodule = {}\n",
         weir_tests::toml_path(&guest(module))
@@ -86,7 +89,7 @@ fn uppercase_soak(module: &str) {
 
 fn word_count_soak(module: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = generator(soak_records(RECORDS));
+    let config = generator(soak_records(RECORDS), WORD_COUNT_KEYS);
     let step = format!(
         "[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"{WINDOW_MS}ms\" }}\n",
         weir_tests::toml_path(&guest(module))
