@@ -554,16 +554,45 @@ fn python_print_output_and_a_failed_calls_traceback_reach_weirs_log() {
     ] {
         assert!(logged(line), "{line:?} is not in weir's log: {err}");
     }
-    // componentize-py reports the exception on stderr, then panics: weir's one error
-    // line names the module and the records of the failed call.
+    // The SDK reports the uncaught exception on stderr before componentize-py panics
+    // (which says only "Python function threw an unexpected exception"): weir's one
+    // error line names the module, the records of the failed call, the exception's
+    // class, its message and the export.
     let last = err.lines().last().unwrap_or_default();
-    assert!(
-        last.starts_with("weir: error: pipeline probe-py-print, ")
-            && last
-                .contains("on input records 0..3 of this subtask: probe_py.wasm: guest panicked: ")
-            && last.ends_with("Python function threw an unexpected exception"),
-        "the run's error line: {last}"
+    assert_eq!(
+        last,
+        "weir: error: pipeline probe-py-print, task src0-0, operator step-0: on input records 0..3 \
+         of this subtask: probe_py.wasm: guest raised an uncaught exception: \
+         ProbeTrap: the probe gave up (in map)",
+        "the run's error line"
     );
+}
+
+#[test]
+fn a_python_guest_built_for_the_wrong_world_is_refused_by_its_build() {
+    // `uppercase.py` decorates a map function: built as an aggregator it is refused at
+    // build time, with one line saying which world it needs, and writes nothing.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_path = dir.path().join("wrong.wasm");
+    let guest_py = repo_root().join("guest-examples/python/uppercase/uppercase.py");
+    let out = std::process::Command::new("python3")
+        .arg(repo_root().join("sdk-python/tools/build.py"))
+        .args(["--world", "aggregator", "-o"])
+        .arg(&out_path)
+        .arg(&guest_py)
+        .env("WEIR_GUEST_BUILD_CACHE", dir.path().join("cache"))
+        .output()
+        .expect("run build.py");
+    assert!(!out.status.success(), "the build succeeded: {}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out).trim_end(),
+        format!(
+            "build.py: {}: the guest uses @weir_guest.map, a mapper guest: build it with \
+             --world mapper (or decorate its function with @weir_guest.aggregate for --world aggregator)",
+            guest_py.display()
+        )
+    );
+    assert!(!out_path.exists(), "a refused build left {}", out_path.display());
 }
 
 // ------------------------------------------------------------------------------------
