@@ -29,6 +29,15 @@
 //!    process's checkpoints and working directory are gone. The process started again
 //!    over the workers' checkpoints is refused with one line.
 //!
+//! 4. A stray worker of an older layout started during a rescale, checkpoints in a local
+//!    dir: 3 workers run and stop with SIGTERM; worker 1 of 2 starts (a rescale from
+//!    the 3) and commits checkpoints of its own; before worker 0 of 2 ever starts, the
+//!    old worker 2 of 3 is started again (a StatefulSet bringing back an old pod): it is
+//!    refused with one line and its location keeps every checkpoint it had (worker 0 of
+//!    2 restores from them); then the 2 workers run and finish with exact counts.
+//!    Before the fix the stray worker discarded its checkpoints before refusing, and
+//!    every later start of worker 0 of 2 failed.
+//!
 //! Without the S3 server's environment test 1 fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
 
@@ -106,6 +115,21 @@ fn produce(topic: &str, lines: std::ops::Range<usize>) -> BTreeMap<String, u64> 
     let (records, totals) = word_count::input(PARTITIONS, lines);
     kafka::produce(topic, &records);
     totals
+}
+
+/// The ids of the complete checkpoints (`chk-*/_metadata`) in a local checkpoint dir.
+fn complete_checkpoints(dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().join("_metadata").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
 }
 
 /// The newest committed record of `topic` (one partition), if any.
@@ -375,4 +399,67 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
         line.contains("rescaling from workers back to one process is not supported"),
         "{line}"
     );
+}
+
+#[test]
+fn a_stray_old_worker_started_during_a_rescale_discards_nothing_and_the_rescale_finishes() {
+    let _one_at_a_time = kafka::exclusive();
+    let deadline = Instant::now() + WAIT_LIMIT;
+    let Pipeline {
+        dir: _dir,
+        input,
+        output,
+        checkpoints,
+        spec,
+        ..
+    } = pipeline("stray", None);
+    let totals = produce(&input, 0..120);
+    let expected: u64 = totals.values().sum();
+    let checkpoints = Path::new(&checkpoints);
+
+    let mut three = Workers::start(&spec, 3, MAX_FAILURES);
+    wait_for_output(&output, 300, &mut three, deadline);
+    three.stop_all(deadline);
+    let stray_location = checkpoints.join("worker-2-of-3");
+    let before = complete_checkpoints(&stray_location);
+    assert!(!before.is_empty(), "worker 2/3 checkpointed");
+
+    // Worker 1 of 2 rescales from the 3 and commits checkpoints of its own.
+    let mut one_of_two = start_worker(&spec, "1/2", None);
+    while complete_checkpoints(&checkpoints.join("worker-1-of-2")).len() < 2 {
+        assert!(
+            one_of_two.try_wait().expect("try_wait").is_none(),
+            "worker 1/2 ended: {}",
+            weir_tests::take_stderr(&mut one_of_two)
+        );
+        assert!(Instant::now() < deadline, "worker 1/2 checkpointed in time");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The old worker 2 of 3, started again before worker 0 of 2 ever ran, is refused
+    // and discards nothing: worker 0 of 2 will restore its part from those checkpoints.
+    let stray = run_weir(&["run", "--quiet", "--worker", "2/3", spec.to_str().expect("utf-8 path")]);
+    assert!(!stray.status.success(), "the stray worker ran: {}", stderr_of(&stray));
+    let line = refusal_line(&stray);
+    assert!(
+        line.contains("old worker 0/2 has no complete checkpoint of its layout")
+            && line.contains("nothing was discarded"),
+        "{line}"
+    );
+    assert_eq!(
+        complete_checkpoints(&stray_location),
+        before,
+        "the stray worker's location keeps its checkpoints"
+    );
+
+    // The intended layout starts and finishes, exactly.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(one_of_two.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let (status, err) = wait_until(&mut one_of_two, deadline, "worker 1/2 after SIGTERM");
+    assert_eq!(status.code(), Some(143), "worker 1/2: {err}");
+    let mut two = Workers::start(&spec, 2, MAX_FAILURES);
+    wait_for_output(&output, expected as usize, &mut two, deadline);
+    two.stop_all(deadline);
+    assert!(two.failures.is_empty(), "{:#?}", two.failures);
+    assert_exact(&committed_counts(&output), &totals);
 }

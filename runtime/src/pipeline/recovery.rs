@@ -24,10 +24,14 @@
 //!
 //!    Or, instead of 5, a rescale (the layout choice, or a worker of a rescaled layout
 //!    that has committed nothing of its own yet, e.g. killed before its first commit):
-//!    discard this worker's own checkpoints (an older layout's, or uncommitted), take
+//!    refuse, before anything is discarded, unless every old worker has a complete
+//!    checkpoint of its layout in storage (`worker_layout::incomplete_worker`); take
 //!    the old layout's workers over (`connector::kafka::takeover`: fence, read each
-//!    one's last committed checkpoint, hand it over) and restore what this worker now
-//!    owns from those checkpoints (`rescale`).
+//!    one's last committed checkpoint, hand it over, or refuse); only then discard this
+//!    worker's own checkpoints (an older layout's, or uncommitted: a stray worker of
+//!    the old layout's origin shares its location with that origin, which the old
+//!    layout may still need) and restore what this worker now owns from the old
+//!    workers' checkpoints (`rescale`).
 //!
 //! 6. Redo the commit of c (idempotent: the crash may have come between "complete" and
 //!    "committed"), and discard whatever sinks staged for checkpoints after c.
@@ -226,12 +230,15 @@ fn rescale(
     {
         return Err(fail(RescaleFailure::LostOwnCheckpoints { committed }));
     }
-    discard_after(
-        spec,
-        storage,
-        CheckpointId::NONE,
-        "this worker restores from the old layout's checkpoints (a rescale)",
-    )?;
+    // Every check that can refuse comes before this worker's own checkpoints go: its
+    // location may be one the old layout's origin still needs (a stray worker of that
+    // origin started during its rescale).
+    if let Some(old) = worker_layout::incomplete_worker(&spec.name, root, from)? {
+        return Err(fail(RescaleFailure::OldWorkerIncomplete {
+            old,
+            workers: from.workers,
+        }));
+    }
     let sinks = preflight::kafka_sinks(spec);
     let sink = preflight::shared_settings(&sinks)
         .ok()
@@ -246,6 +253,12 @@ fn rescale(
         endpoint: &endpoint,
     };
     let handed = takeover::take_over(&cx, from, spec.worker.count()).map_err(|e| fail(e.into()))?;
+    discard_after(
+        spec,
+        storage,
+        CheckpointId::NONE,
+        "this worker restores from the old layout's checkpoints (a rescale)",
+    )?;
     rescale::restore(spec, root, from, &handed).map_err(|e| PipelineError::Rescale(Box::new(e)))
 }
 

@@ -89,6 +89,10 @@ pub enum RescaleFailure {
         "this worker's progress topic says it committed checkpoint {committed} in this layout, but its checkpoint location holds no checkpoint of this layout: restore that location"
     )]
     LostOwnCheckpoints { committed: CheckpointId },
+    #[error(
+        "old worker {old} has no complete checkpoint of its layout in checkpoint storage, so it has committed nothing to hand over: start all {workers} workers of that layout until each has committed a checkpoint (a SIGTERM stop commits a final one), then rescale; nothing was discarded"
+    )]
+    OldWorkerIncomplete { old: Worker, workers: u32 },
     #[error("old worker {old}: checkpoint storage {storage}: {source}")]
     Storage {
         old: Worker,

@@ -3,6 +3,9 @@
 //! checkpoint dir and an `s3://` prefix alike.
 //!
 //! Invariants:
+//! - A rescale from a layout whose workers have not all checkpointed in it is refused
+//!   before anything is discarded (`incomplete_worker`): its units may still be only
+//!   in the layout before it, whose locations a worker of a third layout would share.
 //! - Storage is read, never written: each worker location (`worker-<I>-of-<N>/` below
 //!   the spec's checkpoint dir) is listed, and the metadata of its newest complete
 //!   checkpoint gives its layout stamp (`LayoutStamp::first` for checkpoints written
@@ -20,7 +23,7 @@
 
 use crate::checkpoint::locations::{LocationsError, root_locations};
 use crate::cluster::Worker;
-use crate::cluster::layout::{self, LayoutChoice, LayoutStamp, ObservedLocation};
+use crate::cluster::layout::{self, Layout, LayoutChoice, LayoutStamp, ObservedLocation};
 use crate::pipeline::error::PipelineError;
 use crate::record::CheckpointId;
 use crate::storage::CheckpointLocation;
@@ -77,6 +80,39 @@ fn read_root(
         });
     }
     Ok((process, workers))
+}
+
+/// The first worker of layout `from` whose location in `root` holds no complete
+/// checkpoint of `from`'s generation, if any. Such a worker has committed nothing in
+/// that layout (a checkpoint is complete before its transaction commits), so a rescale
+/// from `from` cannot take it over yet; and while it has not, the layout before `from`
+/// may still be needed to hand its units over. Read only.
+pub fn incomplete_worker(
+    pipeline: &str,
+    root: &CheckpointLocation,
+    from: Layout,
+) -> Result<Option<Worker>, PipelineError> {
+    let (process, locations) = read_root(pipeline, root)?;
+    let generation_of = |worker: Worker| {
+        if worker.is_single() {
+            return process.map(|stamp| stamp.generation);
+        }
+        locations
+            .iter()
+            .find(|l| l.worker == worker)
+            .and_then(|l| l.newest.map(|(_, stamp)| stamp.generation))
+    };
+    for j in 0..from.workers {
+        let worker = Worker::new(j, from.workers).map_err(|e| PipelineError::Layout {
+            pipeline: pipeline.to_owned(),
+            storage: root.to_string(),
+            reason: e.to_string(),
+        })?;
+        if generation_of(worker) != Some(from.generation) {
+            return Ok(Some(worker));
+        }
+    }
+    Ok(None)
 }
 
 /// What worker `worker` of `pipeline` does at start, given what `root` holds (see
@@ -275,6 +311,46 @@ mod tests {
                 tmp.path().display()
             )
         );
+    }
+
+    /// Catches: a rescale from a layout one of whose workers has not checkpointed in it
+    /// (its units may be only in the layout before), and an older checkpoint of another
+    /// generation in that worker's location read as one of the layout's.
+    #[test]
+    fn a_layout_is_complete_when_each_worker_checkpointed_in_its_generation() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = CheckpointLocation::Local(tmp.path().to_owned());
+        let first = Layout {
+            workers: 3,
+            generation: 0,
+        };
+        for i in 0..3 {
+            complete(tmp.path(), Some(w(i, 3)), 4, None);
+        }
+        assert_eq!(incomplete_worker(PIPELINE, &root, first).expect("read"), None);
+        let second = Layout {
+            workers: 2,
+            generation: 1,
+        };
+        let stamp = LayoutStamp {
+            workers: 2,
+            generation: 1,
+            rescaled_from: Some(first),
+        };
+        // Only worker 1 of 2 has checkpointed in generation 1; worker 0 of 2's location
+        // holds a checkpoint of an older 2-worker layout.
+        complete(tmp.path(), Some(w(1, 2)), 5, Some(stamp));
+        assert_eq!(
+            incomplete_worker(PIPELINE, &root, second).expect("read"),
+            Some(w(0, 2))
+        );
+        complete(tmp.path(), Some(w(0, 2)), 1, Some(LayoutStamp::first(2)));
+        assert_eq!(
+            incomplete_worker(PIPELINE, &root, second).expect("read"),
+            Some(w(0, 2))
+        );
+        complete(tmp.path(), Some(w(0, 2)), 6, Some(stamp));
+        assert_eq!(incomplete_worker(PIPELINE, &root, second).expect("read"), None);
     }
 
     /// Catches: workers that refuse (or ignore) a pipeline's checkpoints as one process
