@@ -99,12 +99,9 @@ impl GuestStore {
     /// Whether the instance has grown by half the headroom it started with (see the
     /// module's invariants): its owner should replace it before the next call.
     pub(crate) fn wants_recycling(&self) -> bool {
-        let Some(baseline) = self.baseline_bytes else {
-            return false;
-        };
-        let grown = self.memory_bytes().saturating_sub(baseline);
-        let headroom = self.limits.memory_bytes.saturating_sub(baseline);
-        grown > 0 && grown.saturating_mul(2) >= headroom
+        self.baseline_bytes.is_some_and(|baseline| {
+            past_recycling_mark(self.memory_bytes(), baseline, self.limits.memory_bytes)
+        })
     }
 
     /// Runs `f` (an instantiation or one export call) under the limits.
@@ -215,6 +212,15 @@ fn is_hostcall_fuel_exhausted(e: &wasmtime::Error) -> bool {
     })
 }
 
+/// Whether an instance now at `memory` bytes, which had `baseline` bytes right after
+/// instantiation, has grown by half its headroom up to `limit` (see the module's
+/// invariants).
+fn past_recycling_mark(memory: usize, baseline: usize, limit: usize) -> bool {
+    let grown = memory.saturating_sub(baseline);
+    let headroom = limit.saturating_sub(baseline);
+    grown > 0 && grown.saturating_mul(2) >= headroom
+}
+
 /// Epoch ticks to allow for `timeout`: rounded up, plus one because the first tick may
 /// come at any moment after the deadline is set.
 fn deadline_ticks(timeout: std::time::Duration) -> u64 {
@@ -227,6 +233,21 @@ fn deadline_ticks(timeout: std::time::Duration) -> u64 {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn an_instance_is_recycled_once_it_used_half_its_headroom() {
+        const MIB: usize = 1 << 20;
+        // 10 MiB at start under 64 MiB: the mark is 37 MiB.
+        assert!(!past_recycling_mark(10 * MIB, 10 * MIB, 64 * MIB));
+        assert!(!past_recycling_mark(37 * MIB - 1, 10 * MIB, 64 * MIB));
+        assert!(past_recycling_mark(37 * MIB, 10 * MIB, 64 * MIB));
+        // Near its limit from the start: half of what is left, never at every call.
+        assert!(!past_recycling_mark(63 * MIB, 63 * MIB, 64 * MIB));
+        assert!(!past_recycling_mark(63 * MIB + (64 << 10), 63 * MIB, 64 * MIB));
+        assert!(past_recycling_mark(63 * MIB + MIB / 2, 63 * MIB, 64 * MIB));
+        // No growth is never a reason, whatever the headroom.
+        assert!(!past_recycling_mark(70 * MIB, 70 * MIB, 64 * MIB));
+    }
 
     #[test]
     fn deadline_rounds_up_and_adds_a_tick() {

@@ -120,8 +120,9 @@ pub fn guest_figures(
 }
 
 /// One operator over `records` generated records (batches made as they are mapped):
-/// records/s of `handle_batch` (wall time, one thread) and the guest's linear memory
-/// after its first batch and at the end, as the runtime's gauge reads it.
+/// records/s of `handle_batch` (wall time, one thread), the guest's linear memory after
+/// its first batch and at the end as the runtime's gauge reads it (the last instance's,
+/// when the operator recycled some), and how many instances it recycled.
 fn long_run(module: &Arc<GuestModule>, records: u64) -> anyhow::Result<Value> {
     let gauge = GuestMemoryGauge::detached();
     let mut op = MapOperator::new(
@@ -148,6 +149,7 @@ fn long_run(module: &Arc<GuestModule>, records: u64) -> anyhow::Result<Value> {
         "records_per_s": records as f64 / busy.as_secs_f64(),
         "memory_first_mib": first_mib,
         "memory_end_mib": gauge.get() as f64 / (1 << 20) as f64,
+        "instances_recycled": gauge.recycled_count(),
     }))
 }
 
@@ -218,16 +220,17 @@ pub fn print(f: &Value) {
         );
     }
     println!();
-    println!("| uppercase guest, long run | records | records/s (operator, wall) | guest memory after the first batch | at the end |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| uppercase guest, long run | records | records/s (operator, wall) | guest memory after the first batch | at the end | instances recycled |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (language, _, _) in GUESTS {
         let l = &f[language]["long_run"];
         println!(
-            "| {language} | {:.0} | {:.0} | {:.1} MiB | {:.1} MiB |",
+            "| {language} | {:.0} | {:.0} | {:.1} MiB | {:.1} MiB | {:.0} |",
             num(&l["records"]),
             num(&l["records_per_s"]),
             num(&l["memory_first_mib"]),
             num(&l["memory_end_mib"]),
+            num(&l["instances_recycled"]),
         );
     }
 }
