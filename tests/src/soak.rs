@@ -208,9 +208,16 @@ pub fn assert_window_counts(dir: &Path, config: &GeneratorConfig, window_ms: i64
             None => {}
         }
     });
-    assert!(unexpected.is_empty(), "unexpected or duplicate lines: {unexpected:?}");
+    assert!(
+        unexpected.is_empty(),
+        "unexpected or duplicate lines: {unexpected:?}"
+    );
     let missing: Vec<_> = expected.keys().take(5).collect();
-    assert!(missing.is_empty(), "{} windows missing, e.g. {missing:?}", expected.len());
+    assert!(
+        missing.is_empty(),
+        "{} windows missing, e.g. {missing:?}",
+        expected.len()
+    );
 }
 
 /// A pipeline spec: the generator, one step (`step_table`), the file sink in `dir/out`.

@@ -70,7 +70,10 @@ fn assert_bounded(module: &str, memory: SoakMemory, records: u64) {
             memory.early_bytes,
             memory.final_bytes
         );
-        assert_eq!(memory.recycled, 0, "{module}: a guest that frees its memory was recycled");
+        assert_eq!(
+            memory.recycled, 0,
+            "{module}: a guest that frees its memory was recycled"
+        );
     }
 }
 

@@ -583,7 +583,11 @@ fn a_python_guest_built_for_the_wrong_world_is_refused_by_its_build() {
         .env("WEIR_GUEST_BUILD_CACHE", dir.path().join("cache"))
         .output()
         .expect("run build.py");
-    assert!(!out.status.success(), "the build succeeded: {}", stderr_of(&out));
+    assert!(
+        !out.status.success(),
+        "the build succeeded: {}",
+        stderr_of(&out)
+    );
     assert_eq!(
         stderr_of(&out).trim_end(),
         format!(
@@ -592,7 +596,11 @@ fn a_python_guest_built_for_the_wrong_world_is_refused_by_its_build() {
             guest_py.display()
         )
     );
-    assert!(!out_path.exists(), "a refused build left {}", out_path.display());
+    assert!(
+        !out_path.exists(),
+        "a refused build left {}",
+        out_path.display()
+    );
 }
 
 // ------------------------------------------------------------------------------------

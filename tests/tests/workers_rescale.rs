@@ -438,8 +438,18 @@ fn a_stray_old_worker_started_during_a_rescale_discards_nothing_and_the_rescale_
 
     // The old worker 2 of 3, started again before worker 0 of 2 ever ran, is refused
     // and discards nothing: worker 0 of 2 will restore its part from those checkpoints.
-    let stray = run_weir(&["run", "--quiet", "--worker", "2/3", spec.to_str().expect("utf-8 path")]);
-    assert!(!stray.status.success(), "the stray worker ran: {}", stderr_of(&stray));
+    let stray = run_weir(&[
+        "run",
+        "--quiet",
+        "--worker",
+        "2/3",
+        spec.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        !stray.status.success(),
+        "the stray worker ran: {}",
+        stderr_of(&stray)
+    );
     let line = refusal_line(&stray);
     assert!(
         line.contains("old worker 0/2 has no complete checkpoint of its layout")

@@ -243,7 +243,11 @@ mod tests {
         assert!(past_recycling_mark(37 * MIB, 10 * MIB, 64 * MIB));
         // Near its limit from the start: half of what is left, never at every call.
         assert!(!past_recycling_mark(63 * MIB, 63 * MIB, 64 * MIB));
-        assert!(!past_recycling_mark(63 * MIB + (64 << 10), 63 * MIB, 64 * MIB));
+        assert!(!past_recycling_mark(
+            63 * MIB + (64 << 10),
+            63 * MIB,
+            64 * MIB
+        ));
         assert!(past_recycling_mark(63 * MIB + MIB / 2, 63 * MIB, 64 * MIB));
         // No growth is never a reason, whatever the headroom.
         assert!(!past_recycling_mark(70 * MIB, 70 * MIB, 64 * MIB));

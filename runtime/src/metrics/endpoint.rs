@@ -293,7 +293,12 @@ pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
 
 /// The guest memory gauges and the recycling counter, one sample per step in each.
 fn guest_memory_text(text: &mut String, label: &str, m: &MetricsSnapshot) {
-    type Family = (&'static str, &'static str, &'static str, fn(&StepGuestMemory) -> u64);
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&StepGuestMemory) -> u64,
+    );
     let families: [Family; 3] = [
         (
             "guest_memory_bytes",

@@ -327,7 +327,10 @@ mod tests {
         for i in 0..3 {
             complete(tmp.path(), Some(w(i, 3)), 4, None);
         }
-        assert_eq!(incomplete_worker(PIPELINE, &root, first).expect("read"), None);
+        assert_eq!(
+            incomplete_worker(PIPELINE, &root, first).expect("read"),
+            None
+        );
         let second = Layout {
             workers: 2,
             generation: 1,
@@ -350,7 +353,10 @@ mod tests {
             Some(w(0, 2))
         );
         complete(tmp.path(), Some(w(0, 2)), 6, Some(stamp));
-        assert_eq!(incomplete_worker(PIPELINE, &root, second).expect("read"), None);
+        assert_eq!(
+            incomplete_worker(PIPELINE, &root, second).expect("read"),
+            None
+        );
     }
 
     /// Catches: workers that refuse (or ignore) a pipeline's checkpoints as one process

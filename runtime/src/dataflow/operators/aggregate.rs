@@ -472,15 +472,22 @@ impl AggregateOperator {
 
     /// Samples the instance's linear memory into the gauge (0 without an instance).
     fn sample_memory(&self) {
-        self.memory
-            .set(self.instance.as_ref().map_or(0, GuestInstance::memory_bytes));
+        self.memory.set(
+            self.instance
+                .as_ref()
+                .map_or(0, GuestInstance::memory_bytes),
+        );
     }
 
     /// After a successful call: samples the instance's memory, and recycles the
     /// instance if it used half its headroom.
     fn after_call(&mut self) {
         self.sample_memory();
-        if self.instance.as_ref().is_some_and(GuestInstance::wants_recycling) {
+        if self
+            .instance
+            .as_ref()
+            .is_some_and(GuestInstance::wants_recycling)
+        {
             recycle(&self.config.id, &mut self.instance, &self.memory);
         }
     }

@@ -220,7 +220,9 @@ pub fn print(f: &Value) {
         );
     }
     println!();
-    println!("| uppercase guest, long run | records | records/s (operator, wall) | guest memory after the first batch | at the end | instances recycled |");
+    println!(
+        "| uppercase guest, long run | records | records/s (operator, wall) | guest memory after the first batch | at the end | instances recycled |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for (language, _, _) in GUESTS {
         let l = &f[language]["long_run"];
