@@ -88,12 +88,11 @@ def build(world: str, guest: Path, output: Path, wit: Path) -> None:
         words=[world, module],
     )
     cached = build_cache.lookup(BUILD_CACHE, key)
+    partial = output.with_name(f".{output.name}.partial")
     if cached is None:
-        partial = output.with_name(f".{output.name}.partial")
         componentize(tool, world, guest, partial, wit)
         build_cache.store(BUILD_CACHE, key, partial)
     else:
-        partial = output.with_name(f".{output.name}.partial")
         shutil.copyfile(cached, partial)
     os.replace(partial, output)
     note = "" if cached is None else ", unchanged inputs: cached build"

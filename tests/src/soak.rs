@@ -124,10 +124,15 @@ fn step_memory(m: &MetricsSnapshot, step: &str) -> Option<u64> {
         .filter(|&bytes| bytes > 0)
 }
 
-/// Record `i` of `config`: (key, value, event time).
-fn record(config: &GeneratorConfig, i: u64, scratch: &mut Scratch) -> (String, String, i64) {
-    let mut batch = RecordBatch::default();
-    config.push_record(i, &mut batch, scratch);
+/// Record `i` of `config`: (key, value, event time); `batch` is scratch space.
+fn record(
+    config: &GeneratorConfig,
+    i: u64,
+    scratch: &mut Scratch,
+    batch: &mut RecordBatch,
+) -> (String, String, i64) {
+    batch.clear();
+    config.push_record(i, batch, scratch);
     let r = batch.get(0);
     (
         String::from_utf8(r.key.to_vec()).expect("generator keys are UTF-8"),
@@ -161,7 +166,7 @@ fn for_each_line(dir: &Path, mut f: impl FnMut(&str)) {
 /// generated value, each once (the `uppercase` examples, `format = "value"`).
 pub fn assert_uppercase_output(dir: &Path, config: &GeneratorConfig) {
     let mut seen = vec![false; config.count as usize];
-    let mut scratch = Scratch::default();
+    let (mut scratch, mut batch) = (Scratch::default(), RecordBatch::default());
     let mut lines = 0u64;
     for_each_line(dir, |line| {
         lines += 1;
@@ -171,7 +176,7 @@ pub fn assert_uppercase_output(dir: &Path, config: &GeneratorConfig) {
             .and_then(|id| id.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("not an uppercased generator value: {line}"));
         assert!(id < config.count, "record {id} is past the input: {line}");
-        let (_, value, _) = record(config, id, &mut scratch);
+        let (_, value, _) = record(config, id, &mut scratch, &mut batch);
         assert_eq!(line, value.to_uppercase(), "record {id}");
         assert!(!seen[id as usize], "record {id} committed twice");
         seen[id as usize] = true;
@@ -184,9 +189,9 @@ pub fn assert_uppercase_output(dir: &Path, config: &GeneratorConfig) {
 /// examples write it (`{"word":K,"window_start":S,"window_end":E,"count":N}`).
 pub fn assert_window_counts(dir: &Path, config: &GeneratorConfig, window_ms: i64) {
     let mut expected = HashMap::<String, u64>::new();
-    let mut scratch = Scratch::default();
+    let (mut scratch, mut batch) = (Scratch::default(), RecordBatch::default());
     for i in 0..config.count {
-        let (key, _, time) = record(config, i, &mut scratch);
+        let (key, _, time) = record(config, i, &mut scratch, &mut batch);
         let start = time.div_euclid(window_ms) * window_ms;
         let line = format!(
             "{{\"word\":\"{key}\",\"window_start\":{start},\"window_end\":{},\"count\":",

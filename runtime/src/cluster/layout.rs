@@ -28,7 +28,9 @@
 //!
 //! Whether the layout rescaled from is complete enough to hand over (every old worker
 //! committed a checkpoint of its generation, none handed over to another layout) is
-//! Kafka's to say, not storage's: see `connector::kafka::takeover`.
+//! Kafka's to say (`connector::kafka::takeover`); storage only refuses early, before a
+//! rescaling worker discards anything, a layout one of whose workers has no complete
+//! checkpoint of its generation at all (`pipeline::worker_layout::incomplete_worker`).
 
 use std::fmt;
 

@@ -142,27 +142,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         .into_iter()
         .max();
     let exactly_once = kafka.as_deref().filter(|unit| unit.is_exactly_once());
-    let (restored, rescale_from) = match (choice, exactly_once) {
-        (LayoutChoice::Rescale { from, .. }, _) => (None, Some(from)),
-        (LayoutChoice::Own(stamp), Some(unit)) => {
-            refuse_handed_over(spec, unit)?;
-            let restored = committed_checkpoint(spec, &storage, unit, options.from_checkpoint)?;
-            // A worker of a rescaled layout that committed nothing of its own yet (not
-            // even the "nothing" of a start over) holds its units in the origin's
-            // checkpoints still: it rescales, as when it first started.
-            let nothing_of_its_own = unit
-                .found_markers()
-                .is_none_or(|found| found.last_committed().is_none());
-            match stamp.rescaled_from {
-                Some(from) if restored.is_none() && nothing_of_its_own => (None, Some(from)),
-                _ => (restored, None),
-            }
-        }
-        (LayoutChoice::Own(_), None) => (
-            chosen_checkpoint(spec, &storage, options.from_checkpoint)?,
-            None,
-        ),
-    };
+    let (restored, rescale_from) = restore_point(spec, &storage, exactly_once, choice, options)?;
     let rescaled = match rescale_from {
         Some(from) => Some(rescale(spec, root, &storage, exactly_once, from, options)?),
         None => None,
@@ -182,6 +162,38 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
         committers,
         cleanup: LayoutCleanup::for_run(&spec.name, root, spec.worker, spec.layout),
+    })
+}
+
+/// Step 5 or 5' (see the module docs): the checkpoint of its own this worker restores,
+/// or the layout it rescales from instead.
+fn restore_point(
+    spec: &PipelineSpec,
+    storage: &CheckpointStorage,
+    exactly_once: Option<&KafkaCommitUnit>,
+    choice: LayoutChoice,
+    options: &RunOptions,
+) -> Result<(Option<CheckpointMetadata>, Option<Layout>), PipelineError> {
+    Ok(match (choice, exactly_once) {
+        (LayoutChoice::Rescale { from, .. }, _) => (None, Some(from)),
+        (LayoutChoice::Own(stamp), Some(unit)) => {
+            refuse_handed_over(spec, unit)?;
+            let restored = committed_checkpoint(spec, storage, unit, options.from_checkpoint)?;
+            // A worker of a rescaled layout that committed nothing of its own yet (not
+            // even the "nothing" of a start over) holds its units in the origin's
+            // checkpoints still: it rescales, as when it first started.
+            let nothing_of_its_own = unit
+                .found_markers()
+                .is_none_or(|found| found.last_committed().is_none());
+            match stamp.rescaled_from {
+                Some(from) if restored.is_none() && nothing_of_its_own => (None, Some(from)),
+                _ => (restored, None),
+            }
+        }
+        (LayoutChoice::Own(_), None) => (
+            chosen_checkpoint(spec, storage, options.from_checkpoint)?,
+            None,
+        ),
     })
 }
 

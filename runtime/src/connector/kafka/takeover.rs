@@ -194,25 +194,7 @@ fn attempt_take_over(
         timeout,
     )
     .map_err(kafka)?;
-    let producers =
-        [0, 1].map(|slot| fencing_producer(cx, &names.transactional_id(slot)).map_err(kafka));
-    let [first, second] = producers;
-    let producers = [first?, second?];
-    for (id, producer) in &producers {
-        producer
-            .init_transactions(TAKEOVER_CALL_TIMEOUT)
-            .map_err(|e| {
-                kafka(if is_fenced(&e) {
-                    KafkaError::Fenced {
-                        pipeline: cx.pipeline.to_owned(),
-                        transactional_id: id.clone(),
-                        what: "fencing the old worker".to_owned(),
-                    }
-                } else {
-                    KafkaError::client(format!("fencing producer {id}"), &e)
-                })
-            })?;
-    }
+    let producers = fence(cx, &names).map_err(kafka)?;
     let newest = marker
         .read_topic(cx.endpoint, TAKEOVER_CALL_TIMEOUT)
         .map_err(kafka)?;
@@ -243,6 +225,32 @@ fn attempt_take_over(
         old,
         checkpoint: newest.checkpoint,
     })
+}
+
+/// Step 1 of the module docs: both of the old worker's transactional ids initialised
+/// by producers of this worker, which it keeps to write the hand-over record.
+fn fence(
+    cx: &TakeoverContext<'_>,
+    names: &KafkaNames,
+) -> Result<[(String, ThreadedProducer<QuietContext>); 2], KafkaError> {
+    let [first, second] = [0, 1].map(|slot| fencing_producer(cx, &names.transactional_id(slot)));
+    let producers = [first?, second?];
+    for (id, producer) in &producers {
+        producer
+            .init_transactions(TAKEOVER_CALL_TIMEOUT)
+            .map_err(|e| {
+                if is_fenced(&e) {
+                    KafkaError::Fenced {
+                        pipeline: cx.pipeline.to_owned(),
+                        transactional_id: id.clone(),
+                        what: "fencing the old worker".to_owned(),
+                    }
+                } else {
+                    KafkaError::client(format!("fencing producer {id}"), &e)
+                }
+            })?;
+    }
+    Ok(producers)
 }
 
 /// A producer with transactional id `id`, to fence it and write the hand-over record.

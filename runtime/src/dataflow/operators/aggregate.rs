@@ -39,12 +39,12 @@ use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
-use crate::dataflow::operators::map::{GuestCallError, memory_note, recycle};
+use crate::dataflow::operators::map::{GuestCallError, memory_note, sample_and_recycle};
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
 use crate::engine::{
-    self, AggregatorInstance, EmitBatch, GroupBatch, GuestInstance, GuestLimits, GuestModule,
-    Rejection, UpdateOutput,
+    self, AggregatorInstance, EmitBatch, GroupBatch, GuestLimits, GuestModule, Rejection,
+    UpdateOutput,
 };
 use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::OperatorSnapshot;
@@ -470,26 +470,9 @@ impl AggregateOperator {
         self
     }
 
-    /// Samples the instance's linear memory into the gauge (0 without an instance).
-    fn sample_memory(&self) {
-        self.memory.set(
-            self.instance
-                .as_ref()
-                .map_or(0, GuestInstance::memory_bytes),
-        );
-    }
-
-    /// After a successful call: samples the instance's memory, and recycles the
-    /// instance if it used half its headroom.
+    /// After a guest call, or after dropping the instance: see `sample_and_recycle`.
     fn after_call(&mut self) {
-        self.sample_memory();
-        if self
-            .instance
-            .as_ref()
-            .is_some_and(GuestInstance::wants_recycling)
-        {
-            recycle(&self.config.id, &mut self.instance, &self.memory);
-        }
+        sample_and_recycle(&self.config.id, &mut self.instance, &self.memory);
     }
 
     fn instance(&mut self) -> Result<&mut AggregatorInstance, engine::EngineError> {
@@ -556,7 +539,7 @@ impl AggregateOperator {
         };
         let (output, emitted) = result.map_err(|e| {
             self.instance = None;
-            self.sample_memory();
+            self.after_call();
             self.guest_error(first, first + batch.len() as u64, input_bytes, e)
         })?;
         self.after_call();
@@ -680,7 +663,7 @@ impl AggregateOperator {
             let state_key = groups.key(g);
             if acc.len() > self.config.max_accumulator_bytes {
                 self.instance = None;
-                self.sample_memory();
+                self.after_call();
                 let decoded = StateKey::decode(state_key)?;
                 return Err(Box::new(AccumulatorTooLarge {
                     module: self.config.module.name().to_owned(),
@@ -799,7 +782,7 @@ impl AggregateOperator {
         };
         let mut records = result.map_err(|e| {
             self.instance = None;
-            self.sample_memory();
+            self.after_call();
             self.guest_error(first, first, input_bytes, e)
         })?;
         self.after_call();

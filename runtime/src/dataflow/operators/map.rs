@@ -47,10 +47,16 @@ pub fn memory_note(source: &EngineError, input_bytes: usize) -> String {
     }
 }
 
-/// Drops `instance` (its owner instantiates a fresh one at its next call) because it
-/// has used half its memory headroom; counted in `memory`.
-pub fn recycle<T: GuestInstance>(id: &str, instance: &mut Option<T>, memory: &GuestMemoryGauge) {
-    if let Some(old) = instance.take() {
+/// After a guest call: samples `instance`'s linear memory into `memory` (0 without an
+/// instance), and drops the instance if it used half its memory headroom (its owner
+/// instantiates a fresh one at its next call; counted in `memory`).
+pub fn sample_and_recycle<T: GuestInstance>(
+    id: &str,
+    instance: &mut Option<T>,
+    memory: &GuestMemoryGauge,
+) {
+    memory.set(instance.as_ref().map_or(0, T::memory_bytes));
+    if let Some(old) = instance.take_if(|i| i.wants_recycling()) {
         tracing::debug!(
             operator = id,
             module = old.module_name(),
@@ -125,7 +131,7 @@ impl Operator for MapOperator {
         let output = result.map_err(|source| {
             // A trapped instance is unusable; a restarted pipeline instantiates anew.
             self.instance = None;
-            self.memory.set(0);
+            sample_and_recycle(&self.id, &mut self.instance, &self.memory);
             GuestCallError {
                 module: self.module.name().to_owned(),
                 first,
@@ -134,12 +140,7 @@ impl Operator for MapOperator {
                 source,
             }
         })?;
-        if let Some(instance) = &self.instance {
-            self.memory.set(instance.memory_bytes());
-            if instance.wants_recycling() {
-                recycle(&self.id, &mut self.instance, &self.memory);
-            }
-        }
+        sample_and_recycle(&self.id, &mut self.instance, &self.memory);
         for rejection in &output.rejections {
             let r = output.input.get(rejection.index as usize);
             out.reject(
