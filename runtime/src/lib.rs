@@ -16,7 +16,8 @@
 //!   windows, dead letters, snapshots).
 //!
 //! Beside the floors: [`spec`], the pipeline spec (TOML), parsed and validated;
-//! [`metrics`], counters and terminal progress; [`fault`], crash injection for tests.
+//! [`metrics`], counters and terminal progress; [`fault`], crash injection for tests;
+//! [`watchdog`], which turns a worker stuck on its broker into a failed one.
 
 pub mod checkpoint;
 pub mod cli;
@@ -32,6 +33,7 @@ pub mod server;
 pub mod spec;
 pub mod state;
 pub mod storage;
+pub mod watchdog;
 
 #[cfg(test)]
 mod test_support;

@@ -18,6 +18,10 @@
 #             WEIR_KAFKA_STOP_TIMEOUT seconds. Idempotent. Keeps the data dir and log
 #             for a post-mortem; the next `up` wipes them.
 #   status    Say whether the broker is running. Exit 0 if so, 3 if not.
+#   pause     SIGSTOP exactly the process in the pidfile: the broker stops answering
+#             with its sockets open, as in a long GC pause or a network partition
+#             (the liveness tests; exit 3 if no broker runs).
+#   resume    SIGCONT it: the broker answers again. Idempotent.
 #   fetch     Only fetch the jars into the cache (for setup / CI warm-up).
 #   env       Print `KAFKA_BOOTSTRAP=...` and `KAFKA_SASL_BOOTSTRAP=...` of the
 #             running broker (exit 3 if none).
@@ -405,6 +409,8 @@ cmd_down() {
     return 0
   fi
   say "stopping the broker (pid $pid) ..."
+  # A paused broker (`pause`) acts on SIGTERM only once it runs again.
+  kill -CONT "$pid" 2>/dev/null || true
   stop_pid "$pid"
   rm -f "$PIDFILE"
   say "stopped"
@@ -419,6 +425,13 @@ cmd_status() {
   fi
   printf 'not running (dir %s)\n' "$DIR"
   return 3
+}
+
+# `pause` / `resume`: stop or continue the broker process (SIGSTOP / SIGCONT).
+cmd_signal() {
+  local pid
+  pid=$(running_pid) || { say "no broker running from $DIR"; return 3; }
+  kill "-$1" "$pid"
 }
 
 cmd_env() {
@@ -499,6 +512,8 @@ case "$cmd" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
+  pause) cmd_signal STOP ;;
+  resume) cmd_signal CONT ;;
   fetch) check_java; fetch_libs; say "jars in $LIBS" ;;
   env) cmd_env ;;
   tenant) cmd_tenant "$@" ;;

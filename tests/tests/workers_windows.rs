@@ -15,7 +15,9 @@
 //! every writer's watermark past the data's windows (a worker never sees the end of
 //! its input). Then the 3 workers stop with savepoints and 2 rescale from them over a
 //! second part of the input, one minute of event time later: again every window once,
-//! exact (the old layout's markers, still unread in the topic, must not count).
+//! exact (the old layout's markers, still unread in the topic, must not count); then
+//! 3 again over a third part, through SIGKILLs of random workers during the rescale:
+//! every window once, exact.
 //!
 //! A second windowed step behind the sum (per window, the total over every key) runs
 //! as 3 workers too: its input crosses a second topic, whose writers are the first
@@ -277,7 +279,7 @@ fn assert_exact(committed: &Sums, expected: &BTreeMap<(String, i64), i64>, what:
 }
 
 #[test]
-fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
+fn three_workers_then_two_then_three_fire_each_window_once_with_its_exact_sum() {
     let _one_at_a_time = kafka::exclusive();
     let mut expected = BTreeMap::new();
     let records = input(0, &mut expected);
@@ -324,6 +326,20 @@ fn three_workers_then_two_fire_each_window_once_with_its_exact_sum() {
     wait_for_windows(&output, expected.len(), deadline, &mut workers);
     workers.stop_all(deadline);
     assert_exact(&committed_sums(&output), &expected, "3 workers, then 2");
+
+    // And back to 3 (issue 32: the rescales 3 -> 2 -> 3 of the black-box run), over a
+    // third part, through SIGKILLs of random workers while they take the 2 over and
+    // read: again every window once, exact.
+    kafka::produce(&input_topic, &input(2, &mut expected));
+    let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
+    workers.sigkill_at_random(32, KILLS, 300..1_500);
+    wait_for_windows(&output, expected.len(), deadline, &mut workers);
+    workers.stop_all(deadline);
+    assert_exact(
+        &committed_sums(&output),
+        &expected,
+        "3 workers, then 2, then 3",
+    );
 }
 
 /// Waits (bounded) until `output` holds `windows` data windows, restarting workers

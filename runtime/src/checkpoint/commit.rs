@@ -48,4 +48,9 @@ pub trait Committer: Send {
     /// of them can need again may be released (the Kafka sink purges the repartition
     /// topic below them). Best effort: a failure here is logged, never fails the run.
     fn retained(&mut self, _kept: &[CheckpointMetadata]) {}
+
+    /// The run ends without committing anything more (a failure, or a stop after its
+    /// last checkpoint), and its tasks are cancelled: end every wait of this sink's
+    /// subtasks on an external system now, rather than at its bound.
+    fn abandon(&mut self) {}
 }

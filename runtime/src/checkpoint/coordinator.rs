@@ -45,19 +45,23 @@ use crate::metrics::{PipelineMetrics, unix_ms};
 use crate::record::message::Barrier;
 use crate::record::{CheckpointId, OperatorSnapshot};
 use crate::storage::CheckpointStorage;
+use crate::watchdog;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
     #[error(transparent)]
     Task(#[from] TaskError),
     #[error(
-        "pipeline {pipeline}: checkpoint {checkpoint} timed out after {timeout:?} waiting for {missing:?}"
+        "pipeline {pipeline}: checkpoint {checkpoint} timed out after {timeout:?} waiting for {missing:?}{}; the run stops, and a restart resumes from the last committed checkpoint",
+        blocked_on(.blocked)
     )]
     Timeout {
         pipeline: String,
         checkpoint: CheckpointId,
         timeout: Duration,
         missing: Vec<String>,
+        /// What the pipeline's threads were waiting on (`watchdog::waiting`).
+        blocked: Vec<String>,
     },
     #[error("pipeline {pipeline}: checkpoint {checkpoint}: {source}")]
     Storage {
@@ -86,6 +90,15 @@ pub enum CoordinatorError {
     },
     #[error("pipeline {pipeline}: every task stopped before the run finished")]
     TasksGone { pipeline: String },
+}
+
+/// ", blocked on: <wait>; <wait>" for the waits a timed-out checkpoint found.
+fn blocked_on(waits: &[String]) -> String {
+    if waits.is_empty() {
+        String::new()
+    } else {
+        format!(", blocked on: {}", waits.join("; "))
+    }
 }
 
 /// Every task's acknowledged snapshots: task -> operator id -> snapshot.
@@ -161,6 +174,9 @@ impl Coordinator {
         let result = self.run_inner();
         if !matches!(result, Ok(RunEnd::Finished(_))) {
             self.cancel.store(true, Ordering::SeqCst);
+            for committer in &mut self.committers {
+                committer.abandon();
+            }
         }
         result
     }
@@ -307,6 +323,7 @@ impl Coordinator {
                 .filter(|t| !acks.contains_key(*t))
                 .cloned()
                 .collect(),
+            blocked: watchdog::waiting(&self.config.pipeline),
         }
     }
 

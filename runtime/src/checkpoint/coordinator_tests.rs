@@ -92,6 +92,8 @@ struct FakeCommitter {
     stop_after_commit: Option<(u64, Arc<AtomicUsize>)>,
     /// What each `retained` call was told.
     retained: Told,
+    /// Counts `abandon` calls (of every committer of the rig).
+    abandoned: Arc<AtomicUsize>,
 }
 
 impl FakeCommitter {
@@ -107,6 +109,10 @@ impl FakeCommitter {
 impl Committer for FakeCommitter {
     fn operator_id(&self) -> &str {
         self.operator
+    }
+
+    fn abandon(&mut self) {
+        self.abandoned.fetch_add(1, Ordering::SeqCst);
     }
 
     fn pre_commit(&mut self, id: CheckpointId, deadline: Instant) -> Result<(), CommitError> {
@@ -250,6 +256,7 @@ struct Rig {
     cancel: Arc<AtomicBool>,
     stop: Arc<AtomicUsize>,
     metrics: Arc<PipelineMetrics>,
+    abandoned: Arc<AtomicUsize>,
 }
 
 impl Rig {
@@ -269,6 +276,7 @@ impl Rig {
             cancel: Arc::default(),
             stop: Arc::default(),
             metrics: Arc::default(),
+            abandoned: Arc::default(),
         };
         (rig, events_tx)
     }
@@ -283,6 +291,7 @@ impl Rig {
             fail_commit: None,
             stop_after_commit: None,
             retained: Arc::default(),
+            abandoned: self.abandoned.clone(),
         }
     }
 
@@ -336,6 +345,11 @@ impl Rig {
 
     fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// How many times a committer of the rig was told the run is abandoned.
+    fn abandoned(&self) -> usize {
+        self.abandoned.load(Ordering::SeqCst)
     }
 
     /// (checkpoints completed, last checkpoint id) as the metrics report them.
@@ -644,9 +658,11 @@ fn pre_commit_and_commit_share_the_acknowledgement_deadline() {
 }
 
 /// A task that has not acknowledged by the deadline fails the run; the error lists
-/// exactly the tasks still missing, and nothing of the checkpoint is committed. The
-/// timeout is zero, so the deadline has passed once the queued ack is read; the tasks
-/// stay alive (their channel open) so the wait can only end by the timeout.
+/// exactly the tasks still missing and what the pipeline was blocked on (its watched
+/// waits), nothing of the checkpoint is committed, and the committers are told the run
+/// is abandoned. The timeout is zero, so the deadline has passed once the queued ack is
+/// read; the tasks stay alive (their channel open) so the wait can only end by the
+/// timeout.
 #[test]
 fn a_missing_ack_times_out_naming_the_missing_task() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -658,28 +674,40 @@ fn a_missing_ack_times_out_naming_the_missing_task() {
         ..Settings::default()
     };
 
+    let sink_wait = crate::watchdog::watch(PIPELINE, "a sink's wait".into(), Instant::now());
     let result = rig
         .coordinator(settings, vec![rig.committer(SINK_A).boxed()])
         .run();
+    drop(sink_wait);
 
     let Err(CoordinatorError::Timeout {
         pipeline,
         checkpoint,
         timeout,
         missing,
-    }) = result
+        blocked,
+    }) = &result
     else {
         panic!("expected a timeout, got {result:?}");
     };
     assert_eq!(
-        (pipeline.as_str(), checkpoint, timeout, missing),
+        (pipeline.as_str(), *checkpoint, *timeout, missing),
         (
             PIPELINE,
             CheckpointId(1),
             Duration::ZERO,
-            vec![SINK.to_owned()]
+            &vec![SINK.to_owned()]
         )
     );
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert!(blocked[0].starts_with("a sink's wait (for "), "{blocked:?}");
+    let line = result.expect_err("timeout").to_string();
+    assert!(line.contains("blocked on: a sink's wait"), "{line}");
+    assert!(
+        line.ends_with("a restart resumes from the last committed checkpoint"),
+        "{line}"
+    );
+    assert_eq!(rig.abandoned(), 1);
     assert_eq!(rig.calls(), vec![]);
     assert_eq!(rig.complete(), Vec::<u64>::new());
     assert!(rig.cancelled());

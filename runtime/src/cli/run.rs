@@ -7,6 +7,10 @@
 //! with the same code (a guest call is bounded by its deadline, but an operator must
 //! never have to reach for SIGKILL): exactly-once does not need the stop checkpoint,
 //! recovery replays from the last committed one.
+//!
+//! A run that stops making progress (a broker that stalls past every bound, see
+//! `watchdog`) does not hang: the watchdog prints one `weir: error:` line naming what
+//! is stuck and exits 75, for the supervisor to restart it.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -25,6 +29,7 @@ use crate::metrics::endpoint::{self, WorkerEndpoint};
 use crate::pipeline::{self, RunOptions};
 use crate::record::CheckpointId;
 use crate::spec::PipelineSpec;
+use crate::watchdog::{self, Watchdog, WatchdogConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -68,11 +73,19 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let stop = stop_on_signals()?;
     let metrics = Arc::new(PipelineMetrics::default());
+    let stall_after = endpoint::stall_after(spec.checkpoint.interval, spec.checkpoint.timeout);
+    let _watchdog = Watchdog::start(WatchdogConfig {
+        pipeline: spec.name.clone(),
+        metrics: metrics.clone(),
+        stall_after,
+        on_stall: Box::new(|line| {
+            eprintln!("weir: error: {line}");
+            std::process::exit(i32::from(watchdog::EXIT_STALLED));
+        }),
+    });
     // Up before recovery, so probes are answered while state is restored.
     let _endpoint = match args.http {
         Some(addr) => {
-            let stall_after =
-                endpoint::stall_after(spec.checkpoint.interval, spec.checkpoint.timeout);
             let served = WorkerEndpoint::start(
                 addr,
                 &spec.name,

@@ -10,12 +10,16 @@
 //!   the state dir stays locked until then.
 //! - A stop request (`stop`, or the `RunOptions::stop` flag) ends the run after one
 //!   more committed checkpoint.
+//! - A failed run winds down within the checkpoint timeout (every wait of a task is
+//!   bounded by it, and ends at once when the run is abandoned); that is watched
+//!   (`watchdog`), so a thread stuck past it cannot keep the failure unreported.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
 use crate::dataflow::task::TaskContext;
@@ -29,10 +33,13 @@ use crate::pipeline::options::{RunOptions, RunSummary};
 use crate::pipeline::recovery::Recovery;
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::record::CheckpointId;
+use crate::watchdog;
 
 /// A pipeline whose tasks and coordinator are running.
 pub struct RunningPipeline {
     pipeline: String,
+    /// Bounds the wind-down of a failed run.
+    checkpoint_timeout: std::time::Duration,
     /// The coordinator's outcome, or its panic's message.
     coordinator: JoinHandle<Result<Result<RunEnd, CoordinatorError>, String>>,
     tasks: Vec<JoinHandle<()>>,
@@ -121,6 +128,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         .store(crate::metrics::unix_ms(), Ordering::Relaxed);
     Ok(RunningPipeline {
         pipeline: spec.name.clone(),
+        checkpoint_timeout: spec.checkpoint.timeout,
         coordinator,
         tasks: threads,
         stop: options.stop.clone(),
@@ -151,6 +159,18 @@ impl RunningPipeline {
             .coordinator
             .join()
             .unwrap_or_else(|_| Err("the coordinator thread panicked".to_owned()));
+        let failure = match &outcome {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(panic) => Some(panic.clone()),
+        };
+        let _winding_down = failure.map(|failure| {
+            watchdog::watch(
+                &self.pipeline,
+                format!("the wind-down of the run after: {failure}"),
+                Instant::now() + self.checkpoint_timeout,
+            )
+        });
         for task in self.tasks {
             // A task that panicked is a bug; its failure is already in `outcome` or the
             // pipeline finished without it.

@@ -536,11 +536,12 @@ pub(super) fn fetch_snapshot(
 ) -> Result<(), StateError> {
     for file in &snapshot.shared {
         let dest = db_dir.join(checked_file_name(db_dir, &file.local_name)?);
-        storage.fetch_shared_into(&snapshot.task, &file.shared_name, &dest)?;
+        storage.restore_shared(&snapshot.task, &file.shared_name, &dest, file.size)?;
     }
     for file in &snapshot.private {
         let dest = db_dir.join(checked_file_name(db_dir, &file.name)?);
-        storage.fetch_private_into(snapshot.checkpoint_id, &snapshot.task, &file.name, &dest)?;
+        let id = snapshot.checkpoint_id;
+        storage.restore_private(id, (&snapshot.task, &file.name), &dest, file.size)?;
     }
     Ok(())
 }

@@ -102,6 +102,25 @@ macro_rules! dispatch {
     };
 }
 
+/// `Damaged` (naming the file at `location`) unless a restored file's size `found` is
+/// the `expected` one; the restored copy at `dest` is removed then.
+fn check_size(
+    dest: &Path,
+    expected: u64,
+    found: u64,
+    location: impl FnOnce() -> Result<String, StorageError>,
+) -> Result<(), StorageError> {
+    if found == expected {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(dest);
+    Err(StorageError::Damaged {
+        location: location()?,
+        expected,
+        found,
+    })
+}
+
 /// Checkpoint storage. Cheap to clone; all methods take `&self`.
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
@@ -257,6 +276,36 @@ impl CheckpointStorage {
         dest: &Path,
     ) -> Result<u64, StorageError> {
         dispatch!(self.fetch_shared_into(task, shared_name, dest))
+    }
+
+    /// `fetch_shared_into`, refused with `Damaged` (and `dest` removed) unless the file
+    /// holds `expected` bytes, the size its checkpoint recorded: a truncated or replaced
+    /// file is named as such, on every backend, before anything opens it.
+    pub fn restore_shared(
+        &self,
+        task: &str,
+        shared_name: &str,
+        dest: &Path,
+        expected: u64,
+    ) -> Result<(), StorageError> {
+        let found = self.fetch_shared_into(task, shared_name, dest)?;
+        check_size(dest, expected, found, || {
+            dispatch!(self.shared_location(task, shared_name))
+        })
+    }
+
+    /// `fetch_private_into`, checked like [`restore_shared`](Self::restore_shared).
+    pub fn restore_private(
+        &self,
+        checkpoint_id: CheckpointId,
+        (task, name): (&str, &str),
+        dest: &Path,
+        expected: u64,
+    ) -> Result<(), StorageError> {
+        let found = self.fetch_private_into(checkpoint_id, task, name, dest)?;
+        check_size(dest, expected, found, || {
+            dispatch!(self.private_location(checkpoint_id, task, name))
+        })
     }
 
     /// Copies private file `name` of `task` in checkpoint `checkpoint_id` to `dest`, which

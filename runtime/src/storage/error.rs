@@ -39,6 +39,15 @@ pub enum StorageError {
     /// A file asked for (to restore from) is not in the storage.
     #[error("checkpoint storage: missing file {location}")]
     MissingFile { location: String },
+    /// A file restored from the storage does not hold the bytes its checkpoint recorded.
+    #[error(
+        "checkpoint storage: {location} holds {found} bytes, but its checkpoint recorded {expected}: the file was truncated or replaced outside Weir; nothing was restored or deleted: put the file back from a copy of the storage"
+    )]
+    Damaged {
+        location: String,
+        expected: u64,
+        found: u64,
+    },
     /// A task, shared or private file name is not a single, plain path component.
     #[error("checkpoint storage: invalid {kind} name {name:?}")]
     InvalidName { kind: &'static str, name: String },

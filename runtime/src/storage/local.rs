@@ -392,6 +392,24 @@ impl LocalStorage {
         self.checkpoint_dir(checkpoint_id).join(METADATA_FILE)
     }
 
+    /// Where shared file `shared_name` of `task` is (for messages).
+    pub fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
+        Ok(self.shared_path(task, shared_name)?.display().to_string())
+    }
+
+    /// Where private file `name` of `task` in checkpoint `checkpoint_id` is.
+    pub fn private_location(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<String, StorageError> {
+        Ok(self
+            .private_path(checkpoint_id, task, name)?
+            .display()
+            .to_string())
+    }
+
     fn shared_path(&self, task: &str, shared_name: &str) -> Result<PathBuf, StorageError> {
         validate_task(task)?;
         validate_component("shared file", shared_name)?;

@@ -819,6 +819,21 @@ impl ObjectStorage {
         ))
     }
 
+    /// Where shared file `shared_name` of `task` is (for messages): its URL.
+    pub fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
+        Ok(self.url(&self.shared_key(task, shared_name)?))
+    }
+
+    /// Where private file `name` of `task` in checkpoint `checkpoint_id` is: its URL.
+    pub fn private_location(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<String, StorageError> {
+        Ok(self.url(&self.private_key(checkpoint_id, task, name)?))
+    }
+
     fn shared_key(&self, task: &str, shared_name: &str) -> Result<Key, StorageError> {
         validate_task(task)?;
         validate_component("shared file", shared_name)?;

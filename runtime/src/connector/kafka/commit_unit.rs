@@ -6,6 +6,12 @@
 //! thread calls `pre_commit` and `commit`. Every librdkafka call here blocks (bounded by
 //! a timeout) on the calling OS thread; none runs on an async executor. Delivery reports
 //! are served by each `ThreadedProducer`'s own polling thread.
+//!
+//! Liveness: every wait on the broker has a bound and is watched (`watchdog`) while it
+//! lasts. The coordinator's calls get the checkpoint's deadline; a sink subtask's waits
+//! (acknowledgements before the next checkpoint's records, a full queue) get the
+//! checkpoint timeout, and end at once when the run is abandoned (`abandon`). A wait
+//! that runs out fails with `KafkaError::BrokerStalled`, naming the call and the broker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +33,7 @@ use crate::connector::kafka::client::{
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
 use crate::connector::kafka::error::{KafkaError, reason};
-use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced};
+use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced, is_timeout};
 use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
@@ -41,6 +47,7 @@ use crate::record::batch::RecordBatch;
 use crate::record::ids;
 use crate::spec::{PipelineSpec, SourceConfig};
 use crate::storage::Fence;
+use crate::watchdog::{self, Watch};
 
 /// The commit unit of a pipeline run as one process (worker 0/1). Worker I of N > 1 is
 /// unit `<I>-of-<N>` (`Worker::unit`).
@@ -51,6 +58,9 @@ pub const LOCAL_UNIT: &str = "0";
 const TRANSACTION_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Wait between two attempts to enqueue a record while librdkafka's queue is full.
 const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
+/// How often a sink subtask waiting for acknowledgements looks whether the run was
+/// abandoned.
+const ABANDON_POLL: Duration = Duration::from_millis(50);
 
 /// Records the first failed delivery of a producer, and whether it was fenced; counts
 /// every delivery report against the sending subtask's `InFlight`.
@@ -126,12 +136,19 @@ struct OpenTransaction {
 struct Slot {
     /// The transactional id (or a description for the at-least-once producer).
     id: String,
-    /// rdkafka's producer in a run; a fake in the in-process tests.
-    producer: Box<dyn TransactionalProducer>,
+    /// rdkafka's producer in a run; a fake in the in-process tests. `None` only once
+    /// the unit is being dropped (see `KafkaCommitUnit`'s `Drop`).
+    producer: Option<Box<dyn TransactionalProducer>>,
     open: Mutex<Option<OpenTransaction>>,
 }
 
 impl Slot {
+    fn producer(&self) -> &dyn TransactionalProducer {
+        self.producer
+            .as_deref()
+            .expect("a slot's producer is taken only when its unit is dropped")
+    }
+
     fn open(&self) -> MutexGuard<'_, Option<OpenTransaction>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -167,6 +184,10 @@ pub struct KafkaCommitUnit {
     pipeline: String,
     bootstrap: String,
     transaction_timeout: Duration,
+    /// Bounds each wait of a sink subtask on the broker (see the module doc).
+    checkpoint_timeout: Duration,
+    /// Set by `abandon`: the run ends, every wait of a sink subtask ends now.
+    abandoned: AtomicBool,
     mode: Mode,
     fence: Fence,
     /// Worker I of N > 1 with keyed steps: purges what it read of its repartition
@@ -275,6 +296,8 @@ impl KafkaCommitUnit {
             pipeline: spec.name.clone(),
             bootstrap,
             transaction_timeout: sink.transaction_timeout,
+            checkpoint_timeout: spec.checkpoint.timeout,
+            abandoned: AtomicBool::new(false),
             mode,
             fence,
             purger,
@@ -318,10 +341,88 @@ impl KafkaCommitUnit {
         }
     }
 
-    /// How long a sink subtask may wait for its records of one checkpoint to be
-    /// acknowledged before it sends the next checkpoint's.
-    pub fn delivery_timeout(&self) -> Duration {
-        self.transaction_timeout
+    /// The run ends without committing anything more (it failed, or stopped after its
+    /// last checkpoint): every wait of a sink subtask on the broker ends now.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
+    /// Watches a call of this unit on the broker that must be over by `bound`.
+    fn watch(&self, call: &str, bound: Instant) -> Watch {
+        watchdog::watch(
+            &self.pipeline,
+            format!("{call} (Kafka at {})", self.bootstrap),
+            bound,
+        )
+    }
+
+    /// Waits until the broker has acknowledged every record counted in `in_flight`
+    /// (a sink subtask's records of the checkpoint before `checkpoint`, sent to
+    /// `topic`): see "Order" in `sink.rs`. Bounded by the checkpoint timeout; ends
+    /// early if the run is abandoned.
+    pub fn await_acknowledged(
+        &self,
+        checkpoint: CheckpointId,
+        topic: &str,
+        in_flight: &InFlight,
+    ) -> Result<(), KafkaError> {
+        if in_flight.count() == 0 {
+            return Ok(());
+        }
+        let bound = Instant::now() + self.checkpoint_timeout;
+        let call = format!(
+            "waiting for the acknowledgement of the records sent to {topic} before checkpoint {checkpoint}"
+        );
+        let _watch = self.watch(&call, bound);
+        loop {
+            if in_flight.wait_drained(remaining(bound).min(ABANDON_POLL)) {
+                return Ok(());
+            }
+            if self.abandoned() {
+                return Err(self.abandoned_error(call));
+            }
+            if Instant::now() >= bound {
+                return Err(self.stalled(
+                    format!("{call} ({} records)", in_flight.count()),
+                    self.checkpoint_timeout,
+                ));
+            }
+        }
+    }
+
+    fn stalled(&self, call: String, waited: Duration) -> KafkaError {
+        KafkaError::BrokerStalled {
+            call,
+            bootstrap: self.bootstrap.clone(),
+            waited,
+        }
+    }
+
+    fn abandoned_error(&self, what: String) -> KafkaError {
+        KafkaError::Abandoned {
+            what,
+            bootstrap: self.bootstrap.clone(),
+        }
+    }
+
+    /// The error of a call (`call`, begun at `started`) on `slot`'s producer: a
+    /// timeout says that the broker did not answer.
+    fn call_error(
+        &self,
+        slot: &Slot,
+        call: &str,
+        e: &RdKafkaError,
+        started: Instant,
+    ) -> KafkaError {
+        let error = self.error(slot, call, e);
+        if is_timeout(e) && matches!(error, KafkaError::Client { .. }) {
+            return self.stalled(format!("producer {}: {call}", slot.id), started.elapsed());
+        }
+        error
     }
 
     fn slot(&self, checkpoint: CheckpointId) -> &Slot {
@@ -344,7 +445,7 @@ impl KafkaCommitUnit {
 
     /// Fails if the slot's producer already reported a failed delivery or was fenced.
     fn check_deliveries(&self, slot: &Slot, checkpoint: CheckpointId) -> Result<(), KafkaError> {
-        let context = slot.producer.context();
+        let context = slot.producer().context();
         if context.fenced.load(Ordering::SeqCst) || fatal_fenced(slot) {
             return Err(fenced_error(
                 &self.pipeline,
@@ -391,7 +492,7 @@ impl KafkaCommitUnit {
             }),
             None => {
                 let since = Instant::now();
-                if let Err(e) = slot.producer.begin_transaction() {
+                if let Err(e) = slot.producer().begin_transaction() {
                     // `error` looks at the open transaction: release the lock first.
                     drop(open);
                     return Err(self.error(
@@ -476,29 +577,43 @@ impl KafkaCommitUnit {
         Ok(())
     }
 
-    /// Hands one record to librdkafka, waiting while its queue is full.
+    /// Hands one record to librdkafka, waiting while its queue is full: at most the
+    /// checkpoint timeout, and not once the run is abandoned.
     fn send_record(
         &self,
         slot: &Slot,
         mut record: BaseRecord<'_, [u8], [u8], Arc<InFlight>>,
         topic: &str,
     ) -> Result<(), KafkaError> {
-        let deadline = Instant::now() + self.transaction_timeout;
+        // Set at the first refusal: a full queue is the exception.
+        let mut full: Option<(Instant, Watch)> = None;
         loop {
-            match slot.producer.send(record) {
+            let (error, back) = match slot.producer().send(record) {
                 Ok(()) => return Ok(()),
-                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    std::thread::sleep(QUEUE_FULL_BACKOFF);
+                Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    let call = || format!("sending to topic {topic} (librdkafka's queue is full)");
+                    let (since, _) = full.get_or_insert_with(|| {
+                        let since = Instant::now();
+                        (since, self.watch(&call(), since + self.checkpoint_timeout))
+                    });
+                    if self.abandoned() {
+                        (self.abandoned_error(call()), back)
+                    } else if since.elapsed() >= self.checkpoint_timeout {
+                        (self.stalled(call(), self.checkpoint_timeout), back)
+                    } else {
+                        record = back;
+                        std::thread::sleep(QUEUE_FULL_BACKOFF);
+                        continue;
+                    }
                 }
-                Err((e, back)) => {
-                    // Never handed over: no delivery report will count it.
-                    back.delivery_opaque.done();
-                    return Err(self.error(slot, &format!("sending to topic {topic}"), &e));
-                }
-            }
+                Err((e, back)) => (
+                    self.error(slot, &format!("sending to topic {topic}"), &e),
+                    back,
+                ),
+            };
+            // Never handed over: no delivery report will count it.
+            back.delivery_opaque.done();
+            return Err(error);
         }
     }
 
@@ -511,9 +626,11 @@ impl KafkaCommitUnit {
             // No output in this checkpoint: nothing to flush.
             return self.check_deliveries(slot, id);
         }
-        slot.producer
+        let call = format!("flushing checkpoint {id}");
+        let (_watch, started) = (self.watch(&call, deadline), Instant::now());
+        slot.producer()
             .flush(remaining(deadline))
-            .map_err(|e| self.error(slot, &format!("flushing checkpoint {id}"), &e))?;
+            .map_err(|e| self.call_error(slot, &call, &e, started))?;
         self.check_deliveries(slot, id)
     }
 
@@ -563,27 +680,49 @@ impl KafkaCommitUnit {
                 what: format!("cannot commit checkpoint {id}"),
                 reason: format!("no consumer group metadata for group {}", marker.group),
             })?;
-        slot.producer
+        let call = format!("adding the offsets of checkpoint {id} to its transaction");
+        let (watch, started) = (self.watch(&call, deadline), Instant::now());
+        slot.producer()
             .send_offsets_to_transaction(&offsets, &group, remaining(deadline))
-            .map_err(|e| {
-                self.error(
-                    slot,
-                    &format!("adding the offsets of checkpoint {id} to its transaction"),
-                    &e,
-                )
-            })?;
-        slot.producer
+            .map_err(|e| self.call_error(slot, &call, &e, started))?;
+        drop(watch);
+        let call = format!("committing the transaction of checkpoint {id}");
+        let (_watch, started) = (self.watch(&call, deadline), Instant::now());
+        slot.producer()
             .commit_transaction(remaining(deadline))
-            .map_err(|e| {
-                self.error(
-                    slot,
-                    &format!("committing the transaction of checkpoint {id}"),
-                    &e,
-                )
-            })?;
+            .map_err(|e| self.call_error(slot, &call, &e, started))?;
         *slot.open() = None;
         *committed.lock().unwrap_or_else(|e| e.into_inner()) = id;
         Ok(())
+    }
+}
+
+impl KafkaCommitUnit {
+    fn slots_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+        match &mut self.mode {
+            Mode::ExactlyOnce { slots, .. } => slots.iter_mut().collect::<Vec<_>>(),
+            Mode::AtLeastOnce { slot } => vec![slot],
+        }
+        .into_iter()
+    }
+}
+
+/// An abandoned unit's producers are closed on a thread of their own, which nothing
+/// waits for: closing a producer waits for its broker (librdkafka aborts the open
+/// transaction), and a failed run must not wait for a stalled broker to end. The
+/// transaction is aborted by the next run's `init_transactions` anyway.
+impl Drop for KafkaCommitUnit {
+    fn drop(&mut self) {
+        if !self.abandoned() {
+            return;
+        }
+        let producers: Vec<_> = self.slots_mut().filter_map(|s| s.producer.take()).collect();
+        let closing = std::thread::Builder::new()
+            .name("weir-kafka-close".into())
+            .spawn(move || drop(producers));
+        if let Err(e) = closing {
+            tracing::warn!("cannot close the Kafka producers on a thread of their own: {e}");
+        }
     }
 }
 
@@ -701,7 +840,15 @@ impl ExactlyOnceOpener<'_> {
     /// the marker: afterwards no one else can commit.
     fn init_transactions(&self, slots: &[Slot; 2]) -> Result<(), KafkaError> {
         for slot in slots {
-            slot.producer
+            let _watch = watchdog::watch(
+                &self.spec.name,
+                format!(
+                    "initialising transactions of producer {} (Kafka at {})",
+                    slot.id, self.endpoint.bootstrap
+                ),
+                Instant::now() + TRANSACTION_CALL_TIMEOUT,
+            );
+            slot.producer()
                 .init_transactions(TRANSACTION_CALL_TIMEOUT)
                 .map_err(|e| {
                     // Reached when the principal may not read the broker's maximum
@@ -781,7 +928,7 @@ fn reset_marker(
     let what = "resetting the progress marker (--from-scratch)";
     let fail =
         |e: &RdKafkaError| transactional_error(pipeline, slot, what, e, transaction_timeout, fence);
-    slot.producer.begin_transaction().map_err(|e| fail(&e))?;
+    slot.producer().begin_transaction().map_err(|e| fail(&e))?;
     let key = marker.record_key();
     let text = marker.text(CheckpointId::NONE);
     let record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
@@ -789,8 +936,8 @@ fn reset_marker(
             .partition(0)
             .key(key.as_bytes())
             .payload(text.as_bytes());
-    slot.producer.send(record).map_err(|(e, _)| fail(&e))?;
-    slot.producer
+    slot.producer().send(record).map_err(|(e, _)| fail(&e))?;
+    slot.producer()
         .commit_transaction(TRANSACTION_CALL_TIMEOUT)
         .map_err(|e| fail(&e))
 }
@@ -829,14 +976,14 @@ fn new_slot(
         .map_err(|e| KafkaError::client(format!("cannot create producer {id}"), &e))?;
     Ok(Slot {
         id,
-        producer: Box::new(producer),
+        producer: Some(Box::new(producer)),
         open: Mutex::new(None),
     })
 }
 
 /// Whether the producer's fatal error (if it has one) is a fencing.
 fn fatal_fenced(slot: &Slot) -> bool {
-    slot.producer
+    slot.producer()
         .fatal_error()
         .is_some_and(|(code, _)| classify_code(code) == ErrorClass::Fenced)
 }

@@ -115,13 +115,13 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
     let fence = Fence::default();
     let slot = |name: &'static str| Slot {
         id: name.to_owned(),
-        producer: Box::new(FakeProducer {
+        producer: Some(Box::new(FakeProducer {
             name,
             log: log.clone(),
             context: DeliveryContext::new(fence.clone(), format!("{name} fenced")),
             fail_deliveries: AtomicBool::new(failing == Some(name)),
             queue_full: AtomicU64::new(queue_full),
-        }),
+        })),
         open: Mutex::new(None),
     };
     let group_consumer: BaseConsumer<QuietContext> = ClientConfig::new()
@@ -149,6 +149,8 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         pipeline: "p".into(),
         bootstrap: "127.0.0.1:9".into(),
         transaction_timeout: Duration::from_secs(3600),
+        checkpoint_timeout: Duration::from_secs(3600),
+        abandoned: AtomicBool::new(false),
         mode,
         fence,
         purger: None,
@@ -319,4 +321,73 @@ fn a_full_queue_makes_the_sink_wait_and_loses_nothing() {
     );
     // Both acknowledged by the fake: nothing left in flight, nothing counted twice.
     assert_eq!(in_flight.count(), 0);
+}
+
+/// Catches: a queue that stays full (a stalled broker) holding a sink subtask for the
+/// transaction timeout (minutes, in the run) instead of the checkpoint timeout:
+/// the send gives up once the checkpoint timeout has passed, naming the broker, and the
+/// refused record is not left counted in flight.
+#[test]
+fn a_queue_that_stays_full_fails_the_send_after_the_checkpoint_timeout() {
+    let (mut unit, log) = unit_with(0, None, u64::MAX);
+    unit.checkpoint_timeout = Duration::from_millis(30);
+    let in_flight = Arc::new(InFlight::default());
+    let err = unit
+        .send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
+        .expect_err("the queue never has room");
+    assert!(
+        matches!(&err, KafkaError::BrokerStalled { bootstrap, waited, .. }
+            if bootstrap == "127.0.0.1:9" && *waited == Duration::from_millis(30)),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("sending to topic out"), "{err}");
+    assert_eq!(in_flight.count(), 0, "the refused record is not in flight");
+    assert!(
+        take(&log)
+            .iter()
+            .all(|l| l == "p.1 begin" || l == "p.1 queue full")
+    );
+}
+
+/// Catches: a sink subtask still waiting on the broker after its run failed (the
+/// issue's run sat minutes in `wait_drained` after the coordinator gave up): once the
+/// unit is abandoned, a wait for acknowledgements and a send into a full queue both end
+/// at once, with `Abandoned`, whatever their own bound.
+#[test]
+fn abandoning_the_unit_ends_every_wait_of_its_sinks() {
+    let (unit, _log) = unit_with(0, None, u64::MAX);
+    let unit = Arc::new(unit);
+    let never_acknowledged = Arc::new(InFlight::default());
+    never_acknowledged.add(1);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let waiters: Vec<_> = [true, false]
+        .into_iter()
+        .map(|acknowledgements| {
+            let (unit, in_flight, done_tx) =
+                (unit.clone(), never_acknowledged.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let result = if acknowledgements {
+                    unit.await_acknowledged(CheckpointId(2), "out", &in_flight)
+                } else {
+                    let fresh = Arc::new(InFlight::default());
+                    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &fresh)
+                };
+                let _ = done_tx.send(result);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    unit.abandon();
+    for _ in 0..waiters.len() {
+        let result = done
+            .recv_timeout(Duration::from_secs(30))
+            .expect("every wait ends once the unit is abandoned");
+        assert!(
+            matches!(result, Err(KafkaError::Abandoned { .. })),
+            "{result:?}"
+        );
+    }
+    for waiter in waiters {
+        waiter.join().expect("waiter");
+    }
 }

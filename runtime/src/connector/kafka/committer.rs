@@ -59,4 +59,8 @@ impl Committer for KafkaCommitter {
     fn retained(&mut self, kept: &[CheckpointMetadata]) {
         self.unit.retained(kept);
     }
+
+    fn abandon(&mut self) {
+        self.unit.abandon();
+    }
 }

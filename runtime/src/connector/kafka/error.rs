@@ -156,6 +156,19 @@ pub enum KafkaError {
     #[error("{what}: cannot read the Kafka password: {reason}")]
     Credentials { what: &'static str, reason: String },
 
+    #[error(
+        "{call}: no answer from Kafka at {bootstrap} within {} (the broker is stalled or unreachable); this instance stops, and a restart resumes from the last committed checkpoint (a stall shorter than the checkpoint timeout is ridden through: raise [checkpoint] timeout to ride through longer ones)",
+        ms(*.waited)
+    )]
+    BrokerStalled {
+        call: String,
+        bootstrap: String,
+        waited: Duration,
+    },
+
+    #[error("{what}: the run was ended by another failure before Kafka at {bootstrap} answered")]
+    Abandoned { what: String, bootstrap: String },
+
     #[error("delivery to Kafka failed for checkpoint {checkpoint}: {reason}")]
     Delivery {
         checkpoint: CheckpointId,

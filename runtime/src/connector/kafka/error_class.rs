@@ -17,6 +17,9 @@
 //!   client's credentials or its principal lacks an ACL. Never retried, whatever the
 //!   call (librdkafka itself would retry some forever): the pipeline fails at once with
 //!   one line naming what was refused, since the same request can only be refused again.
+//! - A timeout ([`TIMED_OUT`]: no answer within the call's bound) is told apart by
+//!   [`is_timeout`], whatever its class: the broker may be stalled, and the caller says
+//!   so with the broker's address (`KafkaError::BrokerStalled`).
 //! - `Fatal` means the client is unusable; `Abortable`, that the open transaction must be
 //!   aborted. Neither is retried: the pipeline fails and recovers from its last
 //!   committed checkpoint.
@@ -48,6 +51,14 @@ const RETRIABLE: [RDKafkaErrorCode; 5] = [
     RDKafkaErrorCode::CoordinatorNotAvailable,
     RDKafkaErrorCode::OperationTimedOut,
     RDKafkaErrorCode::RequestTimedOut,
+];
+
+/// Codes meaning that a call's bound passed without an answer.
+pub const TIMED_OUT: [RDKafkaErrorCode; 4] = [
+    RDKafkaErrorCode::OperationTimedOut,
+    RDKafkaErrorCode::RequestTimedOut,
+    RDKafkaErrorCode::MessageTimedOut,
+    RDKafkaErrorCode::TimedOutQueue,
 ];
 
 /// What an error means for the caller.
@@ -102,6 +113,15 @@ pub fn is_denied(error: &RdKafkaError) -> bool {
     classify(error) == ErrorClass::Denied
 }
 
+/// Whether `error` means the call got no answer within its bound.
+pub fn is_timeout(error: &RdKafkaError) -> bool {
+    let code = match error {
+        RdKafkaError::Transaction(e) => Some(e.code()),
+        other => other.rdkafka_error_code(),
+    };
+    code.is_some_and(|code| TIMED_OUT.contains(&code))
+}
+
 /// Whether `error` means this producer's epoch is over.
 pub fn is_fenced(error: &RdKafkaError) -> bool {
     classify(error) == ErrorClass::Fenced
@@ -138,5 +158,9 @@ mod tests {
             ErrorClass::Retriable
         );
         assert_eq!(classify(&RdKafkaError::Canceled), ErrorClass::Failed);
+        for code in TIMED_OUT {
+            assert!(is_timeout(&RdKafkaError::Flush(code)), "{code:?}");
+        }
+        assert!(!is_timeout(&RdKafkaError::Flush(RDKafkaErrorCode::Fatal)));
     }
 }

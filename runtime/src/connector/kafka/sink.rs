@@ -100,7 +100,6 @@ use std::sync::Arc;
 
 use crate::cluster::KeyGroupRanges;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
-use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, WatermarkMarker};
 use crate::dataflow::operator::OperatorError;
@@ -183,18 +182,8 @@ impl Sink for KafkaSink {
     ) -> Result<(), OperatorError> {
         if self.drain_before_next {
             // The previous checkpoint's records go first (see "Order" above).
-            let timeout = self.unit.delivery_timeout();
-            if !self.in_flight.wait_drained(timeout) {
-                return Err(KafkaError::Delivery {
-                    checkpoint,
-                    reason: format!(
-                        "{} records sent to {} before this checkpoint were not acknowledged within {timeout:?}",
-                        self.in_flight.count(),
-                        self.topic
-                    ),
-                }
-                .into());
-            }
+            self.unit
+                .await_acknowledged(checkpoint, &self.topic, &self.in_flight)?;
             self.drain_before_next = false;
         }
         self.unit.send_batch(

@@ -45,7 +45,7 @@
 //!   own, so the union of their last committed checkpoints is a consistent cut of the
 //!   whole pipeline (see `pipeline::rescale`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
@@ -57,6 +57,7 @@ use crate::connector::kafka::error_class::is_fenced;
 use crate::connector::kafka::marker::{MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
 use crate::record::CheckpointId;
+use crate::watchdog::{self, Watch};
 
 /// Bound on each transactional call on an old worker's ids: initialising them may have
 /// to wait until the broker aborted the transaction the old worker left open.
@@ -236,6 +237,7 @@ fn fence(
     let [first, second] = [0, 1].map(|slot| fencing_producer(cx, &names.transactional_id(slot)));
     let producers = [first?, second?];
     for (id, producer) in &producers {
+        let _watch = watch_call(cx, &format!("fencing producer {id}"));
         producer
             .init_transactions(TAKEOVER_CALL_TIMEOUT)
             .map_err(|e| {
@@ -251,6 +253,15 @@ fn fence(
             })?;
     }
     Ok(producers)
+}
+
+/// Watches a take-over call on the broker (bounded by `TAKEOVER_CALL_TIMEOUT`).
+fn watch_call(cx: &TakeoverContext<'_>, call: &str) -> Watch {
+    watchdog::watch(
+        cx.pipeline,
+        format!("{call} (Kafka at {})", cx.endpoint.bootstrap),
+        Instant::now() + TAKEOVER_CALL_TIMEOUT,
+    )
 }
 
 /// A producer with transactional id `id`, to fence it and write the hand-over record.
@@ -299,6 +310,7 @@ fn hand_over(
         .key(key.as_bytes())
         .payload(text.as_bytes());
     producer.send(record).map_err(|(e, _)| fail(&e))?;
+    let _watch = watch_call(cx, &format!("producer {id}: {what}"));
     producer
         .commit_transaction(TAKEOVER_CALL_TIMEOUT)
         .map_err(|e| fail(&e))
