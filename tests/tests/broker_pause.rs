@@ -224,16 +224,13 @@ impl Run {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
-    /// Waits (bounded) for the run's first checkpoint; panics with its stderr if it
-    /// exits or takes too long.
-    fn wait_first_checkpoint(&mut self) {
+    /// Waits (bounded) for the run's first checkpoint: `Err` with its stderr if it
+    /// exits first; panics if it takes too long.
+    fn wait_first_checkpoint(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_LIMIT;
         while self.checkpoints().0 == 0 {
             if let Some(status) = self.exited() {
-                panic!(
-                    "weir exited ({status}) before its first checkpoint: {}",
-                    self.stderr()
-                );
+                return Err(format!("exit {status}: {}", self.stderr()));
             }
             assert!(
                 Instant::now() < deadline,
@@ -242,12 +239,40 @@ impl Run {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
     }
 
     fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs attempt after attempt of the spec, from `run` on, until one completes a
+/// checkpoint. A start may fail while the broker recovers from a pause (KRaft fences a
+/// broker that missed its heartbeats, and its metadata lists no broker until it
+/// registers again): each such failure must say so in one line naming the broker, and
+/// at most `START_FAILURES` may come in a row.
+fn running(mut run: Run, spec: &Path, dir: &Path, attempts: &mut usize) -> Run {
+    const START_FAILURES: usize = 5;
+    for _ in 0..START_FAILURES {
+        let Err(failure) = run.wait_first_checkpoint() else {
+            return run;
+        };
+        let line = failure
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        assert!(
+            line.starts_with("weir: error: ") && line.contains(&kafka::bootstrap()),
+            "a start that fails must say why in one line naming the broker: {failure}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        *attempts += 1;
+        run = Run::start(spec, dir, *attempts);
+    }
+    panic!("{START_FAILURES} starts in a row failed: {}", run.stderr());
 }
 
 /// How a round ended.
@@ -367,7 +392,7 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
     let mut run = Run::start(&spec, dir.path(), attempts);
     let mut outcomes: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for i in 0..rounds() {
-        run.wait_first_checkpoint();
+        run = running(run, &spec, dir.path(), &mut attempts);
         let (long, pause) = pause_of_round(i, &mut rng);
         let outcome = round(&mut run, &mut rng, pause);
         eprintln!("round {i} (seed {seed}): paused {pause:?}: {outcome:?}");

@@ -534,3 +534,72 @@ fn the_server_speaks_tls_when_configured() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Issue 33: eight uploads at once against a byte quota that fits about half of them
+/// (on the previous main, each upload checked the quota before any of the others was
+/// stored, and all eight were kept: 2x the quota). Every upload is answered 201 or 413,
+/// the tenant's stored modules stay within the quota, and at least one was refused.
+#[test]
+fn concurrent_uploads_never_pass_the_module_quota_together() {
+    let (_dir, s) = server("[compiles]\nslots = 2\nper_tenant = 1\n");
+    let guests = [
+        "uppercase",
+        "count_twice",
+        "acc_grower",
+        "word_count",
+        "split_words",
+        "windowed_sum",
+        "filter_json",
+        "time_shift",
+    ];
+    let modules: Vec<Vec<u8>> = guests
+        .iter()
+        .map(|g| std::fs::read(weir_tests::guest(g)).expect("guest"))
+        .collect();
+    let total: usize = modules.iter().map(Vec::len).sum();
+    let quota = total / 2;
+    let a = s.tenant("a", json!({ "module_bytes": quota }));
+    // Each body arrives in two halves half a second apart, so all eight are being
+    // received at once: a quota checked when a request starts passes all of them.
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let uploads: Vec<_> = modules
+            .iter()
+            .map(|bytes| {
+                let (s, a, bytes) = (&s, &a, bytes.clone());
+                scope.spawn(move || {
+                    let head = format!("Content-Length: {}\r\n", bytes.len());
+                    raw_upload(s, a, &head, move |w| {
+                        let (first, second) = bytes.split_at(bytes.len() / 2);
+                        let _ = w.write_all(first);
+                        std::thread::sleep(Duration::from_millis(500));
+                        let _ = w.write_all(second);
+                    })
+                })
+            })
+            .collect();
+        uploads
+            .into_iter()
+            .map(|u| u.join().expect("upload"))
+            .collect()
+    });
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 413),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&413), "{statuses:?}");
+    let listed = s.get("/v1/modules", Some(&a)).body;
+    let stored: u64 = listed
+        .as_array()
+        .expect("modules")
+        .iter()
+        .map(|m| m["size"].as_u64().expect("size"))
+        .sum();
+    assert!(
+        stored <= quota as u64,
+        "{stored} bytes stored against a quota of {quota}: {statuses:?}"
+    );
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(statuses.iter().filter(|s| **s == 201).count())
+    );
+}

@@ -18,6 +18,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde_json::json;
 
+use crate::server::admission::Admission;
 use crate::server::catalog::{Catalog, PipelineRow, RunRecord, TenantRow};
 use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
 use crate::server::error::{ApiError, ServerError};
@@ -35,6 +36,8 @@ pub struct App {
     pub config: ServerConfig,
     pub catalog: Arc<Catalog>,
     pub store: ModuleStore,
+    /// Module quota reservations and compile slots of uploads in progress.
+    pub admission: Admission,
     pub supervisor: Supervisor,
     pub metrics: Arc<ServerMetrics>,
     /// The `weir` executable the workers run.

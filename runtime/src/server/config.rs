@@ -13,6 +13,10 @@
 //! restart_limit = 5                # failures in a row before a pipeline is left failed
 //! stop_timeout = "60s"             # a stop waits this long for the final checkpoint
 //!
+//! [compiles]                       # module uploads are compiled in a bounded queue
+//! slots = 2                        # at once on the server; default half the CPUs, >= 1
+//! per_tenant = 1                   # at once per tenant; default 1
+//!
 //! [kafka]                          # the cluster tenants' pipelines use
 //! bootstrap = "127.0.0.1:9092"     # default $KAFKA_BOOTSTRAP
 //! protocol = "sasl_plaintext"      # with tenants' principals: sasl_plaintext or sasl_ssl
@@ -38,6 +42,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::server::admission::CompilesConfig;
 use crate::server::error::ServerError;
 use crate::server::ids;
 use crate::server::wire::Quotas;
@@ -50,6 +55,8 @@ pub struct ServerConfig {
     /// The admin token (compared by hash; never logged).
     pub admin_token: String,
     pub workers: WorkersConfig,
+    /// How many module compiles run at once (see `admission`).
+    pub compiles: CompilesConfig,
     pub kafka: ServerKafka,
     /// Quotas of tenants that set none of their own.
     pub quotas: Quotas,
@@ -79,6 +86,8 @@ struct RawServerConfig {
     admin_token_file: Option<PathBuf>,
     #[serde(default)]
     workers: WorkersConfig,
+    #[serde(default)]
+    compiles: CompilesConfig,
     #[serde(default)]
     kafka: ServerKafka,
     #[serde(default)]
@@ -219,6 +228,7 @@ impl ServerConfig {
             data_dir: base.join(raw.data_dir),
             admin_token,
             workers: raw.workers,
+            compiles: raw.compiles,
             kafka: raw.kafka,
             quotas: quotas_over(&raw.quotas, &builtin_quotas()),
             tenants: raw.tenants,

@@ -17,6 +17,7 @@
 //!   SIGINT, every worker stops with a final checkpoint before the server exits; on
 //!   SIGKILL, the kernel kills the workers (`worker`), and the next start resumes them.
 
+pub mod admission;
 pub mod api;
 pub mod app;
 pub mod catalog;
@@ -33,6 +34,7 @@ pub mod wire;
 pub mod worker;
 pub mod worker_states;
 
+use crate::server::admission::Admission;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -72,12 +74,14 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
             limits: UPLOAD_COMPILE,
         });
     let store = ModuleStore::open(data_dir.join("modules"), engine)?;
+    let admission = Admission::new(&config.compiles);
     let metrics = Arc::new(ServerMetrics::default());
     let supervisor = Supervisor::new(config.workers.clone(), catalog.clone(), metrics.clone());
     Ok(Arc::new(App {
         config,
         catalog,
         store,
+        admission,
         supervisor,
         metrics,
         program,

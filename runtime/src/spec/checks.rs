@@ -24,6 +24,20 @@ pub const MAX_GUEST_MEMORY: usize = 4 << 30;
 /// checkpoint and a stop of the pipeline, for as long as it runs; 60 s is already the
 /// default checkpoint timeout, and a batch that needs more is a guest bug.
 pub const MAX_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// `[checkpoint] interval`: at least 100 ms (an idle pipeline then checkpoints at most
+/// ten times a second), at most a day.
+pub const CHECKPOINT_INTERVAL: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_secs(24 * 3600),
+);
+/// `[checkpoint] timeout`: at least a second, at most an hour (a round that long holds
+/// a Kafka transaction open that long).
+pub const CHECKPOINT_TIMEOUT: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(3600),
+);
+/// At most this many complete checkpoints are retained.
+pub const MAX_RETAIN: u64 = 1000;
 /// Compile CPU time per module: 1 s ..= 1 h (RLIMIT_CPU counts whole seconds).
 pub const MIN_COMPILE_CPU: std::time::Duration = std::time::Duration::from_secs(1);
 pub const MAX_COMPILE_CPU: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -125,7 +139,7 @@ pub fn batch_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
 }
 
 pub fn retain<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    ranged(d, "retain", 2, u32::MAX as u64).map(|v| *to_usize(v).get_ref())
+    ranged(d, "retain", 2, MAX_RETAIN).map(|v| *to_usize(v).get_ref())
 }
 
 pub fn cache_entries<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
@@ -172,6 +186,57 @@ pub fn guest_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> 
         ));
     }
     Ok(bytes)
+}
+
+/// A duration within `(min, max)`, for `field`.
+fn duration_within<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+    (min, max): (std::time::Duration, std::time::Duration),
+) -> Result<std::time::Duration, D::Error> {
+    let v = crate::spec::units::duration(d)?;
+    let show = crate::spec::units::format_duration;
+    if v < min || v > max {
+        return Err(D::Error::custom(format!(
+            "{field} must be between {} and {}, not {}",
+            show(min),
+            show(max),
+            show(v)
+        )));
+    }
+    Ok(v)
+}
+
+/// `[checkpoint] interval`, within [`CHECKPOINT_INTERVAL`].
+pub fn checkpoint_interval<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<std::time::Duration, D::Error> {
+    duration_within(d, "checkpoint.interval", CHECKPOINT_INTERVAL)
+}
+
+/// `[checkpoint] timeout`, within [`CHECKPOINT_TIMEOUT`].
+pub fn checkpoint_timeout<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<std::time::Duration, D::Error> {
+    duration_within(d, "checkpoint.timeout", CHECKPOINT_TIMEOUT)
+}
+
+/// `call_timeout` must be shorter than the checkpoint timeout: a guest call that runs
+/// to its deadline must fail as the guest's fault (naming the module), not time out
+/// the checkpoint round it holds up.
+pub fn check_call_timeout_fits(
+    call_timeout: std::time::Duration,
+    checkpoint_timeout: std::time::Duration,
+) -> Result<(), String> {
+    if call_timeout < checkpoint_timeout {
+        return Ok(());
+    }
+    let show = crate::spec::units::format_duration;
+    Err(format!(
+        "limits.call_timeout {} must be shorter than checkpoint.timeout {}: a guest call that ran to its deadline would time out the checkpoint instead of failing as the guest's fault; lower call_timeout or raise the checkpoint timeout",
+        show(call_timeout),
+        show(checkpoint_timeout)
+    ))
 }
 
 /// A positive duration of at most [`MAX_CALL_TIMEOUT`].

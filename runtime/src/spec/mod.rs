@@ -35,16 +35,17 @@
 //! state_dir = ".weir/word-count"   # default ".weir/<name>"
 //!
 //! [checkpoint]              # optional
-//! interval = "1s"           # time between two checkpoint triggers; default "1s", > 0
-//! timeout = "60s"           # a checkpoint taking longer is abandoned; default "60s", > 0
-//! retain = 3                # complete checkpoints kept; default 3, at least 2
+//! interval = "1s"           # time between two checkpoint triggers; default "1s", 100ms to 24h
+//! timeout = "60s"           # a checkpoint taking longer is abandoned; default "60s", 1s to 1h
+//! retain = 3                # complete checkpoints kept; default 3, 2 to 1000
 //! dir = "..."               # default "<state_dir>/checkpoints"
 //!
 //! [limits]                  # per guest instance; optional
 //! memory = "64MiB"          # linear memory; default "64MiB", "1MiB" to "4GiB"
 //!                           # (all a wasm32 guest can address)
 //! call_timeout = "1s"       # CPU deadline per guest call; default "1s", > 0, at most
-//!                           # "60s" (a call holds up its task's checkpoints)
+//!                           # "60s" and shorter than [checkpoint] timeout (a call
+//!                           # holds up its task's checkpoints)
 //! compile_cpu = "300s"      # CPU time compiling one module may take (in a child
 //!                           # process); default "300s", whole seconds, "1s" to "3600s"
 //! compile_memory = "4GiB"   # data memory of that child; default "4GiB",

@@ -25,7 +25,6 @@ use crate::spec::sink::{SinkSpec, parse_sink};
 use crate::spec::source::{SourceConfig, SourceSpec, parse_source};
 use crate::spec::step::{StepSpec, parse_step};
 use crate::spec::tagged::{Item, array_of_tables};
-use crate::spec::units;
 use crate::storage::CheckpointLocation;
 
 /// Default parallelism.
@@ -179,12 +178,12 @@ fn default_batch_bytes() -> usize {
 struct RawCheckpoint {
     #[serde(
         default = "default_interval",
-        deserialize_with = "units::positive_duration"
+        deserialize_with = "checks::checkpoint_interval"
     )]
     interval: Duration,
     #[serde(
         default = "default_timeout",
-        deserialize_with = "units::positive_duration"
+        deserialize_with = "checks::checkpoint_timeout"
     )]
     timeout: Duration,
     #[serde(default = "default_retain", deserialize_with = "checks::retain")]
@@ -312,6 +311,8 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         RawPipeline::deserialize(toml::de::Deserializer::from(root)).map_err(Located::from)?;
 
     let (parallelism, max_parallelism) = parallelism(&raw)?;
+    checks::check_call_timeout_fits(raw.limits.call_timeout, raw.checkpoint.timeout)
+        .map_err(|message| Located::at(0..0, message))?;
     let repartition_partitions = repartition_partitions(&raw, max_parallelism)?;
     let mut sources = parse_sources(sources, base_dir)?;
     let steps = parse_steps(steps, base_dir)?;

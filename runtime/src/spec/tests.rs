@@ -340,9 +340,9 @@ fn bad_duration() {
         "{e}"
     );
     let e = error(&format!("{MINIMAL}[checkpoint]\ntimeout = \"0s\"\n"));
-    assert!(
-        e.starts_with("spec.toml line 9: checkpoint.timeout: a duration of 0 is not allowed"),
-        "{e}"
+    assert_eq!(
+        e,
+        "spec.toml line 9: checkpoint.timeout must be between 1s and 1h, not 0ms"
     );
     let e = error(&MINIMAL.replace("count = 10", "count = 10\nout_of_orderness = \"1.5s\""));
     assert!(
@@ -767,8 +767,11 @@ fn guest_limits_have_maxima() {
         error(&limits("compile_memory = \"255MiB\"")),
         "spec.toml line 9: compile_memory must be from 256MiB to 64GiB"
     );
-    let spec = parse(&limits(
-        "memory = \"4GiB\"\ncall_timeout = \"1m\"\ncompile_cpu = \"1h\"\ncompile_memory = \"64GiB\"",
+    let spec = parse(&format!(
+        "{}[checkpoint]\ntimeout = \"61s\"\n",
+        limits(
+            "memory = \"4GiB\"\ncall_timeout = \"1m\"\ncompile_cpu = \"1h\"\ncompile_memory = \"64GiB\""
+        )
     ))
     .expect("at the maxima");
     assert_eq!(
@@ -1322,5 +1325,50 @@ fn repartition_partitions_default_to_32_at_most_the_key_groups() {
     assert_eq!(
         partitions("max_parallelism = 16\nrepartition_partitions = 3"),
         3
+    );
+}
+
+/// Issue 33: checkpoint settings have floors and caps (an interval of 1 ms made an idle
+/// worker checkpoint seven times a second; retain = 100000 and 1000-day timeouts were
+/// accepted), and a guest's call_timeout must fit in the checkpoint timeout (a guest
+/// call that ran to its deadline timed out the checkpoint, naming no module).
+#[test]
+fn checkpoint_settings_have_floors_caps_and_room_for_a_guest_call() {
+    let checkpoint = |lines: &str| format!("{MINIMAL}[checkpoint]\n{lines}\n");
+    assert_eq!(
+        error(&checkpoint("interval = \"1ms\"")),
+        "spec.toml line 9: checkpoint.interval must be between 100ms and 24h, not 1ms"
+    );
+    assert_eq!(
+        error(&checkpoint("interval = \"25h\"")),
+        "spec.toml line 9: checkpoint.interval must be between 100ms and 24h, not 25h"
+    );
+    assert_eq!(
+        error(&checkpoint("timeout = \"24000h\"")),
+        "spec.toml line 9: checkpoint.timeout must be between 1s and 1h, not 24000h"
+    );
+    assert_eq!(
+        error(&checkpoint("retain = 100000")),
+        "spec.toml line 9: retain must be at most 1000"
+    );
+    let spec = parse(&checkpoint(
+        "interval = \"100ms\"\ntimeout = \"1h\"\nretain = 1000",
+    ))
+    .expect("at the bounds");
+    assert_eq!(
+        (
+            spec.checkpoint.interval,
+            spec.checkpoint.timeout,
+            spec.checkpoint.retain
+        ),
+        (Duration::from_millis(100), Duration::from_secs(3600), 1000)
+    );
+    let e = error(&format!(
+        "{}[limits]\ncall_timeout = \"10s\"\n",
+        checkpoint("timeout = \"10s\"")
+    ));
+    assert_eq!(
+        e,
+        "spec.toml: limits.call_timeout 10s must be shorter than checkpoint.timeout 10s: a guest call that ran to its deadline would time out the checkpoint instead of failing as the guest's fault; lower call_timeout or raise the checkpoint timeout"
     );
 }

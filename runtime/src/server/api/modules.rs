@@ -55,7 +55,9 @@ pub async fn upload(
     let quota = quotas_over(&tenant.quotas, &app.config.quotas)
         .module_bytes
         .unwrap_or(u64::MAX);
-    let left = quota.saturating_sub(app.catalog.module_bytes(&tenant.id)?);
+    let stored = || app.catalog.module_bytes(&tenant.id);
+    // What is left now bounds the streaming; the reservation below decides.
+    let left = quota.saturating_sub(stored()?.saturating_add(app.admission.reserved(&tenant.id)));
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -79,6 +81,12 @@ pub async fn upload(
         outcome("duplicate");
         return Ok((StatusCode::OK, Json(existing)));
     }
+    // Held until the module is in the catalog (or refused): see `admission`.
+    let _reservation = app
+        .admission
+        .reserve(&tenant.id, received.size, quota, stored)
+        .inspect_err(|_| outcome("too_large"))?;
+    let _slot = app.admission.compile_slot(&tenant.id).await;
     let admitting = Arc::clone(&app);
     let module = tokio::task::spawn_blocking(move || admitting.store.admit(&received, &name))
         .await
