@@ -114,13 +114,7 @@ pub async fn serve(
         if tls.is_some() { "https" } else { "http" }
     ));
     let router = api::router(app.clone());
-    let served = match tls {
-        None => axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| ServerError::Other(format!("server: {e}"))),
-        Some(tls) => serve_tls(listener, tls, router, shutdown).await,
-    };
+    let served = serve_on(listener, tls, router, shutdown).await;
     let _ = resumed.await;
     let stopping = app.clone();
     let _ = tokio::task::spawn_blocking(move || stopping.supervisor.shutdown()).await;
@@ -142,9 +136,16 @@ async fn tls_config(tls: &config::TlsConfig) -> Result<RustlsConfig, ServerError
         })
 }
 
-async fn serve_tls(
+/// A client must have sent a request's headers this long after it began (or after the
+/// previous request on the connection), else its connection is closed: half-sent
+/// headers cannot hold connections, and their file descriptors, open.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `router` on `listener`, over TLS if `tls` is given, until `shutdown`
+/// resolves (then waits up to 10 s for requests in progress).
+async fn serve_on(
     listener: tokio::net::TcpListener,
-    tls: RustlsConfig,
+    tls: Option<RustlsConfig>,
     router: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
@@ -156,10 +157,28 @@ async fn serve_tls(
         shutdown.await;
         stopping.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
     });
-    axum_server::from_tcp_rustls(listener, tls)
-        .map_err(failed)?
-        .handle(handle)
-        .serve(router.into_make_service())
-        .await
-        .map_err(failed)
+    let service = router.into_make_service();
+    match tls {
+        None => {
+            let mut server = axum_server::from_tcp(listener).map_err(failed)?;
+            with_header_timeout(server.http_builder());
+            server.handle(handle).serve(service).await
+        }
+        Some(tls) => {
+            let mut server = axum_server::from_tcp_rustls(listener, tls).map_err(failed)?;
+            with_header_timeout(server.http_builder());
+            server.handle(handle).serve(service).await
+        }
+    }
+    .map_err(failed)
+}
+
+/// Sets [`HEADER_READ_TIMEOUT`] on HTTP/1 connections (hyper needs a timer for it).
+fn with_header_timeout(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+) {
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
 }
