@@ -375,6 +375,13 @@ fn health_metrics_and_the_openapi_document_answer() {
         text.contains("weir_server_http_requests_total{method=\"GET\",status=\"401\"} 1"),
         "{text}"
     );
+    // Issue 33: the metrics labelled by tenant are the admin's only (the split is
+    // unit-tested in `supervisor_tests`, where a worker restarts); both scrapes are
+    // whole OpenMetrics documents.
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let admin = s.get("/metrics", Some(ADMIN_TOKEN)).body;
+    let admin = admin.as_str().expect("text");
+    assert_eq!(admin.matches("# EOF").count(), 1, "{admin}");
     let doc = s.get("/openapi.json", None).body;
     assert_eq!(doc["openapi"], "3.1.0");
     for path in [

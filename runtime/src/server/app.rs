@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde_json::json;
@@ -92,6 +92,21 @@ impl FromRequestParts<SharedApp> for AdminAuth {
             Some(t) if tokens::equal(t, &app.config.admin_token) => Ok(AdminAuth),
             _ => Err(ApiError::unauthorized()),
         }
+    }
+}
+
+/// `Option<AdminAuth>`: the admin's request, or anyone's (a wrong token included) for
+/// routes that answer everyone and tell the admin more (`/metrics`).
+impl OptionalFromRequestParts<SharedApp> for AdminAuth {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &SharedApp,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(bearer(parts)
+            .is_some_and(|t| tokens::equal(t, &app.config.admin_token))
+            .then_some(AdminAuth))
     }
 }
 

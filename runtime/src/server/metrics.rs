@@ -2,7 +2,9 @@
 //!
 //! Invariants: label values are tenant ids, HTTP methods, status codes, pipeline
 //! states and upload outcomes: bounded sets, never a client-chosen string (a path, a
-//! name), so a client cannot grow the metrics without bound.
+//! name), so a client cannot grow the metrics without bound. The metrics labelled by
+//! tenant are in a registry of their own, encoded only for the admin (`encode`): an
+//! unauthenticated scrape learns no tenant id.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +36,8 @@ pub struct StateLabel {
 #[derive(Debug)]
 pub struct ServerMetrics {
     registry: Registry,
+    /// The metrics labelled by tenant.
+    by_tenant: Registry,
     pub http_requests: Family<RequestLabels, Counter>,
     pub worker_restarts: Family<TenantLabel, Counter>,
     pub pipeline_state_changes: Family<TenantLabel, Counter>,
@@ -45,6 +49,7 @@ pub struct ServerMetrics {
 impl Default for ServerMetrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("weir_server");
+        let mut by_tenant = Registry::with_prefix("weir_server");
         let m = ServerMetrics {
             http_requests: Family::default(),
             worker_restarts: Family::default(),
@@ -52,18 +57,19 @@ impl Default for ServerMetrics {
             module_uploads: Family::default(),
             pipelines: Family::default(),
             registry: Registry::default(),
+            by_tenant: Registry::default(),
         };
         registry.register(
             "http_requests",
             "HTTP requests answered",
             m.http_requests.clone(),
         );
-        registry.register(
+        by_tenant.register(
             "worker_restarts",
             "Pipeline worker restarts after a failure",
             m.worker_restarts.clone(),
         );
-        registry.register(
+        by_tenant.register(
             "pipeline_state_changes",
             "Pipeline state changes recorded",
             m.pipeline_state_changes.clone(),
@@ -74,16 +80,26 @@ impl Default for ServerMetrics {
             m.module_uploads.clone(),
         );
         registry.register("pipelines", "Pipelines by state", m.pipelines.clone());
-        ServerMetrics { registry, ..m }
+        ServerMetrics {
+            registry,
+            by_tenant,
+            ..m
+        }
     }
 }
 
 impl ServerMetrics {
-    /// The OpenMetrics text of every metric.
-    pub fn encode(&self) -> String {
+    /// The OpenMetrics text of the metrics, those labelled by tenant only if
+    /// `with_tenants` (the admin's scrape).
+    pub fn encode(&self, with_tenants: bool) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &self.registry);
+        if with_tenants {
+            let _ = encode_registry(&mut text, &self.by_tenant);
+        }
+        let _ = encode_eof(&mut text);
         text
     }
 }

@@ -128,8 +128,12 @@ fn a_failing_worker_is_restarted_alone_and_fails_the_pipeline_naming_it() {
     );
     assert!(
         s.metrics
-            .encode()
+            .encode(true)
             .contains("weir_server_worker_restarts_total{tenant=\"t\"} 3")
+    );
+    assert!(
+        !s.metrics.encode(false).contains("tenant="),
+        "no tenant id without the admin token"
     );
     assert!(s.supervisor.is_supervised("t", "p"));
     assert!(!s.supervisor.is_fully_supervised("t", "p"));

@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
 use crate::server::api::ApiDoc;
-use crate::server::app::SharedApp;
+use crate::server::app::{AdminAuth, SharedApp};
 use crate::server::catalog::state_text;
 use crate::server::metrics::StateLabel;
 
@@ -30,9 +30,10 @@ pub async fn readyz(State(app): State<SharedApp>) -> (StatusCode, &'static str) 
     }
 }
 
-/// Prometheus metrics (OpenMetrics text).
+/// Prometheus metrics (OpenMetrics text); those labelled by tenant (worker restarts,
+/// pipeline state changes) only with the admin token.
 #[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, body = String)))]
-pub async fn metrics(State(app): State<SharedApp>) -> impl IntoResponse {
+pub async fn metrics(State(app): State<SharedApp>, admin: Option<AdminAuth>) -> impl IntoResponse {
     if let Ok(rows) = app.catalog.all_pipelines() {
         app.metrics.pipelines.clear();
         for row in rows {
@@ -47,7 +48,7 @@ pub async fn metrics(State(app): State<SharedApp>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        app.metrics.encode(),
+        app.metrics.encode(admin.is_some()),
     )
 }
 
