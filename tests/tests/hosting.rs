@@ -649,3 +649,25 @@ fn half_sent_request_headers_are_cut_off_after_the_header_read_timeout() {
     // The server serves on.
     assert_eq!(s.get("/healthz", None).status, 200);
 }
+
+/// Issue 33: a tenant whose quotas leave nothing to run (no worker process, no
+/// subtask) is refused at creation, naming the quota (created before, its pipelines
+/// then refused one by one).
+#[test]
+fn a_tenant_with_a_zero_quota_is_refused_naming_it() {
+    let (_dir, s) = server("");
+    for (quota, field) in [
+        (json!({"workers": 0}), "workers"),
+        (json!({"parallelism": 0}), "parallelism"),
+    ] {
+        let answer = s.post(
+            "/v1/admin/tenants",
+            Some(ADMIN_TOKEN),
+            &json!({"id": "z", "quotas": quota}),
+        );
+        assert_eq!(answer.status, 400, "{answer:?}");
+        assert_eq!(answer.error(), format!("quotas.{field} must be at least 1"));
+    }
+    let tenants = s.get("/v1/admin/tenants", Some(ADMIN_TOKEN)).body;
+    assert_eq!(tenants, json!([]), "nothing was created");
+}

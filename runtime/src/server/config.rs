@@ -175,6 +175,23 @@ pub fn builtin_quotas() -> Quotas {
     }
 }
 
+/// Refuses quotas that leave nothing to run: no worker process, no subtask, no guest
+/// memory or call time (a pipeline could be created, and never run).
+pub fn check_quotas(quotas: &Quotas) -> Result<(), String> {
+    let zero = [
+        ("workers", quotas.workers.map(u64::from)),
+        ("parallelism", quotas.parallelism.map(u64::from)),
+        ("guest_memory", quotas.guest_memory),
+        ("call_timeout_ms", quotas.call_timeout_ms),
+    ]
+    .into_iter()
+    .find(|(_, v)| *v == Some(0));
+    match zero {
+        Some((field, _)) => Err(format!("quotas.{field} must be at least 1")),
+        None => Ok(()),
+    }
+}
+
 /// `quotas` with every field it leaves out taken from `defaults`.
 pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
     Quotas {
@@ -209,8 +226,10 @@ impl ServerConfig {
         let base = path.parent().unwrap_or(Path::new("/"));
         let admin_token = admin_token(&raw, base).map_err(invalid)?;
         let mut seen = std::collections::BTreeSet::new();
+        check_quotas(&raw.quotas).map_err(&invalid)?;
         for t in &raw.tenants {
             ids::tenant_id(&t.id).map_err(|e| invalid(e.message().to_owned()))?;
+            check_quotas(&t.quotas).map_err(|e| invalid(format!("tenant {:?}: {e}", t.id)))?;
             if !seen.insert(t.id.clone()) {
                 return Err(invalid(format!("tenant {:?} is declared twice", t.id)));
             }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 
 use crate::server::app::{AdminAuth, SharedApp};
 use crate::server::catalog::{DeleteOutcome, TenantRow};
-use crate::server::config::quotas_over;
+use crate::server::config::{check_quotas, quotas_over};
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::tokens;
@@ -34,6 +34,7 @@ pub async fn create_tenant(
     Json(body): Json<CreateTenant>,
 ) -> Result<(StatusCode, Json<Tenant>), ApiError> {
     let id = ids::tenant_id(&body.id)?;
+    check_quotas(&body.quotas).map_err(ApiError::bad_request)?;
     if !app.catalog.put_tenant(id, &body.quotas, None, false)? {
         return Err(ApiError::conflict(format!("tenant {id:?} exists")));
     }
