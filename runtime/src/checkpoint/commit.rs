@@ -51,6 +51,7 @@ pub trait Committer: Send {
 
     /// The run ends without committing anything more (a failure, or a stop after its
     /// last checkpoint), and its tasks are cancelled: end every wait of this sink's
-    /// subtasks on an external system now, rather than at its bound.
-    fn abandon(&mut self) {}
+    /// subtasks on an external system now, rather than at its bound. `failed`: the run
+    /// failed, and its connections may be closed without waiting for their peers.
+    fn abandon(&mut self, _failed: bool) {}
 }

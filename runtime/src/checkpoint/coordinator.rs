@@ -175,7 +175,7 @@ impl Coordinator {
         if !matches!(result, Ok(RunEnd::Finished(_))) {
             self.cancel.store(true, Ordering::SeqCst);
             for committer in &mut self.committers {
-                committer.abandon();
+                committer.abandon(result.is_err());
             }
         }
         result

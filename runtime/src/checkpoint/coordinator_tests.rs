@@ -111,7 +111,7 @@ impl Committer for FakeCommitter {
         self.operator
     }
 
-    fn abandon(&mut self) {
+    fn abandon(&mut self, _failed: bool) {
         self.abandoned.fetch_add(1, Ordering::SeqCst);
     }
 

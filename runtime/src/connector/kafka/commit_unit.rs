@@ -188,6 +188,8 @@ pub struct KafkaCommitUnit {
     checkpoint_timeout: Duration,
     /// Set by `abandon`: the run ends, every wait of a sink subtask ends now.
     abandoned: AtomicBool,
+    /// Set by `abandon` when the run failed: close the producers without waiting.
+    close_detached: AtomicBool,
     mode: Mode,
     fence: Fence,
     /// Worker I of N > 1 with keyed steps: purges what it read of its repartition
@@ -298,6 +300,7 @@ impl KafkaCommitUnit {
             transaction_timeout: sink.transaction_timeout,
             checkpoint_timeout: spec.checkpoint.timeout,
             abandoned: AtomicBool::new(false),
+            close_detached: AtomicBool::new(false),
             mode,
             fence,
             purger,
@@ -342,8 +345,11 @@ impl KafkaCommitUnit {
     }
 
     /// The run ends without committing anything more (it failed, or stopped after its
-    /// last checkpoint): every wait of a sink subtask on the broker ends now.
-    pub fn abandon(&self) {
+    /// last checkpoint): every wait of a sink subtask on the broker ends now. A failed
+    /// run's producers are closed without waiting for the broker (see `Drop`); a
+    /// stopped run's close as usual.
+    pub fn abandon(&self, failed: bool) {
+        self.close_detached.store(failed, Ordering::SeqCst);
         self.abandoned.store(true, Ordering::SeqCst);
     }
 
@@ -707,13 +713,14 @@ impl KafkaCommitUnit {
     }
 }
 
-/// An abandoned unit's producers are closed on a thread of their own, which nothing
-/// waits for: closing a producer waits for its broker (librdkafka aborts the open
-/// transaction), and a failed run must not wait for a stalled broker to end. The
-/// transaction is aborted by the next run's `init_transactions` anyway.
+/// A failed run's producers are closed on a thread of their own, which nothing waits
+/// for: closing a transactional producer may wait for its broker (seen: until a paused
+/// broker answered again), and a failed run must not wait for a stalled broker to end.
+/// What it left open is aborted by the next run's `init_transactions` (or by the
+/// broker, after `transaction_timeout`).
 impl Drop for KafkaCommitUnit {
     fn drop(&mut self) {
-        if !self.abandoned() {
+        if !self.close_detached.load(Ordering::SeqCst) {
             return;
         }
         let producers: Vec<_> = self.slots_mut().filter_map(|s| s.producer.take()).collect();

@@ -151,6 +151,7 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         transaction_timeout: Duration::from_secs(3600),
         checkpoint_timeout: Duration::from_secs(3600),
         abandoned: AtomicBool::new(false),
+        close_detached: AtomicBool::new(false),
         mode,
         fence,
         purger: None,
@@ -377,7 +378,7 @@ fn abandoning_the_unit_ends_every_wait_of_its_sinks() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(100));
-    unit.abandon();
+    unit.abandon(true);
     for _ in 0..waiters.len() {
         let result = done
             .recv_timeout(Duration::from_secs(30))

@@ -60,7 +60,7 @@ impl Committer for KafkaCommitter {
         self.unit.retained(kept);
     }
 
-    fn abandon(&mut self) {
-        self.unit.abandon();
+    fn abandon(&mut self, failed: bool) {
+        self.unit.abandon(failed);
     }
 }
