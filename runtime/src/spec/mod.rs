@@ -35,7 +35,7 @@
 //! state_dir = ".weir/word-count"   # default ".weir/<name>"
 //!
 //! [checkpoint]              # optional
-//! interval = "1s"           # time between two checkpoint triggers; default "1s", 100ms to 24h
+//! interval = "1s"           # time between two checkpoint triggers; default "1s", 10ms to 24h
 //! timeout = "60s"           # a checkpoint taking longer is abandoned; default "60s", 1s to 1h
 //! retain = 3                # complete checkpoints kept; default 3, 2 to 1000
 //! dir = "..."               # default "<state_dir>/checkpoints"

@@ -1337,11 +1337,11 @@ fn checkpoint_settings_have_floors_caps_and_room_for_a_guest_call() {
     let checkpoint = |lines: &str| format!("{MINIMAL}[checkpoint]\n{lines}\n");
     assert_eq!(
         error(&checkpoint("interval = \"1ms\"")),
-        "spec.toml line 9: checkpoint.interval must be between 100ms and 24h, not 1ms"
+        "spec.toml line 9: checkpoint.interval must be between 10ms and 24h, not 1ms"
     );
     assert_eq!(
         error(&checkpoint("interval = \"25h\"")),
-        "spec.toml line 9: checkpoint.interval must be between 100ms and 24h, not 25h"
+        "spec.toml line 9: checkpoint.interval must be between 10ms and 24h, not 25h"
     );
     assert_eq!(
         error(&checkpoint("timeout = \"24000h\"")),
@@ -1352,7 +1352,7 @@ fn checkpoint_settings_have_floors_caps_and_room_for_a_guest_call() {
         "spec.toml line 9: retain must be at most 1000"
     );
     let spec = parse(&checkpoint(
-        "interval = \"100ms\"\ntimeout = \"1h\"\nretain = 1000",
+        "interval = \"10ms\"\ntimeout = \"1h\"\nretain = 1000",
     ))
     .expect("at the bounds");
     assert_eq!(
@@ -1361,7 +1361,7 @@ fn checkpoint_settings_have_floors_caps_and_room_for_a_guest_call() {
             spec.checkpoint.timeout,
             spec.checkpoint.retain
         ),
-        (Duration::from_millis(100), Duration::from_secs(3600), 1000)
+        (Duration::from_millis(10), Duration::from_secs(3600), 1000)
     );
     let e = error(&format!(
         "{}[limits]\ncall_timeout = \"10s\"\n",
