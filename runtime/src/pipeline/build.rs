@@ -176,7 +176,6 @@ fn source_task(
         reader.skipped_at_open(),
     );
     let (barriers, barrier_rx) = crossbeam_channel::unbounded();
-    let stage = &stages[0];
     let input = SourceInput {
         id: source_op,
         source: reader,
@@ -187,6 +186,24 @@ fn source_task(
         },
         out_of_orderness: source.out_of_orderness,
     };
+    let (chain, output) = source_route(cx, stages, channels, (s, i), &task)?;
+    let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
+    let task = SourceTask::new(context(cx, &task), input, pipe);
+    Ok((task, barriers))
+}
+
+/// Where source task `i` of source `s` sends its records: through the first stage's
+/// chain (into a repartition topic, or on to the next stage in this process), or, for a
+/// source reading a repartition topic back, straight into its stage's shuffle.
+fn source_route(
+    cx: &BuildContext<'_>,
+    stages: &[StagePlan],
+    channels: &mut Channels,
+    (s, i): (usize, usize),
+    task: &str,
+) -> Result<(Chain, TaskOutput), PipelineError> {
+    let spec = cx.spec;
+    let stage = &stages[0];
     // This task's number among the upstream tasks of the stage it feeds.
     let upstream = |k: usize| match plan::stage_inputs(spec, k) {
         plan::StageInputs::Sources(feeders) => feeders
@@ -195,20 +212,20 @@ fn source_task(
             .map(|f| f * spec.parallelism + i),
         plan::StageInputs::PreviousStage => None,
     };
-    let (chain, output) = match plan::source_route(spec, s) {
+    Ok(match plan::source_route(spec, s) {
         SourceRoute::ToRepartition => {
             let writer = spec
                 .repartition_into(1)
                 .and_then(|exchange| spec.repartition_writer(exchange, s * spec.parallelism + i));
             (
-                chain(cx, stage, stages, &task, ChainEnd::Repartition(writer))?,
+                chain(cx, stage, stages, task, ChainEnd::Repartition(writer))?,
                 TaskOutput::Sinks,
             )
         }
         SourceRoute::Local => {
             let u = upstream(1).expect("in one process every source feeds stage 1");
             (
-                chain(cx, stage, stages, &task, ChainEnd::of(stage))?,
+                chain(cx, stage, stages, task, ChainEnd::of(stage))?,
                 channels.output(stage, u, spec.max_parallelism),
             )
         }
@@ -219,10 +236,7 @@ fn source_task(
                 channels.shuffle_into(k, u, spec.max_parallelism),
             )
         }
-    };
-    let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
-    let task = SourceTask::new(context(cx, &task), input, pipe);
-    Ok((task, barriers))
+    })
 }
 
 /// Source `s` of `spec`, told a repartition topic's writers if it reads that topic

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
-use crate::dataflow::task::TaskContext;
+use crate::dataflow::task::{SourceTask, StageTask, TaskContext};
 use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::progress::Progress;
@@ -33,6 +33,7 @@ use crate::pipeline::options::{RunOptions, RunSummary};
 use crate::pipeline::recovery::Recovery;
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::record::CheckpointId;
+use crate::spec::PipelineSpec;
 use crate::watchdog;
 
 /// A pipeline whose tasks and coordinator are running.
@@ -87,16 +88,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     })?;
     let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
     let coordinator = Coordinator {
-        config: CoordinatorConfig {
-            pipeline: spec.name.clone(),
-            interval: spec.checkpoint.interval,
-            timeout: spec.checkpoint.timeout,
-            retain: spec.checkpoint.retain,
-            parallelism: spec.parallelism,
-            max_parallelism: spec.max_parallelism as u16,
-            layout: spec.layout,
-            repartition_partitions: spec.repartitions.first().map(|r| r.key_groups.count()),
-        },
+        config: coordinator_config(&spec),
         storage,
         events: events_rx,
         sources: built.barriers,
@@ -109,15 +101,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         committed: restored.as_ref().map_or(CheckpointId::NONE, |m| m.id),
         cleanup,
     };
-    let mut threads = Vec::new();
-    for task in built.source_tasks {
-        let name = task.ctx.task.clone();
-        threads.push(spawn(&spec.name, name, move || task.run())?);
-    }
-    for task in built.stage_tasks {
-        let name = task.ctx.task.clone();
-        threads.push(spawn(&spec.name, name, move || task.run())?);
-    }
+    let threads = spawn_tasks(&spec.name, built.source_tasks, built.stage_tasks)?;
     let coordinator = spawn(
         &spec.name,
         format!("{}-coordinator", spec.name),
@@ -143,6 +127,38 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         restored_from: restored.map(|m| m.id),
         _lock: lock,
     })
+}
+
+/// The coordinator's settings, from the spec of the worker it runs.
+fn coordinator_config(spec: &PipelineSpec) -> CoordinatorConfig {
+    CoordinatorConfig {
+        pipeline: spec.name.clone(),
+        interval: spec.checkpoint.interval,
+        timeout: spec.checkpoint.timeout,
+        retain: spec.checkpoint.retain,
+        parallelism: spec.parallelism,
+        max_parallelism: spec.max_parallelism as u16,
+        layout: spec.layout,
+        repartition_partitions: spec.repartitions.first().map(|r| r.key_groups.count()),
+    }
+}
+
+/// A thread per task, named after it.
+fn spawn_tasks(
+    pipeline: &str,
+    source_tasks: Vec<SourceTask>,
+    stage_tasks: Vec<StageTask>,
+) -> Result<Vec<JoinHandle<()>>, PipelineError> {
+    let mut threads = Vec::with_capacity(source_tasks.len() + stage_tasks.len());
+    for task in source_tasks {
+        let name = task.ctx.task.clone();
+        threads.push(spawn(pipeline, name, move || task.run())?);
+    }
+    for task in stage_tasks {
+        let name = task.ctx.task.clone();
+        threads.push(spawn(pipeline, name, move || task.run())?);
+    }
+    Ok(threads)
 }
 
 impl RunningPipeline {

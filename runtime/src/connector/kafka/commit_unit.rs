@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
+use rdkafka::admin::AdminClient;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -235,17 +236,7 @@ impl KafkaCommitUnit {
         client::authenticate(&endpoint, timeout)?;
         let bootstrap = endpoint.bootstrap.clone();
         let admin = client::admin(&endpoint, timeout)?;
-        if sink.delivery == DeliveryGuarantee::ExactlyOnce {
-            match client::broker_transaction_max_timeout_ms(&admin, &bootstrap, timeout)? {
-                Some(max) => preflight::check_broker_max(sink, max)?,
-                None => {
-                    tracing::info!(%bootstrap, "kafka sink: may not read the broker's transaction.max.timeout.ms (no DescribeConfigs on the cluster); the broker checks transaction_timeout when the producers initialise")
-                }
-            }
-        }
-        for (_, s) in &sinks {
-            topic_partitions(admin.inner(), &bootstrap, &s.topic, timeout)?;
-        }
+        check_on_broker(&sinks, sink, (&admin, &bootstrap), timeout)?;
         // Before the marker target lists the sources' partitions: the repartition
         // sources read these topics, cut into the partition count in use.
         let repartition_partitions = repartition::ensure_topics(
@@ -256,31 +247,7 @@ impl KafkaCommitUnit {
             timeout,
         )?;
         let spec = &*spec.with_repartition_partitions(repartition_partitions);
-        let mode = match sink.delivery {
-            DeliveryGuarantee::AtLeastOnce => {
-                let mut config = producer_config(sink, &endpoint);
-                config.set("enable.idempotence", "true");
-                let slot = new_slot(
-                    &spec.name,
-                    format!("the at-least-once producer of {}", spec.name),
-                    &config,
-                    &fence,
-                )?;
-                Mode::AtLeastOnce { slot }
-            }
-            DeliveryGuarantee::ExactlyOnce => {
-                let marker = marker_target(spec, sink, &endpoint)?;
-                client::ensure_topic(
-                    &admin,
-                    &bootstrap,
-                    ("progress", &marker.progress_topic),
-                    1,
-                    &PROGRESS_TOPIC_CONFIG,
-                    timeout,
-                )?;
-                open_exactly_once(spec, sink, &endpoint, marker, from_scratch, &fence)?
-            }
-        };
+        let mode = open_mode(spec, sink, (&endpoint, &admin), from_scratch, &fence)?;
         // The admin client's last use here: the purger keeps it.
         let purger = (!spec.repartitions.is_empty())
             .then(|| {
@@ -731,6 +698,67 @@ impl Drop for KafkaCommitUnit {
             tracing::warn!("cannot close the Kafka producers on a thread of their own: {e}");
         }
     }
+}
+
+/// The producers of `sink`'s delivery guarantee: one idempotent producer, or the two
+/// transactional ones of an exactly-once unit (its progress topic ensured first).
+fn open_mode(
+    spec: &PipelineSpec,
+    sink: &KafkaSinkConfig,
+    (endpoint, admin): (&Endpoint, &AdminClient<QuietContext>),
+    from_scratch: bool,
+    fence: &Fence,
+) -> Result<Mode, ConnectorError> {
+    let (bootstrap, timeout) = (&endpoint.bootstrap, sink.connect_timeout);
+    Ok(match sink.delivery {
+        DeliveryGuarantee::AtLeastOnce => {
+            let mut config = producer_config(sink, endpoint);
+            config.set("enable.idempotence", "true");
+            let slot = new_slot(
+                &spec.name,
+                format!("the at-least-once producer of {}", spec.name),
+                &config,
+                fence,
+            )?;
+            Mode::AtLeastOnce { slot }
+        }
+        DeliveryGuarantee::ExactlyOnce => {
+            let marker = marker_target(spec, sink, endpoint)?;
+            client::ensure_topic(
+                admin,
+                bootstrap,
+                ("progress", &marker.progress_topic),
+                1,
+                &PROGRESS_TOPIC_CONFIG,
+                timeout,
+            )?;
+            open_exactly_once(spec, sink, endpoint, marker, from_scratch, fence)?
+        }
+    })
+}
+
+/// What the broker must allow before a unit opens: `sink`'s transaction timeout within
+/// the broker's maximum (exactly-once; the broker checks it itself at
+/// `init_transactions` when the principal may not read the maximum), and every sink's
+/// topic in `sinks`.
+fn check_on_broker(
+    sinks: &[(String, &KafkaSinkConfig)],
+    sink: &KafkaSinkConfig,
+    (admin, bootstrap): (&AdminClient<QuietContext>, &str),
+    timeout: Duration,
+) -> Result<(), ConnectorError> {
+    if sink.delivery == DeliveryGuarantee::ExactlyOnce {
+        match client::broker_transaction_max_timeout_ms(admin, bootstrap, timeout)? {
+            Some(max) => preflight::check_broker_max(sink, max)?,
+            None => {
+                tracing::info!(%bootstrap, "kafka sink: may not read the broker's transaction.max.timeout.ms (no DescribeConfigs on the cluster); the broker checks transaction_timeout when the producers initialise")
+            }
+        }
+    }
+    for (_, s) in sinks {
+        topic_partitions(admin.inner(), bootstrap, &s.topic, timeout)?;
+    }
+    Ok(())
 }
 
 /// What is left until `deadline`, at least a millisecond (librdkafka reads zero as
