@@ -7,8 +7,9 @@
  *
  *   topics             Read, Write, Describe, Create, DescribeConfigs, Delete
  *                      (Delete: DeleteRecords, with which a worker purges its
- *                      repartition topic of what it read)
- *   groups             Read, Describe
+ *                      repartition topic of what it read; DeleteTopics, with which
+ *                      a deleted pipeline's progress and repartition topics go)
+ *   groups             Read, Describe, Delete (a deleted pipeline's group goes)
  *   transactional ids  Write, Describe
  *   the cluster        IdempotentWrite (LITERAL kafka-cluster)
  *
@@ -111,7 +112,7 @@ public final class KafkaTenant {
             AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE,
             AclOperation.DESCRIBE_CONFIGS, AclOperation.DELETE);
         add(acls, principal, new ResourcePattern(ResourceType.GROUP, prefix, PatternType.PREFIXED),
-            AclOperation.READ, AclOperation.DESCRIBE);
+            AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE);
         add(acls, principal, new ResourcePattern(ResourceType.TRANSACTIONAL_ID, prefix, PatternType.PREFIXED),
             AclOperation.WRITE, AclOperation.DESCRIBE);
         add(acls, principal, new ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),

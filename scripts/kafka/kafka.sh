@@ -28,7 +28,8 @@
 #   tenant ID PASSWORD PREFIX
 #             Create or update the SCRAM user ID (SCRAM-SHA-256 and -512, password
 #             PASSWORD) and make its ACLs exactly: PREFIXED on PREFIX, topics Read,
-#             Write, Describe, Create, DescribeConfigs; groups Read, Describe;
+#             Write, Describe, Create, DescribeConfigs, Delete; groups Read,
+#             Describe, Delete;
 #             transactional ids Write, Describe; plus cluster IdempotentWrite. Any
 #             other ACL of User:ID is removed. Idempotent; one JVM (a small admin
 #             program, scripts/kafka/KafkaTenant.java, compiled once into the cache:

@@ -684,6 +684,20 @@ topic = "{output}"
             .collect()
     }
 
+    /// Every topic on the broker whose name starts with `prefix`, sorted.
+    pub fn topics_with_prefix(prefix: &str) -> Vec<String> {
+        let consumer: BaseConsumer = config().create().expect("consumer");
+        let metadata = consumer.fetch_metadata(None, TIMEOUT).expect("metadata");
+        let mut topics: Vec<String> = metadata
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|t| t.starts_with(prefix))
+            .collect();
+        topics.sort();
+        topics
+    }
+
     /// The high watermark of every partition of `topic`, summed (records and markers).
     pub fn end_offsets_sum(topic: &str) -> i64 {
         watermarks(topic).values().map(|&(_, high)| high).sum()

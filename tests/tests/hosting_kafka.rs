@@ -398,3 +398,85 @@ fn a_pipeline_whose_kafka_password_is_missing_at_restart_is_failed_with_the_reas
         "{status}"
     );
 }
+
+/// Issue 33: a deleted pipeline's name starts from nothing. A keyed pipeline of two
+/// workers (a repartition topic, a progress topic per worker) under a tenant with its
+/// own principal commits checkpoints; the delete removes its group, progress and
+/// repartition topics with the tenant's ACLs (not its output); a pipeline created under
+/// the same name then counts the same input again from the start, exactly, instead of
+/// failing on the old one's markers.
+#[test]
+fn a_deleted_pipelines_name_starts_from_nothing() {
+    let _one = kafka::exclusive();
+    kafka::tenant("a", PASSWORDS[0].1, "a.");
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), &sasl_config());
+    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
+    let a = s.token("a");
+    let counter = s.push(&a, "word_count");
+    let name = kafka::unique_name("re");
+    let input = format!("a.{name}-in");
+    kafka::create_topic(&input, 2);
+    let spec = |output: &str| {
+        json!({
+            "name": name,
+            "checkpoint": {"interval": "200ms"},
+            "sources": [{"type": "kafka", "topic": input, "start": "earliest"}],
+            "steps": [{"type": "aggregate", "name": "count", "module": counter}],
+            "sinks": [{"type": "kafka", "topic": output}],
+        })
+    };
+    let (first, second) = (format!("a.{name}-out1"), format!("a.{name}-out2"));
+    kafka::create_topic(&first, 1);
+    kafka::create_topic(&second, 1);
+    kafka::produce(&input, &words("one", &[("x", 3), ("y", 2)]));
+    let created = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec(&first), "workers": 2}),
+    );
+    assert_eq!(created.status, 201, "{created:?}");
+    let counted = BTreeMap::from([("x".into(), 3), ("y".into(), 2)]);
+    wait_counts(&first, &counted);
+    s.wait_status(&a, &name, RUN_LIMIT, |v| {
+        v["last_committed_checkpoint"].as_u64().is_some()
+    });
+    let internal = [
+        format!("a.{name}-count-repartition"),
+        format!("a.{name}.0-of-2.progress"),
+        format!("a.{name}.1-of-2.progress"),
+    ];
+    let prefix = format!("a.{name}");
+    let mut listed = kafka::topics_with_prefix(&prefix);
+    for topic in &internal {
+        assert!(listed.contains(topic), "{topic} in {listed:?}");
+    }
+    assert!(!kafka::committed_offsets(&prefix, &input).is_empty());
+
+    let deleted = s.delete(&format!("/v1/pipelines/{name}"), Some(&a));
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    listed = kafka::topics_with_prefix(&prefix);
+    let mut kept = vec![input.clone(), first.clone(), second.clone()];
+    kept.sort();
+    assert_eq!(listed, kept, "only the tenant's own topics stay");
+    assert_eq!(kafka::committed_offsets(&prefix, &input), BTreeMap::new());
+
+    let again = s.post(
+        "/v1/pipelines",
+        Some(&a),
+        &json!({"spec": spec(&second), "workers": 2}),
+    );
+    assert_eq!(again.status, 201, "{again:?}");
+    wait_counts(&second, &counted);
+    kafka::produce(&input, &words("two", &[("x", 1)]));
+    wait_counts(
+        &second,
+        &BTreeMap::from([("x".into(), 4), ("y".into(), 2)]),
+    );
+    let status = s.get(&format!("/v1/pipelines/{name}"), Some(&a)).body;
+    assert_eq!(status["restarts"], 0, "{status}");
+    assert_eq!(status["last_error"], Value::Null, "{status}");
+    assert_eq!(last_counts(&first), counted, "the first output is untouched");
+    let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
+    assert_eq!(stopped.body["state"], "stopped", "{stopped:?}");
+}

@@ -4,6 +4,7 @@ pub mod checkpoints;
 pub mod compile_module;
 pub mod module;
 pub mod pipeline;
+pub mod reset_kafka;
 pub mod run;
 pub mod serve;
 pub mod server_client;
@@ -37,6 +38,10 @@ pub enum Command {
     Pipeline(pipeline::PipelineArgs),
     /// List a pipeline's checkpoints: id, time, size, files added.
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// Delete what a stopped pipeline keeps on Kafka (its consumer groups, progress and
+    /// repartition topics), so its name can start from nothing.
+    #[command(name = "reset-kafka")]
+    ResetKafka(reset_kafka::ResetKafkaArgs),
     /// Internal: compile one module from stdin under CPU and memory limits (the child
     /// process `run` and `validate` start for every module).
     #[command(name = "compile-module", hide = true)]
@@ -54,6 +59,7 @@ impl Command {
             Command::Module(args) => module::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Pipeline(args) => pipeline::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Checkpoints(args) => checkpoints::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::ResetKafka(args) => reset_kafka::execute(args).map(|()| ExitCode::SUCCESS),
             Command::CompileModule(args) => Ok(compile_module::execute(args)),
         }
     }

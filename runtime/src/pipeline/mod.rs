@@ -10,6 +10,7 @@ pub mod options;
 pub mod plan;
 pub mod recovery;
 pub mod rescale;
+pub mod reset;
 pub mod run;
 pub mod running;
 pub mod stale_work_dirs;

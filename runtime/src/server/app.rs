@@ -143,8 +143,15 @@ impl App {
         }
     }
 
+    /// `text` as tenant `tenant` may read it: without the server's paths or the
+    /// cluster's addresses (`redact`).
+    pub fn redact(&self, tenant: &str, text: &str) -> String {
+        let bootstrap = self.kafka_access(tenant).bootstrap;
+        crate::server::redact::redact(text, &self.config.data_dir, tenant, bootstrap.as_deref())
+    }
+
     /// The tenant's Kafka password, for its worker's environment.
-    fn kafka_password(&self, tenant: &str) -> Result<Vec<(String, String)>, ApiError> {
+    pub fn kafka_password(&self, tenant: &str) -> Result<Vec<(String, String)>, ApiError> {
         let Some(k) = self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()) else {
             return Ok(Vec::new());
         };
@@ -190,6 +197,7 @@ impl App {
                 workers,
             },
         )
+        .map_err(|e| ApiError::new(e.status(), self.redact(&tenant.id, e.message())))
     }
 
     /// Writes the pipeline's generated spec and starts supervising its workers. A start

@@ -4,7 +4,8 @@
 //! Invariants: every answer that is not a success is an `ApiError`: a status and one
 //! line (`wire::ErrorBody`). A tenant never learns whether another tenant's object
 //! exists: an object that is not the caller's is `404`, exactly as one that does not
-//! exist. Internal errors become `500` with their one-line cause, and are logged.
+//! exist. Internal errors become `500` with their one-line cause (without the server's
+//! paths: `without_paths`), and are logged whole.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -85,10 +86,23 @@ impl ApiError {
     }
 }
 
+impl ServerError {
+    /// What a client is told: the error without the server's file paths (the log has
+    /// them).
+    fn without_paths(&self) -> String {
+        match self {
+            ServerError::Catalog { source, .. } => format!("the server's catalog: {source}"),
+            ServerError::Io { what, source, .. } => format!("{what} a file of the server: {source}"),
+            ServerError::Config { reason, .. } => format!("server config: {reason}"),
+            ServerError::Other(message) => message.clone(),
+        }
+    }
+}
+
 impl From<ServerError> for ApiError {
     fn from(e: ServerError) -> Self {
         tracing::error!(error = %e, "server error");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.without_paths())
     }
 }
 

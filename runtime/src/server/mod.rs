@@ -28,6 +28,8 @@ pub mod ids;
 pub mod metrics;
 pub mod module_store;
 pub mod namespace;
+pub mod redact;
+pub mod retire;
 pub mod supervisor;
 pub mod tokens;
 pub mod wire;

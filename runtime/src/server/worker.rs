@@ -63,7 +63,7 @@ impl Launch {
             .append(true)
             .open(&log)
             .map_err(|e| ServerError::io("cannot open worker log", &log, e))?;
-        let mut command = Command::new(&self.program);
+        let mut command = tenant_command(&self.program, &self.env);
         command
             .arg("run")
             .arg(self.dir.spec())
@@ -77,14 +77,7 @@ impl Launch {
         } else if let Some(n) = self.from_checkpoint {
             command.arg("--from-checkpoint").arg(n.to_string());
         }
-        command.env_clear();
-        for var in INHERITED_ENV {
-            if let Some(value) = std::env::var_os(var) {
-                command.env(var, value);
-            }
-        }
         command
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -92,6 +85,20 @@ impl Launch {
             .spawn()
             .map_err(|e| ServerError::io("cannot start worker", &self.program, e))
     }
+}
+
+/// `program` with a worker's environment (see the module invariants): the inherited
+/// variables and `env` (the tenant's Kafka password), nothing else.
+pub fn tenant_command(program: &Path, env: &[(String, String)]) -> Command {
+    let mut command = Command::new(program);
+    command.env_clear();
+    for var in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(var) {
+            command.env(var, value);
+        }
+    }
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    command
 }
 
 /// The workers of a pipeline run as `count` processes (`Worker::SINGLE` for one).
@@ -160,10 +167,15 @@ pub fn last_error(log: &Path) -> Option<String> {
     let len = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(64 << 10)))
         .ok()?;
-    BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|line| line.strip_prefix("weir: error: ").map(str::to_owned))
+    let lines = BufReader::new(file).lines().map_while(Result::ok);
+    last_error_line(lines)
+}
+
+/// Of a weir process's stderr `lines`, the last `weir: error:` line, without its prefix.
+pub fn last_error_line<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> Option<String> {
+    lines
+        .into_iter()
+        .filter_map(|line| line.as_ref().strip_prefix("weir: error: ").map(str::to_owned))
         .last()
 }
 

@@ -17,7 +17,7 @@ use toml::de::DeTable;
 
 use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
-use crate::connector::kafka::{KafkaNames, Repartition};
+use crate::connector::kafka::{KafkaNames, KafkaSinkConfig, KafkaSourceConfig, Repartition};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::spec::checks;
 use crate::spec::error::{Located, SpecError};
@@ -299,6 +299,27 @@ impl PipelineSpec {
         self.sources
             .iter()
             .any(|s| matches!(s.config, SourceConfig::Stdin(_)))
+    }
+
+    /// The Kafka sinks, in spec order.
+    pub fn kafka_sinks(&self) -> impl Iterator<Item = &KafkaSinkConfig> {
+        self.sinks.iter().filter_map(|s| match s {
+            SinkSpec::Kafka(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The Kafka sources, in spec order.
+    pub fn kafka_sources(&self) -> impl Iterator<Item = &KafkaSourceConfig> {
+        self.sources.iter().filter_map(|s| match &s.config {
+            SourceConfig::Kafka(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The pipeline's Kafka names (as worker 0/1: see `KafkaNames::for_worker`).
+    pub fn kafka_names(&self) -> KafkaNames {
+        KafkaNames::for_sinks(&self.name, self.kafka_sinks())
     }
 }
 

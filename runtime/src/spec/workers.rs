@@ -202,18 +202,36 @@ impl PipelineSpec {
         }
     }
 
+    /// The stable id of step `n`: its name, else `step-<n>`.
+    pub fn step_id(&self, n: usize) -> String {
+        self.steps[n]
+            .name()
+            .map_or_else(|| ids::step_id(n), ToOwned::to_owned)
+    }
+
+    /// The keyed steps (aggregates), in step order.
+    fn keyed_steps(&self) -> Vec<usize> {
+        (0..self.steps.len())
+            .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
+            .collect()
+    }
+
+    /// The repartition topic each keyed step has when the pipeline runs as N > 1
+    /// workers (under the names of its Kafka sinks), whether or not it ever did.
+    pub fn repartition_topics(&self) -> Vec<String> {
+        let names = self.kafka_names();
+        self.keyed_steps()
+            .into_iter()
+            .map(|n| names.repartition_topic(&self.step_id(n)))
+            .collect()
+    }
+
     /// Worker I of N > 1 of a keyed pipeline: an exchange through a repartition topic
     /// for each keyed step, and the source reading each back (see the module
     /// invariants).
     fn add_repartitions(&mut self) -> Result<(), WorkerSpecError> {
-        let step_id = |n: usize| {
-            self.steps[n]
-                .name()
-                .map_or_else(|| ids::step_id(n), ToOwned::to_owned)
-        };
-        let keyed: Vec<usize> = (0..self.steps.len())
-            .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
-            .collect();
+        let step_id = |n: usize| self.step_id(n);
+        let keyed = self.keyed_steps();
         let Some(&first) = keyed.first() else {
             return Ok(());
         };

@@ -15,6 +15,7 @@ pub mod preflight;
 pub mod repartition;
 pub mod repartition_purge;
 pub mod repartition_watermark;
+pub mod reset;
 pub mod security;
 pub mod sink;
 pub mod source;

@@ -12,8 +12,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use crate::server::app::{SharedApp, TenantAuth};
-use crate::server::catalog::{PipelineRow, TenantRow, now};
+use crate::server::app::{App, SharedApp, TenantAuth};
+use crate::server::catalog::{PipelineRow, RunRecord, TenantRow, now};
 use crate::server::config::quotas_over;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::ids;
@@ -42,7 +42,9 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
             state: view.map_or(row.state, |v| v.state),
             pid: view.and_then(|v| v.pid),
             restarts: view.map_or(0, |v| v.restarts),
-            last_error: view.and_then(|v| v.last_error.clone()),
+            last_error: view
+                .and_then(|v| v.last_error.as_deref())
+                .map(|e| app.redact(&row.tenant, e)),
             last_committed_checkpoint: (c.last_checkpoint_id > 0).then_some(c.last_checkpoint_id),
             records_in: c.records_in,
             records_out: c.records_out,
@@ -69,7 +71,7 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
         dead_letters: sum(|c| c.dead_letters),
         consumer_lag,
         restarts: row.restarts,
-        last_error: row.last_error,
+        last_error: row.last_error.map(|e| app.redact(&row.tenant, &e)),
         savepoint: row.savepoint,
         created_at: row.created_at,
         name: row.name,
@@ -338,28 +340,53 @@ fn replace_module(
     Ok(())
 }
 
-/// Delete a pipeline: its workers are killed, its state and checkpoints removed.
+/// Delete a pipeline: its workers are killed; its consumer group, progress and
+/// repartition topics are deleted from Kafka (its output topics are not); its state
+/// and checkpoints are removed. A pipeline of the same name then starts from nothing.
+/// If Kafka cannot be reached, the pipeline stays, stopped (503): ask again.
 #[utoipa::path(delete, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 404, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete(
     State(app): State<SharedApp>,
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let row = find(&app, &tenant, &name)?;
-    let (deleting, t, n) = (app.clone(), tenant.id.clone(), row.name.clone());
-    tokio::task::spawn_blocking(move || {
-        deleting.supervisor.kill(&t, &n);
-        let dir = deleting.namespace(&t).pipeline_dir(&n);
-        std::fs::remove_dir_all(dir.root()).or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(ServerError::io("cannot remove", dir.root(), e)),
-        })
-    })
-    .await
-    .map_err(|e| ServerError::Other(format!("delete: {e}")))??;
-    app.catalog.delete_pipeline(&tenant.id, &row.name)?;
+    let mut row = find(&app, &tenant, &name)?;
+    row.desired = "stopped".into();
+    app.catalog.update_pipeline(&row)?;
+    let (deleting, t) = (app.clone(), tenant.id.clone());
+    tokio::task::spawn_blocking(move || retire(&deleting, &t, &row))
+        .await
+        .map_err(|e| ServerError::Other(format!("delete: {e}")))??;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The delete's work (see `delete`), off the async runtime.
+fn retire(app: &App, tenant: &str, row: &PipelineRow) -> Result<(), ApiError> {
+    app.supervisor.kill(tenant, &row.name);
+    let dir = app.namespace(tenant).pipeline_dir(&row.name);
+    let env = app.kafka_password(tenant)?;
+    if let Err(reason) = crate::server::retire::reset_on_kafka(&app.program, &dir, &env) {
+        let reason = app.redact(tenant, &reason);
+        let message = format!(
+            "pipeline {:?} is stopped but not deleted: its consumer group and internal topics could not be removed from Kafka ({reason}); delete it again",
+            row.name
+        );
+        let stopped = RunRecord {
+            state: PipelineState::Stopped,
+            restarts: row.restarts,
+            last_error: Some(&message),
+            savepoint: row.savepoint,
+        };
+        app.catalog.record_run(tenant, &row.name, &stopped)?;
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message));
+    }
+    std::fs::remove_dir_all(dir.root()).or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(ServerError::io("cannot remove", dir.root(), e)),
+    })?;
+    app.catalog.delete_pipeline(tenant, &row.name)?;
+    Ok(())
 }
