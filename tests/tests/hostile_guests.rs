@@ -439,3 +439,54 @@ fn validate_prints_one_line_for_a_component_wasmtime_warns_about() {
         )
     );
 }
+
+/// Issue 33: a guest that writes without pause (`chatty`: ~100 KiB of stderr and a
+/// `log` message per record) cannot flood the log. Over 5,000 records it writes about
+/// 500 MB; the run shows at most `[limits] guest_log_rate` (the default 64 KiB) a
+/// second plus one second's burst, says once that it drops lines, counts them in its
+/// status file, and its output is exact. Before the budget, all 500 MB reached stderr.
+#[test]
+fn a_guest_that_writes_without_pause_is_held_to_the_log_budget() {
+    const RECORDS: usize = 5_000;
+    const RATE: u64 = 64 << 10;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input: String = (0..RECORDS).map(|i| format!("r{i}\n")).collect();
+    let input_path = write_file(dir.path(), "in.txt", &input);
+    let spec = write_file(
+        dir.path(),
+        "chatty.toml",
+        &file_map_spec("chatty", dir.path(), &input_path, &guest("chatty")),
+    );
+    let status = dir.path().join("status.json");
+    let started = Instant::now();
+    let out = weir()
+        .args(["run", "--quiet", "--status-file"])
+        .arg(&status)
+        .arg(&spec)
+        .output()
+        .expect("spawn weir");
+    let seconds = started.elapsed().as_secs();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail = &stderr[stderr.floor_char_boundary(stderr.len().saturating_sub(2000))..];
+    assert!(out.status.success(), "{}: ...{tail}", out.status);
+    let bound = (seconds + 2) * RATE + (64 << 10);
+    assert!(
+        (out.stderr.len() as u64) <= bound,
+        "{} bytes of stderr in {seconds} s, bound {bound}",
+        out.stderr.len()
+    );
+    assert_eq!(
+        stderr.matches("[limits] guest_log_rate").count(),
+        1,
+        "said once"
+    );
+    let counters: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&status).expect("status file")).expect("json");
+    let dropped = counters["guest_log_dropped_lines"].as_u64().expect("counter");
+    assert!(dropped > 100_000, "{dropped} lines dropped");
+    let mut lines = committed_lines(&dir.path().join("out"));
+    lines.sort();
+    let mut want: Vec<String> = (0..RECORDS).map(|i| format!("r{i}")).collect();
+    want.sort();
+    assert_eq!(lines, want);
+}

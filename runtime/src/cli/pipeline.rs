@@ -63,6 +63,9 @@ pub enum PipelineCommand {
     Status {
         /// The pipeline's name.
         name: String,
+        /// Also print the last lines of each worker's log.
+        #[arg(long)]
+        log: bool,
     },
     /// Stop a pipeline with a savepoint (a final checkpoint an upgrade starts from).
     Savepoint {
@@ -111,9 +114,15 @@ pub fn execute(args: PipelineArgs) -> anyhow::Result<()> {
             let reply = client.pipelines()?;
             print_json_or(json, &reply.json, || pipelines_table(&reply.value))
         }
-        PipelineCommand::Status { name } => {
+        PipelineCommand::Status { name, log } => {
             let reply = client.pipeline(&name)?;
-            print_json_or(json, &reply.json, || status_list(&reply.value))
+            print_json_or(json, &reply.json, || {
+                let mut text = status_list(&reply.value);
+                if log {
+                    text.push_str(&log_tails(&reply.value));
+                }
+                text
+            })
         }
         PipelineCommand::Start { name } => action(&client, json, &name, PipelineAction::Start),
         PipelineCommand::Stop { name } => action(&client, json, &name, PipelineAction::Stop),
@@ -300,6 +309,19 @@ pub fn status_list(s: &PipelineStatus) -> String {
     table::key_values(&pairs)
 }
 
+/// `weir pipeline status --log`: the last lines of each worker's log, under a heading
+/// naming the worker.
+fn log_tails(s: &PipelineStatus) -> String {
+    let mut text = String::new();
+    for w in &s.worker_status {
+        text.push_str(&format!("\nlog of worker {}/{}:\n", w.index, s.workers));
+        for line in &w.log_tail {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
+    text
+}
+
 /// One worker in `weir pipeline status`: state, pid, restarts, last committed
 /// checkpoint, last error.
 fn worker_line(w: &WorkerStatus) -> String {
@@ -416,6 +438,7 @@ mod tests {
                 last_committed_checkpoint: Some(7),
                 records_in: 5,
                 records_out: 5,
+                log_tail: vec![],
             },
             WorkerStatus {
                 index: 1,
@@ -426,10 +449,15 @@ mod tests {
                 last_committed_checkpoint: None,
                 records_in: 5,
                 records_out: 4,
+                log_tail: vec!["weir: error: boom".into()],
             },
         ];
         let list = status_list(&s);
         assert!(list.contains("workers:                   2\n"), "{list}");
+        assert_eq!(
+            log_tails(&s),
+            "\nlog of worker 0/2:\n\nlog of worker 1/2:\n  weir: error: boom\n"
+        );
         assert!(
             list.contains(
                 "worker 0/2:                running, pid 42, 0 restarts, committed checkpoint 7\n"

@@ -12,6 +12,9 @@
 //! - The last [`STDERR_TAIL`] bytes of stderr written during the current call are kept,
 //!   so that a trap can be explained by the guest's own words (a Rust guest prints its
 //!   panic message to stderr and then executes `unreachable`).
+//! - Lines shown (stdout, and stderr outside a panic report) spend the run's
+//!   `GuestLogBudget`: past its rate a line is dropped whole and counted, so a guest
+//!   that writes without pause cannot flood the log (the stderr tail is kept anyway).
 //! - Memory held per instance is bounded (`MAX_LINE` per stream + `STDERR_TAIL`) whatever
 //!   the guest writes; writes never fail and never block.
 
@@ -20,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
+use super::guest_log_budget::GuestLogBudget;
 use super::guest_text::escape;
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
@@ -44,6 +48,7 @@ pub(crate) struct GuestOutput(Arc<Mutex<Inner>>);
 #[derive(Debug)]
 struct Inner {
     module: Arc<str>,
+    budget: GuestLogBudget,
     stdout_line: Vec<u8>,
     stderr_line: Vec<u8>,
     stderr_tail: VecDeque<u8>,
@@ -52,9 +57,10 @@ struct Inner {
 }
 
 impl GuestOutput {
-    pub(crate) fn new(module: Arc<str>) -> Self {
+    pub(crate) fn new(module: Arc<str>, budget: GuestLogBudget) -> Self {
         Self(Arc::new(Mutex::new(Inner {
             module,
+            budget,
             stdout_line: Vec::new(),
             stderr_line: Vec::new(),
             stderr_tail: VecDeque::new(),
@@ -89,18 +95,9 @@ impl GuestOutput {
     pub(crate) fn flush(&self) {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        emit(
-            &inner.module,
-            Stdio::Stdout,
-            &mut inner.stdout_line,
-            &mut false,
-        );
-        emit(
-            &inner.module,
-            Stdio::Stderr,
-            &mut inner.stderr_line,
-            &mut inner.panicking,
-        );
+        let to = (&*inner.module, &inner.budget);
+        emit(to, Stdio::Stdout, &mut inner.stdout_line, &mut false);
+        emit(to, Stdio::Stderr, &mut inner.stderr_line, &mut inner.panicking);
     }
 
     /// What the guest wrote to stderr during the current call (last [`STDERR_TAIL`] bytes).
@@ -124,6 +121,7 @@ impl GuestOutput {
             tail.extend(&bytes[bytes.len() - keep..]);
         }
         let mut not_panicking = false;
+        let to = (&*inner.module, &inner.budget);
         let (line, panicking) = match stream {
             Stdio::Stdout => (&mut inner.stdout_line, &mut not_panicking),
             Stdio::Stderr => (&mut inner.stderr_line, &mut inner.panicking),
@@ -132,7 +130,7 @@ impl GuestOutput {
             match bytes.iter().position(|&b| b == b'\n') {
                 Some(nl) => {
                     line.extend_from_slice(&bytes[..nl]);
-                    emit(&inner.module, stream, line, panicking);
+                    emit(to, stream, line, panicking);
                     bytes = &bytes[nl + 1..];
                 }
                 None => {
@@ -141,7 +139,7 @@ impl GuestOutput {
                     line.extend_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
                     if line.len() >= MAX_LINE {
-                        emit(&inner.module, stream, line, panicking);
+                        emit(to, stream, line, panicking);
                     }
                 }
             }
@@ -150,9 +148,15 @@ impl GuestOutput {
 }
 
 /// Emits `line` (if not empty) as one tracing event, escaped and prefixed with the
-/// module and stream, and clears it. A stderr line starting a Rust panic report sets
-/// `panicking`; while it is set, stderr lines go to DEBUG.
-fn emit(module: &str, stream: Stdio, line: &mut Vec<u8>, panicking: &mut bool) {
+/// module and stream, and clears it; a shown line spends the budget, and is dropped if
+/// the budget cannot pay for it. A stderr line starting a Rust panic report sets
+/// `panicking`; while it is set, stderr lines go to DEBUG (not shown, not charged).
+fn emit(
+    (module, budget): (&str, &GuestLogBudget),
+    stream: Stdio,
+    line: &mut Vec<u8>,
+    panicking: &mut bool,
+) {
     if line.is_empty() {
         return;
     }
@@ -161,13 +165,16 @@ fn emit(module: &str, stream: Stdio, line: &mut Vec<u8>, panicking: &mut bool) {
     if stream == Stdio::Stderr && raw.starts_with("thread '") && raw.contains(" panicked at ") {
         *panicking = true;
     }
-    let text = escape(raw);
-    match stream {
-        Stdio::Stdout => tracing::info!(target: "weir::guest", "{module} stdout: {text}"),
-        Stdio::Stderr if *panicking => {
-            tracing::debug!(target: "weir::guest", "{module} stderr: {text}");
+    let hidden = stream == Stdio::Stderr && *panicking;
+    if hidden || budget.admit(module, raw.len()) {
+        let text = escape(raw);
+        match stream {
+            Stdio::Stdout => tracing::info!(target: "weir::guest", "{module} stdout: {text}"),
+            Stdio::Stderr if hidden => {
+                tracing::debug!(target: "weir::guest", "{module} stderr: {text}");
+            }
+            Stdio::Stderr => tracing::warn!(target: "weir::guest", "{module} stderr: {text}"),
         }
-        Stdio::Stderr => tracing::warn!(target: "weir::guest", "{module} stderr: {text}"),
     }
     line.clear();
 }
@@ -237,7 +244,7 @@ mod tests {
 
     #[test]
     fn stderr_tail_is_bounded_and_keeps_the_end() {
-        let out = GuestOutput::new("m".into());
+        let out = GuestOutput::new("m".into(), GuestLogBudget::default());
         let mut s = out.stream(Stdio::Stderr);
         for _ in 0..100 {
             s.write(Bytes::from(vec![b'x'; 1000])).ok();
@@ -252,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_panic_report_on_stderr_is_not_logged_at_warn() {
-        let out = GuestOutput::new("m".into());
+        let out = GuestOutput::new("m".into(), GuestLogBudget::default());
         let mut s = out.stream(Stdio::Stderr);
         s.write(Bytes::from_static(b"before\n")).ok();
         assert!(!out.lock().panicking);

@@ -71,6 +71,7 @@ impl GuestStore {
             config,
             GuestLimiter::new(limits.memory_bytes),
             CallDeadline::new(ticker.clock().clone()),
+            limits.log.clone(),
         );
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);

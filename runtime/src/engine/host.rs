@@ -14,7 +14,8 @@
 //!   implemented here and hand out [`GuestOutput`] handles, so guest output lands in
 //!   `tracing`, tagged with the module, bounded (`guest_output.rs`).
 //! - `weir:transform/log` writes to `tracing` with the module name, the message escaped
-//!   onto one line (`guest_text::escape`); `config.get` reads
+//!   onto one line (`guest_text::escape`), within the run's `GuestLogBudget` as guest
+//!   stdout and stderr are; `config.get` reads
 //!   only this instance's step configuration.
 //! - No host function here panics on guest input, and none fails except on a full
 //!   resource table (below): overlong log messages are truncated, unknown config names
@@ -36,6 +37,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::{wit_config, wit_log, wit_types};
 use super::call_deadline::CallDeadline;
+use super::guest_log_budget::GuestLogBudget;
 use super::guest_output::{GuestOutput, Stdio};
 use super::guest_text::escape;
 use super::limits::GuestLimiter;
@@ -60,6 +62,8 @@ pub(crate) struct HostState {
     pub(crate) limiter: GuestLimiter,
     pub(crate) output: GuestOutput,
     pub(crate) deadline: CallDeadline,
+    /// The run's budget of guest text, which `log` messages spend too.
+    log_budget: GuestLogBudget,
 }
 
 impl HostState {
@@ -68,6 +72,7 @@ impl HostState {
         config: BTreeMap<String, String>,
         limiter: GuestLimiter,
         deadline: CallDeadline,
+        log_budget: GuestLogBudget,
     ) -> Self {
         // Spelled out rather than left to wasmtime-wasi's defaults, which may change.
         let wasi = WasiCtxBuilder::new()
@@ -80,7 +85,8 @@ impl HostState {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_GUEST_RESOURCES);
         Self {
-            output: GuestOutput::new(module.clone()),
+            output: GuestOutput::new(module.clone(), log_budget.clone()),
+            log_budget,
             module,
             wasi,
             table,
@@ -125,8 +131,12 @@ impl wit_types::Host for HostState {}
 
 impl wit_log::Host for HostState {
     fn log(&mut self, level: wit_log::Level, message: String) {
-        let message = escape(truncate(&message, MAX_LOG_MESSAGE));
+        let message = truncate(&message, MAX_LOG_MESSAGE);
         let module = &*self.module;
+        if !self.log_budget.admit(module, message.len()) {
+            return;
+        }
+        let message = escape(message);
         match level {
             wit_log::Level::Trace => {
                 tracing::trace!(target: "weir::guest", "{module} log: {message}")

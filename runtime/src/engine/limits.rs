@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
 
+use super::guest_log_budget::GuestLogBudget;
+
 /// Default linear memory per guest instance.
 pub const DEFAULT_GUEST_MEMORY: usize = 64 << 20; // 64 MiB
 
@@ -35,6 +37,9 @@ pub struct GuestLimits {
     /// Longest one call into the guest may run (measured in epoch ticks, so the real
     /// bound is this plus one tick), time blocked in host calls (a sleep) included.
     pub call_timeout: Duration,
+    /// The run's budget of guest text (stdout, stderr, `log`), shared by every
+    /// instance: clone one budget into every step's limits.
+    pub log: GuestLogBudget,
 }
 
 impl Default for GuestLimits {
@@ -42,6 +47,7 @@ impl Default for GuestLimits {
         Self {
             memory_bytes: DEFAULT_GUEST_MEMORY,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            log: GuestLogBudget::default(),
         }
     }
 }

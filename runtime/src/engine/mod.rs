@@ -21,6 +21,7 @@ mod compile_isolation;
 mod epoch_ticker;
 mod error;
 mod guest_instance;
+mod guest_log_budget;
 mod guest_module;
 mod guest_output;
 mod guest_store;
@@ -45,6 +46,7 @@ pub use compile_isolation::{
 pub use epoch_ticker::EPOCH_TICK;
 pub use error::EngineError;
 pub use guest_instance::GuestInstance;
+pub use guest_log_budget::{DEFAULT_GUEST_LOG_RATE, GuestLogBudget};
 pub use guest_module::{GuestModule, World};
 pub use import_policy::ALLOWED_IMPORTS;
 pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};

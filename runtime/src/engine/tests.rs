@@ -22,6 +22,7 @@ fn limits(memory_bytes: usize, call_timeout: Duration) -> GuestLimits {
     GuestLimits {
         memory_bytes,
         call_timeout,
+        ..GuestLimits::default()
     }
 }
 

@@ -218,7 +218,7 @@ fn label_value(text: &str) -> String {
 /// `m` in the Prometheus text exposition format, every sample labelled `pipeline`.
 pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
     let label = label_value(pipeline);
-    let rows: [(&str, &str, &str, u64); 10] = [
+    let rows: [(&str, &str, &str, u64); 11] = [
         (
             "records_in_total",
             "counter",
@@ -248,6 +248,12 @@ pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
             "counter",
             "Input records deleted by retention before they were read",
             m.records_skipped,
+        ),
+        (
+            "guest_log_dropped_lines_total",
+            "counter",
+            "Guest output lines dropped over [limits] guest_log_rate",
+            m.guest_log_dropped_lines,
         ),
         (
             "checkpoints_completed_total",

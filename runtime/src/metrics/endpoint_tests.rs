@@ -66,6 +66,7 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
         checkpoints_completed: 3,
         consumer_lag: 11,
         last_checkpoint_id: 9,
+        guest_log_dropped_lines: 4,
         ..MetricsSnapshot::default()
     };
     let text = prometheus_text("a\"b", &m);
@@ -78,6 +79,7 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
         "# TYPE weir_consumer_lag gauge",
         "weir_consumer_lag{pipeline=\"a\\\"b\"} 11",
         "weir_last_checkpoint_id{pipeline=\"a\\\"b\"} 9",
+        "weir_guest_log_dropped_lines_total{pipeline=\"a\\\"b\"} 4",
     ] {
         assert_eq!(
             text.lines().filter(|l| *l == line).count(),
@@ -85,7 +87,7 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
             "{line} in\n{text}"
         );
     }
-    assert_eq!(text.lines().filter(|l| l.starts_with("weir_")).count(), 10);
+    assert_eq!(text.lines().filter(|l| l.starts_with("weir_")).count(), 11);
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod progress;
 pub mod status_file;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use guest_memory::{GuestMemory, StepGuestMemory};
@@ -39,6 +40,9 @@ pub struct PipelineMetrics {
     pub started_unix_ms: AtomicU64,
     /// Each guest instance's linear memory, by step.
     pub guest_memory: GuestMemory,
+    /// Guest lines (stdout, stderr, `log`) dropped over `[limits] guest_log_rate`: the
+    /// counter of the run's `GuestLogBudget`.
+    pub guest_log_dropped_lines: Arc<AtomicU64>,
 }
 
 /// A point-in-time copy of the counters.
@@ -61,6 +65,8 @@ pub struct MetricsSnapshot {
     /// Guest linear memory by step (see `guest_memory`).
     #[serde(default)]
     pub guest_memory: BTreeMap<String, StepGuestMemory>,
+    #[serde(default)]
+    pub guest_log_dropped_lines: u64,
 }
 
 /// Milliseconds since the Unix epoch, now (0 if the clock is before it).
@@ -96,6 +102,7 @@ impl PipelineMetrics {
             last_checkpoint_unix_ms: get(&self.last_checkpoint_unix_ms),
             started_unix_ms: get(&self.started_unix_ms),
             guest_memory: self.guest_memory.by_step(),
+            guest_log_dropped_lines: get(&self.guest_log_dropped_lines),
         }
     }
 }

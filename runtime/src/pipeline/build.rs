@@ -33,7 +33,7 @@ use crate::dataflow::sink::{Sink, SinkSet};
 use crate::dataflow::source::RestoredSource;
 use crate::dataflow::task::{Pipe, SourceInput, SourceTask, StageTask, TaskContext, TaskOutput};
 use crate::dataflow::window::WindowAssigner;
-use crate::engine::{GuestLimits, GuestModule};
+use crate::engine::{GuestLimits, GuestLogBudget, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::plan::{self, SourceRoute, StagePlan};
@@ -70,6 +70,8 @@ pub struct BuildContext<'a> {
     pub context: TaskContext,
     /// The producers every Kafka sink shares (opened by `recover`), if the spec has one.
     pub kafka: Option<Arc<KafkaCommitUnit>>,
+    /// The run's budget of guest text, shared by every guest instance.
+    pub guest_log: GuestLogBudget,
 }
 
 /// The tasks of a run, ready to spawn, and what the coordinator needs.
@@ -316,10 +318,12 @@ fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
     }
 }
 
-fn limits(spec: &PipelineSpec) -> GuestLimits {
+/// Every step's guest limits: the spec's, with the run's one guest log budget.
+fn limits(cx: &BuildContext<'_>) -> GuestLimits {
     GuestLimits {
-        memory_bytes: spec.limits.memory,
-        call_timeout: spec.limits.call_timeout,
+        memory_bytes: cx.spec.limits.memory,
+        call_timeout: cx.spec.limits.call_timeout,
+        log: cx.guest_log.clone(),
     }
 }
 
@@ -415,7 +419,7 @@ fn step_operator(
     let agg = match &spec.steps[n] {
         StepSpec::Map(map) => {
             return Ok(Box::new(
-                MapOperator::new(id, module, limits(spec), map.config.clone())
+                MapOperator::new(id, module, limits(cx), map.config.clone())
                     .with_memory_gauge(memory),
             ));
         }
@@ -426,7 +430,7 @@ fn step_operator(
         storage: cx.storage.clone(),
         storage_task: format!("{task}.{id}"),
     };
-    let config = aggregate_config(spec, agg, id.clone(), module);
+    let config = aggregate_config(cx, agg, id.clone(), module);
     let opened = match cx.rescaled {
         Some(rescaled) => {
             AggregateOperator::open_rescaled(config, location, &rescaled.state_of(task, &id))
@@ -447,15 +451,16 @@ fn step_operator(
 
 /// What an aggregate operator needs of its step and of the spec.
 fn aggregate_config(
-    spec: &PipelineSpec,
+    cx: &BuildContext<'_>,
     agg: &AggregateStep,
     id: String,
     module: Arc<GuestModule>,
 ) -> AggregateConfig {
+    let spec = cx.spec;
     AggregateConfig {
         id,
         module,
-        limits: limits(spec),
+        limits: limits(cx),
         guest_config: agg.config.clone(),
         windows: match agg.window {
             None => WindowAssigner::Global,

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext};
+use crate::engine::GuestLogBudget;
 use crate::dataflow::task_panic;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::progress::Progress;
@@ -83,6 +84,10 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         restored: restored.as_ref(),
         rescaled: rescaled.as_ref(),
         checkpoint_base,
+        guest_log: GuestLogBudget::new(
+            spec.limits.guest_log_rate,
+            context.metrics.guest_log_dropped_lines.clone(),
+        ),
         context,
         kafka,
     })?;

@@ -12,6 +12,7 @@
 //! max_backoff = "60s"
 //! restart_limit = 5                # failures in a row before a pipeline is left failed
 //! stop_timeout = "60s"             # a stop waits this long for the final checkpoint
+//! log_max_bytes = "64MiB"          # a worker's log is rotated past this (one older copy kept)
 //!
 //! [compiles]                       # module uploads are compiled in a bounded queue
 //! slots = 2                        # at once on the server; default half the CPUs, >= 1
@@ -108,6 +109,20 @@ pub struct WorkersConfig {
     pub restart_limit: u32,
     #[serde(deserialize_with = "units::positive_duration")]
     pub stop_timeout: Duration,
+    /// A worker's log is rotated past this size (`worker_log`), at least 1 MiB.
+    #[serde(deserialize_with = "log_max_bytes")]
+    pub log_max_bytes: u64,
+}
+
+/// Default bound of one worker log (two files of it on disk at most).
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 64 << 20;
+
+fn log_max_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let bytes = units::size(d)? as u64;
+    if bytes < 1 << 20 {
+        return Err(serde::de::Error::custom("log_max_bytes must be at least 1MiB"));
+    }
+    Ok(bytes)
 }
 
 impl Default for WorkersConfig {
@@ -117,6 +132,7 @@ impl Default for WorkersConfig {
             max_backoff: Duration::from_secs(60),
             restart_limit: 5,
             stop_timeout: Duration::from_secs(60),
+            log_max_bytes: DEFAULT_LOG_MAX_BYTES,
         }
     }
 }

@@ -13,7 +13,8 @@
 //! - Run as N > 1 workers, it is one `PipelineSpec::for_worker` accepts: the rules of
 //!   what workers can compute live there alone, and its one-line reason is the refusal.
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
-//!   runtime's defaults: `batch_bytes`, an aggregate's `cache_entries` and
+//!   runtime's defaults: `batch_bytes`, `limits.guest_log_rate` (what its guests may
+//!   write to the worker's log each second), an aggregate's `cache_entries` and
 //!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed); nor
 //!   the partitions of the repartition topics its workers create on the shared
 //!   cluster (`repartition_partitions`, at most the default 32: tenants reach the
@@ -152,6 +153,11 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
         }
     };
     at_most("batch_bytes".into(), spec.batch_bytes, DEFAULT_BATCH_BYTES)?;
+    at_most(
+        "limits.guest_log_rate".into(),
+        spec.limits.guest_log_rate,
+        crate::engine::DEFAULT_GUEST_LOG_RATE,
+    )?;
     at_most(
         "repartition_partitions".into(),
         spec.repartition_partitions,

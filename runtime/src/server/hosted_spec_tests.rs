@@ -213,6 +213,10 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
             "spec field batch_bytes: 17825792 exceeds 16777216",
         ),
         (
+            Box::new(|s| s["limits"] = json!({"guest_log_rate": "1MiB"})),
+            "spec field limits.guest_log_rate: 1048576 exceeds 65536",
+        ),
+        (
             // 1,024 partitions per keyed step on the shared cluster (the spec's own
             // bound), for as many steps and pipelines as the quotas allow.
             Box::new(|s| {
@@ -240,6 +244,7 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
     s["sources"][0]["buffer_bytes"] = json!("1MiB");
     s["batch_bytes"] = json!("1MiB");
     s["repartition_partitions"] = json!(8);
+    s["limits"] = json!({"guest_log_rate": "8KiB"});
     build_in(dir.path(), &s).expect("smaller buffers are accepted");
 }
 

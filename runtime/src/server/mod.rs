@@ -34,6 +34,7 @@ pub mod supervisor;
 pub mod tokens;
 pub mod wire;
 pub mod worker;
+pub mod worker_log;
 pub mod worker_states;
 
 use crate::server::admission::Admission;

@@ -43,11 +43,14 @@ use crate::server::metrics::{ServerMetrics, TenantLabel};
 use crate::server::namespace::PipelineDir;
 use crate::server::wire::PipelineState;
 use crate::server::worker::{Launch, last_complete_checkpoint, last_error, pipeline_checkpoint};
+use crate::server::worker_log::rotate_if_over;
 use crate::server::worker_states::{WorkerView, summarize};
 
 const POLL: Duration = Duration::from_millis(50);
 /// How often a running pipeline's directory is measured against the disk quota.
 const DISK_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// How often a worker's thread looks at the size of its log.
+const LOG_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// What the supervisor was asked to do with a pipeline's running workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -478,11 +481,16 @@ impl Run {
     /// pipeline's workers (and says why) if its directory grows past the disk quota.
     fn wait(&self, child: &mut Child) -> Option<std::process::ExitStatus> {
         let mut asked_at: Option<Instant> = None;
+        let mut log_checked = Instant::now();
         loop {
             match child.try_wait() {
                 Ok(Some(status)) => return Some(status),
                 Ok(None) => {}
                 Err(_) => return None,
+            }
+            if log_checked.elapsed() > LOG_CHECK_EVERY {
+                log_checked = Instant::now();
+                self.rotate_log();
             }
             if self.shared.request() == Request::None
                 && let Some(error) = self.over_disk_quota()
@@ -503,6 +511,14 @@ impl Run {
                 }
             }
             std::thread::sleep(POLL);
+        }
+    }
+
+    /// Rotates this worker's log past `log_max_bytes` (`worker_log`).
+    fn rotate_log(&self) {
+        let log = self.launch.dir.log(self.launch.worker);
+        if let Err(e) = rotate_if_over(&log, self.config.log_max_bytes) {
+            tracing::warn!(log = %log.display(), error = %e, "cannot rotate a worker log");
         }
     }
 

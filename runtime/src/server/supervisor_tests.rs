@@ -72,6 +72,7 @@ fn setup_with(count: u32, script: impl FnOnce(&PipelineDir) -> String) -> Setup 
         max_backoff: Duration::from_millis(20),
         restart_limit: 2,
         stop_timeout: Duration::from_secs(10),
+        ..WorkersConfig::default()
     };
     let metrics = Arc::new(ServerMetrics::default());
     Setup {
@@ -256,4 +257,40 @@ exec sleep 30
         assert!(Instant::now() < deadline, "a worker outlived the quota");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_worker_log_past_its_bound_is_rotated_while_the_worker_runs() {
+    // The worker writes 3 MiB to stderr, then 'after' once it sees the rotated copy.
+    let s = setup_with(1, |dir| {
+        let log = dir.log(Worker::SINGLE);
+        let rotated = crate::server::worker_log::rotated(&log);
+        format!(
+            "#!/bin/sh
+head -c 3145728 /dev/zero | tr '\\0' x >&2
+while [ ! -e {rotated} ]; do sleep 0.05; done
+echo after >&2
+exec sleep 30
+",
+            rotated = rotated.display()
+        )
+    });
+    let config = WorkersConfig {
+        log_max_bytes: 1 << 20,
+        ..WorkersConfig::default()
+    };
+    let supervisor = Supervisor::new(config, s.catalog.clone(), s.metrics.clone());
+    supervisor.start("t", "p", s.launches.clone()).expect("start");
+    let log = s.launches[0].dir.log(Worker::SINGLE);
+    let rotated = crate::server::worker_log::rotated(&log);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&log).unwrap_or_default() != "after\n" {
+        assert!(Instant::now() < deadline, "the log was not rotated");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::metadata(&rotated).expect("rotated copy").len(),
+        3 << 20
+    );
+    supervisor.kill("t", "p");
 }

@@ -195,4 +195,8 @@ pub struct WorkerStatus {
     pub last_committed_checkpoint: Option<u64>,
     pub records_in: u64,
     pub records_out: u64,
+    /// The last lines of its log (at most 20, each at most 1 KiB; the server's paths and
+    /// the cluster's addresses replaced as in `last_error`).
+    #[serde(default)]
+    pub log_tail: Vec<String>,
 }

@@ -260,6 +260,17 @@ pub fn compile_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error
     check_compile_memory(crate::spec::units::size(d)?).map_err(D::Error::custom)
 }
 
+/// `[limits] guest_log_rate`: bytes a second, 1 KiB ..= 64 MiB.
+pub fn guest_log_rate<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let bytes = crate::spec::units::size(d)?;
+    if !((1 << 10)..=(64 << 20)).contains(&bytes) {
+        return Err(D::Error::custom(
+            "guest_log_rate must be from 1KiB to 64MiB (bytes a second)",
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The `compile_cpu` check, shared by the spec and `weir validate --compile-cpu`.
 pub fn check_compile_cpu(cpu: std::time::Duration) -> Result<std::time::Duration, String> {
     if !(MIN_COMPILE_CPU..=MAX_COMPILE_CPU).contains(&cpu) || cpu.subsec_nanos() != 0 {

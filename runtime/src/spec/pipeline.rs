@@ -116,6 +116,9 @@ pub struct GuestLimitsSpec {
     pub compile_cpu: Duration,
     /// Data memory of the process compiling one module, 256 MiB ..= 64 GiB.
     pub compile_memory: usize,
+    /// Guest text (stdout, stderr, `log`) the run shows per second, all its guests
+    /// together, 1 KiB ..= 64 MiB; lines over it are dropped and counted.
+    pub guest_log_rate: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +236,15 @@ struct RawLimits {
         deserialize_with = "checks::compile_memory"
     )]
     compile_memory: usize,
+    #[serde(
+        default = "default_guest_log_rate",
+        deserialize_with = "checks::guest_log_rate"
+    )]
+    guest_log_rate: usize,
+}
+
+fn default_guest_log_rate() -> usize {
+    crate::engine::DEFAULT_GUEST_LOG_RATE
 }
 
 fn default_compile_cpu() -> Duration {
@@ -256,6 +268,7 @@ impl Default for RawLimits {
             call_timeout: default_call_timeout(),
             compile_cpu: default_compile_cpu(),
             compile_memory: default_compile_memory(),
+            guest_log_rate: default_guest_log_rate(),
         }
     }
 }
@@ -359,6 +372,7 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
             call_timeout: raw.limits.call_timeout,
             compile_cpu: raw.limits.compile_cpu,
             compile_memory: raw.limits.compile_memory,
+            guest_log_rate: raw.limits.guest_log_rate,
         },
         sources,
         steps,

@@ -127,6 +127,7 @@ path = "dlq/"
             call_timeout: Duration::from_millis(250),
             compile_cpu: Duration::from_secs(300),
             compile_memory: 4 << 30,
+            guest_log_rate: 64 << 10,
         }
     );
     assert_eq!(spec.dead_letter.path, base.join("dlq/"));
@@ -251,6 +252,7 @@ fn defaults() {
             call_timeout: Duration::from_secs(1),
             compile_cpu: Duration::from_secs(300),
             compile_memory: 4 << 30,
+            guest_log_rate: 64 << 10,
         }
     );
     assert_eq!(
@@ -767,10 +769,16 @@ fn guest_limits_have_maxima() {
         error(&limits("compile_memory = \"255MiB\"")),
         "spec.toml line 9: compile_memory must be from 256MiB to 64GiB"
     );
+    for rate in ["1023B", "65MiB"] {
+        assert_eq!(
+            error(&limits(&format!("guest_log_rate = \"{rate}\""))),
+            "spec.toml line 9: guest_log_rate must be from 1KiB to 64MiB (bytes a second)"
+        );
+    }
     let spec = parse(&format!(
         "{}[checkpoint]\ntimeout = \"61s\"\n",
         limits(
-            "memory = \"4GiB\"\ncall_timeout = \"1m\"\ncompile_cpu = \"1h\"\ncompile_memory = \"64GiB\""
+            "memory = \"4GiB\"\ncall_timeout = \"1m\"\ncompile_cpu = \"1h\"\ncompile_memory = \"64GiB\"\nguest_log_rate = \"64MiB\""
         )
     ))
     .expect("at the maxima");
@@ -781,6 +789,7 @@ fn guest_limits_have_maxima() {
             call_timeout: Duration::from_secs(60),
             compile_cpu: Duration::from_secs(3600),
             compile_memory: 64 << 30,
+            guest_log_rate: 64 << 20,
         }
     );
 }

@@ -22,6 +22,9 @@ use crate::server::wire::{
 };
 use crate::server::worker::{pipeline_checkpoint, read_status, smallest_of_every_worker, workers};
 
+/// Lines of each worker's log a status shows.
+const LOG_TAIL_LINES: usize = 20;
+
 /// A pipeline's status: its row, its workers' status files and what the supervisor
 /// last saw of each worker. Counters are summed over the workers; with several, the
 /// last committed checkpoint is the smallest of theirs (none until each has one).
@@ -48,6 +51,10 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
             last_committed_checkpoint: (c.last_checkpoint_id > 0).then_some(c.last_checkpoint_id),
             records_in: c.records_in,
             records_out: c.records_out,
+            log_tail: crate::server::worker_log::tail(&dir.log(worker), LOG_TAIL_LINES)
+                .iter()
+                .map(|l| app.redact(&row.tenant, l))
+                .collect(),
         });
         reported.push(counters);
     }
