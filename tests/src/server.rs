@@ -175,10 +175,21 @@ impl TestServer {
     }
 
     pub fn post_bytes(&self, path: &str, token: Option<&str>, bytes: &[u8]) -> Answer {
+        self.post_raw(path, token, "application/wasm", bytes)
+    }
+
+    /// A POST of `bytes` as `content_type`, whatever they are.
+    pub fn post_raw(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Answer {
         let req = self
             .agent
             .post(&format!("{}{path}", self.url))
-            .header("Content-Type", "application/wasm");
+            .header("Content-Type", content_type);
         Self::answer(Self::with_token(req, token).send(bytes))
     }
 

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_tests::server::{ADMIN_TOKEN, TestServer, write_config};
+use weir_tests::server::{ADMIN_TOKEN, Answer, TestServer, write_config};
 
 fn server(extra: &str) -> (tempfile::TempDir, TestServer) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -670,4 +670,46 @@ fn a_tenant_with_a_zero_quota_is_refused_naming_it() {
     }
     let tenants = s.get("/v1/admin/tenants", Some(ADMIN_TOKEN)).body;
     assert_eq!(tenants, json!([]), "nothing was created");
+}
+
+/// Issue 33: every error answer is `{"error": ...}` JSON, axum's own rejections too (a
+/// body that is not JSON, of the wrong type, with an unknown field, too large; an
+/// unknown route; a method the route does not have), each with its own status. Before,
+/// these were plain text.
+#[test]
+fn every_error_answer_is_a_json_error_body() {
+    let (_dir, s) = server("");
+    let a = s.tenant("a", json!({}));
+    let big = vec![b' '; (1 << 20) + 1];
+    let cases: Vec<(Answer, u16, &str)> = vec![
+        (
+            s.post_raw("/v1/pipelines", Some(&a), "application/json", b"{not json"),
+            400,
+            "Failed to parse the request body as JSON",
+        ),
+        (
+            s.post_raw("/v1/pipelines", Some(&a), "text/plain", b"{}"),
+            415,
+            "Content-Type: application/json",
+        ),
+        (
+            s.post("/v1/pipelines", Some(&a), &json!({"spec": {}, "extra": 1})),
+            422,
+            "unknown field `extra`",
+        ),
+        (
+            s.post_raw("/v1/pipelines", Some(&a), "application/json", &big),
+            413,
+            "",
+        ),
+        (s.get("/v1/nowhere", Some(&a)), 404, "not found"),
+        (s.post_empty("/v1/modules/x", Some(&a)), 405, ""),
+    ];
+    for (answer, status, says) in cases {
+        assert_eq!(answer.status, status, "{answer:?}");
+        assert!(
+            answer.body.is_object() && answer.error().contains(says) && !answer.error().is_empty(),
+            "{answer:?}"
+        );
+    }
 }

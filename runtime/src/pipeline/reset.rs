@@ -21,7 +21,8 @@ use crate::spec::PipelineSpec;
 /// Bound on each call to the broker.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Resets `spec`'s pipeline on its Kafka cluster; `None` when it uses no Kafka.
+/// Resets `spec`'s pipeline on its Kafka cluster; `None` when it uses no Kafka (or
+/// names no cluster: no run of it reached one).
 pub fn reset_kafka(spec: &PipelineSpec) -> Result<Option<Removed>, PipelineError> {
     let _locks = lock_every_state_dir(spec)?;
     let kafka = |e: KafkaError| PipelineError::connector(&spec.name, "reset", e);
@@ -29,8 +30,12 @@ pub fn reset_kafka(spec: &PipelineSpec) -> Result<Option<Removed>, PipelineError
         (Some(sink), _) => sink.endpoint(),
         (None, Some(source)) => source.endpoint(),
         (None, None) => return Ok(None),
-    }
-    .map_err(kafka)?;
+    };
+    // Without a bootstrap no run of this spec ever reached a cluster.
+    let endpoint = match endpoint {
+        Err(KafkaError::NoBootstrap { .. }) => return Ok(None),
+        other => other.map_err(kafka)?,
+    };
     let names = spec.kafka_names();
     let mut groups = vec![names.group()];
     groups.extend(spec.kafka_sources().filter_map(|s| s.group.clone()));

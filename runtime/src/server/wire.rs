@@ -21,19 +21,26 @@ pub struct ErrorBody {
 #[serde(deny_unknown_fields)]
 pub struct Quotas {
     /// Pipelines the tenant may have at once.
+    #[serde(default, deserialize_with = "whole::number")]
     pub pipelines: Option<u32>,
     /// Total bytes of the tenant's modules.
+    #[serde(default, deserialize_with = "whole::number")]
     pub module_bytes: Option<u64>,
     /// Linear memory per guest instance, bytes (the spec's `limits.memory` at most).
+    #[serde(default, deserialize_with = "whole::number")]
     pub guest_memory: Option<u64>,
     /// CPU deadline per guest call, milliseconds (the spec's `limits.call_timeout` at most).
+    #[serde(default, deserialize_with = "whole::number")]
     pub call_timeout_ms: Option<u64>,
     /// Subtasks per operator in each worker (the spec's `parallelism` at most).
+    #[serde(default, deserialize_with = "whole::number")]
     pub parallelism: Option<u32>,
     /// Worker processes per pipeline (a create's or upgrade's `workers` at most).
     #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "whole::number")]
     pub workers: Option<u32>,
     /// Bytes of state and checkpoints per pipeline; a pipeline over it is stopped as failed.
+    #[serde(default, deserialize_with = "whole::number")]
     pub checkpoint_bytes: Option<u64>,
 }
 
@@ -100,13 +107,42 @@ pub struct CreatePipeline {
     /// a Kafka source and each keyed step shuffles through a repartition topic of
     /// its own (see the README's Workers section); a spec that cannot run so is
     /// refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole::number"
+    )]
     #[schema(minimum = 1)]
     pub workers: Option<u32>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Whole numbers in request bodies. JSON Schema counts `2.0` as an integer, so the
+/// document's `integer` fields take it as 2; a number that is not whole, or out of
+/// the field's range, is refused naming the value.
+mod whole {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let whole = n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..u64::MAX as f64).contains(f))
+                .map(|f| f as u64)
+        });
+        let out_of_range = || D::Error::custom(format!("{n} is not a whole number in range"));
+        let whole = whole.ok_or_else(out_of_range)?;
+        T::try_from(whole).map(Some).map_err(|_| out_of_range())
+    }
 }
 
 /// `POST /v1/pipelines/{name}/upgrade`: new module ids by step name and/or a new number
@@ -120,7 +156,11 @@ pub struct UpgradePipeline {
     /// Run the pipeline as this many workers from now on (a rescale: the new workers
     /// take over the old ones' savepoints); absent: as many as before. From one worker
     /// to several is a rescale too; from several back to one is refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole::number"
+    )]
     #[schema(minimum = 1)]
     pub workers: Option<u32>,
 }

@@ -32,7 +32,8 @@ pub async fn readyz(State(app): State<SharedApp>) -> (StatusCode, &'static str) 
 
 /// Prometheus metrics (OpenMetrics text); those labelled by tenant (worker restarts,
 /// pipeline state changes) only with the admin token.
-#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, body = String)))]
+#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, body = String,
+    content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 pub async fn metrics(State(app): State<SharedApp>, admin: Option<AdminAuth>) -> impl IntoResponse {
     if let Ok(rows) = app.catalog.all_pipelines() {
         app.metrics.pipelines.clear();

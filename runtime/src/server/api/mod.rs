@@ -3,9 +3,12 @@
 //!
 //! Invariants: JSON bodies are limited to `MAX_JSON_BODY`; module uploads are streamed
 //! and limited by the tenant's quota instead (see `module_store`); every request has a
-//! time limit, and every answer is counted in the metrics by method and status.
+//! time limit, and every answer is counted in the metrics by method and status. Every
+//! error answer is `{"error": ...}` JSON and every status is in the document
+//! (`conformance`).
 
 pub mod admin;
+pub mod conformance;
 pub mod health;
 pub mod modules;
 pub mod pipelines;
@@ -23,6 +26,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use crate::server::api::conformance::ErrorResponses;
 use crate::server::app::SharedApp;
 use crate::server::metrics::RequestLabels;
 use crate::server::wire;
@@ -47,7 +51,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
         wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
         wire::PipelineStatus, wire::WorkerStatus,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ErrorResponses),
 )]
 pub struct ApiDoc;
 
@@ -95,6 +99,7 @@ pub fn router(app: SharedApp) -> Router {
         .route("/v1/pipelines/{name}/stop", post(pipelines::stop))
         .route("/v1/pipelines/{name}/savepoint", post(pipelines::savepoint))
         .route("/v1/pipelines/{name}/upgrade", post(pipelines::upgrade))
+        .layer(middleware::from_fn(conformance::json_errors))
         .layer(middleware::from_fn_with_state(app.clone(), count))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
         .layer(TimeoutLayer::with_status_code(
