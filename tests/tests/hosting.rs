@@ -713,3 +713,28 @@ fn every_error_answer_is_a_json_error_body() {
         );
     }
 }
+
+/// Issue 33: on a server whose Kafka access is SASL with a principal per tenant, a
+/// tenant created through the API would have no principal, and its pipelines would loop
+/// on a connection error it cannot fix: the create is refused, saying how to declare
+/// the tenant. Before, it was created.
+#[test]
+fn an_api_tenant_without_a_principal_is_refused_on_a_sasl_server() {
+    let (_dir, s) = server(
+        "[kafka]\nbootstrap = \"127.0.0.1:1\"\nprotocol = \"sasl_plaintext\"\nmechanism = \"SCRAM-SHA-256\"\n",
+    );
+    let created = s.post(
+        "/v1/admin/tenants",
+        Some(ADMIN_TOKEN),
+        &json!({"id": "c"}),
+    );
+    assert_eq!(created.status, 409, "{created:?}");
+    assert!(
+        created
+            .error()
+            .contains("declare it in the server config ([[tenants]] id = \"c\""),
+        "{created:?}"
+    );
+    let tenants = s.get("/v1/admin/tenants", Some(ADMIN_TOKEN));
+    assert_eq!(tenants.body, json!([]), "nothing was created");
+}

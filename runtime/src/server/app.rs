@@ -22,7 +22,9 @@ use crate::server::admission::Admission;
 use crate::server::catalog::{Catalog, PipelineRow, RunRecord, TenantRow};
 use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
 use crate::server::error::{ApiError, ServerError};
-use crate::server::hosted_spec::{HostedContext, HostedSpec, KafkaAccess, WORKER_PASSWORD_ENV};
+use crate::server::hosted_spec::{
+    HostedContext, HostedSpec, KafkaAccess, TenantModule, WORKER_PASSWORD_ENV,
+};
 use crate::server::metrics::ServerMetrics;
 use crate::server::module_store::ModuleStore;
 use crate::server::namespace::TenantNamespace;
@@ -181,9 +183,12 @@ impl App {
         let namespace = self.namespace(&tenant.id);
         let quotas = quotas_over(&tenant.quotas, &self.config.quotas);
         let kafka = self.kafka_access(&tenant.id);
-        let module_path = |id: &str| -> Option<PathBuf> {
+        let module = |id: &str| -> Option<TenantModule> {
             match self.catalog.module(&tenant.id, id) {
-                Ok(Some(_)) => Some(self.store.path(id)),
+                Ok(Some(m)) => Some(TenantModule {
+                    path: self.store.path(id),
+                    world: m.world,
+                }),
                 _ => None,
             }
         };
@@ -193,7 +198,7 @@ impl App {
                 namespace: &namespace,
                 quotas: &quotas,
                 kafka: &kafka,
-                module_path: &module_path,
+                module: &module,
                 workers,
             },
         )

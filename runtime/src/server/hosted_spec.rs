@@ -49,13 +49,21 @@ pub struct KafkaAccess {
     pub security: Option<Value>,
 }
 
+/// One of the tenant's modules, as a step uses it.
+#[derive(Debug, Clone)]
+pub struct TenantModule {
+    pub path: std::path::PathBuf,
+    /// `mapper` or `aggregator` (`World::name`).
+    pub world: String,
+}
+
 /// Everything a spec is checked against and completed with.
 pub struct HostedContext<'a> {
     pub namespace: &'a TenantNamespace,
     pub quotas: &'a Quotas,
     pub kafka: &'a KafkaAccess,
-    /// Path of each of the tenant's modules, by id.
-    pub module_path: &'a dyn Fn(&str) -> Option<std::path::PathBuf>,
+    /// Each of the tenant's modules, by id.
+    pub module: &'a dyn Fn(&str) -> Option<TenantModule>,
     /// Worker processes the pipeline is to run as.
     pub workers: u32,
 }
@@ -209,12 +217,16 @@ fn reject_nulls(value: &Value, at: &str) -> Result<(), ApiError> {
 
 fn check_parallelism(root: &Map<String, Value>, quotas: &Quotas) -> Result<(), ApiError> {
     let allowed = u64::from(quotas.parallelism.unwrap_or(1));
-    match root.get("parallelism") {
+    match root.get("parallelism").map(|v| (v, v.as_u64())) {
         None => Ok(()),
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|p| p <= allowed) => Ok(()),
-        Some(v) => Err(refuse(
+        Some((_, Some(p))) if p <= allowed => Ok(()),
+        Some((v, Some(_))) => Err(refuse(
             "parallelism",
             format!("{v} exceeds the tenant's quota of {allowed}"),
+        )),
+        Some((v, None)) => Err(refuse(
+            "parallelism",
+            format!("{v} is not a number of subtasks: use 1 to {allowed}"),
         )),
     }
 }
@@ -334,12 +346,38 @@ fn set_modules(
                 ));
             }
         };
-        let path = (ctx.module_path)(&id)
+        let module = (ctx.module)(&id)
             .ok_or_else(|| refuse(&format!("{at}.module"), format!("you have no module {id}")))?;
-        step.insert("module".into(), json!(path));
+        check_world(step, &at, &id, &module.world)?;
+        step.insert("module".into(), json!(module.path));
         modules.insert(key, id);
     }
     Ok(modules)
+}
+
+/// Refuses a module of the wrong world for its step (a mapper in an aggregate step),
+/// at create rather than at every start.
+fn check_world(step: &Map<String, Value>, at: &str, id: &str, world: &str) -> Result<(), ApiError> {
+    let (kind, wants) = match step.get("type").and_then(Value::as_str) {
+        Some("map") => ("map", "mapper"),
+        Some("aggregate") => ("aggregate", "aggregator"),
+        _ => return Ok(()),
+    };
+    if world == wants {
+        return Ok(());
+    }
+    let article = |w: &str| match w.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => format!("an {w}"),
+        false => format!("a {w}"),
+    };
+    Err(refuse(
+        &format!("{at}.module"),
+        format!(
+            "module {id} is {}; a {kind} step needs {}",
+            article(world),
+            article(wants)
+        ),
+    ))
 }
 
 fn check_topic(ns: &TenantNamespace, at: &str, topic: &Value) -> Result<(), ApiError> {

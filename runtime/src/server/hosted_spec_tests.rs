@@ -5,6 +5,8 @@ use serde_json::json;
 use super::*;
 
 const MODULE: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// An aggregator of the tenant's.
+const AGGREGATOR: &str = "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
 
 fn spec() -> Value {
     json!({
@@ -36,14 +38,24 @@ fn build_as_workers(dir: &Path, spec: &Value, workers: u32) -> Result<HostedSpec
         bootstrap: Some("127.0.0.1:1".into()),
         security: None,
     };
-    let module_path = |id: &str| (id == MODULE).then(|| module_file.clone());
+    let module = |id: &str| {
+        let world = match id {
+            MODULE => "mapper",
+            AGGREGATOR => "aggregator",
+            _ => return None,
+        };
+        Some(TenantModule {
+            path: module_file.clone(),
+            world: world.into(),
+        })
+    };
     HostedSpec::build(
         spec,
         &HostedContext {
             namespace: &ns,
             quotas: &quotas,
             kafka: &kafka,
-            module_path: &module_path,
+            module: &module,
             workers,
         },
     )
@@ -175,6 +187,17 @@ fn quotas_and_foreign_modules_are_enforced() {
         e.starts_with("spec field parallelism: 3 exceeds the tenant's quota of 2"),
         "{e}"
     );
+    let e = refusal(|s| s["parallelism"] = json!(-1));
+    assert_eq!(
+        e,
+        "spec field parallelism: -1 is not a number of subtasks: use 1 to 2"
+    );
+    // A module of the wrong world is refused at create, naming both.
+    let e = refusal(|s| s["steps"][0]["module"] = json!(AGGREGATOR));
+    assert_eq!(
+        e,
+        format!("spec field steps[0].module: module {AGGREGATOR} is an aggregator; a map step needs a mapper")
+    );
     let e = refusal(|s| s["limits"] = json!({"memory": "1GiB"}));
     assert!(e.starts_with("spec field limits.memory:"), "{e}");
     let e = refusal(|s| s["limits"] = json!({"call_timeout": "2s"}));
@@ -196,7 +219,7 @@ fn quotas_and_foreign_modules_are_enforced() {
 #[test]
 fn host_buffers_above_the_defaults_are_refused_by_name() {
     let aggregate = |s: &mut Value, field: &str, value: Value| {
-        s["steps"][0] = json!({"type": "aggregate", "module": MODULE});
+        s["steps"][0] = json!({"type": "aggregate", "module": AGGREGATOR});
         s["steps"][0][field] = value;
     };
     let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
@@ -262,7 +285,7 @@ fn keyed_spec() -> Value {
     s["steps"]
         .as_array_mut()
         .expect("steps")
-        .push(json!({"type": "aggregate", "name": "count", "module": MODULE}));
+        .push(json!({"type": "aggregate", "name": "count", "module": AGGREGATOR}));
     s
 }
 
@@ -273,7 +296,7 @@ fn a_keyed_kafka_spec_runs_as_workers_within_the_quota() {
     windowed["steps"][1]["window"] = json!({"type": "tumbling", "size": "1s"});
     let mut two_keyed = keyed_spec();
     two_keyed["steps"].as_array_mut().expect("steps").push(
-        json!({"type": "aggregate", "name": "again", "module": MODULE, "key_field": "count"}),
+        json!({"type": "aggregate", "name": "again", "module": AGGREGATOR, "key_field": "count"}),
     );
     for workers in 1..=3 {
         build_as_workers(dir.path(), &keyed_spec(), workers).expect("accepted");

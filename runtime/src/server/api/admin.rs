@@ -23,7 +23,8 @@ pub fn tenant_view(app: &SharedApp, row: TenantRow) -> Tenant {
     }
 }
 
-/// Create a tenant.
+/// Create a tenant. Refused (409) on a server whose Kafka access is SASL with a
+/// principal per tenant: such tenants are declared in the server config.
 #[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", request_body = CreateTenant,
     security(("bearer" = [])),
     responses((status = 201, body = Tenant), (status = 400, body = ErrorBody),
@@ -35,6 +36,19 @@ pub async fn create_tenant(
 ) -> Result<(StatusCode, Json<Tenant>), ApiError> {
     let id = ids::tenant_id(&body.id)?;
     check_quotas(&body.quotas).map_err(ApiError::bad_request)?;
+    if let Some(protocol) = app
+        .config
+        .kafka
+        .protocol
+        .as_deref()
+        .filter(|p| p.starts_with("sasl"))
+    {
+        // Its pipelines would reach a SASL listener with no principal, and loop on a
+        // connection error the tenant cannot fix.
+        return Err(ApiError::conflict(format!(
+            "tenant {id:?}: this server reaches Kafka over {protocol} with a principal per tenant, and a tenant created through the API has none: declare it in the server config ([[tenants]] id = {id:?}, kafka = {{ username = ..., password_env = ... }}) and restart the server"
+        )));
+    }
     if !app.catalog.put_tenant(id, &body.quotas, None, false)? {
         return Err(ApiError::conflict(format!("tenant {id:?} exists")));
     }
