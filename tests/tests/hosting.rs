@@ -738,3 +738,38 @@ fn an_api_tenant_without_a_principal_is_refused_on_a_sasl_server() {
     let tenants = s.get("/v1/admin/tenants", Some(ADMIN_TOKEN));
     assert_eq!(tenants.body, json!([]), "nothing was created");
 }
+
+/// Issue 33: tokens can be listed and revoked without deleting the tenant. Two tokens of
+/// tenant `a`: the list shows both keys (never the tokens); revoking one refuses it at
+/// once (401) while the other still works; a key of another tenant, or an unknown one,
+/// is 404 under `a`; a malformed key is 400.
+#[test]
+fn tokens_are_listed_and_revoked_one_by_one() {
+    let (_dir, s) = server("");
+    s.tenant("a", json!({}));
+    s.tenant("b", json!({}));
+    let issue = |t: &str| s.post_empty(&format!("/v1/admin/tenants/{t}/tokens"), Some(ADMIN_TOKEN));
+    let (first, second, of_b) = (issue("a"), issue("a"), issue("b"));
+    let key = |a: &Answer| a.body["key"].as_str().expect("key").to_owned();
+    let token = |a: &Answer| a.body["token"].as_str().expect("token").to_owned();
+    assert!(token(&first).starts_with(&format!("weir_{}_", key(&first))));
+    let listed = s.get("/v1/admin/tenants/a/tokens", Some(ADMIN_TOKEN));
+    assert_eq!(listed.status, 200);
+    let keys: Vec<&str> = listed.body.as_array().expect("list").iter().filter_map(|t| t["key"].as_str()).collect();
+    assert!(keys.contains(&key(&first).as_str()) && keys.contains(&key(&second).as_str()), "{listed:?}");
+    assert!(!listed.body.to_string().contains(&token(&first)), "no token is ever listed");
+
+    let revoke = |t: &str, k: &str| s.delete(&format!("/v1/admin/tenants/{t}/tokens/{k}"), Some(ADMIN_TOKEN));
+    assert_eq!(revoke("a", &key(&first)).status, 204);
+    assert_eq!(s.get("/v1/modules", Some(&token(&first))).status, 401);
+    assert_eq!(s.get("/v1/modules", Some(&token(&second))).status, 200);
+    assert_eq!(revoke("a", &key(&first)).status, 404, "revoked already");
+    assert_eq!(revoke("a", &key(&of_b)).status, 404, "b's key under a");
+    assert_eq!(s.get("/v1/modules", Some(&token(&of_b))).status, 200);
+    assert_eq!(revoke("a", "XYZ").status, 400);
+    assert_eq!(
+        s.get("/v1/admin/tenants/a/tokens", Some(&token(&second))).status,
+        401,
+        "a tenant's token is not the admin's"
+    );
+}

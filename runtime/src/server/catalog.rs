@@ -252,6 +252,30 @@ impl Catalog {
         Ok(())
     }
 
+    /// The keys of tenant `tenant`'s tokens and when each was issued, oldest first.
+    pub fn tokens_of(&self, tenant: &str) -> Result<Vec<(String, String)>, ServerError> {
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare("SELECT key, created_at FROM tokens WHERE tenant = ?1 ORDER BY created_at, key")
+            .map_err(|e| self.err(e))?;
+        let rows = statement
+            .query_map([tenant], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Revokes tenant `tenant`'s token `key`; false if it has none of that key.
+    pub fn delete_token(&self, tenant: &str, key: &str) -> Result<bool, ServerError> {
+        let n = self
+            .conn()
+            .execute(
+                "DELETE FROM tokens WHERE tenant = ?1 AND key = ?2",
+                params![tenant, key],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
     /// The tenant and stored secret hash of token `key`.
     pub fn token(&self, key: &str) -> Result<Option<(String, String)>, ServerError> {
         self.conn()

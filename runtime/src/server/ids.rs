@@ -1,4 +1,5 @@
-//! The ids a client may send: tenant ids, pipeline names, module ids and step names.
+//! The ids a client may send: tenant ids, pipeline names, module ids, step names and
+//! token keys.
 //!
 //! Invariants: an id that passes these checks is safe as one path component and as a
 //! piece of a Kafka name: ASCII lower-case letters, digits, `-` and `_` only (module
@@ -50,6 +51,17 @@ pub fn module_id(id: &str) -> Result<&str, ApiError> {
         ApiError::bad_request(format!(
             "module id {}: a module id is the 64 hex digits of its SHA-256",
             shown(id)
+        ))
+    })
+}
+
+/// A token's key: the 16 hex digits of `weir_{key}_{secret}`.
+pub fn token_key(key: &str) -> Result<&str, ApiError> {
+    let ok = key.len() == 16 && key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ok.then_some(key).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "token key {}: a token's key is the 16 hex digits after `weir_`",
+            shown(key)
         ))
     })
 }

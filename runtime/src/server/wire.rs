@@ -74,6 +74,16 @@ pub struct Tenant {
 pub struct IssuedToken {
     pub tenant: String,
     pub token: String,
+    /// The token's public key (its `weir_{key}_` part): what lists and revokes name.
+    pub key: String,
+}
+
+/// One of a tenant's tokens, as the admin lists it: never the token itself.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenInfo {
+    /// 16 hex digits: the `{key}` of `weir_{key}_{secret}`.
+    pub key: String,
+    pub created_at: String,
 }
 
 /// A module (component) uploaded by a tenant. Its id is the SHA-256 of its bytes.

@@ -10,7 +10,7 @@ use crate::server::config::{check_quotas, quotas_over};
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::tokens;
-use crate::server::wire::{CreateTenant, ErrorBody, IssuedToken, Tenant};
+use crate::server::wire::{CreateTenant, ErrorBody, IssuedToken, Tenant, TokenInfo};
 
 pub fn tenant_view(app: &SharedApp, row: TenantRow) -> Tenant {
     Tenant {
@@ -122,6 +122,51 @@ pub async fn issue_token(
         Json(IssuedToken {
             tenant: id.to_owned(),
             token: token.token,
+            key: token.key,
         }),
     ))
+}
+
+/// List a tenant's tokens: their keys and when each was issued (never the tokens).
+#[utoipa::path(get, path = "/v1/admin/tenants/{id}/tokens", tag = "admin", security(("bearer" = [])),
+    params(("id" = String, Path, description = "tenant id")),
+    responses((status = 200, body = [TokenInfo]), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn list_tokens(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<TokenInfo>>, ApiError> {
+    let id = ids::tenant_id(&id)?;
+    if app.catalog.tenant(id)?.is_none() {
+        return Err(ApiError::not_found("tenant", id));
+    }
+    let tokens = app.catalog.tokens_of(id)?;
+    Ok(Json(
+        tokens
+            .into_iter()
+            .map(|(key, created_at)| TokenInfo { key, created_at })
+            .collect(),
+    ))
+}
+
+/// Revoke one of a tenant's tokens, by key: requests bearing it are refused (401) from
+/// this answer on. To rotate a token, issue a new one, move the client to it, then
+/// revoke the old one.
+#[utoipa::path(delete, path = "/v1/admin/tenants/{id}/tokens/{key}", tag = "admin", security(("bearer" = [])),
+    params(("id" = String, Path, description = "tenant id"),
+           ("key" = String, Path, description = "the token's key (16 hex digits)")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn revoke_token(
+    State(app): State<SharedApp>,
+    _: AdminAuth,
+    Path((id, key)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let id = ids::tenant_id(&id)?;
+    let key = ids::token_key(&key)?;
+    if app.catalog.delete_token(id, key)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("token", key))
+    }
 }

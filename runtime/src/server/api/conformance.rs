@@ -55,6 +55,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
 fn id_pattern(path: &str, name: &str) -> Option<&'static str> {
     match name {
         "name" => Some("^[a-z0-9_-]{1,64}$"),
+        "key" => Some("^[0-9a-f]{16}$"),
         "id" if path.starts_with("/v1/modules") => Some("^[0-9a-f]{64}$"),
         "id" if path.starts_with("/v1/admin/tenants") => Some("^[a-z0-9][a-z0-9-]{0,31}$"),
         _ => None,

@@ -42,13 +42,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
     paths(
         health::healthz, health::readyz, health::metrics, health::openapi,
         admin::create_tenant, admin::list_tenants, admin::delete_tenant, admin::issue_token,
+        admin::list_tokens, admin::revoke_token,
         modules::upload, modules::list, modules::get, modules::delete,
         pipelines::create, pipelines::list, pipelines::get, pipelines::start, pipelines::stop,
         pipelines::savepoint, pipelines::upgrade, pipelines::delete,
     ),
     components(schemas(
         wire::ErrorBody, wire::Quotas, wire::CreateTenant, wire::Tenant, wire::IssuedToken,
-        wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
+        wire::TokenInfo, wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
         wire::PipelineStatus, wire::WorkerStatus,
     )),
     modifiers(&BearerAuth, &ErrorResponses),
@@ -81,7 +82,14 @@ pub fn router(app: SharedApp) -> Router {
             "/v1/admin/tenants/{id}",
             axum::routing::delete(admin::delete_tenant),
         )
-        .route("/v1/admin/tenants/{id}/tokens", post(admin::issue_token))
+        .route(
+            "/v1/admin/tenants/{id}/tokens",
+            post(admin::issue_token).get(admin::list_tokens),
+        )
+        .route(
+            "/v1/admin/tenants/{id}/tokens/{key}",
+            axum::routing::delete(admin::revoke_token),
+        )
         .route("/v1/modules", post(modules::upload).get(modules::list))
         .route(
             "/v1/modules/{id}",
