@@ -386,15 +386,16 @@ fn never_run_status(name: &str, step: &str, id: &str, created_at: &str) -> Vec<(
 
 #[test]
 fn pipeline_create_from_toml_then_ls_status_rm() {
-    // A TOML spec naming a module by id, created stopped: listed, its status shown,
-    // then deleted. Nothing runs, so no broker is needed.
+    // A TOML spec naming a module by the short id `weir module ls` shows (the CLI
+    // sends the full id), created stopped: listed, its status shown, then deleted.
+    // Nothing runs, so no broker is needed.
     let dir = tempfile::tempdir().expect("tempdir");
     let (server, token) = server_with_tenant(dir.path());
     let id = server.push(&token, "uppercase");
     let spec = write_spec(
         dir.path(),
         "upper.toml",
-        &kafka_spec("upper", &id, "a.in", "a.out", ""),
+        &kafka_spec("upper", &id[..12], "a.in", "a.out", ""),
     );
     let args = [
         "pipeline",

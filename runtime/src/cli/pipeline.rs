@@ -102,8 +102,10 @@ pub fn execute(args: PipelineArgs) -> anyhow::Result<()> {
             no_start,
             workers,
         } => {
+            let mut spec = load_spec(&spec)?;
+            resolve_step_modules(&client, &mut spec)?;
             let body = CreatePipeline {
-                spec: load_spec(&spec)?,
+                spec,
                 start: !no_start,
                 workers,
             };
@@ -307,6 +309,18 @@ pub fn status_list(s: &PipelineStatus) -> String {
         }
     }
     table::key_values(&pairs)
+}
+
+/// Each step's `module` as a full id: the spec may name one by a unique prefix of its
+/// id, as `weir module ls` shows it (`module::resolve_id`).
+fn resolve_step_modules(client: &ServerClient, spec: &mut serde_json::Value) -> anyhow::Result<()> {
+    let steps = spec.get_mut("steps").and_then(|s| s.as_array_mut());
+    for step in steps.into_iter().flatten() {
+        if let Some(serde_json::Value::String(id)) = step.get_mut("module") {
+            *id = resolve_id(client, id)?;
+        }
+    }
+    Ok(())
 }
 
 /// `weir pipeline status --log`: the last lines of each worker's log, under a heading

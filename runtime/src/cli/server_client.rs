@@ -176,7 +176,8 @@ pub fn path_segment(text: &str) -> String {
     out
 }
 
-/// `text` on one line: line breaks and other control characters escaped, at most
+/// `text` on one line: line breaks, other control characters and bidirectional
+/// controls escaped, at most
 /// `max` characters (then `...`).
 pub fn one_line(text: &str, max: usize) -> String {
     let mut out = String::new();
@@ -185,13 +186,19 @@ pub fn one_line(text: &str, max: usize) -> String {
             out.push_str("...");
             break;
         }
-        if c.is_control() {
+        if c.is_control() || is_bidi_control(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// The Unicode bidirectional controls (embeddings, overrides, isolates and marks): a
+/// name holding a right-to-left override would print reversed, making a row lie.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 impl ServerClient {
@@ -520,6 +527,11 @@ mod tests {
     fn one_line_escapes_and_shortens() {
         assert_eq!(one_line("a\r\nb\u{1b}[31m", 100), "a\\r\\nb\\u{1b}[31m");
         assert_eq!(one_line("abcdef", 3), "abc...");
+        assert_eq!(
+            one_line("evil\u{202E}gpj.exe", 100),
+            "evil\\u{202e}gpj.exe",
+            "a right-to-left override is shown, not obeyed"
+        );
     }
 
     #[test]
