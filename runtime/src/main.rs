@@ -19,23 +19,8 @@ fn main() -> ExitCode {
     match cli.command.execute() {
         Ok(code) => code,
         Err(e) => {
-            // One line: the error and its causes, outermost first.
-            let causes: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("weir: error: {}", dedup_causes(causes).join(": "));
+            eprintln!("weir: error: {}", weir::cli::error_line(&e));
             ExitCode::FAILURE
         }
     }
-}
-
-/// Drops a cause whose text is already contained in the one before it (thiserror
-/// messages often embed their source).
-fn dedup_causes(causes: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for c in causes {
-        if out.last().is_some_and(|prev| prev.contains(&c)) {
-            continue;
-        }
-        out.push(c);
-    }
-    out
 }

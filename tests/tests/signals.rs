@@ -109,3 +109,55 @@ fn sigint_and_sigterm_stop_at_a_committed_checkpoint_and_the_rerun_completes_exa
     }));
     assert_eq!(distinct.len() as u64, RECORDS, "every record exactly once");
 }
+
+/// Issue 33: SIGINT while a guest call is stuck (an infinite loop) ends the run at the
+/// call's deadline (5 s here) with exit 130: the guest's failure is said, then that the
+/// run stopped without its stop checkpoint. Before, the failure won: exit 1, as if
+/// nobody had asked the run to stop.
+#[test]
+fn sigint_during_a_stuck_guest_call_exits_130_at_the_call_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a\nb\nloop\nc\n");
+    let spec = write_file(
+        dir.path(),
+        "stuck.toml",
+        &format!(
+            r#"
+name = "stuck"
+state_dir = {state}
+
+[limits]
+call_timeout = "5s"
+
+[[sources]]
+type = "file"
+path = {input}
+
+[[steps]]
+type = "map"
+module = {module}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+            state = toml_path(&dir.path().join("state")),
+            input = toml_path(&input),
+            module = toml_path(&guest("infinite_loop")),
+            out = toml_path(&dir.path().join("out")),
+        ),
+    );
+    let (code, stderr) = run_and_signal(&spec, Signal::SIGINT, Duration::from_secs(2));
+    assert_eq!(code, Some(130), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("weir: ")).collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("weir: error: ")
+            && lines[0].contains("infinite_loop.wasm: guest call exceeded its time limit of 5s"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("weir: pipeline stuck stopped by SIGINT without its stop checkpoint"),
+        "{stderr}"
+    );
+}

@@ -69,3 +69,17 @@ impl Command {
 fn this_program() -> anyhow::Result<std::path::PathBuf> {
     std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the weir executable: {e}"))
 }
+
+/// An error on one line: the error and its causes, outermost first, without a cause
+/// whose text the one before it already holds (thiserror messages often embed their
+/// source). What `weir: error:` prints.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if out.last().is_some_and(|prev| prev.contains(&cause)) {
+            continue;
+        }
+        out.push(cause);
+    }
+    out.join(": ")
+}

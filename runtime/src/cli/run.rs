@@ -6,7 +6,9 @@
 //! shell expects of a command ended by a signal. A second one ends the process at once
 //! with the same code (a guest call is bounded by its deadline, but an operator must
 //! never have to reach for SIGKILL): exactly-once does not need the stop checkpoint,
-//! recovery replays from the last committed one.
+//! recovery replays from the last committed one. A run asked to stop that fails before
+//! its stop checkpoint (a guest call stuck until its deadline) says its error and
+//! exits with the signal's code too: it ended as asked, within the call deadline.
 //!
 //! A run that stops making progress (a broker that stalls past every bound, see
 //! `watchdog`) does not hang: the watchdog prints one `weir: error:` line naming what
@@ -17,7 +19,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::Context;
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -99,6 +101,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     // Pipeline errors already name the pipeline, task and operator.
+    let asked_to_stop = stop.clone();
     let options = RunOptions {
         from_scratch: args.from_scratch,
         from_checkpoint: args.from_checkpoint.map(CheckpointId),
@@ -109,7 +112,15 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         metrics,
         worker: args.worker,
     };
-    let summary = pipeline::run(&spec, &options)?;
+    let who = if args.worker.is_single() {
+        spec.name.clone()
+    } else {
+        format!("{} (worker {})", spec.name, args.worker)
+    };
+    let summary = match pipeline::run(&spec, &options) {
+        Ok(summary) => summary,
+        Err(e) => return failed(e.into(), &asked_to_stop, &who),
+    };
     let m = summary.metrics;
     let mut counts = format!(
         "{} records in, {} out, {} dead letters ({} late)",
@@ -125,11 +136,6 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => format!(" (resumed from checkpoint {id})"),
         None => String::new(),
     };
-    let who = if args.worker.is_single() {
-        spec.name.clone()
-    } else {
-        format!("{} (worker {})", spec.name, args.worker)
-    };
     match summary.end {
         RunEnd::Finished(last) => {
             eprintln!("weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}");
@@ -138,6 +144,24 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         RunEnd::Stopped { checkpoint, signal } => {
             eprintln!(
                 "weir: pipeline {who} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
+                signal_name(signal)
+            );
+            Ok(ExitCode::from(exit_code(signal)))
+        }
+    }
+}
+
+/// A run that failed. Had SIGINT or SIGTERM asked it to stop before (a guest call
+/// stuck until its deadline, say), it did end as asked, only without its stop
+/// checkpoint: the error is said and the exit code is the signal's, as a shell expects;
+/// otherwise the error is the run's.
+fn failed(e: anyhow::Error, asked_to_stop: &AtomicUsize, who: &str) -> anyhow::Result<ExitCode> {
+    match asked_to_stop.load(Ordering::SeqCst) {
+        0 => Err(e),
+        signal => {
+            eprintln!("weir: error: {}", super::error_line(&e));
+            eprintln!(
+                "weir: pipeline {who} stopped by {} without its stop checkpoint (it failed first); `weir run` resumes from its last committed checkpoint",
                 signal_name(signal)
             );
             Ok(ExitCode::from(exit_code(signal)))
