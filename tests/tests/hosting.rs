@@ -773,3 +773,42 @@ fn tokens_are_listed_and_revoked_one_by_one() {
         "a tenant's token is not the admin's"
     );
 }
+
+/// Files under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => files_under(&e.path()),
+            Ok(_) => 1,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Issue 33: a component importing what weir does not link (`wasi:http`, a foreign
+/// interface) is refused from its import section, before any compile: the compiled-code
+/// cache stays empty (a well-behaved upload then fills it, so the cache is the one in
+/// use). Before, the refusal came after a full compile whose code stayed in the cache.
+#[test]
+fn a_refused_import_costs_no_compile_and_leaves_nothing_in_the_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let cache = dir.path().join("compiled");
+    let cache_env = cache.to_str().expect("utf-8");
+    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let a = s.tenant("a", json!({}));
+    let importer = wat::parse_str(weir_tests::FOREIGN_IMPORTER_WAT).expect("component");
+    let answer = s.post_bytes("/v1/modules", Some(&a), &importer);
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.error(),
+        format!("module: {}", weir_tests::FOREIGN_IMPORT_REFUSAL)
+    );
+    assert_eq!(files_under(&cache), 0, "nothing compiled");
+    s.push(&a, "uppercase");
+    assert!(files_under(&cache) > 0, "the cache in use");
+}

@@ -24,6 +24,7 @@ use wasmtime::component::{Component, ComponentExportIndex};
 use super::aggregator_instance::AggregatorInstance;
 use super::bindings::aggregator::AggregatorPre;
 use super::bindings::mapper::MapperPre;
+use super::component_imports;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_text::one_line;
@@ -128,6 +129,12 @@ impl GuestModule {
                 ));
             }
             Header::Component | Header::Unknown => {}
+        }
+        // Refused before a compile (and the cache) ever sees it; checked again after.
+        let imports = component_imports::top_level_imports(bytes).unwrap_or_default();
+        let forbidden = forbidden_imports(imports.iter().map(String::as_str));
+        if !forbidden.is_empty() {
+            return Err(invalid(&refusal(&forbidden)));
         }
         let component = engine.compile(name, bytes)?;
         Self::from_component(engine, name, sha256_hex(bytes), &component)

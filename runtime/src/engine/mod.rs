@@ -18,6 +18,7 @@ mod aggregator_instance;
 mod bindings;
 mod call_deadline;
 mod compile_isolation;
+mod component_imports;
 mod epoch_ticker;
 mod error;
 mod guest_instance;
