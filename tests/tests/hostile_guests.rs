@@ -482,7 +482,9 @@ fn a_guest_that_writes_without_pause_is_held_to_the_log_budget() {
     );
     let counters: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&status).expect("status file")).expect("json");
-    let dropped = counters["guest_log_dropped_lines"].as_u64().expect("counter");
+    let dropped = counters["guest_log_dropped_lines"]
+        .as_u64()
+        .expect("counter");
     assert!(dropped > 100_000, "{dropped} lines dropped");
     let mut lines = committed_lines(&dir.path().join("out"));
     lines.sort();

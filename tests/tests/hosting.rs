@@ -723,11 +723,7 @@ fn an_api_tenant_without_a_principal_is_refused_on_a_sasl_server() {
     let (_dir, s) = server(
         "[kafka]\nbootstrap = \"127.0.0.1:1\"\nprotocol = \"sasl_plaintext\"\nmechanism = \"SCRAM-SHA-256\"\n",
     );
-    let created = s.post(
-        "/v1/admin/tenants",
-        Some(ADMIN_TOKEN),
-        &json!({"id": "c"}),
-    );
+    let created = s.post("/v1/admin/tenants", Some(ADMIN_TOKEN), &json!({"id": "c"}));
     assert_eq!(created.status, 409, "{created:?}");
     assert!(
         created
@@ -755,11 +751,28 @@ fn tokens_are_listed_and_revoked_one_by_one() {
     assert!(token(&first).starts_with(&format!("weir_{}_", key(&first))));
     let listed = s.get("/v1/admin/tenants/a/tokens", Some(ADMIN_TOKEN));
     assert_eq!(listed.status, 200);
-    let keys: Vec<&str> = listed.body.as_array().expect("list").iter().filter_map(|t| t["key"].as_str()).collect();
-    assert!(keys.contains(&key(&first).as_str()) && keys.contains(&key(&second).as_str()), "{listed:?}");
-    assert!(!listed.body.to_string().contains(&token(&first)), "no token is ever listed");
+    let keys: Vec<&str> = listed
+        .body
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert!(
+        keys.contains(&key(&first).as_str()) && keys.contains(&key(&second).as_str()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.body.to_string().contains(&token(&first)),
+        "no token is ever listed"
+    );
 
-    let revoke = |t: &str, k: &str| s.delete(&format!("/v1/admin/tenants/{t}/tokens/{k}"), Some(ADMIN_TOKEN));
+    let revoke = |t: &str, k: &str| {
+        s.delete(
+            &format!("/v1/admin/tenants/{t}/tokens/{k}"),
+            Some(ADMIN_TOKEN),
+        )
+    };
     assert_eq!(revoke("a", &key(&first)).status, 204);
     assert_eq!(s.get("/v1/modules", Some(&token(&first))).status, 401);
     assert_eq!(s.get("/v1/modules", Some(&token(&second))).status, 200);
@@ -768,7 +781,8 @@ fn tokens_are_listed_and_revoked_one_by_one() {
     assert_eq!(s.get("/v1/modules", Some(&token(&of_b))).status, 200);
     assert_eq!(revoke("a", "XYZ").status, 400);
     assert_eq!(
-        s.get("/v1/admin/tenants/a/tokens", Some(&token(&second))).status,
+        s.get("/v1/admin/tenants/a/tokens", Some(&token(&second)))
+            .status,
         401,
         "a tenant's token is not the admin's"
     );

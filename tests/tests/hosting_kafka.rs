@@ -469,14 +469,15 @@ fn a_deleted_pipelines_name_starts_from_nothing() {
     assert_eq!(again.status, 201, "{again:?}");
     wait_counts(&second, &counted);
     kafka::produce(&input, &words("two", &[("x", 1)]));
-    wait_counts(
-        &second,
-        &BTreeMap::from([("x".into(), 4), ("y".into(), 2)]),
-    );
+    wait_counts(&second, &BTreeMap::from([("x".into(), 4), ("y".into(), 2)]));
     let status = s.get(&format!("/v1/pipelines/{name}"), Some(&a)).body;
     assert_eq!(status["restarts"], 0, "{status}");
     assert_eq!(status["last_error"], Value::Null, "{status}");
-    assert_eq!(last_counts(&first), counted, "the first output is untouched");
+    assert_eq!(
+        last_counts(&first),
+        counted,
+        "the first output is untouched"
+    );
     let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
     assert_eq!(stopped.body["state"], "stopped", "{stopped:?}");
 }

@@ -136,6 +136,9 @@ mod tests {
         assert!(!other.admit("m", 500), "a clone spends the same bucket");
         std::thread::sleep(std::time::Duration::from_millis(600));
         assert!(other.admit("m", 500));
-        assert!(!budget.admit("m", 2000), "never more than one second's worth");
+        assert!(
+            !budget.admit("m", 2000),
+            "never more than one second's worth"
+        );
     }
 }

@@ -97,7 +97,12 @@ impl GuestOutput {
         let inner = &mut *inner;
         let to = (&*inner.module, &inner.budget);
         emit(to, Stdio::Stdout, &mut inner.stdout_line, &mut false);
-        emit(to, Stdio::Stderr, &mut inner.stderr_line, &mut inner.panicking);
+        emit(
+            to,
+            Stdio::Stderr,
+            &mut inner.stderr_line,
+            &mut inner.panicking,
+        );
     }
 
     /// What the guest wrote to stderr during the current call (last [`STDERR_TAIL`] bytes).

@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext};
-use crate::engine::GuestLogBudget;
 use crate::dataflow::task_panic;
+use crate::engine::GuestLogBudget;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::progress::Progress;
 use crate::metrics::status_file::StatusFile;

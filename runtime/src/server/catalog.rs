@@ -256,7 +256,9 @@ impl Catalog {
     pub fn tokens_of(&self, tenant: &str) -> Result<Vec<(String, String)>, ServerError> {
         let conn = self.conn();
         let mut statement = conn
-            .prepare("SELECT key, created_at FROM tokens WHERE tenant = ?1 ORDER BY created_at, key")
+            .prepare(
+                "SELECT key, created_at FROM tokens WHERE tenant = ?1 ORDER BY created_at, key",
+            )
             .map_err(|e| self.err(e))?;
         let rows = statement
             .query_map([tenant], |r| Ok((r.get(0)?, r.get(1)?)))

@@ -120,7 +120,9 @@ pub const DEFAULT_LOG_MAX_BYTES: u64 = 64 << 20;
 fn log_max_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let bytes = units::size(d)? as u64;
     if bytes < 1 << 20 {
-        return Err(serde::de::Error::custom("log_max_bytes must be at least 1MiB"));
+        return Err(serde::de::Error::custom(
+            "log_max_bytes must be at least 1MiB",
+        ));
     }
     Ok(bytes)
 }

@@ -92,7 +92,9 @@ impl ServerError {
     fn without_paths(&self) -> String {
         match self {
             ServerError::Catalog { source, .. } => format!("the server's catalog: {source}"),
-            ServerError::Io { what, source, .. } => format!("{what} a file of the server: {source}"),
+            ServerError::Io { what, source, .. } => {
+                format!("{what} a file of the server: {source}")
+            }
             ServerError::Config { reason, .. } => format!("server config: {reason}"),
             ServerError::Other(message) => message.clone(),
         }

@@ -34,8 +34,9 @@ use serde_json::{Map, Value, json};
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
+use crate::server::spec_paths::json_path_of_line;
 use crate::server::wire::Quotas;
-use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, StepSpec, units};
+use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SpecError, StepSpec, units};
 
 /// The environment variable a worker reads its tenant's Kafka password from.
 pub const WORKER_PASSWORD_ENV: &str = "WEIR_TENANT_KAFKA_PASSWORD";
@@ -110,7 +111,7 @@ impl HostedSpec {
         let toml =
             toml::to_string(&root).map_err(|e| ApiError::bad_request(format!("spec: {e}")))?;
         let parsed = PipelineSpec::parse(&toml, dir.root(), "spec")
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            .map_err(|e| in_tenant_terms(&e, &toml))?;
         check_host_buffers(&parsed)?;
         check_workers(&parsed, ctx.workers, ctx.quotas)?;
         Ok(HostedSpec {
@@ -118,6 +119,18 @@ impl HostedSpec {
             modules,
             toml,
         })
+    }
+}
+
+/// A refusal of the generated TOML in the tenant's terms: the line becomes the JSON
+/// field it came from (`spec_paths`), or goes.
+fn in_tenant_terms(e: &SpecError, toml: &str) -> ApiError {
+    let SpecError::Invalid { line, message, .. } = e else {
+        return ApiError::bad_request(e.to_string());
+    };
+    match line.and_then(|l| json_path_of_line(toml, l)) {
+        Some(path) => refuse(&path, message),
+        None => ApiError::bad_request(format!("spec: {message}")),
     }
 }
 

@@ -196,7 +196,9 @@ fn quotas_and_foreign_modules_are_enforced() {
     let e = refusal(|s| s["steps"][0]["module"] = json!(AGGREGATOR));
     assert_eq!(
         e,
-        format!("spec field steps[0].module: module {AGGREGATOR} is an aggregator; a map step needs a mapper")
+        format!(
+            "spec field steps[0].module: module {AGGREGATOR} is an aggregator; a map step needs a mapper"
+        )
     );
     let e = refusal(|s| s["limits"] = json!({"memory": "1GiB"}));
     assert!(e.starts_with("spec field limits.memory:"), "{e}");
@@ -330,4 +332,18 @@ fn a_spec_that_cannot_run_as_workers_is_refused_with_for_workers_reason() {
     // One worker runs either as it always did.
     let dir = tempfile::tempdir().expect("tempdir");
     build_as_workers(dir.path(), &generator, 1).expect("a generator as one worker");
+}
+
+#[test]
+fn a_refusal_of_the_parser_names_the_tenants_field_not_a_generated_line() {
+    let e = refusal(|s| {
+        s["steps"][0] = json!({"type": "aggregate", "module": AGGREGATOR, "window": {"type": "tumbling", "size": "soon"}});
+    });
+    assert!(
+        e.starts_with("spec field steps[0].window: ") && e.contains("\"soon\""),
+        "{e}"
+    );
+    assert!(!e.contains(" line "), "{e}");
+    let e = refusal(|s| s["checkpoint"] = json!({"interval": "1ms"}));
+    assert!(e.starts_with("spec field checkpoint.interval: "), "{e}");
 }

@@ -57,7 +57,10 @@ pub fn module_id(id: &str) -> Result<&str, ApiError> {
 
 /// A token's key: the 16 hex digits of `weir_{key}_{secret}`.
 pub fn token_key(key: &str) -> Result<&str, ApiError> {
-    let ok = key.len() == 16 && key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let ok = key.len() == 16
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     ok.then_some(key).ok_or_else(|| {
         ApiError::bad_request(format!(
             "token key {}: a token's key is the 16 hex digits after `weir_`",

@@ -30,6 +30,7 @@ pub mod module_store;
 pub mod namespace;
 pub mod redact;
 pub mod retire;
+pub mod spec_paths;
 pub mod supervisor;
 pub mod tokens;
 pub mod wire;

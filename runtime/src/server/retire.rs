@@ -60,7 +60,9 @@ pub fn reset_on_kafka(
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break Err(format!("Kafka did not finish the reset within {RESET_BOUND:?}"));
+                break Err(format!(
+                    "Kafka did not finish the reset within {RESET_BOUND:?}"
+                ));
             }
             Ok(None) => std::thread::sleep(POLL),
             Err(e) => break Err(format!("cannot wait for `weir reset-kafka`: {e}")),
@@ -69,6 +71,7 @@ pub fn reset_on_kafka(
     let stderr = reader.join().unwrap_or_default();
     match status? {
         s if s.success() => Ok(()),
-        s => Err(last_error_line(stderr.lines()).unwrap_or_else(|| format!("`weir reset-kafka` ended with {s}"))),
+        s => Err(last_error_line(stderr.lines())
+            .unwrap_or_else(|| format!("`weir reset-kafka` ended with {s}"))),
     }
 }

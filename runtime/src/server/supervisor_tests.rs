@@ -280,7 +280,9 @@ exec sleep 30
         ..WorkersConfig::default()
     };
     let supervisor = Supervisor::new(config, s.catalog.clone(), s.metrics.clone());
-    supervisor.start("t", "p", s.launches.clone()).expect("start");
+    supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
     let log = s.launches[0].dir.log(Worker::SINGLE);
     let rotated = crate::server::worker_log::rotated(&log);
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -175,7 +175,11 @@ pub fn last_error(log: &Path) -> Option<String> {
 pub fn last_error_line<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> Option<String> {
     lines
         .into_iter()
-        .filter_map(|line| line.as_ref().strip_prefix("weir: error: ").map(str::to_owned))
+        .filter_map(|line| {
+            line.as_ref()
+                .strip_prefix("weir: error: ")
+                .map(str::to_owned)
+        })
         .last()
 }
 

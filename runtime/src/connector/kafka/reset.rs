@@ -144,7 +144,11 @@ fn list_topics(
 
 /// Initialises both transactional ids of the commit unit of `names` and closes them:
 /// whatever an earlier instance left open is aborted, a commit under way completes.
-fn fence_unit(endpoint: &Endpoint, names: &KafkaNames, timeout: Duration) -> Result<(), KafkaError> {
+fn fence_unit(
+    endpoint: &Endpoint,
+    names: &KafkaNames,
+    timeout: Duration,
+) -> Result<(), KafkaError> {
     for slot in 0..2 {
         let id = names.transactional_id(slot);
         let producer: ThreadedProducer<QuietContext> = client_config(endpoint, timeout)
@@ -192,7 +196,10 @@ fn delete_topics(
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
             Err((topic, code)) => {
-                return Err(KafkaError::from_code(format!("deleting topic {topic}"), code));
+                return Err(KafkaError::from_code(
+                    format!("deleting topic {topic}"),
+                    code,
+                ));
             }
         }
     }

@@ -144,9 +144,9 @@ fn add_error_responses(path: &str, operation: &mut Operation) {
 mod tests {
     use super::*;
     use axum::Router;
+    use axum::body::Body;
     use axum::http::StatusCode;
     use axum::routing::get;
-    use axum::body::Body;
     use tower::ServiceExt;
 
     /// A plain-text answer, as axum's rejections are.
@@ -161,7 +161,10 @@ mod tests {
             .await
             .expect("answer");
         let status = response.status();
-        let kind = response.headers()[CONTENT_TYPE].to_str().expect("type").to_owned();
+        let kind = response.headers()[CONTENT_TYPE]
+            .to_str()
+            .expect("type")
+            .to_owned();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
             .await
             .expect("body");
@@ -171,7 +174,10 @@ mod tests {
     #[tokio::test]
     async fn a_plain_error_becomes_an_error_body_and_a_success_is_left_alone() {
         let router = Router::new()
-            .route("/plain", get(|| async { plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Expected JSON\n") }))
+            .route(
+                "/plain",
+                get(|| async { plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Expected JSON\n") }),
+            )
             .route("/ok", get(|| async { "fine" }));
         let (status, kind, body) = answer(router.clone(), "/plain").await;
         assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
