@@ -75,7 +75,15 @@ fn fuzz(server: &TestServer, token: &str) -> u64 {
 #[test]
 fn generated_requests_never_get_a_server_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), "");
+    // The real broker, so the topic routes answer as they do in use (a few topics of
+    // tenant `a`, within a small quota, may be created on it).
+    write_config(
+        dir.path(),
+        &format!(
+            "[kafka]\nbootstrap = \"{}\"\n[quotas]\ntopic_partitions = 8\n",
+            weir_tests::kafka::bootstrap()
+        ),
+    );
     let s = TestServer::start(dir.path());
     let a = s.tenant("a", json!({}));
     // Something to find: a module and a pipeline that is not started.

@@ -481,3 +481,55 @@ fn a_deleted_pipelines_name_starts_from_nothing() {
     let stopped = s.post_empty(&format!("/v1/pipelines/{name}/stop"), Some(&a));
     assert_eq!(stopped.body["state"], "stopped", "{stopped:?}");
 }
+
+/// Issue 33: a tenant manages its own topics (with its own principal, under its prefix,
+/// within its `topic_partitions` quota) instead of asking the operator: create, list
+/// (pipelines' internal topics left out), over-quota and foreign names refused, an
+/// existing name 409, delete, a missing one 404.
+#[test]
+fn a_tenant_creates_lists_and_deletes_its_own_topics() {
+    let _one = kafka::exclusive();
+    // A tenant of its own: no other test's topics lie under its prefix.
+    kafka::tenant("tp", "tp-secret-3", "tp.");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "{WORKERS}\n[kafka]\nbootstrap = \"{}\"\nprotocol = \"sasl_plaintext\"\nmechanism = \"SCRAM-SHA-256\"\n\n\
+         [quotas]\ntopic_partitions = 5\n\n\
+         [[tenants]]\nid = \"tp\"\nkafka = {{ username = \"tp\", password_env = \"PW_TP\" }}\n",
+        kafka::sasl_bootstrap()
+    );
+    write_config(dir.path(), &config);
+    let s = TestServer::start_with_env(dir.path(), &[("PW_TP", "tp-secret-3")]);
+    let t = s.token("tp");
+    let name = kafka::unique_name("tp");
+    let (first, second) = (format!("tp.{name}-1"), format!("tp.{name}-2"));
+    // What an earlier, interrupted run left.
+    for old in s.get("/v1/topics", Some(&t)).body.as_array().expect("list") {
+        let old = old["name"].as_str().expect("name");
+        assert_eq!(s.delete(&format!("/v1/topics/{old}"), Some(&t)).status, 204);
+    }
+    let create = |topic: &str, partitions: u32| {
+        s.post("/v1/topics", Some(&t), &json!({"name": topic, "partitions": partitions}))
+    };
+    let created = create(&first, 3);
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(kafka::watermarks(&first).len(), 3, "on the broker");
+    assert_eq!(create(&first, 1).status, 409, "exists");
+    let over = create(&second, 3);
+    assert_eq!(over.status, 409, "{over:?}");
+    assert!(over.error().contains("over your topic_partitions quota of 5"), "{over:?}");
+    assert_eq!(create(&second, 2).status, 201);
+    for refused in ["a.x", "tp.wc.progress", "tp.wc-count-repartition", "tp.x y"] {
+        assert_eq!(create(refused, 1).status, 400, "{refused}");
+    }
+    let listed = s.get("/v1/topics", Some(&t));
+    assert_eq!(
+        listed.body,
+        json!([{"name": first, "partitions": 3}, {"name": second, "partitions": 2}]),
+        "{listed:?}"
+    );
+    assert_eq!(s.delete(&format!("/v1/topics/{first}"), Some(&t)).status, 204);
+    assert_eq!(s.delete(&format!("/v1/topics/{first}"), Some(&t)).status, 404);
+    assert_eq!(s.delete(&format!("/v1/topics/{second}"), Some(&t)).status, 204);
+    assert_eq!(s.get("/v1/topics", Some(&t)).body, json!([]));
+}

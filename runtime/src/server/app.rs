@@ -14,10 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde_json::json;
 
+use crate::connector::kafka::client::Endpoint;
+use crate::connector::kafka::security::SecurityConfig;
 use crate::server::admission::Admission;
 use crate::server::catalog::{Catalog, PipelineRow, RunRecord, TenantRow};
 use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
@@ -45,6 +48,9 @@ pub struct App {
     /// The `weir` executable the workers run.
     pub program: PathBuf,
     pub ready: AtomicBool,
+    /// Held while a topic is checked against its tenant's quota and created, so two
+    /// creates at once cannot both fit the same room.
+    pub topic_creates: std::sync::Mutex<()>,
 }
 
 pub type SharedApp = Arc<App>;
@@ -152,6 +158,41 @@ impl App {
         crate::server::redact::redact(text, &self.config.data_dir, tenant, bootstrap.as_deref())
     }
 
+    /// How the server itself reaches Kafka on the tenant's behalf (the topic API): the
+    /// cluster of its pipelines, with the tenant's own principal when it has one, so the
+    /// broker's ACLs apply to the server's calls too.
+    pub fn tenant_endpoint(&self, tenant: &str) -> Result<Endpoint, ApiError> {
+        let unavailable = |e: String| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                self.redact(tenant, &format!("Kafka: {e}")),
+            )
+        };
+        let bootstrap = self
+            .kafka_access(tenant)
+            .bootstrap
+            .ok_or_else(|| unavailable("this server has no Kafka cluster configured".into()))?;
+        let Some(k) = self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()) else {
+            return Ok(Endpoint::plaintext(bootstrap));
+        };
+        let kafka = &self.config.kafka;
+        let security: SecurityConfig = serde_json::from_value(json!({
+            "protocol": kafka.protocol.as_deref().unwrap_or("sasl_plaintext"),
+            "mechanism": kafka.mechanism.as_deref().unwrap_or("SCRAM-SHA-256"),
+            "username": k.username,
+            "password_env": k.password_env,
+            "password_file": k.password_file,
+        }))
+        .map_err(|e| unavailable(e.to_string()))?;
+        let security = security
+            .resolve("topic API")
+            .map_err(|e| unavailable(e.to_string()))?;
+        Ok(Endpoint {
+            bootstrap,
+            security,
+        })
+    }
+
     /// The tenant's Kafka password, for its worker's environment.
     pub fn kafka_password(&self, tenant: &str) -> Result<Vec<(String, String)>, ApiError> {
         let Some(k) = self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()) else {
@@ -254,9 +295,11 @@ impl App {
                 disk_quota,
             })
             .collect();
+        // Every refusal is the pipeline's state (workers still running, a delete under
+        // way), not the server's failure.
         self.supervisor
             .start(&tenant.id, &row.name, launches)
-            .map_err(|e| ApiError::from(ServerError::Other(e)))
+            .map_err(ApiError::conflict)
     }
 
     /// Starts every pipeline whose desired state is running (at server start).

@@ -190,6 +190,7 @@ pub fn builtin_quotas() -> Quotas {
         parallelism: Some(4),
         workers: Some(DEFAULT_WORKERS_QUOTA),
         checkpoint_bytes: Some(10 << 30),
+        topic_partitions: Some(64),
     }
 }
 
@@ -220,6 +221,7 @@ pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
         parallelism: quotas.parallelism.or(defaults.parallelism),
         workers: quotas.workers.or(defaults.workers),
         checkpoint_bytes: quotas.checkpoint_bytes.or(defaults.checkpoint_bytes),
+        topic_partitions: quotas.topic_partitions.or(defaults.topic_partitions),
     }
 }
 

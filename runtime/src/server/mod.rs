@@ -33,6 +33,7 @@ pub mod retire;
 pub mod spec_paths;
 pub mod supervisor;
 pub mod tokens;
+pub mod topic_admin;
 pub mod wire;
 pub mod worker;
 pub mod worker_log;
@@ -90,6 +91,7 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
         metrics,
         program,
         ready: AtomicBool::new(false),
+        topic_creates: std::sync::Mutex::new(()),
     }))
 }
 

@@ -183,6 +183,12 @@ pub struct Supervisor {
     catalog: Arc<Catalog>,
     metrics: Arc<ServerMetrics>,
     running: Mutex<HashMap<Key, Supervised>>,
+    /// Pipelines being deleted: none of their workers starts again (`retire`).
+    retiring: Mutex<std::collections::HashSet<Key>>,
+    /// Pipelines whose workers are being ended (a stop waiting for their final
+    /// checkpoints; a start meanwhile may have begun new ones): a kill escalates and
+    /// waits for every one of them (`end`).
+    ending: Mutex<Vec<(Key, Arc<Shared>)>>,
 }
 
 impl Supervisor {
@@ -192,7 +198,30 @@ impl Supervisor {
             catalog,
             metrics,
             running: Mutex::new(HashMap::new()),
+            retiring: Mutex::new(std::collections::HashSet::new()),
+            ending: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Starts deleting the pipeline: from now on no worker of it starts (a `start`
+    /// that comes while the delete runs is refused), and every running one is killed.
+    /// False, doing nothing, if a delete of it is already under way.
+    pub fn retire(&self, tenant: &str, name: &str) -> bool {
+        {
+            // Under `running`'s lock, as `start` checks it: a start either ran before
+            // (and its workers are killed below) or sees the delete.
+            let _running = self.running();
+            if !lock(&self.retiring).insert(Self::key(tenant, name)) {
+                return false;
+            }
+        }
+        self.kill(tenant, name);
+        true
+    }
+
+    /// The delete `retire` began is over (done or failed): the pipeline may start again.
+    pub fn retired(&self, tenant: &str, name: &str) {
+        lock(&self.retiring).remove(&Self::key(tenant, name));
     }
 
     fn running(&self) -> MutexGuard<'_, HashMap<Key, Supervised>> {
@@ -231,6 +260,9 @@ impl Supervisor {
     pub fn start(&self, tenant: &str, name: &str, launches: Vec<Launch>) -> Result<(), String> {
         let key = Self::key(tenant, name);
         let mut running = self.running();
+        if lock(&self.retiring).contains(&key) {
+            return Err("the pipeline is being deleted".into());
+        }
         if let Some(s) = running.get_mut(&key).filter(|s| s.alive() > 0) {
             if s.threads.len() != launches.len() {
                 return Err(format!(
@@ -327,20 +359,57 @@ impl Supervisor {
     }
 
     /// Asks every worker of the pipeline to end and waits for their threads.
+    /// A kill while another end (a stop) of the pipeline is under way turns that one
+    /// into a kill and waits for it: when a kill returns, no worker of the pipeline
+    /// lives.
     fn end(&self, tenant: &str, name: &str, request: Request) -> Option<Ended> {
-        let s = self.running().remove(&Self::key(tenant, name))?;
+        let key = Self::key(tenant, name);
+        // Moved from `running` to `ending` under the one lock, so a kill meanwhile
+        // finds the pipeline in one or the other.
+        let taken = {
+            let mut running = self.running();
+            let taken = running.remove(&key);
+            if let Some(s) = &taken {
+                lock(&self.ending).push((key.clone(), s.shared.clone()));
+            }
+            taken
+        };
+        if request == Request::Kill {
+            self.escalate_and_wait(&key, taken.as_ref().map(|s| &s.shared));
+        }
+        let s = taken?;
         let was_running = s.alive() > 0;
         s.shared.ask(request);
         let count = s.threads.len() as u32;
         for t in s.threads {
             let _ = t.join();
         }
+        lock(&self.ending).retain(|(_, shared)| !Arc::ptr_eq(shared, &s.shared));
         Some(Ended {
             shared: s.shared,
             dir: s.dir,
             count,
             was_running,
         })
+    }
+
+    /// Kills the workers every other `end` of `key` is ending (all but `own`), and waits
+    /// until those ends are done.
+    fn escalate_and_wait(&self, key: &Key, own: Option<&Arc<Shared>>) {
+        loop {
+            let others: Vec<Arc<Shared>> = lock(&self.ending)
+                .iter()
+                .filter(|(k, shared)| k == key && !own.is_some_and(|o| Arc::ptr_eq(o, shared)))
+                .map(|(_, shared)| shared.clone())
+                .collect();
+            if others.is_empty() {
+                return;
+            }
+            for shared in others {
+                shared.ask(Request::Kill);
+            }
+            std::thread::sleep(POLL);
+        }
     }
 
     /// Stops every worker with a final checkpoint, leaving the catalog as it is.

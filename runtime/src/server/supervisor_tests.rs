@@ -296,3 +296,71 @@ exec sleep 30
     );
     supervisor.kill("t", "p");
 }
+
+#[test]
+fn no_worker_starts_while_its_pipeline_is_being_deleted() {
+    let s = setup(1);
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "running", |v| v.iter().all(|w| w.pid.is_some()));
+    let pid = views[0].pid.expect("pid");
+    assert!(s.supervisor.retire("t", "p"), "the first delete");
+    assert!(!s.supervisor.retire("t", "p"), "a second delete at once");
+    assert!(!alive(pid), "killed");
+    let refused = s.supervisor.start("t", "p", s.launches.clone());
+    assert_eq!(refused, Err("the pipeline is being deleted".to_owned()));
+    s.supervisor.retired("t", "p");
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("a start after the delete ended");
+    s.supervisor.kill("t", "p");
+}
+
+#[test]
+fn a_kill_during_a_stop_ends_the_workers_before_it_returns() {
+    // The worker ignores SIGTERM, so the stop waits for it (up to `stop_timeout`).
+    let s = setup_with(1, |_| "#!/bin/sh\ntrap '' TERM\nexec sleep 30\n".to_owned());
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "running", |v| v.iter().all(|w| w.pid.is_some()));
+    let pid = views[0].pid.expect("pid");
+    std::thread::scope(|scope| {
+        let stopping = scope.spawn(|| s.supervisor.stop("t", "p"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(alive(pid), "the stop waits for the worker");
+        s.supervisor.kill("t", "p");
+        assert!(!alive(pid), "the kill returned with the worker still alive");
+        let _ = stopping.join();
+    });
+}
+
+#[test]
+fn a_kill_ends_the_workers_of_a_stop_and_of_a_start_made_during_it() {
+    // A start during a stop begins new workers while the old ones still stop; a kill
+    // (a delete) must end both generations. Before, the stopping ones were missed.
+    let s = setup_with(1, |_| "#!/bin/sh\ntrap '' TERM\nexec sleep 30\n".to_owned());
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let old = wait_for(&s, "running", |v| v.iter().all(|w| w.pid.is_some()))[0]
+        .pid
+        .expect("pid");
+    std::thread::scope(|scope| {
+        let stopping = scope.spawn(|| s.supervisor.stop("t", "p"));
+        std::thread::sleep(Duration::from_millis(300));
+        s.supervisor
+            .start("t", "p", s.launches.clone())
+            .expect("a start during the stop");
+        let new = wait_for(&s, "restarted", |v| {
+            v.iter().all(|w| w.pid.is_some_and(|p| p != old))
+        })[0]
+            .pid
+            .expect("pid");
+        s.supervisor.kill("t", "p");
+        assert!(!alive(new), "the new worker outlived the kill");
+        assert!(!alive(old), "the stopping worker outlived the kill");
+        let _ = stopping.join();
+    });
+}

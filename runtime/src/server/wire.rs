@@ -42,6 +42,31 @@ pub struct Quotas {
     /// Bytes of state and checkpoints per pipeline; a pipeline over it is stopped as failed.
     #[serde(default, deserialize_with = "whole::number")]
     pub checkpoint_bytes: Option<u64>,
+    /// Partitions of all the topics the tenant creates through `/v1/topics`, together
+    /// (the pipelines' own internal topics are not counted).
+    #[serde(default, deserialize_with = "whole::number")]
+    pub topic_partitions: Option<u32>,
+}
+
+/// `POST /v1/topics`: a topic under the tenant's prefix.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTopic {
+    /// The full name, starting with the tenant's prefix (`team-a.orders`): letters,
+    /// digits, `.`, `_` and `-`, at most 249 bytes; not ending in `.progress` or
+    /// `-repartition` (the names of pipelines' internal topics).
+    pub name: String,
+    /// Its partitions, at least 1, within the tenant's `topic_partitions` quota.
+    #[serde(deserialize_with = "whole::required")]
+    #[schema(minimum = 1)]
+    pub partitions: u32,
+}
+
+/// One of the tenant's topics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TopicInfo {
+    pub name: String,
+    pub partitions: u32,
 }
 
 /// `POST /v1/admin/tenants`.
@@ -152,6 +177,15 @@ mod whole {
         let out_of_range = || D::Error::custom(format!("{n} is not a whole number in range"));
         let whole = whole.ok_or_else(out_of_range)?;
         T::try_from(whole).map(Some).map_err(|_| out_of_range())
+    }
+
+    /// `number` for a field that must be present.
+    pub fn required<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        number(d)?.ok_or_else(|| D::Error::custom("a whole number is required"))
     }
 }
 

@@ -54,6 +54,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
 /// The patterns of the path ids (as `ids` checks them), by parameter and path.
 fn id_pattern(path: &str, name: &str) -> Option<&'static str> {
     match name {
+        "name" if path.starts_with("/v1/topics") => Some("^[A-Za-z0-9._-]{1,249}$"),
         "name" => Some("^[a-z0-9_-]{1,64}$"),
         "key" => Some("^[0-9a-f]{16}$"),
         "id" if path.starts_with("/v1/modules") => Some("^[0-9a-f]{64}$"),

@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod health;
 pub mod modules;
 pub mod pipelines;
+pub mod topics;
 
 use std::time::Duration;
 
@@ -46,11 +47,12 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
         modules::upload, modules::list, modules::get, modules::delete,
         pipelines::create, pipelines::list, pipelines::get, pipelines::start, pipelines::stop,
         pipelines::savepoint, pipelines::upgrade, pipelines::delete,
+        topics::list, topics::create, topics::delete,
     ),
     components(schemas(
         wire::ErrorBody, wire::Quotas, wire::CreateTenant, wire::Tenant, wire::IssuedToken,
         wire::TokenInfo, wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
-        wire::PipelineStatus, wire::WorkerStatus,
+        wire::PipelineStatus, wire::WorkerStatus, wire::CreateTopic, wire::TopicInfo,
     )),
     modifiers(&BearerAuth, &ErrorResponses),
 )]
@@ -107,6 +109,8 @@ pub fn router(app: SharedApp) -> Router {
         .route("/v1/pipelines/{name}/stop", post(pipelines::stop))
         .route("/v1/pipelines/{name}/savepoint", post(pipelines::savepoint))
         .route("/v1/pipelines/{name}/upgrade", post(pipelines::upgrade))
+        .route("/v1/topics", post(topics::create).get(topics::list))
+        .route("/v1/topics/{name}", axum::routing::delete(topics::delete))
         .layer(middleware::from_fn(conformance::json_errors))
         .layer(middleware::from_fn_with_state(app.clone(), count))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))

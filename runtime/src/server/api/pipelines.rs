@@ -372,7 +372,19 @@ pub async fn delete(
 
 /// The delete's work (see `delete`), off the async runtime.
 fn retire(app: &App, tenant: &str, row: &PipelineRow) -> Result<(), ApiError> {
-    app.supervisor.kill(tenant, &row.name);
+    if !app.supervisor.retire(tenant, &row.name) {
+        return Err(ApiError::conflict(format!(
+            "pipeline {:?} is being deleted",
+            row.name
+        )));
+    }
+    let outcome = remove_everything(app, tenant, row);
+    app.supervisor.retired(tenant, &row.name);
+    outcome
+}
+
+/// What a delete removes once no worker runs (see `delete`).
+fn remove_everything(app: &App, tenant: &str, row: &PipelineRow) -> Result<(), ApiError> {
     let dir = app.namespace(tenant).pipeline_dir(&row.name);
     let env = app.kafka_password(tenant)?;
     if let Err(reason) = crate::server::retire::reset_on_kafka(&app.program, &dir, &env) {
