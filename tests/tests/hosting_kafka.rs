@@ -77,6 +77,15 @@ fn sasl_config() -> String {
 
 const PASSWORDS: [(&str, &str); 2] = [("PW_A", "a-secret-1"), ("PW_B", "b-secret-2")];
 
+/// A server in `dir` on the SASL listener (`sasl_config`), and a token of tenant `a`.
+fn sasl_server(dir: &std::path::Path) -> (TestServer, String) {
+    kafka::tenant("a", PASSWORDS[0].1, "a.");
+    write_config(dir, &sasl_config());
+    let s = TestServer::start_with_env(dir, &PASSWORDS);
+    let a = s.token("a");
+    (s, a)
+}
+
 #[test]
 fn two_tenants_a_hostile_guest_and_a_server_sigkill() {
     let _one = kafka::exclusive();
@@ -365,11 +374,8 @@ fn a_pipeline_stopped_while_it_waits_to_restart_is_stopped() {
 #[test]
 fn a_pipeline_whose_kafka_password_is_missing_at_restart_is_failed_with_the_reason() {
     let _one = kafka::exclusive();
-    kafka::tenant("a", PASSWORDS[0].1, "a.");
     let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), &sasl_config());
-    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
-    let a = s.token("a");
+    let (s, a) = sasl_server(dir.path());
     let upper = s.push(&a, "uppercase");
     let name = kafka::unique_name("nopw");
     let (spec, _, _) = map_pipeline("a", &name, &upper, 1, 0);
@@ -408,11 +414,8 @@ fn a_pipeline_whose_kafka_password_is_missing_at_restart_is_failed_with_the_reas
 #[test]
 fn a_deleted_pipelines_name_starts_from_nothing() {
     let _one = kafka::exclusive();
-    kafka::tenant("a", PASSWORDS[0].1, "a.");
     let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), &sasl_config());
-    let s = TestServer::start_with_env(dir.path(), &PASSWORDS);
-    let a = s.token("a");
+    let (s, a) = sasl_server(dir.path());
     let counter = s.push(&a, "word_count");
     let name = kafka::unique_name("re");
     let input = format!("a.{name}-in");
@@ -509,7 +512,11 @@ fn a_tenant_creates_lists_and_deletes_its_own_topics() {
         assert_eq!(s.delete(&format!("/v1/topics/{old}"), Some(&t)).status, 204);
     }
     let create = |topic: &str, partitions: u32| {
-        s.post("/v1/topics", Some(&t), &json!({"name": topic, "partitions": partitions}))
+        s.post(
+            "/v1/topics",
+            Some(&t),
+            &json!({"name": topic, "partitions": partitions}),
+        )
     };
     let created = create(&first, 3);
     assert_eq!(created.status, 201, "{created:?}");
@@ -517,7 +524,11 @@ fn a_tenant_creates_lists_and_deletes_its_own_topics() {
     assert_eq!(create(&first, 1).status, 409, "exists");
     let over = create(&second, 3);
     assert_eq!(over.status, 409, "{over:?}");
-    assert!(over.error().contains("over your topic_partitions quota of 5"), "{over:?}");
+    assert!(
+        over.error()
+            .contains("over your topic_partitions quota of 5"),
+        "{over:?}"
+    );
     assert_eq!(create(&second, 2).status, 201);
     for refused in ["a.x", "tp.wc.progress", "tp.wc-count-repartition", "tp.x y"] {
         assert_eq!(create(refused, 1).status, 400, "{refused}");
@@ -528,8 +539,17 @@ fn a_tenant_creates_lists_and_deletes_its_own_topics() {
         json!([{"name": first, "partitions": 3}, {"name": second, "partitions": 2}]),
         "{listed:?}"
     );
-    assert_eq!(s.delete(&format!("/v1/topics/{first}"), Some(&t)).status, 204);
-    assert_eq!(s.delete(&format!("/v1/topics/{first}"), Some(&t)).status, 404);
-    assert_eq!(s.delete(&format!("/v1/topics/{second}"), Some(&t)).status, 204);
+    assert_eq!(
+        s.delete(&format!("/v1/topics/{first}"), Some(&t)).status,
+        204
+    );
+    assert_eq!(
+        s.delete(&format!("/v1/topics/{first}"), Some(&t)).status,
+        404
+    );
+    assert_eq!(
+        s.delete(&format!("/v1/topics/{second}"), Some(&t)).status,
+        204
+    );
     assert_eq!(s.get("/v1/topics", Some(&t)).body, json!([]));
 }

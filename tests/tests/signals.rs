@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use weir_tests::{committed_lines, guest, multiset, take_stderr, toml_path, weir, write_file};
+use weir_tests::{
+    committed_lines, file_map_spec, guest, multiset, take_stderr, toml_path, weir, write_file,
+};
 
 const RECORDS: u64 = 200_000;
 /// Paces the run over ~10 s, so the signal lands mid-stream.
@@ -118,34 +120,11 @@ fn sigint_and_sigterm_stop_at_a_committed_checkpoint_and_the_rerun_completes_exa
 fn sigint_during_a_stuck_guest_call_exits_130_at_the_call_deadline() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = write_file(dir.path(), "in.txt", "a\nb\nloop\nc\n");
+    let map = file_map_spec("stuck", dir.path(), &input, &guest("infinite_loop"));
     let spec = write_file(
         dir.path(),
         "stuck.toml",
-        &format!(
-            r#"
-name = "stuck"
-state_dir = {state}
-
-[limits]
-call_timeout = "5s"
-
-[[sources]]
-type = "file"
-path = {input}
-
-[[steps]]
-type = "map"
-module = {module}
-
-[[sinks]]
-type = "file"
-path = {out}
-"#,
-            state = toml_path(&dir.path().join("state")),
-            input = toml_path(&input),
-            module = toml_path(&guest("infinite_loop")),
-            out = toml_path(&dir.path().join("out")),
-        ),
+        &format!("{map}\n[limits]\ncall_timeout = \"5s\"\n"),
     );
     let (code, stderr) = run_and_signal(&spec, Signal::SIGINT, Duration::from_secs(2));
     assert_eq!(code, Some(130), "{stderr}");

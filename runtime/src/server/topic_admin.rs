@@ -39,7 +39,10 @@ pub fn check_name(name: &str, prefix: &str) -> Result<(), String> {
             "topic {name:?}: use at most {MAX_TOPIC_NAME} of a-z, A-Z, 0-9, ., _ and -"
         ));
     }
-    if !name.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty()) {
+    if !name
+        .strip_prefix(prefix)
+        .is_some_and(|rest| !rest.is_empty())
+    {
         return Err(format!("topic {name:?} is outside your prefix {prefix:?}"));
     }
     if is_internal(name) {
@@ -126,7 +129,15 @@ mod tests {
     #[test]
     fn names_under_the_prefix_and_not_internal() {
         assert_eq!(check_name("a.orders", "a."), Ok(()));
-        for bad in ["b.orders", "a.", "ab.x", "a.x/y", "a.x y", "a.wc.progress", "a.wc-count-repartition"] {
+        for bad in [
+            "b.orders",
+            "a.",
+            "ab.x",
+            "a.x/y",
+            "a.x y",
+            "a.wc.progress",
+            "a.wc-count-repartition",
+        ] {
             assert!(check_name(bad, "a.").is_err(), "{bad}");
         }
         assert!(check_name(&format!("a.{}", "x".repeat(248)), "a.").is_err());

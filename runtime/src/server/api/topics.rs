@@ -79,10 +79,7 @@ fn create_within_quota(
     body: &CreateTopic,
     prefix: &str,
 ) -> Result<TopicInfo, ApiError> {
-    let _one_at_a_time = app
-        .topic_creates
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = app.topic_creates.lock().unwrap_or_else(|p| p.into_inner());
     let endpoint = app.tenant_endpoint(&tenant.id)?;
     let kafka = |e| kafka_error(app, &tenant.id, e);
     let existing = topic_admin::list(&endpoint, prefix).map_err(kafka)?;
