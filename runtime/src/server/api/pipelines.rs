@@ -180,7 +180,8 @@ pub async fn get(
 #[utoipa::path(post, path = "/v1/pipelines/{name}/start", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 200, body = PipelineStatus), (status = 400, body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)))]
 pub async fn start(
     State(app): State<SharedApp>,
     TenantAuth(tenant): TenantAuth,
@@ -354,7 +355,8 @@ fn replace_module(
 #[utoipa::path(delete, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
 pub async fn delete(
     State(app): State<SharedApp>,
     TenantAuth(tenant): TenantAuth,
