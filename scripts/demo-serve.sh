@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo-serve`: the hosting walk-through of the README, end to end on this machine.
 # Starts a Kafka broker (with its SASL listener) and `weir serve`, creates the tenant's
-# Kafka principal and an API token, pushes two modules with the `weir` CLI, runs a
+# Kafka principal and an API token, creates the tenant's topics through the API,
+# pushes two modules with the `weir` CLI, runs a
 # word count as the tenant, and shows its status and output. Stops everything at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +34,13 @@ WEIR_TOKEN=$(curl -sf -X POST -H "Authorization: Bearer $WEIR_ADMIN_TOKEN" \
   "$WEIR_SERVER/v1/admin/tenants/demo/tokens" | sed 's/.*"token":"\([^"]*\)".*/\1/')
 export WEIR_TOKEN
 
-# The tenant: input, modules, pipeline.
-$KAFKA topics --create --if-not-exists --topic demo.lines --partitions 3 >/dev/null
-$KAFKA topics --create --if-not-exists --topic demo.word-counts --partitions 3 >/dev/null
+# The tenant: its topics (through the API, with its own principal), input, modules,
+# pipeline.
+for topic in demo.lines demo.word-counts; do
+  curl -sf -X POST -H "Authorization: Bearer $WEIR_TOKEN" -H 'content-type: application/json' \
+    "$WEIR_SERVER/v1/topics" -d "{\"name\": \"$topic\", \"partitions\": 3}" >/dev/null
+done
+curl -sf -H "Authorization: Bearer $WEIR_TOKEN" "$WEIR_SERVER/v1/topics"; echo
 for i in $(seq 1 5000); do echo 'the quick brown fox jumps over the lazy weir'; done \
   | $KAFKA produce --topic demo.lines
 "$WEIR" module push build/guests/split_words.wasm
