@@ -1087,3 +1087,72 @@ fn a_partition_idle_across_a_restart_keeps_holding_event_time_where_it_was() {
         "every window the watermark passed, once, and no other"
     );
 }
+
+/// `weir reset-kafka` (the README's way to reuse a pipeline's name from nothing): a
+/// pipeline runs to its end and commits everything; the reset deletes its consumer
+/// group and progress topic (saying so, one line each) and leaves its input and output;
+/// `weir run --from-scratch` under the same name then commits every input record
+/// exactly once more, into a new output topic.
+#[test]
+fn a_reset_pipeline_counts_its_input_again_from_nothing() {
+    let _one_at_a_time = kafka::exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = kafka::unique_name("ops-reset-in");
+    let (first, second) = (
+        kafka::unique_name("ops-reset-out"),
+        kafka::unique_name("ops-reset-again"),
+    );
+    for topic in [&input, &first, &second] {
+        kafka::create_topic(topic, PARTITIONS);
+    }
+    let inputs = spread("reset", PARTITIONS, 2_000);
+    kafka::produce(&input, &inputs);
+    let mut spec = Spec::uppercase(
+        dir.path(),
+        &kafka::unique_name("ops-reset"),
+        &[&input],
+        &first,
+        0,
+    );
+    run_ok(&spec.write(dir.path(), true));
+    assert_exactly_once(&first, &uppercased(&[&inputs]));
+
+    let path = spec.write(dir.path(), true);
+    let out = weir()
+        .arg("reset-kafka")
+        .arg(&path)
+        .output()
+        .expect("reset");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        format!("deleted topic {}", spec.progress_topic()),
+        format!("deleted consumer group {}", spec.group()),
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "{line} in {stdout}");
+    }
+    assert_eq!(
+        kafka::committed_offsets(&spec.group(), &input),
+        BTreeMap::new()
+    );
+    assert!(kafka::topics_with_prefix(&spec.progress_topic()).is_empty());
+
+    spec.output = second.clone();
+    let path = spec.write(dir.path(), true);
+    let again = weir()
+        .args(["run", "--quiet", "--from-scratch"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_exactly_once(&second, &uppercased(&[&inputs]));
+    assert_exactly_once(&first, &uppercased(&[&inputs]));
+}
