@@ -20,6 +20,7 @@
 //! [`watchdog`], which turns a worker stuck on its broker into a failed one.
 
 pub mod checkpoint;
+pub mod child_process;
 pub mod cli;
 pub mod cluster;
 pub mod connector;

@@ -28,7 +28,7 @@ use crate::checkpoint::coordinator::RunEnd;
 use crate::cluster::Worker;
 use crate::metrics::PipelineMetrics;
 use crate::metrics::endpoint::{self, WorkerEndpoint};
-use crate::pipeline::{self, RunOptions};
+use crate::pipeline::{self, RunOptions, RunSummary};
 use crate::record::CheckpointId;
 use crate::spec::PipelineSpec;
 use crate::watchdog::{self, Watchdog, WatchdogConfig};
@@ -121,7 +121,13 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(summary) => summary,
         Err(e) => return failed(e.into(), &asked_to_stop, &who),
     };
-    let m = summary.metrics;
+    Ok(report(&summary, &who))
+}
+
+/// The run's last line (how it ended, what it counted, where it resumes) and its exit
+/// code.
+fn report(summary: &RunSummary, who: &str) -> ExitCode {
+    let m = &summary.metrics;
     let mut counts = format!(
         "{} records in, {} out, {} dead letters ({} late)",
         m.records_in, m.records_out, m.dead_letters, m.late_records
@@ -139,14 +145,14 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     match summary.end {
         RunEnd::Finished(last) => {
             eprintln!("weir: pipeline {who} finished: {counts}; last checkpoint {last}{resumed}");
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         RunEnd::Stopped { checkpoint, signal } => {
             eprintln!(
                 "weir: pipeline {who} stopped by {}: {counts}{resumed}; checkpoint {checkpoint} committed, `weir run` resumes from it",
                 signal_name(signal)
             );
-            Ok(ExitCode::from(exit_code(signal)))
+            ExitCode::from(exit_code(signal))
         }
     }
 }

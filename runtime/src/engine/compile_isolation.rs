@@ -23,7 +23,6 @@
 //!   time; a child starved of CPU may take longer in wall time) and kills the child
 //!   past it. It reads at most [`MAX_CHILD_STDERR`] bytes of the child's stderr.
 
-use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::error::EngineError;
 use super::guest_text::one_line;
+use crate::child_process;
 
 /// Default CPU time one module may take to compile: a componentize-py guest (18 MB)
 /// takes about a minute on two busy cores; real Rust guests take well under a second.
@@ -145,40 +145,16 @@ impl CompileIsolation {
         if let Some(dir) = cache_dir {
             command.arg("--cache-dir").arg(dir);
         }
-        let mut child = command.spawn()?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let mut stderr = child.stderr.take().expect("stderr is piped");
-        let stderr_reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            // A read error only shortens the diagnostic.
-            let _ = (&mut stderr)
-                .take(MAX_CHILD_STDERR)
-                .read_to_string(&mut text);
-            text
-        });
-        // A child that dies early closes its stdin: the write fails, the status tells why.
-        let _ = stdin.write_all(bytes);
-        drop(stdin);
         let deadline = Instant::now() + self.limits.wall_backstop();
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break Some(status);
-            }
-            if Instant::now() >= deadline {
-                child.kill()?;
-                child.wait()?;
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let text = stderr_reader.join().unwrap_or_default();
-        let Some(status) = status else {
+        let ended =
+            child_process::run_to_end(command.spawn()?, Some(bytes), deadline, MAX_CHILD_STDERR)?;
+        let Some(status) = ended.status else {
             return Ok(Some(ChildFailure::Backstop));
         };
         if status.success() {
             return Ok(None);
         }
-        Ok(Some(classify(status, &text)))
+        Ok(Some(classify(status, &ended.stderr)))
     }
 }
 

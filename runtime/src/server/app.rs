@@ -31,6 +31,7 @@ use crate::server::hosted_spec::{
 use crate::server::metrics::ServerMetrics;
 use crate::server::module_store::ModuleStore;
 use crate::server::namespace::TenantNamespace;
+use crate::server::redact::Redaction;
 use crate::server::supervisor::Supervisor;
 use crate::server::tokens;
 use crate::server::wire::PipelineState;
@@ -154,8 +155,13 @@ impl App {
     /// `text` as tenant `tenant` may read it: without the server's paths or the
     /// cluster's addresses (`redact`).
     pub fn redact(&self, tenant: &str, text: &str) -> String {
+        self.redaction(tenant).apply(text)
+    }
+
+    /// `redact`'s replacements for tenant `tenant`, for many texts at once.
+    pub fn redaction(&self, tenant: &str) -> Redaction {
         let bootstrap = self.kafka_access(tenant).bootstrap;
-        crate::server::redact::redact(text, &self.config.data_dir, tenant, bootstrap.as_deref())
+        Redaction::new(&self.config.data_dir, tenant, bootstrap.as_deref())
     }
 
     /// How the server itself reaches Kafka on the tenant's behalf (the topic API): the
@@ -168,22 +174,21 @@ impl App {
                 self.redact(tenant, &format!("Kafka: {e}")),
             )
         };
-        let bootstrap = self
-            .kafka_access(tenant)
+        let access = self.kafka_access(tenant);
+        let bootstrap = access
             .bootstrap
             .ok_or_else(|| unavailable("this server has no Kafka cluster configured".into()))?;
-        let Some(k) = self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()) else {
+        let (Some(mut security), Some(k)) = (
+            access.security,
+            self.tenant_config(tenant).and_then(|t| t.kafka.as_ref()),
+        ) else {
             return Ok(Endpoint::plaintext(bootstrap));
         };
-        let kafka = &self.config.kafka;
-        let security: SecurityConfig = serde_json::from_value(json!({
-            "protocol": kafka.protocol.as_deref().unwrap_or("sasl_plaintext"),
-            "mechanism": kafka.mechanism.as_deref().unwrap_or("SCRAM-SHA-256"),
-            "username": k.username,
-            "password_env": k.password_env,
-            "password_file": k.password_file,
-        }))
-        .map_err(|e| unavailable(e.to_string()))?;
+        // The workers' security, with the password where the server itself has it.
+        security["password_env"] = json!(k.password_env);
+        security["password_file"] = json!(k.password_file);
+        let security: SecurityConfig =
+            serde_json::from_value(security).map_err(|e| unavailable(e.to_string()))?;
         let security = security
             .resolve("topic API")
             .map_err(|e| unavailable(e.to_string()))?;

@@ -12,22 +12,45 @@ use std::path::Path;
 
 /// Replaces the server's internals in `text` (see the module invariants).
 pub fn redact(text: &str, data_dir: &Path, tenant: &str, bootstrap: Option<&str>) -> String {
-    let data_dir = data_dir.display().to_string();
-    let data_dir = data_dir.trim_end_matches('/');
-    let mut out = text.replace(
-        &format!("{data_dir}/tenants/{tenant}/pipelines"),
-        "<pipelines>",
-    );
-    if !data_dir.is_empty() {
-        out = out.replace(data_dir, "<server>");
-    }
-    for address in bootstrap.into_iter().flat_map(|b| b.split(',')) {
-        let address = address.trim();
-        if !address.is_empty() {
-            out = out.replace(address, "<kafka>");
+    Redaction::new(data_dir, tenant, bootstrap).apply(text)
+}
+
+/// What to replace for one tenant, worked out once for many texts.
+#[derive(Debug, Clone)]
+pub struct Redaction {
+    pipelines: String,
+    data_dir: String,
+    addresses: Vec<String>,
+}
+
+impl Redaction {
+    pub fn new(data_dir: &Path, tenant: &str, bootstrap: Option<&str>) -> Self {
+        let data_dir = data_dir.display().to_string();
+        let data_dir = data_dir.trim_end_matches('/').to_owned();
+        Redaction {
+            pipelines: format!("{data_dir}/tenants/{tenant}/pipelines"),
+            data_dir,
+            addresses: bootstrap
+                .into_iter()
+                .flat_map(|b| b.split(','))
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }
     }
-    out
+
+    /// `text` with the server's internals replaced.
+    pub fn apply(&self, text: &str) -> String {
+        let mut out = text.replace(&self.pipelines, "<pipelines>");
+        if !self.data_dir.is_empty() {
+            out = out.replace(&self.data_dir, "<server>");
+        }
+        for address in &self.addresses {
+            out = out.replace(address, "<kafka>");
+        }
+        out
+    }
 }
 
 #[cfg(test)]

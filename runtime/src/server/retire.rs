@@ -12,19 +12,19 @@
 //! - What fails is said in one line with the worker's own error text (the caller
 //!   redacts it before a tenant sees it).
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::child_process;
 use crate::server::namespace::PipelineDir;
 use crate::server::worker::{last_error_line, tenant_command};
 
 /// How long the reset may take in all (each broker call inside is bounded at 30 s).
 const RESET_BOUND: Duration = Duration::from_secs(180);
 
-/// How often the child is looked at.
-const POLL: Duration = Duration::from_millis(50);
+/// How much of the child's stderr is read (its error is its last line).
+const MAX_STDERR: u64 = 1 << 20;
 
 /// Resets the pipeline of `dir` on Kafka (see the module doc); `Err` is one line.
 /// A pipeline that never started has no generated spec and nothing on Kafka.
@@ -36,7 +36,7 @@ pub fn reset_on_kafka(
     if !dir.spec().exists() {
         return Ok(());
     }
-    let mut child = tenant_command(program, env)
+    let child = tenant_command(program, env)
         .arg("reset-kafka")
         .arg(dir.spec())
         .stdin(Stdio::null())
@@ -45,33 +45,14 @@ pub fn reset_on_kafka(
         .current_dir(dir.root())
         .spawn()
         .map_err(|e| format!("cannot start `weir reset-kafka`: {e}"))?;
-    let mut stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.take(1 << 20).read_to_string(&mut text);
-        }
-        text
-    });
-    let deadline = Instant::now() + RESET_BOUND;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(format!(
-                    "Kafka did not finish the reset within {RESET_BOUND:?}"
-                ));
-            }
-            Ok(None) => std::thread::sleep(POLL),
-            Err(e) => break Err(format!("cannot wait for `weir reset-kafka`: {e}")),
-        }
-    };
-    let stderr = reader.join().unwrap_or_default();
-    match status? {
-        s if s.success() => Ok(()),
-        s => Err(last_error_line(stderr.lines())
+    let ended = child_process::run_to_end(child, None, Instant::now() + RESET_BOUND, MAX_STDERR)
+        .map_err(|e| format!("cannot wait for `weir reset-kafka`: {e}"))?;
+    match ended.status {
+        None => Err(format!(
+            "Kafka did not finish the reset within {RESET_BOUND:?}"
+        )),
+        Some(s) if s.success() => Ok(()),
+        Some(s) => Err(last_error_line(ended.stderr.lines())
             .unwrap_or_else(|| format!("`weir reset-kafka` ended with {s}"))),
     }
 }

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::error::RDKafkaErrorCode;
 
 use crate::connector::kafka::KafkaError;
@@ -56,39 +56,17 @@ pub fn check_name(name: &str, prefix: &str) -> Result<(), String> {
 /// The tenant's topics (under `prefix`, internal ones left out), by name.
 pub fn list(endpoint: &Endpoint, prefix: &str) -> Result<Vec<TopicInfo>, KafkaError> {
     let admin = client::admin(endpoint, CALL_TIMEOUT)?;
-    let metadata = admin
-        .inner()
-        .fetch_metadata(None, CALL_TIMEOUT)
-        .map_err(|e| KafkaError::Unreachable {
-            bootstrap: endpoint.bootstrap.clone(),
-            timeout: CALL_TIMEOUT,
-            reason: crate::connector::kafka::error::reason(&e),
-        })?;
-    let mut topics: Vec<TopicInfo> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.error().is_none() && t.name().starts_with(prefix) && !is_internal(t.name()))
-        .map(|t| TopicInfo {
-            name: t.name().to_owned(),
-            partitions: t.partitions().len() as u32,
-        })
-        .collect();
+    let mut topics: Vec<TopicInfo> =
+        client::list_topics(&admin, &endpoint.bootstrap, CALL_TIMEOUT)?
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(prefix) && !is_internal(name))
+            .map(|(name, partitions)| TopicInfo {
+                name,
+                partitions: u32::try_from(partitions).unwrap_or(u32::MAX),
+            })
+            .collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(topics)
-}
-
-fn options() -> AdminOptions {
-    AdminOptions::new()
-        .request_timeout(Some(CALL_TIMEOUT))
-        .operation_timeout(Some(CALL_TIMEOUT))
-}
-
-fn no_answer(endpoint: &Endpoint, call: &str) -> KafkaError {
-    KafkaError::Unreachable {
-        bootstrap: endpoint.bootstrap.clone(),
-        timeout: CALL_TIMEOUT,
-        reason: format!("{call} did not answer"),
-    }
 }
 
 /// Creates `name` with `partitions` partitions (the broker's default replication);
@@ -98,9 +76,16 @@ pub fn create(endpoint: &Endpoint, name: &str, partitions: u32) -> Result<bool, 
     let partitions = i32::try_from(partitions).unwrap_or(i32::MAX);
     let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(-1));
     let what = || format!("cannot create topic {name}");
-    let results = block_on(admin.create_topics([&topic], &options()), CALL_TIMEOUT * 2)
-        .ok_or_else(|| no_answer(endpoint, "CreateTopics"))?
-        .map_err(|e| KafkaError::client(what(), &e))?;
+    let results = block_on(
+        admin.create_topics([&topic], &client::admin_options(CALL_TIMEOUT)),
+        CALL_TIMEOUT * 2,
+    )
+    .ok_or_else(|| KafkaError::Unreachable {
+        bootstrap: endpoint.bootstrap.clone(),
+        timeout: CALL_TIMEOUT,
+        reason: "CreateTopics did not answer".to_owned(),
+    })?
+    .map_err(|e| KafkaError::client(what(), &e))?;
     match results.into_iter().next() {
         Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(false),
         Some(Err((_, code))) => Err(KafkaError::from_code(what(), code)),
@@ -111,15 +96,13 @@ pub fn create(endpoint: &Endpoint, name: &str, partitions: u32) -> Result<bool, 
 /// Deletes `name`; `Ok(false)` if there is none.
 pub fn delete(endpoint: &Endpoint, name: &str) -> Result<bool, KafkaError> {
     let admin = client::admin(endpoint, CALL_TIMEOUT)?;
-    let what = || format!("cannot delete topic {name}");
-    let results = block_on(admin.delete_topics(&[name], &options()), CALL_TIMEOUT * 2)
-        .ok_or_else(|| no_answer(endpoint, "DeleteTopics"))?
-        .map_err(|e| KafkaError::client(what(), &e))?;
-    match results.into_iter().next() {
-        Some(Err((_, RDKafkaErrorCode::UnknownTopicOrPartition))) => Ok(false),
-        Some(Err((_, code))) => Err(KafkaError::from_code(what(), code)),
-        _ => Ok(true),
-    }
+    let deleted = client::delete_topics(
+        &admin,
+        &endpoint.bootstrap,
+        &[name.to_owned()],
+        CALL_TIMEOUT,
+    )?;
+    Ok(!deleted.is_empty())
 }
 
 #[cfg(test)]

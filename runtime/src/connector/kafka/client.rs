@@ -279,7 +279,8 @@ pub fn admin(
         })
 }
 
-fn admin_options(timeout: Duration) -> AdminOptions {
+/// Request and operation timeouts of an admin call.
+pub fn admin_options(timeout: Duration) -> AdminOptions {
     AdminOptions::new()
         .request_timeout(Some(timeout))
         .operation_timeout(Some(timeout))
@@ -374,11 +375,7 @@ pub fn ensure_topic(
         admin.create_topics([&new], &admin_options(timeout)),
         timeout + Duration::from_secs(1),
     )
-    .ok_or_else(|| KafkaError::Unreachable {
-        bootstrap: bootstrap.to_owned(),
-        timeout,
-        reason: format!("CreateTopics did not answer ({})", what()),
-    })?
+    .ok_or_else(|| no_answer(bootstrap, timeout, &format!("CreateTopics ({})", what())))?
     .map_err(|e| KafkaError::client(what(), &e))?;
     // Created here, or by someone else just before (another worker): then its
     // partition count is theirs, and the caller checks it if it matters.
@@ -407,3 +404,68 @@ pub fn ensure_topic(
 
 /// Wait between two looks at a just-created topic's metadata.
 const TOPIC_METADATA_POLL: Duration = Duration::from_millis(50);
+
+/// A call to the broker that did not answer within `timeout`.
+fn no_answer(bootstrap: &str, timeout: Duration, call: &str) -> KafkaError {
+    KafkaError::Unreachable {
+        bootstrap: bootstrap.to_owned(),
+        timeout,
+        reason: format!("{call} did not answer"),
+    }
+}
+
+/// Every topic the principal may see on the cluster, with its partition count.
+pub fn list_topics(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<Vec<(String, usize)>, KafkaError> {
+    let metadata =
+        admin
+            .inner()
+            .fetch_metadata(None, timeout)
+            .map_err(|e| KafkaError::Unreachable {
+                bootstrap: bootstrap.to_owned(),
+                timeout,
+                reason: reason(&e),
+            })?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| (t.name().to_owned(), t.partitions().len()))
+        .collect())
+}
+
+/// Deletes `topics` (DeleteTopics); returns those that existed.
+pub fn delete_topics(
+    admin: &AdminClient<QuietContext>,
+    bootstrap: &str,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<Vec<String>, KafkaError> {
+    if topics.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let results = block_on(
+        admin.delete_topics(&names, &admin_options(timeout)),
+        timeout + Duration::from_secs(1),
+    )
+    .ok_or_else(|| no_answer(bootstrap, timeout, "DeleteTopics"))?
+    .map_err(|e| KafkaError::client("deleting topics", &e))?;
+    let mut deleted = Vec::new();
+    for result in results {
+        match result {
+            Ok(topic) => deleted.push(topic),
+            Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+            Err((topic, code)) => {
+                return Err(KafkaError::from_code(
+                    format!("deleting topic {topic}"),
+                    code,
+                ));
+            }
+        }
+    }
+    Ok(deleted)
+}

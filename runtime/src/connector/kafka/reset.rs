@@ -27,7 +27,7 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::admin::AdminClient;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{Producer, ThreadedProducer};
 
@@ -99,7 +99,7 @@ pub fn owned_topics(
 pub fn reset(request: &ResetRequest<'_>) -> Result<Removed, KafkaError> {
     let endpoint = request.endpoint;
     let admin = client::admin(endpoint, request.timeout)?;
-    let listed = list_topics(&admin, endpoint, request.timeout)?;
+    let listed = topic_names(&admin, endpoint, request.timeout)?;
     let (topics, workers) = owned_topics(request.names, &request.repartition_topics, &listed);
     let mut fenced = Vec::new();
     if request.transactional {
@@ -109,7 +109,7 @@ pub fn reset(request: &ResetRequest<'_>) -> Result<Removed, KafkaError> {
             fenced.push(names.unit());
         }
     }
-    delete_topics(&admin, endpoint, &topics, request.timeout)?;
+    client::delete_topics(&admin, &endpoint.bootstrap, &topics, request.timeout)?;
     let groups = delete_groups(&admin, endpoint, &request.groups, request.timeout)?;
     wait_gone(&admin, endpoint, &topics, request.timeout)?;
     Ok(Removed {
@@ -119,27 +119,14 @@ pub fn reset(request: &ResetRequest<'_>) -> Result<Removed, KafkaError> {
     })
 }
 
-/// Every topic the principal may see on the cluster.
-fn list_topics(
+/// The names of every topic the principal may see.
+fn topic_names(
     admin: &AdminClient<QuietContext>,
     endpoint: &Endpoint,
     timeout: Duration,
 ) -> Result<Vec<String>, KafkaError> {
-    let metadata =
-        admin
-            .inner()
-            .fetch_metadata(None, timeout)
-            .map_err(|e| KafkaError::Unreachable {
-                bootstrap: endpoint.bootstrap.clone(),
-                timeout,
-                reason: crate::connector::kafka::error::reason(&e),
-            })?;
-    Ok(metadata
-        .topics()
-        .iter()
-        .filter(|t| t.error().is_none())
-        .map(|t| t.name().to_owned())
-        .collect())
+    let listed = client::list_topics(admin, &endpoint.bootstrap, timeout)?;
+    Ok(listed.into_iter().map(|(name, _)| name).collect())
 }
 
 /// Initialises both transactional ids of the commit unit of `names` and closes them:
@@ -162,50 +149,6 @@ fn fence_unit(
     Ok(())
 }
 
-fn admin_options(timeout: Duration) -> AdminOptions {
-    AdminOptions::new()
-        .request_timeout(Some(timeout))
-        .operation_timeout(Some(timeout))
-}
-
-fn no_answer(endpoint: &Endpoint, timeout: Duration, call: &str) -> KafkaError {
-    KafkaError::Unreachable {
-        bootstrap: endpoint.bootstrap.clone(),
-        timeout,
-        reason: format!("{call} did not answer"),
-    }
-}
-
-fn delete_topics(
-    admin: &AdminClient<QuietContext>,
-    endpoint: &Endpoint,
-    topics: &[String],
-    timeout: Duration,
-) -> Result<(), KafkaError> {
-    if topics.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let results = block_on(
-        admin.delete_topics(&names, &admin_options(timeout)),
-        timeout + Duration::from_secs(1),
-    )
-    .ok_or_else(|| no_answer(endpoint, timeout, "DeleteTopics"))?
-    .map_err(|e| KafkaError::client("deleting the pipeline's topics", &e))?;
-    for result in results {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
-            Err((topic, code)) => {
-                return Err(KafkaError::from_code(
-                    format!("deleting topic {topic}"),
-                    code,
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Deletes `groups`; returns those that existed.
 fn delete_groups(
     admin: &AdminClient<QuietContext>,
@@ -218,10 +161,14 @@ fn delete_groups(
     }
     let names: Vec<&str> = groups.iter().map(String::as_str).collect();
     let results = block_on(
-        admin.delete_groups(&names, &admin_options(timeout)),
+        admin.delete_groups(&names, &client::admin_options(timeout)),
         timeout + Duration::from_secs(1),
     )
-    .ok_or_else(|| no_answer(endpoint, timeout, "DeleteGroups"))?
+    .ok_or_else(|| KafkaError::Unreachable {
+        bootstrap: endpoint.bootstrap.clone(),
+        timeout,
+        reason: "DeleteGroups did not answer".to_owned(),
+    })?
     .map_err(|e| KafkaError::client("deleting the pipeline's consumer groups", &e))?;
     let mut deleted = Vec::new();
     for result in results {
@@ -254,7 +201,7 @@ fn wait_gone(
 ) -> Result<(), KafkaError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let listed = list_topics(admin, endpoint, timeout)?;
+        let listed = topic_names(admin, endpoint, timeout)?;
         let left: Vec<&String> = topics.iter().filter(|t| listed.contains(t)).collect();
         if left.is_empty() {
             return Ok(());

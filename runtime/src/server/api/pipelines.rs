@@ -31,6 +31,7 @@ const LOG_TAIL_LINES: usize = 20;
 pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
     let dir = app.namespace(&row.tenant).pipeline_dir(&row.name);
     let live = app.supervisor.workers(&row.tenant, &row.name);
+    let redaction = app.redaction(&row.tenant);
     let mut reported = Vec::new();
     let mut worker_status = Vec::new();
     for worker in workers(row.workers) {
@@ -47,13 +48,13 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
             restarts: view.map_or(0, |v| v.restarts),
             last_error: view
                 .and_then(|v| v.last_error.as_deref())
-                .map(|e| app.redact(&row.tenant, e)),
+                .map(|e| redaction.apply(e)),
             last_committed_checkpoint: (c.last_checkpoint_id > 0).then_some(c.last_checkpoint_id),
             records_in: c.records_in,
             records_out: c.records_out,
             log_tail: crate::server::worker_log::tail(&dir.log(worker), LOG_TAIL_LINES)
                 .iter()
-                .map(|l| app.redact(&row.tenant, l))
+                .map(|l| redaction.apply(l))
                 .collect(),
         });
         reported.push(counters);
@@ -78,7 +79,7 @@ pub fn status(app: &SharedApp, row: PipelineRow) -> PipelineStatus {
         dead_letters: sum(|c| c.dead_letters),
         consumer_lag,
         restarts: row.restarts,
-        last_error: row.last_error.map(|e| app.redact(&row.tenant, &e)),
+        last_error: row.last_error.map(|e| redaction.apply(&e)),
         savepoint: row.savepoint,
         created_at: row.created_at,
         name: row.name,
