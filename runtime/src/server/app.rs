@@ -34,6 +34,7 @@ use crate::server::namespace::TenantNamespace;
 use crate::server::redact::Redaction;
 use crate::server::supervisor::Supervisor;
 use crate::server::tokens;
+use crate::server::walls::Walls;
 use crate::server::wire::PipelineState;
 use crate::server::worker::Launch;
 
@@ -45,6 +46,8 @@ pub struct App {
     /// Module quota reservations and compile slots of uploads in progress.
     pub admission: Admission,
     pub supervisor: Supervisor,
+    /// The tenants' CPU and memory walls (cgroups).
+    pub walls: Walls,
     pub metrics: Arc<ServerMetrics>,
     /// The `weir` executable the workers run.
     pub program: PathBuf,
@@ -289,7 +292,8 @@ impl App {
         std::fs::write(dir.spec(), hosted.toml)
             .map_err(|e| ServerError::io("cannot write", &dir.spec(), e))?;
         let env = self.kafka_password(&tenant.id)?;
-        let disk_quota = quotas_over(&tenant.quotas, &self.config.quotas).checkpoint_bytes;
+        let quotas = quotas_over(&tenant.quotas, &self.config.quotas);
+        let wall = self.walls.tenant(&tenant.id, &quotas)?;
         let launches = crate::server::worker::workers(row.workers)
             .map(|worker| Launch {
                 program: self.program.clone(),
@@ -297,7 +301,8 @@ impl App {
                 worker,
                 env: env.clone(),
                 from_checkpoint,
-                disk_quota,
+                disk_quota: quotas.checkpoint_bytes,
+                wall: wall.clone(),
             })
             .collect();
         // Every refusal is the pipeline's state (workers still running, a delete under

@@ -18,6 +18,11 @@
 //! slots = 2                        # at once on the server; default half the CPUs, >= 1
 //! per_tenant = 1                   # at once per tenant; default 1
 //!
+//! [isolation]                      # per-tenant CPU and memory walls (cgroups v2, else v1)
+//! cgroups = "auto"                 # auto (without walls where the host has none, said at
+//!                                  # start), required (refuse to start without) or off
+//! parent = "/weir"                 # optional: the group to build under; default the server's
+//!
 //! [kafka]                          # the cluster tenants' pipelines use
 //! bootstrap = "127.0.0.1:9092"     # default $KAFKA_BOOTSTRAP
 //! protocol = "sasl_plaintext"      # with tenants' principals: sasl_plaintext or sasl_ssl
@@ -27,6 +32,9 @@
 //! pipelines = 10
 //! module_bytes = 268435456
 //! workers = 2                      # worker processes per pipeline; parallelism is per worker
+//! cpu_millicores = 2000            # all of a tenant's workers together: 2 CPUs (default no cap,
+//!                                  # and one CPU's share under contention)
+//! memory_bytes = 4294967296        # all of a tenant's workers together (default 4 GiB)
 //!
 //! [[tenants]]
 //! id = "team-a"
@@ -46,6 +54,7 @@ use serde::Deserialize;
 use crate::server::admission::CompilesConfig;
 use crate::server::error::ServerError;
 use crate::server::ids;
+use crate::server::walls::IsolationConfig;
 use crate::server::wire::Quotas;
 use crate::spec::units;
 
@@ -58,6 +67,8 @@ pub struct ServerConfig {
     pub workers: WorkersConfig,
     /// How many module compiles run at once (see `admission`).
     pub compiles: CompilesConfig,
+    /// Per-tenant CPU and memory walls (see `walls`).
+    pub isolation: IsolationConfig,
     pub kafka: ServerKafka,
     /// Quotas of tenants that set none of their own.
     pub quotas: Quotas,
@@ -89,6 +100,8 @@ struct RawServerConfig {
     workers: WorkersConfig,
     #[serde(default)]
     compiles: CompilesConfig,
+    #[serde(default)]
+    isolation: IsolationConfig,
     #[serde(default)]
     kafka: ServerKafka,
     #[serde(default)]
@@ -180,6 +193,15 @@ pub struct TenantKafka {
 /// operator grants more.
 pub const DEFAULT_WORKERS_QUOTA: u32 = 2;
 
+/// Host memory of a tenant's workers together when no quota sets it.
+pub const DEFAULT_MEMORY_QUOTA: u64 = 4 << 30;
+/// The smallest CPU quota (the kernel's CFS quota is at least 1 ms a 100 ms period).
+pub const MIN_CPU_MILLICORES: u32 = 10;
+/// The largest CPU quota: 1,024 CPUs.
+pub const MAX_CPU_MILLICORES: u32 = 1_024_000;
+/// The smallest memory quota: a worker with one small guest needs tens of MiB.
+pub const MIN_MEMORY_QUOTA: u64 = 64 << 20;
+
 /// Quotas when neither the tenant nor the server's `[quotas]` set one.
 pub fn builtin_quotas() -> Quotas {
     Quotas {
@@ -191,6 +213,8 @@ pub fn builtin_quotas() -> Quotas {
         workers: Some(DEFAULT_WORKERS_QUOTA),
         checkpoint_bytes: Some(10 << 30),
         topic_partitions: Some(64),
+        cpu_millicores: None,
+        memory_bytes: Some(DEFAULT_MEMORY_QUOTA),
     }
 }
 
@@ -205,9 +229,21 @@ pub fn check_quotas(quotas: &Quotas) -> Result<(), String> {
     ]
     .into_iter()
     .find(|(_, v)| *v == Some(0));
-    match zero {
-        Some((field, _)) => Err(format!("quotas.{field} must be at least 1")),
-        None => Ok(()),
+    if let Some((field, _)) = zero {
+        return Err(format!("quotas.{field} must be at least 1"));
+    }
+    if let Some(m) = quotas.cpu_millicores
+        && !(MIN_CPU_MILLICORES..=MAX_CPU_MILLICORES).contains(&m)
+    {
+        return Err(format!(
+            "quotas.cpu_millicores must be between {MIN_CPU_MILLICORES} and {MAX_CPU_MILLICORES} (thousandths of a CPU), not {m}"
+        ));
+    }
+    match quotas.memory_bytes {
+        Some(b) if b < MIN_MEMORY_QUOTA => Err(format!(
+            "quotas.memory_bytes must be at least {MIN_MEMORY_QUOTA} (64 MiB), not {b}"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -222,6 +258,8 @@ pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
         workers: quotas.workers.or(defaults.workers),
         checkpoint_bytes: quotas.checkpoint_bytes.or(defaults.checkpoint_bytes),
         topic_partitions: quotas.topic_partitions.or(defaults.topic_partitions),
+        cpu_millicores: quotas.cpu_millicores.or(defaults.cpu_millicores),
+        memory_bytes: quotas.memory_bytes.or(defaults.memory_bytes),
     }
 }
 
@@ -268,6 +306,7 @@ impl ServerConfig {
             admin_token,
             workers: raw.workers,
             compiles: raw.compiles,
+            isolation: raw.isolation,
             kafka: raw.kafka,
             quotas: quotas_over(&raw.quotas, &builtin_quotas()),
             tenants: raw.tenants,

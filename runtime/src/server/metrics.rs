@@ -11,6 +11,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use crate::server::cgroup::Usage;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TenantLabel {
@@ -44,6 +47,11 @@ pub struct ServerMetrics {
     pub module_uploads: Family<OutcomeLabel, Counter>,
     /// Pipelines by state, set at every scrape from the catalog.
     pub pipelines: Family<StateLabel, Gauge>,
+    /// Each tenant's cgroup, read at every admin scrape (`walls`).
+    tenant_cpu_seconds: Family<TenantLabel, Gauge<f64, AtomicU64>>,
+    tenant_memory_bytes: Family<TenantLabel, Gauge>,
+    tenant_oom_kills: Family<TenantLabel, Gauge>,
+    tenant_cpu_throttled_periods: Family<TenantLabel, Gauge>,
 }
 
 impl Default for ServerMetrics {
@@ -56,6 +64,10 @@ impl Default for ServerMetrics {
             pipeline_state_changes: Family::default(),
             module_uploads: Family::default(),
             pipelines: Family::default(),
+            tenant_cpu_seconds: Family::default(),
+            tenant_memory_bytes: Family::default(),
+            tenant_oom_kills: Family::default(),
+            tenant_cpu_throttled_periods: Family::default(),
             registry: Registry::default(),
             by_tenant: Registry::default(),
         };
@@ -80,6 +92,26 @@ impl Default for ServerMetrics {
             m.module_uploads.clone(),
         );
         registry.register("pipelines", "Pipelines by state", m.pipelines.clone());
+        by_tenant.register(
+            "tenant_cpu_seconds",
+            "CPU time of the tenant's workers (its cgroup), seconds",
+            m.tenant_cpu_seconds.clone(),
+        );
+        by_tenant.register(
+            "tenant_memory_bytes",
+            "Memory of the tenant's workers now (its cgroup), bytes",
+            m.tenant_memory_bytes.clone(),
+        );
+        by_tenant.register(
+            "tenant_oom_kills",
+            "Workers the kernel killed for the tenant's memory quota",
+            m.tenant_oom_kills.clone(),
+        );
+        by_tenant.register(
+            "tenant_cpu_throttled_periods",
+            "CPU periods (100 ms) in which the tenant's workers ran out of its CPU quota",
+            m.tenant_cpu_throttled_periods.clone(),
+        );
         ServerMetrics {
             registry,
             by_tenant,
@@ -89,6 +121,31 @@ impl Default for ServerMetrics {
 }
 
 impl ServerMetrics {
+    /// Sets the tenants' cgroup gauges to `usages`, and drops those of tenants not in
+    /// it (deleted ones).
+    pub fn set_tenant_usages(&self, usages: &[(String, Usage)]) {
+        self.tenant_cpu_seconds.clear();
+        self.tenant_memory_bytes.clear();
+        self.tenant_oom_kills.clear();
+        self.tenant_cpu_throttled_periods.clear();
+        let whole = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for (id, usage) in usages {
+            let label = TenantLabel { tenant: id.clone() };
+            self.tenant_cpu_seconds
+                .get_or_create(&label)
+                .set(usage.cpu.as_secs_f64());
+            self.tenant_memory_bytes
+                .get_or_create(&label)
+                .set(whole(usage.memory_bytes));
+            self.tenant_oom_kills
+                .get_or_create(&label)
+                .set(whole(usage.oom_kills));
+            self.tenant_cpu_throttled_periods
+                .get_or_create(&label)
+                .set(whole(usage.throttled_periods));
+        }
+    }
+
     /// The OpenMetrics text of the metrics, those labelled by tenant only if
     /// `with_tenants` (the admin's scrape).
     pub fn encode(&self, with_tenants: bool) -> String {

@@ -16,11 +16,14 @@
 //!   state is `running` is started again and resumes from its checkpoints; on SIGTERM or
 //!   SIGINT, every worker stops with a final checkpoint before the server exits; on
 //!   SIGKILL, the kernel kills the workers (`worker`), and the next start resumes them.
+//! - Where the host has cgroups, each tenant's workers run in the tenant's group with
+//!   its CPU and memory quotas (`walls`): a greedy tenant slows or kills only its own.
 
 pub mod admission;
 pub mod api;
 pub mod app;
 pub mod catalog;
+pub mod cgroup;
 pub mod config;
 pub mod error;
 pub mod hosted_spec;
@@ -34,6 +37,7 @@ pub mod spec_paths;
 pub mod supervisor;
 pub mod tokens;
 pub mod topic_admin;
+pub mod walls;
 pub mod wire;
 pub mod worker;
 pub mod worker_log;
@@ -55,6 +59,7 @@ use crate::server::error::ServerError;
 use crate::server::metrics::ServerMetrics;
 use crate::server::module_store::ModuleStore;
 use crate::server::supervisor::Supervisor;
+use crate::server::walls::Walls;
 
 /// Compile limits of an uploaded module (as a spec's defaults).
 const UPLOAD_COMPILE: CompileLimits = CompileLimits {
@@ -82,12 +87,14 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
     let admission = Admission::new(&config.compiles);
     let metrics = Arc::new(ServerMetrics::default());
     let supervisor = Supervisor::new(config.workers.clone(), catalog.clone(), metrics.clone());
+    let walls = Walls::open(&config.isolation, data_dir)?;
     Ok(Arc::new(App {
         config,
         catalog,
         store,
         admission,
         supervisor,
+        walls,
         metrics,
         program,
         ready: AtomicBool::new(false),
@@ -123,7 +130,12 @@ pub async fn serve(
     let served = serve_on(listener, tls, router, shutdown).await;
     let _ = resumed.await;
     let stopping = app.clone();
-    let _ = tokio::task::spawn_blocking(move || stopping.supervisor.shutdown()).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        stopping.supervisor.shutdown();
+        let tenants = stopping.catalog.tenants().unwrap_or_default();
+        stopping.walls.close(tenants.into_iter().map(|t| t.id));
+    })
+    .await;
     served
 }
 

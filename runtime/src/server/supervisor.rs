@@ -28,7 +28,7 @@
 //!   thread or lock with another pipeline's workers.
 
 use std::collections::HashMap;
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -41,6 +41,7 @@ use crate::server::catalog::{Catalog, RunRecord};
 use crate::server::config::WorkersConfig;
 use crate::server::metrics::{ServerMetrics, TenantLabel};
 use crate::server::namespace::PipelineDir;
+use crate::server::walls::TenantWall;
 use crate::server::wire::PipelineState;
 use crate::server::worker::{Launch, last_complete_checkpoint, last_error, pipeline_checkpoint};
 use crate::server::worker_log::rotate_if_over;
@@ -522,6 +523,7 @@ impl Run {
     fn run_once(&self) -> Exit {
         let worker = self.launch.worker;
         let _ = std::fs::remove_file(self.launch.dir.status(worker));
+        let oom_kills = self.launch.wall.as_ref().map(TenantWall::oom_kills);
         let mut child = match self.launch.spawn() {
             Ok(child) => child,
             Err(e) => return Exit::Failed(e.to_string()),
@@ -536,19 +538,31 @@ impl Run {
         self.shared.update(self.index, false, |v| v.pid = None);
         match (self.shared.request(), status) {
             (Request::None, Some(s)) if s.success() => Exit::Finished,
-            (Request::None, status) => Exit::Failed(
-                last_error(&self.launch.dir.log(worker)).unwrap_or_else(|| match status {
-                    Some(s) => format!("the worker exited with {s}"),
-                    None => "the worker could not be waited for".into(),
-                }),
-            ),
+            (Request::None, status) => Exit::Failed(self.failure(status, oom_kills)),
             (request, _) => Exit::Requested(request),
         }
     }
 
+    /// Why the worker failed: killed by the kernel for the tenant's memory quota (its
+    /// group counted a kill while it ran, and it died of SIGKILL), else its log's last
+    /// error, else its exit status.
+    fn failure(&self, status: Option<ExitStatus>, oom_kills_before: Option<u64>) -> String {
+        use std::os::unix::process::ExitStatusExt;
+        let killed = status.and_then(|s| s.signal()) == Some(Signal::SIGKILL as i32);
+        if let (true, Some(wall), Some(before)) = (killed, &self.launch.wall, oom_kills_before)
+            && wall.oom_kills() > before
+        {
+            return wall.out_of_memory();
+        }
+        last_error(&self.launch.dir.log(self.launch.worker)).unwrap_or_else(|| match status {
+            Some(s) => format!("the worker exited with {s}"),
+            None => "the worker could not be waited for".into(),
+        })
+    }
+
     /// Waits for the child; once a stop is asked, for at most `stop_timeout`. Kills the
     /// pipeline's workers (and says why) if its directory grows past the disk quota.
-    fn wait(&self, child: &mut Child) -> Option<std::process::ExitStatus> {
+    fn wait(&self, child: &mut Child) -> Option<ExitStatus> {
         let mut asked_at: Option<Instant> = None;
         let mut log_checked = Instant::now();
         loop {

@@ -65,6 +65,7 @@ fn setup_with(count: u32, script: impl FnOnce(&PipelineDir) -> String) -> Setup 
             env: vec![],
             from_checkpoint: None,
             disk_quota: None,
+            wall: None,
         })
         .collect();
     let config = WorkersConfig {

@@ -39,10 +39,7 @@ pub fn check_name(name: &str, prefix: &str) -> Result<(), String> {
             "topic {name:?}: use at most {MAX_TOPIC_NAME} of a-z, A-Z, 0-9, ., _ and -"
         ));
     }
-    if !name
-        .strip_prefix(prefix)
-        .is_some_and(|rest| !rest.is_empty())
-    {
+    if name.strip_prefix(prefix).is_none_or(str::is_empty) {
         return Err(format!("topic {name:?} is outside your prefix {prefix:?}"));
     }
     if is_internal(name) {

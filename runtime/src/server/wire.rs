@@ -46,6 +46,18 @@ pub struct Quotas {
     /// (the pipelines' own internal topics are not counted).
     #[serde(default, deserialize_with = "whole::number")]
     pub topic_partitions: Option<u32>,
+    /// CPU of all the tenant's workers together, in thousandths of a CPU (1500: one and
+    /// a half CPUs), enforced by the kernel where the server runs with cgroups; none:
+    /// no cap, and under contention the share of one CPU.
+    #[schema(minimum = 10, maximum = 1024000)]
+    #[serde(default, deserialize_with = "whole::number")]
+    pub cpu_millicores: Option<u32>,
+    /// Memory of all the tenant's workers together, bytes (host memory: guests' linear
+    /// memory, state caches, buffers), enforced by the kernel where the server runs with
+    /// cgroups; past it the kernel kills one of the tenant's workers.
+    #[schema(minimum = 67108864)]
+    #[serde(default, deserialize_with = "whole::number")]
+    pub memory_bytes: Option<u64>,
 }
 
 /// `POST /v1/topics`: a topic under the tenant's prefix.

@@ -14,6 +14,8 @@
 //! - Its stderr is appended to its own log (`PipelineDir::log`: `worker.log` for a
 //!   pipeline of one worker, `worker-<I>-of-<N>.log` for each of N); the last `weir:
 //!   error:` line there is the worker's `last_error`.
+//! - With walls (`walls`), it enters its tenant's cgroup right after the spawn, or is
+//!   killed.
 //! - Worker I of N > 1 is started with `--worker I/N` and never with
 //!   `--from-checkpoint`: it resumes from its own last committed checkpoint, or, as the
 //!   first start of a new number of workers, rescales from the old workers' ones.
@@ -27,6 +29,7 @@ use crate::cluster::Worker;
 use crate::metrics::MetricsSnapshot;
 use crate::server::error::ServerError;
 use crate::server::namespace::PipelineDir;
+use crate::server::walls::TenantWall;
 
 /// Variables a worker inherits from the server (all others are dropped).
 const INHERITED_ENV: [&str; 7] = [
@@ -53,6 +56,8 @@ pub struct Launch {
     pub from_checkpoint: Option<u64>,
     /// Bytes the pipeline's directory (state, checkpoints, log) may hold.
     pub disk_quota: Option<u64>,
+    /// The tenant's CPU and memory wall the worker runs in (none: the host has none).
+    pub wall: Option<TenantWall>,
 }
 
 impl Launch {
@@ -77,13 +82,17 @@ impl Launch {
         } else if let Some(n) = self.from_checkpoint {
             command.arg("--from-checkpoint").arg(n.to_string());
         }
-        command
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .current_dir(self.dir.root())
             .spawn()
-            .map_err(|e| ServerError::io("cannot start worker", &self.program, e))
+            .map_err(|e| ServerError::io("cannot start worker", &self.program, e))?;
+        if let Some(wall) = &self.wall {
+            wall.admit(&mut child)?;
+        }
+        Ok(child)
     }
 }
 

@@ -86,6 +86,7 @@ pub async fn delete_tenant(
     let modules = app.catalog.modules(id)?;
     match app.catalog.delete_tenant(id)? {
         DeleteOutcome::Deleted => {
+            app.walls.remove_tenant(id);
             for m in modules {
                 if !app.catalog.module_in_store(&m.id)? {
                     app.store.remove(&m.id);

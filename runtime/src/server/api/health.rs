@@ -44,6 +44,16 @@ pub async fn metrics(State(app): State<SharedApp>, admin: Option<AdminAuth>) -> 
             app.metrics.pipelines.get_or_create(&label).inc();
         }
     }
+    if admin.is_some()
+        && app.walls.enabled()
+        && let Ok(tenants) = app.catalog.tenants()
+    {
+        let usages: Vec<_> = tenants
+            .into_iter()
+            .filter_map(|t| Some((t.id.clone(), app.walls.usage(&t.id)?)))
+            .collect();
+        app.metrics.set_tenant_usages(&usages);
+    }
     (
         [(
             header::CONTENT_TYPE,
