@@ -45,7 +45,7 @@ use crate::record::ids;
 use crate::record::message::{Barrier, Message};
 use crate::spec::step::AggregateStep;
 use crate::spec::{PipelineSpec, SourceConfig, SourceSpec, StepSpec, WindowSpec};
-use crate::state::CacheBounds;
+use crate::state::{CacheBounds, memtable_bytes};
 use crate::storage::CheckpointStorage;
 
 /// Batches buffered per channel: enough to keep both ends busy, small enough that
@@ -449,6 +449,14 @@ fn step_operator(
     Ok(Box::new(op.with_memory_gauge(memory)))
 }
 
+/// Stateful subtasks of this worker per unit of parallelism: its aggregate steps.
+fn stateful_steps(spec: &PipelineSpec) -> usize {
+    spec.steps
+        .iter()
+        .filter(|s| matches!(s, StepSpec::Aggregate(_)))
+        .count()
+}
+
 /// What an aggregate operator needs of its step and of the spec.
 fn aggregate_config(
     cx: &BuildContext<'_>,
@@ -478,6 +486,7 @@ fn aggregate_config(
         cache: CacheBounds {
             entries: agg.cache_entries,
             bytes: agg.cache_bytes,
+            memtable_bytes: memtable_bytes(spec.parallelism * stateful_steps(spec)),
         },
         max_accumulator_bytes: agg.max_accumulator_bytes,
         update_and_emit: true,

@@ -16,7 +16,9 @@
 //!   `dirty_limit` dirty entries are written back together between barriers, so a
 //!   barrier has little to copy. Write-backs in flight hold at most the byte bound more
 //!   (see `writer`): the state's memory is at most twice `CacheBounds::bytes` plus
-//!   RocksDB's own (memtables, block cache).
+//!   RocksDB's own: two memtables of `CacheBounds::memtable_bytes` (a share of the
+//!   process's, `memtable_bytes`) and the block cache, one per process
+//!   (`PROCESS_BLOCK_CACHE_BYTES`).
 //! - Only the state writer thread (see `writer`) writes the live DB, in the order the
 //!   task sent write-backs; the task thread only reads it. What `get` returns is the
 //!   cache, else the newest write-back still in flight, else RocksDB; `scan` waits until
@@ -39,11 +41,11 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DB, DBCompressionType, DEFAULT_COLUMN_FAMILY_NAME,
-    Options, ReadOptions,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
+    DEFAULT_COLUMN_FAMILY_NAME, Options, ReadOptions,
 };
 
 use crate::record::CheckpointId;
@@ -62,30 +64,55 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
 /// stateful subtask, whatever the accumulators' sizes.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
-/// Bounds of the write-back cache of one `KeyedState`.
+/// Memory bounds of one `KeyedState`: its write-back cache and its RocksDB memtables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBounds {
     /// Most entries (values, tombstones, negative lookups); at least 1.
     pub entries: usize,
     /// Most bytes those entries count for (see `cache::slot_bytes`); at least 1.
     pub bytes: usize,
+    /// Size of each RocksDB memtable (at most two are held: one filling, one being
+    /// flushed); see [`memtable_bytes`].
+    pub memtable_bytes: usize,
 }
 
 impl From<usize> for CacheBounds {
-    /// `entries` entries and the default byte bound.
+    /// `entries` entries, the default byte bound and the largest memtables.
     fn from(entries: usize) -> Self {
         CacheBounds {
             entries,
             bytes: DEFAULT_CACHE_BYTES,
+            memtable_bytes: MAX_MEMTABLE_BYTES,
         }
     }
 }
 
-/// RocksDB memtable size, per memtable (at most two are held: one filling, one being
-/// flushed). RocksDB's default, 64 MiB, would make memtables the largest part of a
-/// subtask's memory next to a bounded accumulator cache; every checkpoint flushes the
-/// memtable anyway, so a smaller one costs little.
-const WRITE_BUFFER_BYTES: usize = 16 << 20;
+/// Largest RocksDB memtable. RocksDB's default, 64 MiB, would make memtables the largest
+/// part of a subtask's memory next to a bounded accumulator cache; every checkpoint
+/// flushes the memtable anyway, so a smaller one costs little.
+const MAX_MEMTABLE_BYTES: usize = 16 << 20;
+/// Smallest memtable a subtask gets, however many share the process.
+const MIN_MEMTABLE_BYTES: usize = 1 << 20;
+/// Memtables of all the stateful subtasks of one process together (two each).
+pub const PROCESS_MEMTABLE_BYTES: usize = 256 << 20;
+/// The block cache all the DBs of a process share (RocksDB would give each DB its own
+/// 32 MiB).
+pub const PROCESS_BLOCK_CACHE_BYTES: usize = 64 << 20;
+
+/// The memtable size of each of `stateful_subtasks` DBs in one process: an equal share
+/// of [`PROCESS_MEMTABLE_BYTES`] (two memtables each), between 1 and 16 MiB. So the
+/// memtables (and their bloom filters, a tenth of their size, allocated up front) do not
+/// grow with parallelism past 8 stateful subtasks, up to 128.
+pub fn memtable_bytes(stateful_subtasks: usize) -> usize {
+    (PROCESS_MEMTABLE_BYTES / (2 * stateful_subtasks.max(1)))
+        .clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES)
+}
+
+/// The process's shared block cache (see [`PROCESS_BLOCK_CACHE_BYTES`]).
+fn block_cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(|| Cache::new_lru_cache(PROCESS_BLOCK_CACHE_BYTES))
+}
 
 /// Bloom filter bits per key in the SSTs: about 1% false positives.
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
@@ -153,7 +180,7 @@ impl KeyedState {
         let cache_capacity = cache_capacity.into();
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
-        let db = open_db(&db_dir)?;
+        let db = open_db(&db_dir, cache_capacity.memtable_bytes)?;
         Self::from_parts(db, work_dir, db_dir, cache_capacity, SharedNames::new())
     }
 
@@ -170,7 +197,7 @@ impl KeyedState {
         let restore = || -> Result<Self, StateError> {
             let db_dir = prepare_work_dir(&work_dir)?;
             fetch_snapshot(storage, snapshot, &db_dir)?;
-            let db = open_db(&db_dir)?;
+            let db = open_db(&db_dir, cache_capacity.memtable_bytes)?;
             let names = SharedNames::restored(snapshot);
             Self::from_parts(db, work_dir.clone(), db_dir, cache_capacity, names)
         };
@@ -476,11 +503,11 @@ const PREFETCH_MIN_READS: usize = 16;
 /// The largest dirty limit: some 10 ms of copying at a barrier.
 const MAX_DIRTY_ENTRIES: usize = 65_536;
 
-fn db_options() -> Options {
+fn db_options(memtable_bytes: usize) -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_compression_type(DBCompressionType::Lz4);
-    options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_write_buffer_size(memtable_bytes);
     options.set_max_write_buffer_number(2);
     options.set_keep_log_file_num(INFO_LOG_FILES_KEPT);
     // Most reads miss: a key new to the cache is usually new to the state too. Bloom
@@ -489,18 +516,20 @@ fn db_options() -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
     table.set_whole_key_filtering(true);
+    table.set_block_cache(block_cache());
     options.set_block_based_table_factory(&table);
     options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
     options.set_memtable_whole_key_filtering(true);
     options
 }
 
-pub(super) fn open_db(db_dir: &Path) -> Result<DB, StateError> {
+pub(super) fn open_db(db_dir: &Path, memtable_bytes: usize) -> Result<DB, StateError> {
     // The default column family by descriptor, so that its handle serves batched
     // MultiGets; with its options given again (`open_cf` by name would give it RocksDB's
     // defaults: 64 MiB memtables, no bloom filters).
-    let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, db_options());
-    DB::open_cf_descriptors(&db_options(), db_dir, [default])
+    let options = db_options(memtable_bytes);
+    let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, options.clone());
+    DB::open_cf_descriptors(&options, db_dir, [default])
         .map_err(|e| StateError::db("open", db_dir, e))
 }
 

@@ -75,9 +75,10 @@ impl KeyedState {
         cache_capacity: impl Into<CacheBounds>,
     ) -> Result<(Self, KeyGroupRestoreStats), StateError> {
         refuse_overlaps(sources)?;
+        let cache_capacity = cache_capacity.into();
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
-        let db = open_db(&db_dir)?;
+        let db = open_db(&db_dir, cache_capacity.memtable_bytes)?;
         let mut stats = KeyGroupRestoreStats::default();
         for (n, source) in sources.iter().enumerate() {
             if source.key_groups.is_empty() {
@@ -97,13 +98,7 @@ impl KeyedState {
             stats.entries += entries;
             stats.bytes += bytes;
         }
-        let state = Self::from_parts(
-            db,
-            work_dir,
-            db_dir,
-            cache_capacity.into(),
-            SharedNames::new(),
-        )?;
+        let state = Self::from_parts(db, work_dir, db_dir, cache_capacity, SharedNames::new())?;
         Ok((state, stats))
     }
 }

@@ -21,7 +21,10 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyHash, KeyedState};
+pub use backend::{
+    CacheBounds, DEFAULT_CACHE_BYTES, DEFAULT_CACHE_CAPACITY, KeyHash, KeyedState,
+    PROCESS_BLOCK_CACHE_BYTES, PROCESS_MEMTABLE_BYTES, memtable_bytes,
+};
 pub use cache::SlotId;
 pub use error::StateError;
 pub use key::{DecodedKey, StateKey};

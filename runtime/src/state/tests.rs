@@ -100,6 +100,7 @@ fn state_cache_is_bounded_in_bytes() {
     let bounds = crate::state::CacheBounds {
         entries: 100_000,
         bytes: 256 << 10,
+        memtable_bytes: crate::state::memtable_bytes(1),
     };
     let mut state = KeyedState::open_fresh(dir.path().join("agg"), bounds).expect("open");
     let value = |i: u32| vec![(i % 251) as u8; 10 << 10];
@@ -696,4 +697,20 @@ fn state_restored_by_key_groups_holds_exactly_those_groups_from_their_sources() 
     )
     .expect_err("overlap");
     assert!(refused.to_string().contains("overlap"), "{refused}");
+}
+
+/// Memtables are a share of the process's: 16 MiB each up to 8 stateful subtasks, then
+/// shrinking so that all together stay at `PROCESS_MEMTABLE_BYTES` (two each), down to
+/// 1 MiB.
+#[test]
+fn memtables_share_the_process_budget() {
+    use crate::state::{PROCESS_MEMTABLE_BYTES, memtable_bytes};
+    assert_eq!(memtable_bytes(0), 16 << 20);
+    assert_eq!(memtable_bytes(1), 16 << 20);
+    assert_eq!(memtable_bytes(8), 16 << 20);
+    for n in [9, 16, 64, 128] {
+        assert!(2 * n * memtable_bytes(n) <= PROCESS_MEMTABLE_BYTES, "{n}");
+    }
+    assert_eq!(memtable_bytes(64), 2 << 20);
+    assert_eq!(memtable_bytes(1024), 1 << 20);
 }

@@ -200,6 +200,7 @@ pub fn open_aggregate(
             cache: CacheBounds {
                 entries: DEFAULT_CACHE_CAPACITY,
                 bytes: DEFAULT_CACHE_BYTES,
+                memtable_bytes: weir::state::memtable_bytes(1),
             },
             max_accumulator_bytes: 1 << 20,
             update_and_emit,
