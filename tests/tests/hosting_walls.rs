@@ -96,6 +96,52 @@ fn run_quiet(s: &TestServer, token: &str, module: &str, tag: &str) -> Duration {
     took
 }
 
+/// Starts the noisy tenant's hogs, each unbounded on 2 subtasks: a CPU hog (tens of
+/// microseconds a record, so that every call ends well within its deadline even
+/// throttled) and a memory hog of 2 x 160 MiB. Waits until the kernel has killed the
+/// memory hog's worker and the pipeline says why. Returns both pipelines' names.
+fn start_hogs(s: &TestServer, noisy: &str, greedy: &str) -> [String; 2] {
+    let forever = (1_000_000_000, 2);
+    let hogs = [
+        (kafka::unique_name("cpu-hog"), json!({"spin": "20000"})),
+        (kafka::unique_name("memory-hog"), json!({"hold_mib": "160"})),
+    ];
+    for (name, config) in &hogs {
+        pipeline(s, noisy, "noisy", name, greedy, forever, config.clone());
+    }
+    let killed = s.wait_status(noisy, &hogs[1].0, Duration::from_secs(120), |v| {
+        v["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("memory quota"))
+    });
+    assert!(
+        killed["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&NOISY_MEMORY.to_string())),
+        "the memory hog's error names the quota: {killed}"
+    );
+    assert!(tenant_metric(s, "weir_server_tenant_oom_kills", "noisy") >= 1.0);
+    hogs.map(|(name, _)| name)
+}
+
+/// Deletes the noisy tenant's pipelines, module and the tenant: its gauges go with it.
+fn delete_noisy(s: &TestServer, noisy: &str, greedy: &str, hogs: [String; 2]) {
+    for name in hogs {
+        let deleted = s.delete(&format!("/v1/pipelines/{name}"), Some(noisy));
+        assert_eq!(deleted.status, 204, "{deleted:?}");
+    }
+    let deleted = s.delete(&format!("/v1/modules/{greedy}"), Some(noisy));
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    let deleted = s.delete("/v1/admin/tenants/noisy", Some(ADMIN_TOKEN));
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    let text = s.get("/metrics", Some(ADMIN_TOKEN)).body;
+    let text = text.as_str().expect("text");
+    assert!(
+        !text.contains("tenant_cpu_seconds{tenant=\"noisy\"}"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_greedy_tenant_is_held_to_its_cpu_and_memory_quotas_next_to_a_quiet_one() {
     let _one = kafka::exclusive();
@@ -111,46 +157,9 @@ fn a_greedy_tenant_is_held_to_its_cpu_and_memory_quotas_next_to_a_quiet_one() {
     // Once to compile the module, once to time it alone.
     run_quiet(&s, &quiet, &uppercase, "warm");
     let alone = run_quiet(&s, &quiet, &uppercase, "alone");
+    let hogs = start_hogs(&s, &noisy, &greedy);
 
-    // A CPU hog on 2 subtasks (tens of microseconds a record, so that every call ends
-    // well within its deadline even throttled), unbounded; a memory hog of 2 x 160 MiB.
-    let forever = (1_000_000_000, 2);
-    let (cpu_hog, memory_hog) = (
-        kafka::unique_name("cpu-hog"),
-        kafka::unique_name("memory-hog"),
-    );
-    pipeline(
-        &s,
-        &noisy,
-        "noisy",
-        &cpu_hog,
-        &greedy,
-        forever,
-        json!({"spin": "20000"}),
-    );
-    pipeline(
-        &s,
-        &noisy,
-        "noisy",
-        &memory_hog,
-        &greedy,
-        forever,
-        json!({"hold_mib": "160"}),
-    );
-    let killed = s.wait_status(&noisy, &memory_hog, Duration::from_secs(120), |v| {
-        v["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("memory quota"))
-    });
-    assert!(
-        killed["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains(&NOISY_MEMORY.to_string())),
-        "the memory hog's error names the quota: {killed}"
-    );
-    assert!(tenant_metric(&s, "weir_server_tenant_oom_kills", "noisy") >= 1.0);
-
-    // The CPU hog wants 4 CPUs; over a measured span it gets its quota at most.
+    // The CPU hog wants 2 CPUs; over a measured span it gets its quota at most.
     let cpu = |s: &TestServer| tenant_metric(s, "weir_server_tenant_cpu_seconds", "noisy");
     let (cpu0, t0) = (cpu(&s), Instant::now());
     let beside = run_quiet(&s, &quiet, &uppercase, "beside");
@@ -169,31 +178,7 @@ fn a_greedy_tenant_is_held_to_its_cpu_and_memory_quotas_next_to_a_quiet_one() {
         "the noisy tenant used {used:.2} CPU-s in {span:.1} s, over its quota of {quota:.2}"
     );
     assert!(tenant_metric(&s, "weir_server_tenant_cpu_throttled_periods", "noisy") > 0.0);
-    // The tenant's group goes with it.
-    for name in [cpu_hog, memory_hog] {
-        assert_eq!(
-            s.delete(&format!("/v1/pipelines/{name}"), Some(&noisy))
-                .status,
-            204
-        );
-    }
-    assert_eq!(
-        s.delete(&format!("/v1/modules/{greedy}"), Some(&noisy))
-            .status,
-        204
-    );
-    assert_eq!(
-        s.delete("/v1/admin/tenants/noisy", Some(ADMIN_TOKEN))
-            .status,
-        204
-    );
-    let text = s.get("/metrics", Some(ADMIN_TOKEN)).body;
-    assert!(
-        !text
-            .as_str()
-            .expect("text")
-            .contains("tenant_cpu_seconds{tenant=\"noisy\"}")
-    );
+    delete_noisy(&s, &noisy, &greedy, hogs);
     // A clean stop removes the server's groups (a killed server's are reused).
     assert!(s.terminate().success());
 }

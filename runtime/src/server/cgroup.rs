@@ -139,11 +139,8 @@ impl Group {
             delegate(parent)?;
         }
         for dir in self.dirs() {
-            match std::fs::create_dir(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io(dir, "create the group")(e)),
-            }
+            let made = std::fs::create_dir(dir);
+            except(made, std::io::ErrorKind::AlreadyExists).map_err(io(dir, "create the group"))?;
         }
         Ok(())
     }
@@ -195,11 +192,8 @@ impl Group {
     /// Removes the group (it must hold no process); a group already gone is fine.
     pub fn remove(&self) -> Result<(), CgroupError> {
         for dir in self.dirs() {
-            match std::fs::remove_dir(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(dir, "remove the group")(e)),
-            }
+            let removed = std::fs::remove_dir(dir);
+            except(removed, std::io::ErrorKind::NotFound).map_err(io(dir, "remove the group"))?;
         }
         Ok(())
     }
@@ -222,11 +216,11 @@ fn delegate(dir: &Path) -> Result<(), CgroupError> {
         return Ok(());
     }
     let leaf = dir.join("weir-server");
-    match std::fs::create_dir(&leaf) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io(&leaf, "create the server's leaf group")(e)),
-    }
+    except(
+        std::fs::create_dir(&leaf),
+        std::io::ErrorKind::AlreadyExists,
+    )
+    .map_err(io(&leaf, "create the server's leaf group"))?;
     write(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
     write(&control, "+cpu +memory")
 }
@@ -284,6 +278,15 @@ pub fn memory_settings(version: Version, bytes: Option<u64>) -> Vec<(&'static st
                 false,
             ),
         ],
+    }
+}
+
+/// `result`, with an error of kind `fine` taken as done (a group already made, or
+/// already gone).
+fn except(result: std::io::Result<()>, fine: std::io::ErrorKind) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() == fine => Ok(()),
+        other => other,
     }
 }
 

@@ -97,21 +97,25 @@ impl Default for ServerMetrics {
             "CPU time of the tenant's workers (its cgroup), seconds",
             m.tenant_cpu_seconds.clone(),
         );
-        by_tenant.register(
-            "tenant_memory_bytes",
-            "Memory of the tenant's workers now (its cgroup), bytes",
-            m.tenant_memory_bytes.clone(),
-        );
-        by_tenant.register(
-            "tenant_oom_kills",
-            "Workers the kernel killed for the tenant's memory quota",
-            m.tenant_oom_kills.clone(),
-        );
-        by_tenant.register(
-            "tenant_cpu_throttled_periods",
-            "CPU periods (100 ms) in which the tenant's workers ran out of its CPU quota",
-            m.tenant_cpu_throttled_periods.clone(),
-        );
+        for (name, help, gauge) in [
+            (
+                "tenant_memory_bytes",
+                "Memory of the tenant's workers now (its cgroup), bytes",
+                &m.tenant_memory_bytes,
+            ),
+            (
+                "tenant_oom_kills",
+                "Workers the kernel killed for the tenant's memory quota",
+                &m.tenant_oom_kills,
+            ),
+            (
+                "tenant_cpu_throttled_periods",
+                "CPU periods (100 ms) in which the tenant's workers ran out of its CPU quota",
+                &m.tenant_cpu_throttled_periods,
+            ),
+        ] {
+            by_tenant.register(name, help, gauge.clone());
+        }
         ServerMetrics {
             registry,
             by_tenant,
