@@ -323,7 +323,7 @@ fn too_many_steps_are_refused() {
 /// pipeline (400,000 records, 100,000 keys) at parallelism 1 and 64: 126 subtasks more,
 /// half of them stateful. Each unit of parallelism costs two guest instances, one
 /// RocksDB DB and the channels between them, within the stated budget of 3.25 MiB
-/// (measured: 2.55-2.6 MiB). Before the process shared one block cache and sized
+/// (measured: 2.55-2.65 MiB). Before the process shared one block cache and sized
 /// memtables by its number of stateful subtasks (each DB its own cache and 16 MiB
 /// memtables, their bloom filters allocated up front), it was 4.35 MiB (fails).
 #[test]

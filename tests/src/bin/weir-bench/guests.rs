@@ -94,8 +94,9 @@ pub fn guest_figures(
         &generator_batches(alone_runs.records),
         alone_runs.rounds,
     )?;
-    let native = map_throughput(records, Box::new(NativeUppercase))?;
-    let wasm = map_throughput(records, Box::new(operator()))?;
+    let rate = |s: crate::measure::Sample| records as f64 / s.wall.as_secs_f64();
+    let native = rate(map_throughput(records, Box::new(NativeUppercase))?);
+    let wasm = rate(map_throughput(records, Box::new(operator()))?);
     let long_run = long_run(&module, LONG_RUN_RECORDS)?;
     Ok(json!({
         "module_mib": std::fs::metadata(&path)?.len() as f64 / (1 << 20) as f64,

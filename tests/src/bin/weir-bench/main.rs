@@ -1,18 +1,22 @@
 //! `weir-bench` (`make bench`): Weir's benchmarks, each figure beside a baseline
 //! measured in the same run on the same machine, so ratios survive a noisy host.
 //!
-//! 1. map: generator -> WASM `uppercase` -> discard, against the same transform as a
-//!    native Rust operator in the same dataflow (one source task, same batches); and
-//!    the two operators alone on the same pre-built batches (CPU ns/record).
-//! 2. aggregate: keyed `word-count` with RocksDB state and the default cache, against a
-//!    native HashMap count fed the same batches: over 1,000,000 distinct keys (every
-//!    record misses the cache), and over 1,000 keys x 1,000 records (every record hits).
-//!    Then the checkpoints of that state: the first, and a second of unchanged state
-//!    (incremental: should copy nothing).
+//! 1. map: generator -> WASM `uppercase` -> discard in one source task, against the same
+//!    dataflow with two native operators: record by record (one copy of each value) and
+//!    columnar (the value column upper-cased in place: no copy, the ceiling); and the
+//!    operators alone on the same pre-built batches (thread CPU ns/record).
+//! 2. aggregate: keyed `word-count` over RocksDB state (`aggregate`), against a native
+//!    count over the same `KeyedState` and a tuned in-memory hashbrown count, in three
+//!    shapes (hot keys, keys revisited, distinct keys); then the checkpoints of that
+//!    state (the first, and a second of unchanged state: incremental, copies nothing).
 //! 3. pause: the longest output pause of the aggregate while it checkpoints a
 //!    1,000,000-key state, upload deferred (Weir) against inline (the task waits).
 //! 4. guests: `uppercase` in Rust, Python and JavaScript: first and second load,
 //!    first call, the operator alone and end to end, each against the native operator.
+//!
+//! The map's and the aggregate's throughput figures are medians of `measure::RUNS` runs
+//! with their spread, with both the calling thread's and the whole process's CPU per
+//! record (`measure`).
 //!
 //! Each section runs in a child process of its own (`--section NAME`), which prints its
 //! figures as JSON with its peak RSS (`VmHWM`), so every peak belongs to one section.
@@ -22,6 +26,7 @@
 mod aggregate;
 mod guests;
 mod map;
+mod measure;
 mod pause;
 
 use std::collections::BTreeMap;
@@ -34,8 +39,12 @@ use serde_json::{Value, json};
 use weir::dataflow::operators::map::MapOperator;
 use weir::engine::{GuestLimits, WasmEngine};
 
-use aggregate::{HOT_KEYS, HOT_ROUNDS, aggregate_figures};
-use map::{NativeUppercase, generator_batches, map_throughput, operator_alone};
+use aggregate::aggregate_figures;
+use map::{
+    NativeColumnarUppercase, NativeUppercase, generator_batches, map_throughput, operator_alone,
+};
+use measure::Figures;
+pub use measure::thread_cpu;
 
 /// Records per batch, in every benchmark.
 pub const BATCH: usize = 1024;
@@ -100,7 +109,12 @@ fn main() -> anyhow::Result<()> {
     let mut all = serde_json::Map::new();
     all.insert(
         "machine".into(),
-        json!({ "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }),
+        json!({
+            "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            // The build measured: `[profile.dev]` (opt-level 3), without debug
+            // assertions unless this says otherwise.
+            "debug_assertions": cfg!(debug_assertions),
+        }),
     );
     for section in &args.sections {
         eprintln!("{section} ...");
@@ -127,18 +141,6 @@ fn section_in_child(section: &str, args: &Args) -> anyhow::Result<Value> {
         .context("run a section")?;
     anyhow::ensure!(out.status.success(), "section {section} failed");
     serde_json::from_slice(&out.stdout).context("a section's figures")
-}
-
-/// CPU time the calling thread has used so far, to the nanosecond
-/// (`CLOCK_THREAD_CPUTIME_ID`). Not `getrusage`: its thread times advance in scheduler
-/// ticks (4 ms here), as coarse as a whole batch of the map's operator-alone figure.
-pub fn thread_cpu() -> anyhow::Result<std::time::Duration> {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .context("clock_gettime(CLOCK_THREAD_CPUTIME_ID)")?;
-    Ok(std::time::Duration::new(
-        u64::try_from(t.tv_sec()).context("thread CPU seconds")?,
-        u32::try_from(t.tv_nsec()).context("thread CPU nanoseconds")?,
-    ))
 }
 
 /// This process's peak resident set size, in MiB.
@@ -178,27 +180,47 @@ fn map_section(
             BTreeMap::new(),
         )
     };
-    // Warm up both paths once (page faults, instantiation), then measure.
+    // Warm up every path once (page faults, instantiation), then measure, the three
+    // sides interleaved within each run.
+    map_throughput(records / 10, Box::new(wasm_op()))?;
     map_throughput(records / 10, Box::new(NativeUppercase))?;
-    let native = map_throughput(records, Box::new(NativeUppercase))?;
-    let wasm = map_throughput(records, Box::new(wasm_op()))?;
+    let (mut wasm, mut native, mut columnar) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..measure::RUNS {
+        wasm.push(map_throughput(records, Box::new(wasm_op()))?);
+        native.push(map_throughput(records, Box::new(NativeUppercase))?);
+        columnar.push(map_throughput(records, Box::new(NativeColumnarUppercase))?);
+    }
+    let [wasm, native, columnar] = [wasm, native, columnar].map(|s| Figures::of(records, &s));
+    let batches = generator_batches(OPERATOR_ALONE.records);
     let alone = operator_alone(
         &mut wasm_op(),
         &mut NativeUppercase,
-        &generator_batches(OPERATOR_ALONE.records),
+        &batches,
+        OPERATOR_ALONE.rounds,
+    )?;
+    let alone_columnar = operator_alone(
+        &mut wasm_op(),
+        &mut NativeColumnarUppercase,
+        &batches,
         OPERATOR_ALONE.rounds,
     )?;
     Ok(json!({
         "records": records,
-        "wasm_records_per_s": wasm,
-        "native_records_per_s": native,
-        "ratio": wasm / native,
+        "end_to_end": {
+            "weir": wasm.json("generator -> WASM uppercase -> discard, one source task"),
+            "native_per_record": native.json("the same, native uppercase record by record (one copy)"),
+            "native_columnar": columnar.json("the same, native uppercase of the value column in place"),
+            "ratio_to_per_record": wasm.records_per_s / native.records_per_s,
+            "ratio_to_columnar": wasm.records_per_s / columnar.records_per_s,
+        },
         "operator_alone": {
             "records": OPERATOR_ALONE.records,
             "rounds": OPERATOR_ALONE.rounds,
             "wasm_cpu_ns_per_record": alone.wasm_ns_per_record,
-            "native_cpu_ns_per_record": alone.native_ns_per_record,
-            "ratio": alone.native_ns_per_record / alone.wasm_ns_per_record,
+            "native_per_record_cpu_ns_per_record": alone.native_ns_per_record,
+            "native_columnar_cpu_ns_per_record": alone_columnar.native_ns_per_record,
+            "ratio_to_per_record": alone.native_ns_per_record / alone.wasm_ns_per_record,
+            "ratio_to_columnar": alone_columnar.native_ns_per_record / alone_columnar.wasm_ns_per_record,
         },
     }))
 }
@@ -225,16 +247,10 @@ fn aggregate_section(
     let checkpoint = |(d, files, bytes): (std::time::Duration, u64, u64)| json!({ "ms": d.as_millis() as u64, "files_added": files, "bytes_added": bytes });
     Ok(json!({
         "keys": keys,
-        "distinct_keys_default_cache": agg.distinct.json(),
-        "hot_keys_default_cache": agg.hot.json(),
+        "shapes": agg.shapes.iter().map(|s| s.json()).collect::<Vec<_>>(),
         "guest_update_ns_per_key": agg.guest.update_ns_per_key,
         "guest_emit_ns_per_key": agg.guest.emit_ns_per_key,
         "guest_update_and_emit_ns_per_key": agg.guest.update_and_emit_ns_per_key,
-        "hot_keys_two_calls": {
-            "wasm_rocksdb_records_per_s": agg.hot_two_calls.records_per_s,
-            "wasm_cpu_ns_per_record": agg.hot_two_calls.cpu_ns_per_record,
-            "ratio": agg.hot_two_calls.records_per_s / agg.hot.native.records_per_s,
-        },
         "checkpoint": {
             "first": checkpoint(agg.first_checkpoint),
             "second_unchanged": checkpoint(agg.second_checkpoint),
@@ -273,79 +289,8 @@ fn print_section(section: &str, f: &Value, args: &Args) {
     let rss = num(&f["peak_rss_mib"]);
     println!();
     match section {
-        "map" => {
-            println!("| map (peak RSS {rss:.0} MiB) | Weir | baseline | ratio | baseline is |");
-            println!("|---|---:|---:|---:|---|");
-            println!(
-                "| generator -> WASM uppercase -> discard (records/s) | {:.0} | {:.0} | {:.2} | native Rust uppercase, same dataflow |",
-                num(&f["wasm_records_per_s"]),
-                num(&f["native_records_per_s"]),
-                num(&f["ratio"])
-            );
-            let a = &f["operator_alone"];
-            println!(
-                "| operator alone: WASM uppercase (CPU ns/record) | {:.1} | {:.1} | {:.2} | native Rust uppercase, same batches (native/WASM) |",
-                num(&a["wasm_cpu_ns_per_record"]),
-                num(&a["native_cpu_ns_per_record"]),
-                num(&a["ratio"])
-            );
-        }
-        "aggregate" => {
-            println!(
-                "| aggregate: WASM word-count + RocksDB, default cache (peak RSS {rss:.0} MiB) | Weir records/s | HashMap records/s | ratio | Weir CPU ns/record | HashMap CPU ns/record |"
-            );
-            println!("|---|---:|---:|---:|---:|---:|");
-            for (name, key) in [
-                (
-                    format!("{} distinct keys", args.keys),
-                    "distinct_keys_default_cache",
-                ),
-                (
-                    format!("{HOT_KEYS} keys x {HOT_ROUNDS} (cache hits)"),
-                    "hot_keys_default_cache",
-                ),
-            ] {
-                let r = &f[key];
-                println!(
-                    "| {name} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
-                    num(&r["wasm_rocksdb_records_per_s"]),
-                    num(&r["native_hashmap_records_per_s"]),
-                    num(&r["ratio"]),
-                    num(&r["wasm_cpu_ns_per_record"]),
-                    num(&r["native_cpu_ns_per_record"])
-                );
-            }
-            let two = &f["hot_keys_two_calls"];
-            println!(
-                "| {HOT_KEYS} keys x {HOT_ROUNDS}, update and emit as two calls | {:.0} | | {:.2} | {:.0} | |",
-                num(&two["wasm_rocksdb_records_per_s"]),
-                num(&two["ratio"]),
-                num(&two["wasm_cpu_ns_per_record"]),
-            );
-            println!(
-                "\nword-count guest calls alone, per key: update {:.0} ns, emit {:.0} ns, fused update-and-emit {:.0} ns",
-                num(&f["guest_update_ns_per_key"]),
-                num(&f["guest_emit_ns_per_key"]),
-                num(&f["guest_update_and_emit_ns_per_key"])
-            );
-            println!(
-                "\n| checkpoint of {} keys | duration | SST files added | MiB added |",
-                args.keys
-            );
-            println!("|---|---:|---:|---:|");
-            for (name, key) in [
-                ("first", "first"),
-                ("second, state unchanged", "second_unchanged"),
-            ] {
-                let c = &f["checkpoint"][key];
-                println!(
-                    "| {name} | {} ms | {} | {:.1} |",
-                    num(&c["ms"]),
-                    num(&c["files_added"]),
-                    num(&c["bytes_added"]) / (1 << 20) as f64
-                );
-            }
-        }
+        "map" => print_map(f, rss),
+        "aggregate" => print_aggregate(f, rss, args),
         "pause" => {
             println!(
                 "| checkpoints of a {}-key state, {} records (peak RSS {rss:.0} MiB) | longest output pause | longest barrier call | longest gap without a barrier | longest barrier-to-durable | checkpoints | records/s |",
@@ -372,4 +317,98 @@ fn print_section(section: &str, f: &Value, args: &Args) {
         "guests" => guests::print(f),
         _ => {}
     }
+}
+
+fn print_aggregate(f: &Value, rss: f64, args: &Args) {
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    println!(
+        "| aggregate (peak RSS {rss:.0} MiB), medians of {} runs | side | records/s (min-max) | process CPU ns/record | thread CPU ns/record | Weir's ratio |",
+        measure::RUNS
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    for shape in f["shapes"].as_array().into_iter().flatten() {
+        let name = format!(
+            "{} ({} keys, {} records)",
+            shape["name"].as_str().unwrap_or(""),
+            num(&shape["keys"]),
+            num(&shape["records"])
+        );
+        for (side, ratio) in [
+            ("weir", None),
+            ("state_fold", Some("ratio_to_state_fold")),
+            ("hashmap", Some("ratio_to_hashmap")),
+        ] {
+            let r = &shape[side];
+            println!(
+                "| {} | {} | {:.0} ({:.0}-{:.0}) | {:.0} | {:.0} | {} |",
+                if side == "weir" { name.as_str() } else { "" },
+                r["kind"].as_str().unwrap_or(side),
+                num(&r["records_per_s"]),
+                num(&r["records_per_s_min"]),
+                num(&r["records_per_s_max"]),
+                num(&r["process_cpu_ns_per_record"]),
+                num(&r["thread_cpu_ns_per_record"]),
+                ratio.map_or(String::new(), |k| format!("{:.2}", num(&shape[k]))),
+            );
+        }
+    }
+    println!(
+        "\nword-count guest calls alone, per key: update {:.0} ns, emit {:.0} ns, fused update-and-emit {:.0} ns",
+        num(&f["guest_update_ns_per_key"]),
+        num(&f["guest_emit_ns_per_key"]),
+        num(&f["guest_update_and_emit_ns_per_key"])
+    );
+    println!(
+        "\n| checkpoint of {} keys | duration | SST files added | MiB added |",
+        args.keys
+    );
+    println!("|---|---:|---:|---:|");
+    for (name, key) in [
+        ("first (inside Weir's span above)", "first"),
+        ("second, state unchanged", "second_unchanged"),
+    ] {
+        let c = &f["checkpoint"][key];
+        println!(
+            "| {name} | {} ms | {} | {:.1} |",
+            num(&c["ms"]),
+            num(&c["files_added"]),
+            num(&c["bytes_added"]) / (1 << 20) as f64
+        );
+    }
+}
+
+fn print_map(f: &Value, rss: f64) {
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    println!(
+        "| map, end to end (peak RSS {rss:.0} MiB), medians of {} runs | records/s (min-max) | process CPU ns/record | Weir's ratio |",
+        measure::RUNS
+    );
+    println!("|---|---:|---:|---:|");
+    let e = &f["end_to_end"];
+    for (side, ratio) in [
+        ("weir", None),
+        ("native_per_record", Some("ratio_to_per_record")),
+        ("native_columnar", Some("ratio_to_columnar")),
+    ] {
+        let r = &e[side];
+        println!(
+            "| {} | {:.0} ({:.0}-{:.0}) | {:.0} | {} |",
+            r["kind"].as_str().unwrap_or(side),
+            num(&r["records_per_s"]),
+            num(&r["records_per_s_min"]),
+            num(&r["records_per_s_max"]),
+            num(&r["process_cpu_ns_per_record"]),
+            ratio.map_or(String::new(), |k| format!("{:.2}", num(&e[k]))),
+        );
+    }
+    let a = &f["operator_alone"];
+    println!(
+        "\noperator alone (thread CPU ns/record, median of {} rounds): WASM {:.1}; native per record {:.1} ({:.2} of WASM's time); native columnar {:.1} ({:.2})",
+        num(&a["rounds"]),
+        num(&a["wasm_cpu_ns_per_record"]),
+        num(&a["native_per_record_cpu_ns_per_record"]),
+        num(&a["ratio_to_per_record"]),
+        num(&a["native_columnar_cpu_ns_per_record"]),
+        num(&a["ratio_to_columnar"]),
+    );
 }
