@@ -826,3 +826,30 @@ fn a_refused_import_costs_no_compile_and_leaves_nothing_in_the_cache() {
     s.push(&a, "uppercase");
     assert!(files_under(&cache) > 0, "the cache in use");
 }
+
+/// Issue 33: an upload's time must not say whether another tenant uploaded the same
+/// bytes (before, the second tenant's upload was a cache hit: 0.1-0.9 s against a
+/// minute). Each tenant's uploads compile into its own compiled-code cache, so tenant
+/// `b` compiles `uppercase` itself although `a` did first, and `a`'s cache gains
+/// nothing from `b`. Before, there was one cache: `tenants/<id>` did not exist.
+#[test]
+fn the_same_bytes_are_compiled_again_for_another_tenant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let cache = dir.path().join("compiled");
+    let cache_env = cache.to_str().expect("utf-8");
+    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let (a, b) = (s.tenant("a", json!({})), s.tenant("b", json!({})));
+    let (a_cache, b_cache) = (cache.join("tenants/a"), cache.join("tenants/b"));
+    let id = s.push(&a, "uppercase");
+    let a_files = files_under(&a_cache);
+    assert!(a_files > 0, "a's upload compiled into a's cache");
+    assert_eq!(files_under(&b_cache), 0);
+    assert_eq!(s.push(&b, "uppercase"), id, "one stored module");
+    assert!(files_under(&b_cache) > 0, "b compiled the bytes itself");
+    assert_eq!(files_under(&a_cache), a_files, "a's cache untouched by b");
+    assert_eq!(
+        files_under(&cache),
+        files_under(&a_cache) + files_under(&b_cache)
+    );
+}

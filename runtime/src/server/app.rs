@@ -291,7 +291,13 @@ impl App {
             .map_err(|e| ServerError::io("cannot create", dir.root(), e))?;
         std::fs::write(dir.spec(), hosted.toml)
             .map_err(|e| ServerError::io("cannot write", &dir.spec(), e))?;
-        let env = self.kafka_password(&tenant.id)?;
+        let mut env = self.kafka_password(&tenant.id)?;
+        if let Some(cache) = self.store.tenant_cache(&tenant.id) {
+            env.push((
+                "WEIR_CACHE_DIR".into(),
+                cache.to_string_lossy().into_owned(),
+            ));
+        }
         let quotas = quotas_over(&tenant.quotas, &self.config.quotas);
         let wall = self.walls.tenant(&tenant.id, &quotas)?;
         let launches = crate::server::worker::workers(row.workers)

@@ -50,14 +50,14 @@ use std::sync::atomic::AtomicBool;
 
 use axum_server::tls_rustls::RustlsConfig;
 
-use crate::engine::{CompileIsolation, CompileLimits, WasmEngine};
+use crate::engine::{CompileIsolation, CompileLimits};
 use crate::pipeline::compile_cache_dir;
 use crate::server::app::App;
 use crate::server::catalog::Catalog;
 use crate::server::config::ServerConfig;
 use crate::server::error::ServerError;
 use crate::server::metrics::ServerMetrics;
-use crate::server::module_store::ModuleStore;
+use crate::server::module_store::{ModuleStore, UploadCompiles};
 use crate::server::supervisor::Supervisor;
 use crate::server::walls::Walls;
 
@@ -77,13 +77,14 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
         let principal = t.kafka.as_ref().map(|k| format!("User:{}", k.username));
         catalog.put_tenant(&t.id, &t.quotas, principal.as_deref(), true)?;
     }
-    let engine = WasmEngine::new(compile_cache_dir().as_deref())
-        .map_err(|e| ServerError::Other(e.to_string()))?
-        .with_compile_isolation(CompileIsolation {
+    let compiles = UploadCompiles {
+        cache_root: compile_cache_dir(),
+        isolation: CompileIsolation {
             program: program.clone(),
             limits: UPLOAD_COMPILE,
-        });
-    let store = ModuleStore::open(data_dir.join("modules"), engine)?;
+        },
+    };
+    let store = ModuleStore::open(data_dir.join("modules"), compiles)?;
     let admission = Admission::new(&config.compiles);
     let metrics = Arc::new(ServerMetrics::default());
     let supervisor = Supervisor::new(config.workers.clone(), catalog.clone(), metrics.clone());

@@ -8,8 +8,13 @@
 //! - A module is admitted only if it is a component of a weir world whose imports the
 //!   runtime allows (`WasmEngine::load`, the same check as `weir validate`), compiled in
 //!   a child process under the server's compile limits so a compile bomb costs a
-//!   refusal, not the server. The compiled code lands in wasmtime's cache, so a worker
-//!   that starts the module compiles nothing.
+//!   refusal, not the server. The compiled code lands in the tenant's own compiled-code
+//!   cache (`tenant_cache`), which its workers use, so a worker that starts the module
+//!   compiles nothing.
+//! - Compiled code is never shared between tenants: an upload compiles into its tenant's
+//!   cache only, whoever uploaded the same bytes before. So how long an upload takes says
+//!   nothing about other tenants' modules, and no tenant's worker loads an artifact
+//!   another tenant's upload wrote.
 //! - Its file is renamed into place only after that, under its SHA-256: the same bytes
 //!   uploaded twice (by anyone) are one file. A file is removed when no tenant's catalog
 //!   row names it.
@@ -21,7 +26,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::engine::{GuestModule, WasmEngine};
+use crate::engine::{CompileIsolation, GuestModule, WasmEngine};
 use crate::server::catalog::now;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::wire::Module;
@@ -29,7 +34,16 @@ use crate::server::wire::Module;
 #[derive(Debug)]
 pub struct ModuleStore {
     dir: PathBuf,
-    engine: WasmEngine,
+    compiles: UploadCompiles,
+}
+
+/// How uploads are compiled.
+#[derive(Debug, Clone)]
+pub struct UploadCompiles {
+    /// Under it, each tenant's compiled-code cache (`tenants/<id>`); none: no cache.
+    pub cache_root: Option<PathBuf>,
+    /// The child process and limits every upload is compiled under.
+    pub isolation: CompileIsolation,
 }
 
 /// An upload on disk, not yet admitted.
@@ -48,9 +62,16 @@ impl Drop for Received {
 }
 
 impl ModuleStore {
-    pub fn open(dir: PathBuf, engine: WasmEngine) -> Result<Self, ServerError> {
+    pub fn open(dir: PathBuf, compiles: UploadCompiles) -> Result<Self, ServerError> {
         std::fs::create_dir_all(&dir).map_err(|e| ServerError::io("cannot create", &dir, e))?;
-        Ok(ModuleStore { dir, engine })
+        Ok(ModuleStore { dir, compiles })
+    }
+
+    /// Tenant `tenant`'s compiled-code cache (its uploads compile into it, its workers
+    /// load from it), if the server has one.
+    pub fn tenant_cache(&self, tenant: &str) -> Option<PathBuf> {
+        let root = self.compiles.cache_root.as_ref()?;
+        Some(root.join("tenants").join(tenant))
     }
 
     pub fn path(&self, id: &str) -> PathBuf {
@@ -91,10 +112,13 @@ impl ModuleStore {
         Ok(received)
     }
 
-    /// Checks the upload is a weir component (compiling it in a child process) and
-    /// moves it into place. Blocking: call from a blocking thread.
-    pub fn admit(&self, received: &Received, name: &str) -> Result<Module, ApiError> {
-        let module = self.engine.load(&received.part).map_err(|e| {
+    /// Checks the upload is a weir component (compiling it in a child process, into
+    /// `tenant`'s cache) and moves it into place. Blocking: call from a blocking thread.
+    pub fn admit(&self, received: &Received, name: &str, tenant: &str) -> Result<Module, ApiError> {
+        let engine = WasmEngine::new(self.tenant_cache(tenant).as_deref())
+            .map_err(|e| ServerError::Other(e.to_string()))?
+            .with_compile_isolation(self.compiles.isolation.clone());
+        let module = engine.load(&received.part).map_err(|e| {
             ApiError::bad_request(without_part_name(&e.to_string(), &received.part))
         })?;
         let target = self.path(&received.sha256);

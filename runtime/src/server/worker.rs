@@ -5,9 +5,10 @@
 //! Invariants:
 //! - A worker is the same program and code path as `weir run` (`recover`, then
 //!   `start`); exactly-once does not depend on the server at all.
-//! - Its environment is cleared and rebuilt: `PATH`, `HOME` (wasmtime's compiled-code
-//!   cache), logging variables and, for a tenant with a Kafka principal, that tenant's
-//!   password. The server's admin token and other tenants' passwords never reach it.
+//! - Its environment is cleared and rebuilt: `PATH`, `HOME`, logging variables,
+//!   `WEIR_CACHE_DIR` (its tenant's own compiled-code cache, `ModuleStore::tenant_cache`)
+//!   and, for a tenant with a Kafka principal, that tenant's password. The server's admin
+//!   token and other tenants' passwords never reach it.
 //! - It runs with `--supervised-by <server pid>`: the kernel kills it when the thread
 //!   that started it ends, so a SIGKILLed server leaves no orphan. That thread is the
 //!   supervisor's own for this pipeline, which lives exactly as long as the worker.
@@ -49,7 +50,7 @@ pub struct Launch {
     pub dir: PipelineDir,
     /// Which worker of the pipeline (`Worker::SINGLE`: the whole pipeline).
     pub worker: Worker,
-    /// Extra environment (the tenant's Kafka password).
+    /// Extra environment (the tenant's compiled-code cache and Kafka password).
     pub env: Vec<(String, String)>,
     /// Resume from this checkpoint explicitly (after an upgrade of a pipeline of one
     /// worker; ignored for worker I of N > 1, see the module invariants).

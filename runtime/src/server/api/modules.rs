@@ -87,11 +87,12 @@ pub async fn upload(
         .reserve(&tenant.id, received.size, quota, stored)
         .inspect_err(|_| outcome("too_large"))?;
     let _slot = app.admission.compile_slot(&tenant.id).await;
-    let admitting = Arc::clone(&app);
-    let module = tokio::task::spawn_blocking(move || admitting.store.admit(&received, &name))
-        .await
-        .map_err(|e| ServerError::Other(format!("module check: {e}")))?
-        .inspect_err(|_| outcome("refused"))?;
+    let (admitting, tenant_id) = (Arc::clone(&app), tenant.id.clone());
+    let module =
+        tokio::task::spawn_blocking(move || admitting.store.admit(&received, &name, &tenant_id))
+            .await
+            .map_err(|e| ServerError::Other(format!("module check: {e}")))?
+            .inspect_err(|_| outcome("refused"))?;
     app.catalog.add_module(&tenant.id, &module)?;
     outcome("accepted");
     Ok((StatusCode::CREATED, Json(module)))
