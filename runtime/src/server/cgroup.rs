@@ -177,16 +177,25 @@ impl Group {
             (Version::V1, Some(acct)) => Duration::from_nanos(number(acct, "cpuacct.usage")),
             (Version::V1, None) => Duration::ZERO,
         };
-        let (memory_file, oom_file) = match self.version {
-            Version::V2 => ("memory.current", "memory.events"),
-            Version::V1 => ("memory.usage_in_bytes", "memory.oom_control"),
+        let memory_file = match self.version {
+            Version::V2 => "memory.current",
+            Version::V1 => "memory.usage_in_bytes",
         };
         Usage {
             cpu,
             memory_bytes: number(&self.memory, memory_file),
-            oom_kills: field(&self.memory, oom_file, "oom_kill"),
+            oom_kills: self.oom_kills(),
             throttled_periods: field(&self.cpu, "cpu.stat", "nr_throttled"),
         }
+    }
+
+    /// Processes the kernel has killed for the group's memory limit (0 if unreadable).
+    pub fn oom_kills(&self) -> u64 {
+        let file = match self.version {
+            Version::V2 => "memory.events",
+            Version::V1 => "memory.oom_control",
+        };
+        keyed_field(&self.memory.join(file), "oom_kill").unwrap_or(0)
     }
 
     /// Removes the group (it must hold no process); a group already gone is fine.

@@ -163,7 +163,7 @@ impl TenantWall {
 
     /// Processes the kernel has killed for the tenant's memory quota so far.
     pub fn oom_kills(&self) -> u64 {
-        self.group.usage().oom_kills
+        self.group.oom_kills()
     }
 
     /// Why a worker the kernel killed for memory ended, for its `last_error`.
