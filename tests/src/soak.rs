@@ -60,17 +60,45 @@ pub fn generator_source(config: &GeneratorConfig) -> String {
 }
 
 /// What a soak saw: the guest's linear memory (its largest instance) once the sources
-/// had read `early_records`, and at the end; how many instances the runtime recycled.
+/// had read `early_records`, and at the end; how many instances the runtime recycled;
+/// which code tiers it ran on.
 #[derive(Debug, Clone, Copy)]
 pub struct SoakMemory {
     pub early_bytes: u64,
     pub final_bytes: u64,
     pub recycled: u64,
     pub wall: Duration,
+    pub tiers: SoakTiers,
 }
 
-/// Runs `weir run --quiet spec` to its end, polling its status file; asserts rc 0 and
-/// returns the memory of `step`'s guest after `early_records` and at the end.
+/// The code a soak's guest ran on (`engine::code_tier`), from weir's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SoakTiers {
+    /// Optimized code from the start (a small module).
+    Optimized,
+    /// Baseline code until the end: the run ended before optimized code was ready.
+    Baseline,
+    /// Baseline code first, then optimized code, mid-run.
+    BaselineThenOptimized,
+}
+
+impl SoakTiers {
+    fn from_log(stderr: &str) -> SoakTiers {
+        match (
+            stderr.contains("starting on baseline code"),
+            stderr.contains("optimized code ready"),
+        ) {
+            (false, _) => SoakTiers::Optimized,
+            (true, false) => SoakTiers::Baseline,
+            (true, true) => SoakTiers::BaselineThenOptimized,
+        }
+    }
+}
+
+/// Runs `weir run --quiet spec` to its end, polling its status file, with an empty
+/// compiled-code cache of its own (so a large guest starts on baseline code and moves to
+/// optimized code mid-run, as a user's first run of a new module does); asserts rc 0
+/// and returns the memory of `step`'s guest after `early_records` and at the end.
 pub fn run_watching_memory(spec: &Path, step: &str, early_records: u64) -> SoakMemory {
     let status = spec.with_extension("status.json");
     let started = Instant::now();
@@ -78,6 +106,8 @@ pub fn run_watching_memory(spec: &Path, step: &str, early_records: u64) -> SoakM
         .args(["run", "--quiet", "--status-file"])
         .arg(&status)
         .arg(spec)
+        .env("WEIR_CACHE_DIR", spec.with_extension("compiled"))
+        .env("WEIR_LOG", "warn,weir::engine::guest_module=info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -110,6 +140,7 @@ pub fn run_watching_memory(spec: &Path, step: &str, early_records: u64) -> SoakM
         }),
         final_bytes: step_memory(&last, step).expect("the step's guest memory at the end"),
         wall: started.elapsed(),
+        tiers: SoakTiers::from_log(&stderr_of(&output)),
     }
 }
 

@@ -11,6 +11,12 @@
 //!   recycling mark (the runtime replaces an instance that has grown by half its
 //!   headroom, see `engine/guest_store.rs`), measured from what it was once the first
 //!   100,000 records were read: at most `early + (limit - early) / 2 + MEMORY_SLACK`;
+//! - the output is exact whichever code ran it: each run has an empty compiled-code
+//!   cache, so a Python or JavaScript guest starts on Winch's baseline code and moves
+//!   to Cranelift's mid-run when its background compile ends, as a user's first run of
+//!   a new module does (each soak prints the tiers it saw; when the switch lands
+//!   depends on the machine's load, so it is printed, not asserted: `engine::tier_tests`
+//!   checks the switch itself);
 //! - and flat where the toolchain frees what it allocates: a Rust guest's memory at the
 //!   end is at most [`MEMORY_SLACK`] above its early figure, and it is never recycled.
 //!   (Python and JavaScript guests are recycled every few hundred calls: componentize-js
@@ -51,11 +57,12 @@ fn assert_bounded(module: &str, memory: SoakMemory, records: u64) {
     let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
     eprintln!(
         "{module}: {records} records in {:.1?}, guest memory {:.1} MiB after {EARLY_RECORDS} records, \
-         {:.1} MiB at the end, {} instances recycled",
+         {:.1} MiB at the end, {} instances recycled, code {:?}",
         memory.wall,
         mib(memory.early_bytes),
         mib(memory.final_bytes),
         memory.recycled,
+        memory.tiers,
     );
     let mark = memory.early_bytes + LIMIT.saturating_sub(memory.early_bytes) / 2;
     assert!(

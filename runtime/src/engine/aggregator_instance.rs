@@ -26,6 +26,7 @@ use crate::record::batch::{RecordBatch, check_ends};
 use super::bindings::aggregator::exports::weir::transform::aggregate as wit_aggregate;
 use super::bindings::aggregator::{Aggregator, AggregatorPre};
 use super::bindings::{WitUpdateAndEmitOutput, wit_types};
+use super::code_tier::InstanceTier;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_instance::GuestInstance;
@@ -131,12 +132,13 @@ impl AggregatorInstance {
     pub(crate) fn instantiate(
         module: Arc<str>,
         ticker: Arc<EpochTicker>,
+        tier: InstanceTier,
         pre: &AggregatorPre<HostState>,
         update_and_emit: Option<&ComponentExportIndex>,
         limits: &GuestLimits,
         config: BTreeMap<String, String>,
     ) -> Result<Self, EngineError> {
-        let mut guest = GuestStore::new(pre.engine(), module, ticker, limits, config);
+        let mut guest = GuestStore::new(pre.engine(), module, ticker, tier, limits, config);
         let (bindings, update_and_emit) = guest.call(|store| {
             let instance = pre.instance_pre().instantiate(&mut *store)?;
             let bindings = Aggregator::new(&mut *store, &instance)?;
@@ -309,5 +311,9 @@ impl GuestInstance for AggregatorInstance {
 
     fn wants_recycling(&self) -> bool {
         self.guest.wants_recycling()
+    }
+
+    fn code_outdated(&self) -> bool {
+        self.guest.code_outdated()
     }
 }

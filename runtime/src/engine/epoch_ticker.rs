@@ -1,7 +1,8 @@
 //! `EpochTicker`: the thread that advances wasmtime's epoch, so CPU deadlines fire.
 //!
 //! Invariants:
-//! - While the ticker lives, the engine's epoch advances by one every [`EPOCH_TICK`].
+//! - While the ticker lives, its engines' epochs (one engine per code tier) advance by
+//!   one every [`EPOCH_TICK`].
 //!   A store whose deadline is set to `n` ticks therefore traps after between
 //!   `(n - 1) * EPOCH_TICK` and `n * EPOCH_TICK` of guest execution; callers add one tick
 //!   to their budget so a call gets at least its full timeout and at most one tick more.
@@ -50,7 +51,7 @@ pub(crate) struct EpochTicker {
 }
 
 impl EpochTicker {
-    pub(crate) fn start(engine: wasmtime::Engine) -> std::io::Result<Self> {
+    pub(crate) fn start(engines: Vec<wasmtime::Engine>) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         let clock = EpochClock::default();
         let ticks = clock.clone();
@@ -60,7 +61,9 @@ impl EpochTicker {
                 loop {
                     match stopped.recv_timeout(EPOCH_TICK) {
                         Err(RecvTimeoutError::Timeout) => {
-                            engine.increment_epoch();
+                            for engine in &engines {
+                                engine.increment_epoch();
+                            }
                             ticks.tick();
                         }
                         Ok(()) | Err(RecvTimeoutError::Disconnected) => return,

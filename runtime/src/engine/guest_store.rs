@@ -33,6 +33,7 @@ use std::sync::Arc;
 use wasmtime::{Store, Trap, WasmBacktrace};
 
 use super::call_deadline::{CallDeadline, DeadlineReached};
+use super::code_tier::InstanceTier;
 use super::epoch_ticker::{EPOCH_TICK, EpochTicker};
 use super::error::EngineError;
 use super::guest_output::{panic_message, uncaught_exception};
@@ -54,6 +55,8 @@ pub(crate) struct GuestStore {
     poisoned: Option<String>,
     /// Linear memory right after instantiation (the first successful call).
     baseline_bytes: Option<usize>,
+    /// The code tier this instance was made from, and its module's.
+    tier: InstanceTier,
     /// Keeps the deadline firing while this instance lives.
     _ticker: Arc<EpochTicker>,
 }
@@ -63,6 +66,7 @@ impl GuestStore {
         engine: &wasmtime::Engine,
         module: Arc<str>,
         ticker: Arc<EpochTicker>,
+        tier: InstanceTier,
         limits: &GuestLimits,
         config: BTreeMap<String, String>,
     ) -> Self {
@@ -84,6 +88,7 @@ impl GuestStore {
             store,
             poisoned: None,
             baseline_bytes: None,
+            tier,
             _ticker: ticker,
         }
     }
@@ -103,6 +108,12 @@ impl GuestStore {
         self.baseline_bytes.is_some_and(|baseline| {
             past_recycling_mark(self.memory_bytes(), baseline, self.limits.memory_bytes)
         })
+    }
+
+    /// Whether the module has faster code than this instance was made from: its owner
+    /// should replace it before the next call (see `code_tier.rs`).
+    pub(crate) fn code_outdated(&self) -> bool {
+        self.tier.outdated()
     }
 
     /// Runs `f` (an instantiation or one export call) under the limits.

@@ -20,6 +20,7 @@ use crate::record::batch::RecordBatch;
 
 use super::bindings::mapper::{Mapper, MapperPre};
 use super::bindings::wit_types;
+use super::code_tier::InstanceTier;
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_instance::GuestInstance;
@@ -57,11 +58,12 @@ impl MapperInstance {
     pub(crate) fn instantiate(
         module: Arc<str>,
         ticker: Arc<EpochTicker>,
+        tier: InstanceTier,
         pre: &MapperPre<HostState>,
         limits: &GuestLimits,
         config: BTreeMap<String, String>,
     ) -> Result<Self, EngineError> {
-        let mut guest = GuestStore::new(pre.engine(), module, ticker, limits, config);
+        let mut guest = GuestStore::new(pre.engine(), module, ticker, tier, limits, config);
         let bindings = guest.call(|store| pre.instantiate(store))?;
         Ok(Self { guest, bindings })
     }
@@ -109,5 +111,9 @@ impl GuestInstance for MapperInstance {
 
     fn wants_recycling(&self) -> bool {
         self.guest.wants_recycling()
+    }
+
+    fn code_outdated(&self) -> bool {
+        self.guest.code_outdated()
     }
 }

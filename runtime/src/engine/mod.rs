@@ -7,7 +7,9 @@
 //!   granting nothing: no file, environment or network); one instance per subtask
 //!   ([`MapperInstance`], [`AggregatorInstance`]), reused across batches until it traps
 //!   or has used half its memory headroom ([`GuestInstance::wants_recycling`]), when
-//!   its operator replaces it with a fresh one.
+//!   its operator replaces it with a fresh one, or its module has faster code
+//!   ([`GuestInstance::code_outdated`]: a large module may start on baseline code and
+//!   move to optimized code, see `code_tier.rs`).
 //! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
 //!   ([`GuestLimits::call_timeout`] plus one epoch tick), time blocked in host calls
 //!   included (a sleeping guest is stopped at the deadline like a looping one). No guest behaviour panics the
@@ -17,7 +19,10 @@
 mod aggregator_instance;
 mod bindings;
 mod call_deadline;
+mod code_tier;
 mod compile_isolation;
+mod compiled_cache;
+mod compiler;
 mod component_imports;
 mod epoch_ticker;
 mod error;
@@ -38,12 +43,16 @@ mod wasm_engine;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tier_tests;
 
 pub use aggregator_instance::{AggregatorInstance, EmitBatch, GroupBatch, UpdateOutput};
+pub use code_tier::{CodeTier, TIER_UP_MIN_BYTES};
 pub use compile_isolation::{
     CHILD_SUBCOMMAND, CompileIsolation, CompileLimits, DEFAULT_COMPILE_CPU, DEFAULT_COMPILE_MEMORY,
     lower_limits,
 };
+pub use compiled_cache::CompiledCache;
 pub use epoch_ticker::EPOCH_TICK;
 pub use error::EngineError;
 pub use guest_instance::GuestInstance;

@@ -71,7 +71,7 @@ const CORE_COMMON: &str = r#"
 
 /// A mapper component whose core `map` (10 flat i32 params, returns a pointer to the
 /// 12-word result) has `body` as its body; `imports` are extra component imports.
-fn mapper_wat(imports: &str, body: &str) -> String {
+pub(super) fn mapper_wat(imports: &str, body: &str) -> String {
     format!(
         r#"(component
   {imports}
@@ -97,7 +97,7 @@ fn mapper_wat(imports: &str, body: &str) -> String {
 }
 
 /// Returns the input batch unchanged plus `rejections` (a pointer/length pair).
-fn echo_body(rejections_ptr: u32, rejections_len: u32) -> String {
+pub(super) fn echo_body(rejections_ptr: u32, rejections_len: u32) -> String {
     let mut s = String::new();
     for i in 0..10 {
         s.push_str(&format!(

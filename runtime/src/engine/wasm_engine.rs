@@ -1,12 +1,11 @@
-//! `WasmEngine`: the one wasmtime `Engine` of the process, its linkers, compiled-code
-//! cache and epoch ticker; the entry point for loading guests.
+//! `WasmEngine`: the process's wasmtime engines (one per code tier), their linkers,
+//! compiled-code cache and epoch ticker; the entry point for loading guests.
 //!
 //! Invariants:
-//! - One `Engine`: component model on, epoch interruption on (every store traps when
-//!   its deadline passes, see `guest_store.rs`), no `unsafe` anywhere: compiled artifacts
-//!   are reused through wasmtime's own `cache` feature (keyed by the module's hash and
-//!   wasmtime's version and configuration), never through `Component::deserialize`.
-//! - The two linkers are built once here and shared by every module loaded.
+//! - One optimized `Compiler` (Cranelift) always; a baseline one (Winch) only when the
+//!   engine is [`WasmEngine::tiered`] (see `code_tier.rs` for when a module starts on
+//!   it). Both share the compiled-code cache and the epoch ticker, which advances both
+//!   engines' epochs.
 //! - A `GuestModule` only exists for bytes that passed every load check (see
 //!   `guest_module.rs`); loading never instantiates guest code.
 //! - A module file is checked before it is read: it must be a regular file (a FIFO,
@@ -14,31 +13,24 @@
 //!   never blocks or streams) of at most [`MAX_MODULE_BYTES`], and no more than that is
 //!   ever read (a file growing meanwhile is refused too). `weir validate` and `weir run`
 //!   go through the same [`WasmEngine::load`], so they share the limit.
-//! - With a [`CompileIsolation`], a module is first compiled in a child process under
-//!   CPU-time and memory limits (see `compile_isolation.rs`); only one that compiled
-//!   there is compiled here.
-//! - Compilation errors are one line (wasmparser's multi-line messages are joined), and
-//!   wasmtime's own log lines while compiling (warnings about unparseable custom
-//!   sections) are not shown: they are about guest bytes, and would be extra lines.
 //! - The epoch ticker is shared (`Arc`) by the engine, every `GuestModule` and every
 //!   instance: it stops and joins when the last of them is dropped, so a live instance
 //!   always has a working deadline whatever the drop order.
 
 use std::fmt;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use wasmtime::component::{Component, Linker};
-use wasmtime::{Cache, CacheConfig, Config, Engine};
+use wasmtime::{Cache, CacheConfig};
 
+use super::code_tier::CodeTier;
 use super::compile_isolation::CompileIsolation;
+use super::compiled_cache::CompiledCache;
+use super::compiler::{Compiler, setup};
 use super::epoch_ticker::EpochTicker;
 use super::error::EngineError;
 use super::guest_module::GuestModule;
-use super::guest_text::one_line;
-use super::host::HostState;
-use super::linker::{aggregator_linker, mapper_linker};
 
 /// Largest module file accepted, checked before reading it. Real guests are a few
 /// MiB at most (the examples are under 1 MiB); compiling is the expensive part, and a
@@ -47,54 +39,67 @@ pub const MAX_MODULE_BYTES: u64 = 64 << 20; // 64 MiB
 
 /// The process-wide WebAssembly engine.
 pub struct WasmEngine {
-    engine: Engine,
-    mapper_linker: Linker<HostState>,
-    aggregator_linker: Linker<HostState>,
+    optimized: Compiler,
+    /// Where tiering is on: the compiler new large modules start with.
+    baseline: Option<Compiler>,
     cache: Option<Cache>,
-    cache_dir: Option<PathBuf>,
-    /// Compile each module in a limited child process first (see `compile_isolation.rs`).
-    isolation: Option<CompileIsolation>,
     ticker: Arc<EpochTicker>,
 }
 
 impl fmt::Debug for WasmEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WasmEngine")
-            .field("cache_dir", &self.cache.as_ref().map(|c| c.directory()))
+            .field("cache", &self.optimized.cache().map(CompiledCache::root))
+            .field("tiered", &self.baseline.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl WasmEngine {
     /// Creates the engine. With `cache_dir`, compiled components are cached on disk there
-    /// (created if missing) and reused by later runs with the same wasmtime build.
+    /// (created if missing, laid out as `compiled_cache.rs` says) and reused by later runs
+    /// with the same wasmtime build. Every module is compiled optimized.
     pub fn new(cache_dir: Option<&Path>) -> Result<WasmEngine, EngineError> {
-        let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true);
-        let cache = cache_dir.map(open_cache).transpose()?;
-        config.cache(cache.clone());
-        let engine = Engine::new(&config).map_err(|e| setup("wasmtime configuration", e))?;
-        let mapper_linker = mapper_linker(&engine).map_err(|e| setup("linking world mapper", e))?;
-        let aggregator_linker =
-            aggregator_linker(&engine).map_err(|e| setup("linking world aggregator", e))?;
-        let ticker = EpochTicker::start(engine.clone()).map_err(|e| {
+        Self::build(cache_dir, false)
+    }
+
+    /// Like [`WasmEngine::new`], but a large module not compiled before starts on
+    /// baseline code and moves to optimized code when it is ready (see `code_tier.rs`).
+    pub fn tiered(cache_dir: Option<&Path>) -> Result<WasmEngine, EngineError> {
+        Self::build(cache_dir, true)
+    }
+
+    fn build(cache_dir: Option<&Path>, tiered: bool) -> Result<WasmEngine, EngineError> {
+        let compiled_cache = cache_dir
+            .map(|dir| {
+                CompiledCache::at(dir).map_err(|e| {
+                    EngineError::Setup(format!("cache directory {}: {e}", dir.display()))
+                })
+            })
+            .transpose()?;
+        let cache = compiled_cache.as_ref().map(open_cache).transpose()?;
+        let compiler = |tier| Compiler::new(tier, compiled_cache.as_ref(), cache.as_ref());
+        let optimized = compiler(CodeTier::Optimized)?;
+        let baseline = tiered.then(|| compiler(CodeTier::Baseline)).transpose()?;
+        let engines = std::iter::once(&optimized)
+            .chain(&baseline)
+            .map(|c| c.engine().clone())
+            .collect();
+        let ticker = EpochTicker::start(engines).map_err(|e| {
             EngineError::Setup(format!("cannot start the epoch ticker thread: {e}"))
         })?;
         Ok(WasmEngine {
-            engine,
-            mapper_linker,
-            aggregator_linker,
+            optimized,
+            baseline,
             cache,
-            cache_dir: cache_dir.map(Path::to_path_buf),
-            isolation: None,
             ticker: Arc::new(ticker),
         })
     }
 
     /// From now on, compiles every module in a child process under `isolation`'s limits
-    /// before compiling it here (a cache hit when the engine has a cache).
+    /// before compiling it optimized here (a cache hit when the engine has a cache).
     pub fn with_compile_isolation(mut self, isolation: CompileIsolation) -> WasmEngine {
-        self.isolation = Some(isolation);
+        self.optimized.isolate(isolation);
         self
     }
 
@@ -125,35 +130,29 @@ impl WasmEngine {
         &self.ticker
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
+    pub(crate) fn optimized(&self) -> &Compiler {
+        &self.optimized
     }
 
-    pub(crate) fn mapper_linker(&self) -> &Linker<HostState> {
-        &self.mapper_linker
+    /// The compiler a module of `len` bytes with hash `sha256` starts on, where that is
+    /// the baseline (see `code_tier.rs`).
+    pub(crate) fn baseline_for(&self, len: usize, sha256: &str) -> Option<&Compiler> {
+        let baseline = self.baseline.as_ref()?;
+        let compiled_before = self
+            .optimized
+            .cache()
+            .is_some_and(|cache| cache.has_optimized(sha256));
+        (len >= super::code_tier::TIER_UP_MIN_BYTES && !compiled_before).then_some(baseline)
     }
 
-    pub(crate) fn aggregator_linker(&self) -> &Linker<HostState> {
-        &self.aggregator_linker
-    }
-
-    /// Compiles a component from bytes or text (tests build small components from WAT).
-    pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Component, EngineError> {
-        if let Some(isolation) = &self.isolation {
-            isolation.check(name, bytes, self.cache_dir.as_deref())?;
-        }
-        // wasmtime logs (through `log`) warnings about the guest's custom sections while
-        // translating, on this thread: keep them off the user's terminal.
-        let compiled = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || {
-            Component::new(&self.engine, bytes)
-        });
-        compiled.map_err(|e| EngineError::Invalid {
-            module: name.to_owned(),
-            reason: format!(
-                "is not a valid WebAssembly component: {}",
-                one_line(&format!("{e:#}"))
-            ),
-        })
+    /// Compiles optimized code for a component from bytes or text.
+    pub(crate) fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<wasmtime::component::Component, EngineError> {
+        self.optimized
+            .compile(name, bytes, &super::guest_module::sha256_hex(bytes))
     }
 }
 
@@ -206,16 +205,10 @@ fn read_module_file(path: &Path, name: &str) -> Result<Vec<u8>, EngineError> {
     Ok(bytes)
 }
 
-fn open_cache(dir: &Path) -> Result<Cache, EngineError> {
-    // wasmtime requires an absolute cache directory.
-    let dir: PathBuf = std::path::absolute(dir)
-        .map_err(|e| EngineError::Setup(format!("cache directory {}: {e}", dir.display())))?;
+fn open_cache(cache: &CompiledCache) -> Result<Cache, EngineError> {
+    let dir = cache.wasmtime_dir();
     let mut cache_config = CacheConfig::new();
     cache_config.with_directory(&dir);
     Cache::new(cache_config)
         .map_err(|e| setup(&format!("compiled-code cache in {}", dir.display()), e))
-}
-
-fn setup(what: &str, e: wasmtime::Error) -> EngineError {
-    EngineError::Setup(format!("{what}: {e:#}"))
 }

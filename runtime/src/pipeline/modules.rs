@@ -73,10 +73,12 @@ fn world_name(world: World) -> &'static str {
     }
 }
 
-/// The engine of one run: the compiled-code cache, and with `options.compile_program`,
-/// compilation in a child process under the spec's compile limits.
+/// The engine of one run: the compiled-code cache, tiered code (a large module not
+/// compiled before starts on baseline code, see `engine::code_tier`), and with
+/// `options.compile_program`, compilation in a child process under the spec's compile
+/// limits.
 pub fn engine(spec: &PipelineSpec, options: &RunOptions) -> Result<WasmEngine, PipelineError> {
-    let engine = WasmEngine::new(compile_cache_dir().as_deref()).map_err(|source| {
+    let engine = WasmEngine::tiered(compile_cache_dir().as_deref()).map_err(|source| {
         PipelineError::Engine {
             pipeline: spec.name.clone(),
             source,

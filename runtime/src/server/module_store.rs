@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::engine::{CompileIsolation, GuestModule, WasmEngine};
+use crate::engine::{CompileIsolation, CompiledCache, GuestModule, WasmEngine};
 use crate::server::catalog::now;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::wire::Module;
@@ -70,8 +70,8 @@ impl ModuleStore {
     /// Tenant `tenant`'s compiled-code cache (its uploads compile into it, its workers
     /// load from it), if the server has one.
     pub fn tenant_cache(&self, tenant: &str) -> Option<PathBuf> {
-        let root = self.compiles.cache_root.as_ref()?;
-        Some(root.join("tenants").join(tenant))
+        let root = CompiledCache::at(self.compiles.cache_root.as_ref()?).ok()?;
+        Some(root.tenant(tenant).root().to_path_buf())
     }
 
     pub fn path(&self, id: &str) -> PathBuf {

@@ -49,7 +49,8 @@ pub fn memory_note(source: &EngineError, input_bytes: usize) -> String {
 
 /// After a guest call: samples `instance`'s linear memory into `memory` (0 without an
 /// instance), and drops the instance if it used half its memory headroom (its owner
-/// instantiates a fresh one at its next call; counted in `memory`).
+/// instantiates a fresh one at its next call; counted in `memory`), or if its module now
+/// has faster code (not counted: see `code_tier.rs`).
 pub fn sample_and_recycle<T: GuestInstance>(
     id: &str,
     instance: &mut Option<T>,
@@ -64,6 +65,12 @@ pub fn sample_and_recycle<T: GuestInstance>(
             "recycling a guest instance that used half its memory headroom"
         );
         memory.recycled();
+    } else if let Some(old) = instance.take_if(|i| i.code_outdated()) {
+        tracing::debug!(
+            operator = id,
+            module = old.module_name(),
+            "moving a guest instance to its module's optimized code"
+        );
     }
 }
 
@@ -153,5 +160,53 @@ impl Operator for MapOperator {
         }
         out.emit(output.records);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Instance {
+        memory_bytes: usize,
+        wants_recycling: bool,
+        code_outdated: bool,
+    }
+
+    impl GuestInstance for Instance {
+        fn module_name(&self) -> &str {
+            "m.wasm"
+        }
+        fn memory_bytes(&self) -> usize {
+            self.memory_bytes
+        }
+        fn wants_recycling(&self) -> bool {
+            self.wants_recycling
+        }
+        fn code_outdated(&self) -> bool {
+            self.code_outdated
+        }
+    }
+
+    fn after_a_call(wants_recycling: bool, code_outdated: bool) -> (bool, u64, u64) {
+        let gauge = GuestMemoryGauge::detached();
+        let mut instance = Some(Instance {
+            memory_bytes: 5 << 20,
+            wants_recycling,
+            code_outdated,
+        });
+        sample_and_recycle("op", &mut instance, &gauge);
+        (instance.is_some(), gauge.get(), gauge.recycled_count())
+    }
+
+    /// The instance is kept unless it used half its headroom (a recycle, counted) or
+    /// its module has faster code (replaced, not counted); its memory is sampled first.
+    #[test]
+    fn an_instance_is_dropped_when_it_wants_recycling_or_its_code_is_outdated() {
+        let sampled = 5 << 20;
+        assert_eq!(after_a_call(false, false), (true, sampled, 0));
+        assert_eq!(after_a_call(true, false), (false, sampled, 1));
+        assert_eq!(after_a_call(false, true), (false, sampled, 0));
+        assert_eq!(after_a_call(true, true), (false, sampled, 1));
     }
 }

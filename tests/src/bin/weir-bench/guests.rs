@@ -5,6 +5,11 @@
 //!   wall time of the whole command (what a user's first `weir run` of a new module
 //!   pays: weir compiles it in its limited child process and stores the artifact);
 //! - second load: the same command again, now a cache hit (every later start);
+//! - first output, tiered: what a first `weir run` of a new module waits before its
+//!   first batch comes out: a tiered engine (`engine::code_tier`) with an empty cache
+//!   loads the module (a large one on Winch's baseline code) and a fresh operator maps
+//!   one record, wall time, in this process; then how long after the start optimized
+//!   code (Cranelift, compiled in the background meanwhile) was ready;
 //! - first call: a fresh `MapOperator`'s first batch of one record, wall time, the
 //!   median of a few: instantiation from the module's `InstancePre` plus one call (what
 //!   each subtask pays once per start);
@@ -26,7 +31,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use weir::dataflow::operator::{Operator, Output};
 use weir::dataflow::operators::map::MapOperator;
-use weir::engine::{GuestLimits, GuestModule, WasmEngine};
+use weir::engine::{CodeTier, GuestLimits, GuestModule, WasmEngine};
 use weir::metrics::guest_memory::GuestMemoryGauge;
 use weir::record::batch::RecordBatch;
 
@@ -57,6 +62,8 @@ pub const GUESTS: [(&str, &str, Option<AloneRuns>); 3] = [
 ];
 /// Fresh instances timed for the first-call figure.
 const FIRST_CALLS: usize = 5;
+/// Longest wait for a tiered start's optimized code.
+const TIER_UP_WAIT: Duration = Duration::from_secs(600);
 /// Records of the long run, in which guest memory is read at the start and the end.
 const LONG_RUN_RECORDS: u64 = 1_000_000;
 
@@ -75,6 +82,7 @@ pub fn guest_figures(
     );
     let cache = tempfile::tempdir()?;
     let first_load = validate_wall(&path, cache.path())?;
+    let tiered = tiered_start(&path)?;
     let second_load = validate_wall(&path, cache.path())?;
     // The same cache: this process's own load is a hit, as a pipeline's would be.
     let engine = WasmEngine::new(Some(cache.path()))?;
@@ -103,6 +111,7 @@ pub fn guest_figures(
         "first_load_s": first_load.as_secs_f64(),
         "second_load_s": second_load.as_secs_f64(),
         "first_call_ms": first_call.as_secs_f64() * 1e3,
+        "tiered_start": tiered,
         "operator_alone": {
             "records": alone_runs.records,
             "rounds": alone_runs.rounds,
@@ -173,6 +182,38 @@ fn validate_wall(path: &Path, cache: &Path) -> anyhow::Result<Duration> {
     Ok(elapsed)
 }
 
+/// A first run's start with tiered code and an empty cache, in this process: the code
+/// tier it started on, wall seconds to the first batch's output and to optimized code.
+fn tiered_start(path: &Path) -> anyhow::Result<Value> {
+    let cache = tempfile::tempdir()?;
+    let started = Instant::now();
+    let engine = WasmEngine::tiered(Some(cache.path()))?;
+    let module = Arc::new(engine.load(path)?);
+    let first_tier = module.tier();
+    let mut op = MapOperator::new(
+        "step-0".into(),
+        module.clone(),
+        GuestLimits::default(),
+        BTreeMap::new(),
+    );
+    op.handle_batch(generator_batches(1).remove(0), &mut Output::default())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", op.id()))?;
+    let first_output = started.elapsed();
+    while module.tier() != CodeTier::Optimized {
+        anyhow::ensure!(
+            started.elapsed() < TIER_UP_WAIT,
+            "{}: no optimized code after {TIER_UP_WAIT:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(json!({
+        "first_tier": first_tier.compiler(),
+        "first_output_s": first_output.as_secs_f64(),
+        "optimized_s": started.elapsed().as_secs_f64(),
+    }))
+}
+
 /// Median wall time of a fresh operator's first batch of one record.
 fn first_call_wall(module: &Arc<GuestModule>) -> anyhow::Result<Duration> {
     let one = generator_batches(1).remove(0);
@@ -218,6 +259,21 @@ pub fn print(f: &Value) {
             num(&e["wasm_records_per_s"]),
             num(&e["native_records_per_s"]),
             num(&e["ratio"]),
+        );
+    }
+    println!();
+    println!(
+        "| uppercase guest, first run, empty cache | untiered: first load (`weir validate`) | tiered: starts on | first output | optimized code after |"
+    );
+    println!("|---|---:|---|---:|---:|");
+    for (language, _, _) in GUESTS {
+        let (g, t) = (&f[language], &f[language]["tiered_start"]);
+        println!(
+            "| {language} | {:.2} s | {} | {:.2} s | {:.2} s |",
+            num(&g["first_load_s"]),
+            t["first_tier"].as_str().unwrap_or("?"),
+            num(&t["first_output_s"]),
+            num(&t["optimized_s"]),
         );
     }
     println!();
