@@ -27,11 +27,11 @@
 //   traps: the contract's emit has no rejection. A record without a timestamp gets
 //   `window.end - 1`, or 0 unwindowed (what the runtime stamps on window output).
 
-import { BatchReader, BatchWriter, ColumnWriter, FramingError, checkEnds, frame, toTime } from './framing.js';
+import { BatchReader, BatchWriter, ColumnWriter, FramingError, checkEnds, frame, ownRealm, toTime } from './framing.js';
 import { drive, isThenable } from './drive.js';
 import { reasonOf } from './mapper.js';
 import { pushResult } from './output.js';
-import { inputRecord, utf8 } from './record.js';
+import { Record, TRUSTED, utf8 } from './record.js';
 
 /** The accumulator factory of `initial` (a function, or a JSON value copied each time). */
 export function initialFactory(initial) {
@@ -116,7 +116,9 @@ export function runUpdate(groups, fresh, update) {
 }
 
 function* updateLoop(groups, fresh, update) {
-  const { accumulatorEnds, accumulators, recordEnds } = groups;
+  const accumulatorEnds = ownRealm(Uint32Array, groups.accumulatorEnds);
+  const accumulators = ownRealm(Uint8Array, groups.accumulators);
+  const recordEnds = ownRealm(Uint32Array, groups.recordEnds);
   const records = new BatchReader(groups.records);
   const groupCount = recordEnds.length;
   if (accumulatorEnds.length !== groupCount) {
@@ -135,10 +137,10 @@ function* updateLoop(groups, fresh, update) {
     let acc = decodeAccumulator(bytes, fresh, () => `group ${g} of this batch`);
     let changed = false;
     for (const end = recordEnds[g]; index < end; index++) {
-      const record = inputRecord(records.key(index), records.value(index), records.timestamp(index));
+      const record = new Record(records.key(index), records.value(index), records.timestamp(index), TRUSTED);
       try {
         let result = update(acc, record);
-        if (isThenable(result)) result = yield result;
+        if (result != null && typeof result.then === 'function') result = yield result;
         if (result !== undefined) acc = result;
         changed = true;
       } catch (error) {
@@ -160,7 +162,11 @@ export function runEmit(entries, fresh, emit) {
 }
 
 function* emitLoop(entries, fresh, emit) {
-  const { keyEnds, keys, windows, accumulatorEnds, accumulators } = entries;
+  const { windows } = entries;
+  const keyEnds = ownRealm(Uint32Array, entries.keyEnds);
+  const keys = ownRealm(Uint8Array, entries.keys);
+  const accumulatorEnds = ownRealm(Uint32Array, entries.accumulatorEnds);
+  const accumulators = ownRealm(Uint8Array, entries.accumulators);
   const n = windows.length;
   if (keyEnds.length !== n || accumulatorEnds.length !== n) {
     throw new FramingError(`emit-batch: ${keyEnds.length} keys, ${n} windows, ${accumulatorEnds.length} accumulators`);

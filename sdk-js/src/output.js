@@ -11,10 +11,17 @@
 //   back to its mark.
 
 import { describe } from './framing.js';
+import { Record } from './record.js';
 
 /** Appends `result` to `out` (a BatchWriter); `naturalTime` for a record without one. */
 export function pushResult(out, result, naturalTime, what) {
   if (result === null) return;
+  // The common case first, without a call: one Record (its own class, not a subclass).
+  if (typeof result === 'object' && result.constructor === Record) {
+    const time = result.timestamp;
+    out.push(result.key, result.value, time === undefined || time === null ? naturalTime : time);
+    return;
+  }
   if (Array.isArray(result)) {
     for (let i = 0; i < result.length; i++) {
       const record = result[i];

@@ -50,26 +50,45 @@ export function utf8Bytes(text) {
   return encoder.encode(text);
 }
 
+/**
+ * Passed by the SDK's own loops as a Record's fourth argument: `key` and `value` are
+ * already what `asData` would make of them (input views, or a copy's kept fields), so
+ * they are stored as they are, without two calls. Not exported to guests.
+ */
+export const TRUSTED = Symbol('weir-guest trusted record');
+
 export class Record {
   /**
    * @param {Uint8Array|string|null|undefined} key   empty when absent; kept as given
    * @param {Uint8Array|string|null|undefined} value empty when absent; kept as given
    * @param {number|bigint|undefined} timestamp      ms; undefined: the natural time
    */
-  constructor(key, value, timestamp) {
-    this.key = asData(key);
-    this.value = asData(value);
+  constructor(key, value, timestamp, trusted = undefined) {
+    if (trusted === TRUSTED) {
+      this.key = key;
+      this.value = value;
+    } else {
+      this.key = asData(key);
+      this.value = asData(value);
+    }
     this.timestamp = timestamp;
   }
 
   /** The key as text (strict UTF-8: throws a TypeError, refusing the record). */
   get keyText() {
-    return utf8(this.key, 'key');
+    // `utf8`, its common case inlined (one call fewer per record).
+    const key = this.key;
+    if (typeof key === 'string') return key;
+    const text = lossy.decode(key);
+    return text.indexOf('\ufffd') === -1 ? text : utf8(key, 'key');
   }
 
   /** The value as text (strict UTF-8: throws a TypeError, refusing the record). */
   get valueText() {
-    return utf8(this.value, 'value');
+    const value = this.value;
+    if (typeof value === 'string') return value;
+    const text = lossy.decode(value);
+    return text.indexOf('\ufffd') === -1 ? text : utf8(value, 'value');
   }
 
   /** The value parsed as JSON (throws a SyntaxError on bad JSON, refusing the record). */
@@ -84,21 +103,14 @@ export class Record {
 
   /** A copy with some of `key`, `value`, `timestamp` replaced. */
   with(changes) {
-    return new Record(
-      'key' in changes ? changes.key : this.key,
-      'value' in changes ? changes.value : this.value,
-      'timestamp' in changes ? changes.timestamp : this.timestamp,
-    );
+    // Kept fields are valid already; a changed string needs no check either.
+    let key = this.key;
+    if ('key' in changes) key = typeof changes.key === 'string' ? changes.key : asData(changes.key);
+    let value = this.value;
+    if ('value' in changes) value = typeof changes.value === 'string' ? changes.value : asData(changes.value);
+    const timestamp = 'timestamp' in changes ? changes.timestamp : this.timestamp;
+    return new Record(key, value, timestamp, TRUSTED);
   }
-}
-
-/** A record read from a batch: the views as they are (internal, no conversion). */
-export function inputRecord(key, value, timestamp) {
-  const record = Object.create(Record.prototype);
-  record.key = key;
-  record.value = value;
-  record.timestamp = timestamp;
-  return record;
 }
 
 function asData(data) {

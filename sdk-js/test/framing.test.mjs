@@ -3,6 +3,7 @@
 // the reader accepts is exactly a well-formed frame.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import vm from 'node:vm';
 import { BatchReader, BatchWriter, FramingError, fromTime, toTime } from '../src/framing.js';
 import { batchOf, readBatch } from './helpers.mjs';
 
@@ -99,4 +100,22 @@ test('malformed frames from the host are FramingErrors naming the column', () =>
   });
   assert.throws(() => new BatchReader({ ...good, keyEnds: new Uint32Array([2, 1]) }), FramingError);
   assert.throws(() => new BatchReader({ ...good, timestamps: new BigInt64Array(2) }), /malformed record-batch/);
+});
+
+// componentize-js hands a call's columns over as typed arrays of another realm, for which
+// `instanceof Uint8Array` is false (and a writer took a slow path for every record).
+// Node's `vm` makes such arrays: the reader's views must be this realm's all the same.
+test('columns of another realm are read as this realm\'s typed arrays', () => {
+  const good = batchOf([['k', 'value', 7], ['', 'w', -1]]);
+  const foreign = vm.runInNewContext(
+    `({ timestamps: new BigInt64Array(t), keyEnds: new Uint32Array(ke), keys: new Uint8Array(k),
+        valueEnds: new Uint32Array(ve), values: new Uint8Array(v) })`,
+    { t: [...good.timestamps], ke: [...good.keyEnds], k: [...good.keys], ve: [...good.valueEnds], v: [...good.values] },
+  );
+  assert.equal(foreign.keys instanceof Uint8Array, false, 'the test makes foreign arrays');
+  const reader = new BatchReader(foreign);
+  assert.ok(reader.key(0) instanceof Uint8Array);
+  assert.ok(reader.value(1) instanceof Uint8Array);
+  assert.equal(new TextDecoder().decode(reader.value(0)), 'value');
+  assert.deepEqual([reader.timestamp(0), reader.timestamp(1)], [7, -1]);
 });

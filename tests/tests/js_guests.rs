@@ -491,6 +491,9 @@ fn the_js_sandbox_probe_is_denied_everything_inside_the_guest_and_reaches_nothin
         ("config greeting".to_owned(), "value hello, sandbox"),
         ("config missing".to_owned(), "absent"),
         ("log a line from the probe".to_owned(), "logged"),
+        // Input data is this realm's Uint8Array (componentize-js's columns are not: the
+        // SDK copies them once per call; before, `instanceof Uint8Array` was false).
+        ("types".to_owned(), "key Uint8Array, value Uint8Array"),
     ];
     let input: String = cases.iter().map(|(p, _)| format!("{p}\n")).collect();
     let input = write_file(dir.path(), "probes.txt", &input);

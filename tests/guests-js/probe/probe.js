@@ -17,6 +17,8 @@
 // and two that check the host interfaces a guest IS given:
 //   config <name>         the step's config value: `value <v>` or `absent`
 //   log <message>         writes <message> to the pipeline's log at info: `logged`
+//   types                 what the record's key and value are: `key Uint8Array, value
+//                         Uint8Array` when `instanceof Uint8Array` holds for both
 //
 // Async on purpose: it also exercises the SDK's path for map functions that return
 // promises, inside the real component.
@@ -29,7 +31,11 @@ function denied(error) {
   return `denied: ${name}${text.includes(weir.NO_NETWORK) ? ' (no network)' : ''}`;
 }
 
-async function attempt(probe) {
+function kind(data) {
+  return data instanceof Uint8Array ? 'Uint8Array' : `not a Uint8Array of this realm (${Object.prototype.toString.call(data)})`;
+}
+
+async function attempt(probe, record) {
   const space = probe.indexOf(' ');
   const verb = space < 0 ? probe : probe.slice(0, space);
   const arg = space < 0 ? '' : probe.slice(space + 1);
@@ -74,6 +80,8 @@ async function attempt(probe) {
         weir.log.info(arg);
         return 'logged';
       }
+      case 'types':
+        return `key ${kind(record.key)}, value ${kind(record.value)}`;
       default:
         throw new Error(`unknown probe ${probe}`);
     }
@@ -82,4 +90,4 @@ async function attempt(probe) {
   }
 }
 
-export const map = weir.map(async (record) => record.with({ value: `${record.valueText}: ${await attempt(record.valueText)}` }));
+export const map = weir.map(async (record) => record.with({ value: `${record.valueText}: ${await attempt(record.valueText, record)}` }));
