@@ -72,8 +72,8 @@ def check_ends(ends: Sequence[int], total: int, what: str) -> None:
         raise FramingError(f"weir_guest: malformed {what} from the host: frame {i} spans {start}..{end} of {total}")
 
 
-def records(batch) -> Iterator[Tuple[bytes, bytes, int]]:
-    """(key, value, timestamp) of each record of `batch`, in order."""
+def columns(batch) -> Tuple[Sequence[int], Sequence[int], bytes, Sequence[int], bytes]:
+    """`batch`'s five columns (timestamps, key ends, keys, value ends, values), checked."""
     timestamps, key_ends, value_ends = batch.timestamps, batch.key_ends, batch.value_ends
     n = len(timestamps)
     if len(key_ends) != n or len(value_ends) != n:
@@ -84,6 +84,12 @@ def records(batch) -> Iterator[Tuple[bytes, bytes, int]]:
     keys, values = batch.keys, batch.values
     check_ends(key_ends, len(keys), "keys")
     check_ends(value_ends, len(values), "values")
+    return timestamps, key_ends, keys, value_ends, values
+
+
+def records(batch) -> Iterator[Tuple[bytes, bytes, int]]:
+    """(key, value, timestamp) of each record of `batch`, in order."""
+    timestamps, key_ends, keys, value_ends, values = columns(batch)
     k = v = 0
     for timestamp, key_end, value_end in zip(timestamps, key_ends, value_ends):
         yield keys[k:key_end], values[v:value_end], timestamp
