@@ -28,6 +28,7 @@ mod guests;
 mod map;
 mod measure;
 mod pause;
+mod scaling;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -54,7 +55,7 @@ const OPERATOR_ALONE: guests::AloneRuns = guests::AloneRuns {
     records: 256 * BATCH as u64,
     rounds: 7,
 };
-const SECTIONS: [&str; 4] = ["map", "aggregate", "pause", "guests"];
+const SECTIONS: [&str; 5] = ["map", "aggregate", "pause", "guests", "scaling"];
 
 struct Args {
     out: PathBuf,
@@ -73,7 +74,7 @@ fn args() -> anyhow::Result<Args> {
         sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
         section: None,
     };
-    let usage = "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests]";
+    let usage = "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests,scaling]";
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -162,6 +163,7 @@ fn run_section(section: &str, args: &Args) -> anyhow::Result<Value> {
         "aggregate" => aggregate_section(&engine, &guests, args.keys),
         "pause" => pause_section(&engine, &guests, args.keys),
         "guests" => guests_section(&guests, args.records),
+        "scaling" => scaling::scaling_figures(&guests, args.records, args.keys),
         other => anyhow::bail!("unknown section {other}"),
     }
 }
@@ -315,6 +317,7 @@ fn print_section(section: &str, f: &Value, args: &Args) {
             }
         }
         "guests" => guests::print(f),
+        "scaling" => scaling::print(f),
         _ => {}
     }
 }
