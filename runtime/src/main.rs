@@ -11,6 +11,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a worker's log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // A task thread's panic fails its pipeline with one `weir: error:` line naming the
     // task and the panic; the hook keeps the default multi-line report for other threads.

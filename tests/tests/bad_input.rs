@@ -320,3 +320,55 @@ path = {out}
         ]
     );
 }
+
+/// Issue 35 item 4: a pipeline rerun after its step's module was rebuilt resumed from
+/// the old checkpoint, printed "0 records in" and left the old output, without a word.
+/// Now one line names the step, the new module, both hashes (first 12 hex digits) and
+/// what to do; the run is not refused (a new module on old state is an upgrade).
+#[test]
+fn a_rerun_with_another_module_says_so_and_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a\nb\n");
+    let module = dir.path().join("step.wasm");
+    std::fs::copy(guest("uppercase"), &module).expect("copy uppercase");
+    let spec = write_file(
+        dir.path(),
+        "spec.toml",
+        &spec_text(dir.path(), &input, &module),
+    );
+    let path = spec.to_str().expect("utf-8 path");
+    let first = run_weir(&["run", "--quiet", path]);
+    assert!(first.status.success(), "{}", stderr_of(&first));
+    assert!(
+        !stderr_of(&first).contains("not the module"),
+        "{}",
+        stderr_of(&first)
+    );
+
+    let sha = |name: &str| {
+        let out = run_weir(&["validate", guest(name).to_str().expect("utf-8")]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let at = stdout
+            .find("sha256 ")
+            .expect("a sha256 in weir validate's output")
+            + 7;
+        stdout[at..at + 12].to_owned()
+    };
+    std::fs::copy(guest("split_words"), &module).expect("copy split_words");
+    let second = run_weir(&["run", "--quiet", path]);
+    let err = stderr_of(&second);
+    assert!(second.status.success(), "{err}");
+    let notices: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("not the module"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{err}");
+    assert!(
+        notices[0].contains(&format!(
+            "step-0 runs step.wasm ({}), not the module checkpoint 1 was taken with ({}): that checkpoint ended the run, so nothing is left to read; rerun with --from-scratch to process the input again with the new module",
+            sha("split_words"),
+            sha("uppercase")
+        )),
+        "{err}"
+    );
+}

@@ -141,6 +141,9 @@ pub struct CoordinatorConfig {
     /// The partitions of this worker's repartition topic, if it has one (written into
     /// every checkpoint's metadata).
     pub repartition_partitions: Option<u16>,
+    /// Step id -> SHA-256 of the module it runs (written into every checkpoint's
+    /// metadata).
+    pub modules: BTreeMap<String, String>,
 }
 
 /// The coordinator of one pipeline run.
@@ -393,6 +396,7 @@ impl Coordinator {
             committed_before: self.committed,
             layout: Some(self.config.layout),
             repartition_partitions: self.config.repartition_partitions,
+            modules: self.config.modules.clone(),
             tasks: acks,
         }
     }

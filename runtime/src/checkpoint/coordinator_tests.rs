@@ -310,6 +310,7 @@ impl Rig {
                 max_parallelism: 128,
                 layout: crate::cluster::LayoutStamp::first(1),
                 repartition_partitions: None,
+                modules: BTreeMap::new(),
             },
             storage: self.storage.clone(),
             events: self.events.clone(),

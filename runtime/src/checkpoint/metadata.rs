@@ -63,6 +63,11 @@ pub struct CheckpointMetadata {
     /// partition per key group (`repartition_partitions_of`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repartition_partitions: Option<u16>,
+    /// The guest each step ran when this checkpoint was taken: step id -> hex SHA-256
+    /// of its module's bytes. Empty in checkpoints written before it existed. Recovery
+    /// compares it with the modules it loads (`pipeline::module_changes`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modules: BTreeMap<String, String>,
     /// task -> operator id -> snapshot.
     pub tasks: BTreeMap<String, BTreeMap<String, OperatorSnapshot>>,
 }
@@ -128,6 +133,7 @@ impl CheckpointMetadata {
             committed_before: CheckpointId::NONE,
             layout: None,
             repartition_partitions: None,
+            modules: BTreeMap::new(),
             tasks: BTreeMap::new(),
         }
     }

@@ -36,6 +36,7 @@ use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestLogBudget, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::module_changes::module_changes;
 use crate::pipeline::plan::{self, SourceRoute, StagePlan};
 use crate::pipeline::rescale::RescaleRestore;
 use crate::record::CheckpointId;
@@ -457,6 +458,16 @@ fn stateful_steps(spec: &PipelineSpec) -> usize {
         .count()
 }
 
+/// What a guest failure of step `id` adds when the state restored into it was written
+/// by another module than the one it runs now (empty otherwise).
+fn state_note(cx: &BuildContext<'_>, id: &str) -> String {
+    cx.restored
+        .into_iter()
+        .flat_map(|m| module_changes(m, cx.modules))
+        .find(|change| change.step == id)
+        .map_or_else(String::new, |change| change.state_note())
+}
+
 /// What an aggregate operator needs of its step and of the spec.
 fn aggregate_config(
     cx: &BuildContext<'_>,
@@ -465,6 +476,7 @@ fn aggregate_config(
     module: Arc<GuestModule>,
 ) -> AggregateConfig {
     let spec = cx.spec;
+    let state_note = state_note(cx, &id);
     AggregateConfig {
         id,
         module,
@@ -490,6 +502,7 @@ fn aggregate_config(
         },
         max_accumulator_bytes: agg.max_accumulator_bytes,
         update_and_emit: true,
+        state_note,
     }
 }
 

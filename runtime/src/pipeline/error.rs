@@ -19,7 +19,10 @@ pub enum PipelineError {
         source: EngineError,
     },
     #[error(
-        "pipeline {pipeline}, step {step}: {module} is a {actual} guest, but a {kind} step needs a {expected} guest"
+        "pipeline {pipeline}, step {step}: {module} is {} guest, but a {kind} step needs {} guest: make it a `type = \"{}\"` step, or build the module for world {expected}",
+        with_article(.actual),
+        with_article(.expected),
+        step_type_of(.actual)
     )]
     WrongWorld {
         pipeline: String,
@@ -157,5 +160,24 @@ impl PipelineError {
             task: task.into(),
             source: Box::new(source.into()),
         }
+    }
+}
+
+/// `world` with its indefinite article ("a mapper", "an aggregator").
+fn with_article(world: &str) -> String {
+    let article = if world.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {world}")
+}
+
+/// The step type that runs a guest of `world`.
+fn step_type_of(world: &str) -> &'static str {
+    if world == "aggregator" {
+        "aggregate"
+    } else {
+        "map"
     }
 }

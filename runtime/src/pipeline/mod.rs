@@ -5,6 +5,7 @@
 //! removes other layouts' working directories on its machine (`stale_work_dirs`).
 pub mod build;
 pub mod error;
+pub mod module_changes;
 pub mod modules;
 pub mod options;
 pub mod plan;

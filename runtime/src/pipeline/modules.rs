@@ -139,4 +139,25 @@ mod tests {
         assert!(Arc::ptr_eq(&modules[&0], &modules[&2]));
         assert!(!Arc::ptr_eq(&modules[&0], &modules[&3]));
     }
+
+    /// Issue 35 item 5: a module of the wrong world for its step says which step type
+    /// or world would do, in one line ("is a aggregator guest" before, no fix named).
+    #[test]
+    fn a_module_of_the_wrong_world_says_what_to_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let module = guests_dir().join("word_count.wasm");
+        let text = format!(
+            "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n\
+             [[steps]]\ntype = \"map\"\nmodule = \"{}\"\n",
+            module.display()
+        );
+        let spec = PipelineSpec::parse(&text, dir.path(), "spec.toml").expect("spec");
+        let engine = WasmEngine::new(None).expect("engine");
+        let error = load_modules(&spec, &engine).expect_err("refused");
+        assert_eq!(
+            error.to_string(),
+            "pipeline p, step step-0: word_count.wasm is an aggregator guest, but a map step needs a mapper guest: \
+             make it a `type = \"aggregate\"` step, or build the module for world mapper"
+        );
+    }
 }

@@ -58,6 +58,7 @@ use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
 use crate::connector::sinks::{self, PipelineSinks};
 use crate::engine::GuestModule;
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::module_changes::module_changes;
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
 use crate::pipeline::rescale::{self, RescaleError, RescaleFailure, RescaleRestore};
@@ -143,6 +144,9 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         .max();
     let exactly_once = kafka.as_deref().filter(|unit| unit.is_exactly_once());
     let (restored, rescale_from) = restore_point(spec, &storage, exactly_once, choice, options)?;
+    for change in restored.iter().flat_map(|m| module_changes(m, &modules)) {
+        tracing::warn!(pipeline = %spec.name, "{change}");
+    }
     let rescaled = match rescale_from {
         Some(from) => Some(rescale(spec, root, &storage, exactly_once, from, options)?),
         None => None,

@@ -14,7 +14,7 @@
 //!   bounded by it, and ends at once when the run is abandoned); that is watched
 //!   (`watchdog`), so a thread stuck past it cannot keep the failure unreported.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,12 +24,13 @@ use std::time::Instant;
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
 use crate::dataflow::task::{SourceTask, StageTask, TaskContext};
 use crate::dataflow::task_panic;
-use crate::engine::GuestLogBudget;
+use crate::engine::{GuestLogBudget, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::metrics::progress::Progress;
 use crate::metrics::status_file::StatusFile;
 use crate::pipeline::build::{self, BuildContext};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::module_changes::module_hashes;
 use crate::pipeline::options::{RunOptions, RunSummary};
 use crate::pipeline::recovery::Recovery;
 use crate::pipeline::state_dir_lock::StateDirLock;
@@ -93,7 +94,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     })?;
     let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
     let coordinator = Coordinator {
-        config: coordinator_config(&spec),
+        config: coordinator_config(&spec, &modules),
         storage,
         events: events_rx,
         sources: built.barriers,
@@ -134,8 +135,11 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     })
 }
 
-/// The coordinator's settings, from the spec of the worker it runs.
-fn coordinator_config(spec: &PipelineSpec) -> CoordinatorConfig {
+/// The coordinator's settings, from the spec of the worker it runs and its modules.
+fn coordinator_config(
+    spec: &PipelineSpec,
+    modules: &BTreeMap<usize, Arc<GuestModule>>,
+) -> CoordinatorConfig {
     CoordinatorConfig {
         pipeline: spec.name.clone(),
         interval: spec.checkpoint.interval,
@@ -145,6 +149,7 @@ fn coordinator_config(spec: &PipelineSpec) -> CoordinatorConfig {
         max_parallelism: spec.max_parallelism as u16,
         layout: spec.layout,
         repartition_partitions: spec.repartitions.first().map(|r| r.key_groups.count()),
+        modules: module_hashes(modules),
     }
 }
 

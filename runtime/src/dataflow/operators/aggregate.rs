@@ -108,6 +108,10 @@ pub struct AggregateConfig {
     /// Use the guest's fused `update-and-emit` for unwindowed batches when it exports
     /// one (always, except where a test or benchmark compares it with the two calls).
     pub update_and_emit: bool,
+    /// Appended to a guest failure's message: which module wrote the state restored
+    /// into this step, when another one runs it now (`ModuleChange::state_note`); empty
+    /// otherwise.
+    pub state_note: String,
 }
 
 /// Where this subtask keeps and checkpoints its state.
@@ -459,7 +463,7 @@ impl AggregateOperator {
             module: self.config.module.name().to_owned(),
             first,
             end,
-            note: memory_note(&source, input_bytes),
+            note: memory_note(&source, input_bytes) + &self.config.state_note,
             source,
         })
     }

@@ -30,6 +30,7 @@ fn config(allowed_lateness_ms: i64) -> AggregateConfig {
         cache: CacheBounds::from(1024),
         max_accumulator_bytes: 1 << 20,
         update_and_emit: true,
+        state_note: String::new(),
     }
 }
 

@@ -216,6 +216,7 @@ pub fn open_aggregate(
             cache: default_bounds(),
             max_accumulator_bytes: 1 << 20,
             update_and_emit,
+            state_note: String::new(),
         },
         StateLocation {
             work_dir: dir.join("work"),
