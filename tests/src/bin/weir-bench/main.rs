@@ -12,7 +12,10 @@
 //! 3. pause: the longest output pause of the aggregate while it checkpoints a
 //!    1,000,000-key state, upload deferred (Weir) against inline (the task waits).
 //! 4. guests: `uppercase` in Rust, Python and JavaScript: first and second load,
-//!    first call, the operator alone and end to end, each against the native operator.
+//!    a first run's tiered start, first call, the operator alone and end to end, each
+//!    against the native operator.
+//! 5. scaling: the map and the revisited-key aggregate through `weir run` at
+//!    parallelism 1, 2, 4, ... up to the cores, weak scaling, with its efficiency.
 //!
 //! The map's and the aggregate's throughput figures are medians of `measure::RUNS` runs
 //! with their spread, with both the calling thread's and the whole process's CPU per
