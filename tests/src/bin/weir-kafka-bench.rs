@@ -707,55 +707,161 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-fn main() -> anyhow::Result<()> {
-    let mut records: u64 = 1_000_000;
-    let mut out = repo_root().join("build/kafka-bench.json");
-    let mut only: Option<Vec<String>> = None;
-    let mut budgets = Budgets::default();
-    let mut keyed_interval = "1s".to_owned();
-    let mut repartition_partitions: Option<usize> = None;
-    let size = |v: Option<String>, what: &str| -> anyhow::Result<usize> {
-        let v = v.with_context(|| format!("{what} SIZE"))?;
-        weir::spec::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--records" => records = args.next().context("--records N")?.parse()?,
-            "--out" => out = PathBuf::from(args.next().context("--out PATH")?),
-            "--only" => {
-                only = Some(
-                    args.next()
-                        .context("--only LIST")?
-                        .split(',')
-                        .map(str::to_owned)
-                        .collect(),
-                )
+/// The command line.
+struct Args {
+    records: u64,
+    out: PathBuf,
+    only: Option<Vec<String>>,
+    budgets: Budgets,
+    keyed_interval: String,
+    repartition_partitions: Option<usize>,
+}
+
+impl Args {
+    fn parse() -> anyhow::Result<Args> {
+        let mut a = Args {
+            records: 1_000_000,
+            out: repo_root().join("build/kafka-bench.json"),
+            only: None,
+            budgets: Budgets::default(),
+            keyed_interval: "1s".to_owned(),
+            repartition_partitions: None,
+        };
+        let size = |v: Option<String>, what: &str| -> anyhow::Result<usize> {
+            let v = v.with_context(|| format!("{what} SIZE"))?;
+            weir::spec::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--records" => a.records = args.next().context("--records N")?.parse()?,
+                "--out" => a.out = PathBuf::from(args.next().context("--out PATH")?),
+                "--only" => {
+                    let list = args.next().context("--only LIST")?;
+                    a.only = Some(list.split(',').map(str::to_owned).collect());
+                }
+                "--source-buffer" => a.budgets.source = Some(size(args.next(), "--source-buffer")?),
+                "--sink-buffer" => a.budgets.sink = Some(size(args.next(), "--sink-buffer")?),
+                "--keyed-interval" => {
+                    a.keyed_interval = args.next().context("--keyed-interval DURATION")?;
+                    weir::spec::units::parse_duration(&a.keyed_interval)
+                        .map_err(|e| anyhow::anyhow!("--keyed-interval: {e}"))?;
+                }
+                "--repartition-partitions" => {
+                    a.repartition_partitions =
+                        Some(args.next().context("--repartition-partitions R")?.parse()?)
+                }
+                other => bail!("unknown argument {other}; {USAGE}"),
             }
-            "--source-buffer" => budgets.source = Some(size(args.next(), "--source-buffer")?),
-            "--sink-buffer" => budgets.sink = Some(size(args.next(), "--sink-buffer")?),
-            "--keyed-interval" => {
-                keyed_interval = args.next().context("--keyed-interval DURATION")?;
-                weir::spec::units::parse_duration(&keyed_interval)
-                    .map_err(|e| anyhow::anyhow!("--keyed-interval: {e}"))?;
-            }
-            "--repartition-partitions" => {
-                repartition_partitions =
-                    Some(args.next().context("--repartition-partitions R")?.parse()?)
-            }
-            other => bail!("unknown argument {other}; {USAGE}"),
         }
+        ensure!(a.records > 0, "--records must be positive");
+        Ok(a)
     }
-    ensure!(records > 0, "--records must be positive");
-    let wanted = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+
+    /// Whether `--only` picked `scenario` (everything without `--only`).
+    fn wanted(&self, scenario: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == scenario))
+    }
+}
+
+/// The Weir scenarios: `--only` key, label, pipeline, delivery, checkpoint interval
+/// (the word counts take `--keyed-interval`), worker processes.
+const SCENARIOS: [(&str, &str, Shape, &str, &str, u32); 8] = [
+    (
+        "b",
+        "(b) Weir uppercase, at-least-once",
+        Shape::Uppercase,
+        "at-least-once",
+        "1s",
+        1,
+    ),
+    (
+        "c",
+        "(c) Weir uppercase, exactly-once, checkpoint 1s",
+        Shape::Uppercase,
+        "exactly-once",
+        "1s",
+        1,
+    ),
+    (
+        "c100",
+        "(c100) Weir uppercase, exactly-once, checkpoint 100ms",
+        Shape::Uppercase,
+        "exactly-once",
+        "100ms",
+        1,
+    ),
+    (
+        "w2",
+        "(w2) as (c), 2 worker processes (--worker I/2)",
+        Shape::Uppercase,
+        "exactly-once",
+        "1s",
+        2,
+    ),
+    (
+        "w3",
+        "(w3) as (c), 3 worker processes (--worker I/3)",
+        Shape::Uppercase,
+        "exactly-once",
+        "1s",
+        3,
+    ),
+    (
+        "k1",
+        "(k1) Weir word-count (keyed, in-process shuffle), exactly-once, 1s",
+        Shape::WordCount,
+        "exactly-once",
+        "1s",
+        1,
+    ),
+    (
+        "k2",
+        "(k2) as (k1), 2 workers (shuffle through the repartition topic)",
+        Shape::WordCount,
+        "exactly-once",
+        "1s",
+        2,
+    ),
+    (
+        "k3",
+        "(k3) as (k1), 3 workers (shuffle through the repartition topic)",
+        Shape::WordCount,
+        "exactly-once",
+        "1s",
+        3,
+    ),
+];
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse()?;
     // Fail early, with what to do, if anything is missing.
     let _ = kafka::bootstrap();
     let _ = guest("uppercase");
     let _ = weir_tests::weir_bin();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
+    let input = produce_input(args.records, now);
+    let dir = tempfile::tempdir()?;
+    let mut rows = Vec::new();
+    if args.wanted("a") {
+        rows.push(ceiling_row(&input, &args)?);
+    }
+    rows.extend(weir_rows(dir.path(), &input, &args, now)?);
+    let ratios = print_throughput(&rows, &args);
+    let latency = if args.wanted("latency") {
+        latency_rows(dir.path(), args.budgets)?
+    } else {
+        Vec::new()
+    };
+    write_json(&args, &rows, ratios, latency)
+}
 
+/// A fresh input topic holding `records` records (`value(i)`), spread over the partitions.
+fn produce_input(records: u64, now: i64) -> String {
     let input = kafka::unique_name("bench-in");
     kafka::create_topic(&input, PARTITIONS);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
     let inputs: Vec<Input> = (0..records)
         .map(|i| Input {
             partition: (i % PARTITIONS as u64) as i32,
@@ -767,39 +873,40 @@ fn main() -> anyhow::Result<()> {
     eprintln!("producing {records} records of {VALUE_BYTES} bytes to {input}");
     let produced = Instant::now();
     kafka::produce(&input, &inputs);
-    drop(inputs);
     eprintln!("  produced in {:.1}s", produced.elapsed().as_secs_f64());
+    input
+}
 
-    let dir = tempfile::tempdir()?;
-    let mut rows = Vec::new();
+/// (a): the tuned librdkafka copy, its output checked record by record.
+fn ceiling_row(input: &str, args: &Args) -> anyhow::Result<Row> {
+    let records = args.records;
+    let out_a = kafka::unique_name("bench-out-plain");
+    kafka::create_topic(&out_a, PARTITIONS);
+    eprintln!("(a) tuned librdkafka copy -> {out_a}");
+    let (copied, seconds) = plain_copy(input, &out_a, args.budgets)?;
+    ensure!(
+        copied == records,
+        "plain copy read {copied} records, expected {records}"
+    );
+    verify(&out_a, records, false)?;
+    Ok(Row {
+        scenario: "(a) librdkafka copy, no Weir",
+        records,
+        seconds,
+        peak_rss: None,
+        fixed_seconds: None,
+        warm_up: None,
+    })
+}
 
-    if wanted("a") {
-        let out_a = kafka::unique_name("bench-out-plain");
-        kafka::create_topic(&out_a, PARTITIONS);
-        eprintln!("(a) tuned librdkafka copy -> {out_a}");
-        let (copied, seconds) = plain_copy(&input, &out_a, budgets)?;
-        ensure!(
-            copied == records,
-            "plain copy read {copied} records, expected {records}"
-        );
-        verify(&out_a, records, false)?;
-        rows.push(Row {
-            scenario: "(a) librdkafka copy, no Weir",
-            records,
-            seconds,
-            peak_rss: None,
-            fixed_seconds: None,
-            warm_up: None,
-        });
-    }
-
-    // An empty input: a run on it is Weir's fixed cost (start-up, guest compilation,
-    // transactions initialised, shutdown), taken off for the net rates.
+/// Every wanted Weir scenario, each beside the same run on an empty topic (its start-up
+/// and shutdown).
+fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<Vec<Row>> {
     let empty = kafka::unique_name("bench-empty-in");
     kafka::create_topic(&empty, PARTITIONS);
     // Each word-count scenario's topic gets the first `warm_up` of these, then all.
-    let words: Vec<Input> = if ["k1", "k2", "k3"].iter().any(|k| wanted(k)) {
-        (0..records)
+    let words: Vec<Input> = if ["k1", "k2", "k3"].iter().any(|k| args.wanted(k)) {
+        (0..args.records)
             .map(|i| Input {
                 partition: (i % PARTITIONS as u64) as i32,
                 key: format!("w{}", i % WORDS),
@@ -810,75 +917,9 @@ fn main() -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let warm_up = (records / WARM_UP_PART).max(1);
-    use Shape::{Uppercase, WordCount};
-    for (key, scenario, shape, delivery, interval, workers) in [
-        (
-            "b",
-            "(b) Weir uppercase, at-least-once",
-            Uppercase,
-            "at-least-once",
-            "1s",
-            1,
-        ),
-        (
-            "c",
-            "(c) Weir uppercase, exactly-once, checkpoint 1s",
-            Uppercase,
-            "exactly-once",
-            "1s",
-            1,
-        ),
-        (
-            "c100",
-            "(c100) Weir uppercase, exactly-once, checkpoint 100ms",
-            Uppercase,
-            "exactly-once",
-            "100ms",
-            1,
-        ),
-        (
-            "w2",
-            "(w2) as (c), 2 worker processes (--worker I/2)",
-            Uppercase,
-            "exactly-once",
-            "1s",
-            2,
-        ),
-        (
-            "w3",
-            "(w3) as (c), 3 worker processes (--worker I/3)",
-            Uppercase,
-            "exactly-once",
-            "1s",
-            3,
-        ),
-        (
-            "k1",
-            "(k1) Weir word-count (keyed, in-process shuffle), exactly-once, 1s",
-            WordCount,
-            "exactly-once",
-            "1s",
-            1,
-        ),
-        (
-            "k2",
-            "(k2) as (k1), 2 workers (shuffle through the repartition topic)",
-            WordCount,
-            "exactly-once",
-            "1s",
-            2,
-        ),
-        (
-            "k3",
-            "(k3) as (k1), 3 workers (shuffle through the repartition topic)",
-            WordCount,
-            "exactly-once",
-            "1s",
-            3,
-        ),
-    ] {
-        if !wanted(key) {
+    let mut rows = Vec::new();
+    for (key, scenario, shape, delivery, interval, workers) in SCENARIOS {
+        if !args.wanted(key) {
             continue;
         }
         let output = kafka::unique_name(&format!("bench-out-{delivery}"));
@@ -887,59 +928,84 @@ fn main() -> anyhow::Result<()> {
         let run = WeirRun {
             shape,
             delivery,
-            interval: if shape == WordCount {
-                &keyed_interval
+            interval: if shape == Shape::WordCount {
+                &args.keyed_interval
             } else {
                 interval
             },
-            budgets,
+            budgets: args.budgets,
             workers,
-            repartition_partitions,
+            repartition_partitions: args.repartition_partitions,
         };
-        let (seconds, peak, warm_up_seconds) = match shape {
-            Uppercase => {
-                let (seconds, peak) = weir_run(dir.path(), &run, &input, &output)?;
-                verify(&output, records, true)?;
+        let (seconds, peak, warm_up) = match shape {
+            Shape::Uppercase => {
+                let (seconds, peak) = weir_run(dir, &run, input, &output)?;
+                verify(&output, args.records, true)?;
                 (seconds, peak, None)
             }
-            WordCount => {
-                // A warm-up part of the input first, then the measured records through
-                // the same pipeline, resumed from its checkpoints: the measured run
-                // finds its topics as a long-running pipeline does (see the module docs).
-                let topic = kafka::unique_name("bench-words");
-                kafka::create_topic(&topic, PARTITIONS);
-                let spec = weir_spec(dir.path(), &run, &topic, &output, true);
-                kafka::produce(&topic, &words[..warm_up as usize]);
-                let (warm_up_seconds, _) = run_spec(&run, &spec, &topic)?;
-                eprintln!("  warm-up: {warm_up} records in {warm_up_seconds:.2}s");
-                kafka::produce(&topic, &words);
-                let (seconds, peak) = run_spec(&run, &spec, &topic)?;
-                verify_counts(&output, warm_up + records, WORDS.min(warm_up + records))?;
-                (seconds, peak, Some(warm_up_seconds))
-            }
+            Shape::WordCount => word_count_run(dir, &run, &words, &output)?,
         };
-        let (fixed, _) = weir_run(dir.path(), &run, &empty, &output)?;
+        let (fixed, _) = weir_run(dir, &run, &empty, &output)?;
         rows.push(Row {
             scenario,
-            records,
+            records: args.records,
             seconds,
             peak_rss: Some(peak),
             fixed_seconds: Some(fixed),
-            warm_up: warm_up_seconds.map(|s| (warm_up, s)),
+            warm_up,
         });
     }
+    Ok(rows)
+}
 
+/// A word-count scenario: a warm-up part of the input first, then all of it through the
+/// same pipeline, resumed from its checkpoints, so the measured run finds its topics as
+/// a long-running pipeline does (see the module docs). (wall s, peak RSS, (warm-up
+/// records, warm-up wall s)) of the measured run.
+fn word_count_run(
+    dir: &Path,
+    run: &WeirRun<'_>,
+    words: &[Input],
+    output: &str,
+) -> anyhow::Result<(f64, u64, Option<(u64, f64)>)> {
+    let records = words.len() as u64;
+    let warm_up = (records / WARM_UP_PART).max(1);
+    let topic = kafka::unique_name("bench-words");
+    kafka::create_topic(&topic, PARTITIONS);
+    let spec = weir_spec(dir, run, &topic, output, true);
+    kafka::produce(&topic, &words[..warm_up as usize]);
+    let (warm_up_seconds, _) = run_spec(run, &spec, &topic)?;
+    eprintln!("  warm-up: {warm_up} records in {warm_up_seconds:.2}s");
+    kafka::produce(&topic, words);
+    let (seconds, peak) = run_spec(run, &spec, &topic)?;
+    verify_counts(output, warm_up + records, WORDS.min(warm_up + records))?;
+    Ok((seconds, peak, Some((warm_up, warm_up_seconds))))
+}
+
+/// Ratios between scenarios of the same run, for the JSON file.
+struct Ratios {
+    c100_over_c: Option<f64>,
+    workers_over_one: Vec<serde_json::Value>,
+}
+
+/// Prints the throughput table and the ratios between scenarios.
+fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
     let rate_of = |prefix: &str| {
         rows.iter()
             .find(|r| r.scenario.starts_with(prefix))
             .map(Row::rate)
     };
     let ceiling = rate_of("(a)");
-    println!("records: {records} x {VALUE_BYTES}-byte values over {PARTITIONS} partitions");
-    println!("budgets: {budgets:?} (None: the spec default)");
     println!(
-        "word count (kN): checkpoints every {keyed_interval} (their labels name the default, 1s), repartition_partitions {} (None: the spec default)",
-        repartition_partitions.map_or_else(|| "None".to_owned(), |r| r.to_string())
+        "records: {} x {VALUE_BYTES}-byte values over {PARTITIONS} partitions",
+        args.records
+    );
+    println!("budgets: {:?} (None: the spec default)", args.budgets);
+    println!(
+        "word count (kN): checkpoints every {} (their labels name the default, 1s), repartition_partitions {} (None: the spec default)",
+        args.keyed_interval,
+        args.repartition_partitions
+            .map_or_else(|| "None".to_owned(), |r| r.to_string())
     );
     println!();
     println!(
@@ -947,7 +1013,7 @@ fn main() -> anyhow::Result<()> {
     );
     println!("|---|---:|---:|---:|---:|---:|");
     let ratio = |rate: f64| ceiling.map_or("-".to_owned(), |c| format!("{:.3}", rate / c));
-    for r in &rows {
+    for r in rows {
         println!(
             "| {} | {:.0} | {} | {:.2} | {} | {} |",
             r.scenario,
@@ -960,6 +1026,20 @@ fn main() -> anyhow::Result<()> {
                 .map_or("-".to_owned(), |b| format!("{:.1}", mib(b)))
         );
     }
+    let ratios = print_ratios(&rate_of);
+    println!(
+        "(b)/(c)/(wN)/(kN) wall time includes weir start-up, guest compilation and shutdown; \
+         every rate is records / that whole wall time (start-up and shutdown, measured as the same run on an empty \
+         topic, are shown, never taken off); (k2)/(k3) wall = until their input and \
+         repartition topic are read and committed; (kN) is the second run of its pipeline, after a warm-up \
+         run over a tenth as many records on fresh topics; \
+         (wN)/(kN) peak RSS is the sum over its processes"
+    );
+    ratios
+}
+
+/// (c100) over (c), and each worker split over its one-process run, printed.
+fn print_ratios(rate_of: &dyn Fn(&str) -> Option<f64>) -> Ratios {
     let c100_over_c = match (rate_of("(c100)"), rate_of("(c)")) {
         (Some(fast), Some(slow)) => {
             println!();
@@ -988,43 +1068,53 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
-    println!(
-        "(b)/(c)/(wN)/(kN) wall time includes weir start-up, guest compilation and shutdown; \
-         every rate is records / that whole wall time (start-up and shutdown, measured as the same run on an empty \
-         topic, are shown, never taken off); (k2)/(k3) wall = until their input and \
-         repartition topic are read and committed; (kN) is the second run of its pipeline, after a warm-up \
-         run over a tenth as many records on fresh topics; \
-         (wN)/(kN) peak RSS is the sum over its processes"
-    );
-
-    let mut latency = Vec::new();
-    if wanted("latency") {
-        println!();
-        println!(
-            "exactly-once end-to-end latency (produce -> read_committed), {LATENCY_RECORDS} records at {LATENCY_RATE} records/s:"
-        );
-        println!();
-        println!("| checkpoint interval | p50 ms | p99 ms |");
-        println!("|---|---:|---:|");
-        for interval in LATENCY_INTERVALS {
-            eprintln!("latency at {interval} checkpoints ...");
-            let (p50, p99) =
-                exactly_once_latency(dir.path(), interval, budgets, LATENCY_RECORDS, LATENCY_RATE)?;
-            println!("| {interval} | {p50:.0} | {p99:.0} |");
-            latency.push(serde_json::json!({
-                "checkpoint_interval": interval, "p50_ms": p50, "p99_ms": p99,
-            }));
-        }
+    Ratios {
+        c100_over_c,
+        workers_over_one,
     }
+}
 
+/// The exactly-once latency at each of [`LATENCY_INTERVALS`], printed and returned.
+fn latency_rows(dir: &Path, budgets: Budgets) -> anyhow::Result<Vec<serde_json::Value>> {
+    println!();
+    println!(
+        "exactly-once end-to-end latency (produce -> read_committed), {LATENCY_RECORDS} records at {LATENCY_RATE} records/s:"
+    );
+    println!();
+    println!("| checkpoint interval | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    let mut latency = Vec::new();
+    for interval in LATENCY_INTERVALS {
+        eprintln!("latency at {interval} checkpoints ...");
+        let (p50, p99) =
+            exactly_once_latency(dir, interval, budgets, LATENCY_RECORDS, LATENCY_RATE)?;
+        println!("| {interval} | {p50:.0} | {p99:.0} |");
+        latency.push(serde_json::json!({
+            "checkpoint_interval": interval, "p50_ms": p50, "p99_ms": p99,
+        }));
+    }
+    Ok(latency)
+}
+
+/// Writes every figure to `args.out`.
+fn write_json(
+    args: &Args,
+    rows: &[Row],
+    ratios: Ratios,
+    latency: Vec<serde_json::Value>,
+) -> anyhow::Result<()> {
+    let ceiling = rows
+        .iter()
+        .find(|r| r.scenario.starts_with("(a)"))
+        .map(Row::rate);
     let json = serde_json::json!({
-        "records": records,
+        "records": args.records,
         "value_bytes": VALUE_BYTES,
         "partitions": PARTITIONS,
-        "source_buffer_bytes": budgets.source(). buffer_bytes,
-        "sink_buffer_bytes": budgets.sink().buffer_bytes,
-        "keyed_checkpoint_interval": keyed_interval,
-        "repartition_partitions": repartition_partitions,
+        "source_buffer_bytes": args.budgets.source().buffer_bytes,
+        "sink_buffer_bytes": args.budgets.sink().buffer_bytes,
+        "keyed_checkpoint_interval": args.keyed_interval,
+        "repartition_partitions": args.repartition_partitions,
         "scenarios": rows.iter().map(|r| serde_json::json!({
             "scenario": r.scenario,
             "records": r.records,
@@ -1036,14 +1126,14 @@ fn main() -> anyhow::Result<()> {
             "warm_up_records": r.warm_up.map(|(n, _)| n),
             "warm_up_wall_seconds": r.warm_up.map(|(_, s)| s),
         })).collect::<Vec<_>>(),
-        "exactly_once_100ms_over_1s": c100_over_c,
-        "exactly_once_workers_over_one": workers_over_one,
+        "exactly_once_100ms_over_1s": ratios.c100_over_c,
+        "exactly_once_workers_over_one": ratios.workers_over_one,
         "exactly_once_latency_ms": latency,
     });
-    if let Some(parent) = out.parent() {
+    if let Some(parent) = args.out.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
-    eprintln!("wrote {}", out.display());
+    std::fs::write(&args.out, serde_json::to_vec_pretty(&json)?)?;
+    eprintln!("wrote {}", args.out.display());
     Ok(())
 }
