@@ -112,7 +112,14 @@ fn windowed_sum_matches_golden_and_routes_late_records() {
         .collect();
     assert_eq!(refused.len(), 1, "{dead:?}");
     assert_eq!(refused[0]["operator"], "step-0");
-    assert!(summary.contains("3 dead letters (2 late)"), "{summary}");
+    // Issue 35 item 5: the finished line says where the dead letters are.
+    assert!(
+        summary.contains(&format!(
+            "3 dead letters (2 late) in {}",
+            dir.path().join("dead").display()
+        )),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -121,17 +121,20 @@ pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(summary) => summary,
         Err(e) => return failed(e.into(), &asked_to_stop, &who),
     };
-    Ok(report(&summary, &who))
+    Ok(report(&summary, &who, &spec.dead_letter.path))
 }
 
-/// The run's last line (how it ended, what it counted, where it resumes) and its exit
-/// code.
-fn report(summary: &RunSummary, who: &str) -> ExitCode {
+/// The run's last line (how it ended, what it counted, where the dead letters are, where
+/// it resumes) and its exit code.
+fn report(summary: &RunSummary, who: &str, dead_letter: &std::path::Path) -> ExitCode {
     let m = &summary.metrics;
     let mut counts = format!(
         "{} records in, {} out, {} dead letters ({} late)",
         m.records_in, m.records_out, m.dead_letters, m.late_records
     );
+    if m.dead_letters > 0 {
+        counts.push_str(&format!(" in {}", dead_letter.display()));
+    }
     if m.records_skipped > 0 {
         counts.push_str(&format!(
             ", {} input records skipped (deleted by retention before they were read)",

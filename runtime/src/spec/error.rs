@@ -89,6 +89,9 @@ impl Located {
 impl From<toml::de::Error> for Located {
     fn from(e: toml::de::Error) -> Self {
         let mut message = e.message().trim().to_owned();
+        if let Some(hint) = super::did_you_mean::hint(&message) {
+            message.push_str(&hint);
+        }
         // toml keeps the key path private but renders it as "in `a.b`" when the error
         // carries no input text; name the key unless the message already does.
         let rendered = e.to_string();

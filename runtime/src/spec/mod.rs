@@ -197,6 +197,7 @@
 //!                           # line: operator, reason, key, value, timestamp
 //! ```
 pub mod checks;
+mod did_you_mean;
 pub mod error;
 pub mod pipeline;
 pub mod sink;

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use toml::Spanned;
 use toml::de::{DeValue, ValueDeserializer};
 
+use crate::spec::did_you_mean::closest;
 use crate::spec::error::{InvalidField, Located};
 
 pub(crate) type Item<'i> = Spanned<DeValue<'i>>;
@@ -69,9 +70,17 @@ pub(crate) fn split_type<'i>(
             .join(", ")
     };
     let Some(tag) = take(&mut item, "type") else {
+        let misspelt = keys(&item)
+            .into_iter()
+            .find(|key| closest(key, ["type"]).is_some())
+            .map(|key| format!(" (`{key}` is not `type`)"))
+            .unwrap_or_default();
         return Err(Located::at(
             header,
-            format!("{what} has no `type`: expected one of {}", expected()),
+            format!(
+                "{what} has no `type`{misspelt}: expected one of {}",
+                expected()
+            ),
         ));
     };
     let kind_span = tag.span();
@@ -82,10 +91,13 @@ pub(crate) fn split_type<'i>(
         ));
     };
     if !kinds.contains(&kind.as_str()) && !reserved.contains(&kind.as_str()) {
+        let hint = closest(&kind, kinds.iter().copied())
+            .map(|k| format!("; did you mean \"{k}\"?"))
+            .unwrap_or_default();
         return Err(Located::at(
             kind_span,
             format!(
-                "unknown {what} type \"{kind}\", expected one of {}",
+                "unknown {what} type \"{kind}\", expected one of {}{hint}",
                 expected()
             ),
         ));
@@ -95,6 +107,14 @@ pub(crate) fn split_type<'i>(
         kind_span,
         table: item,
     })
+}
+
+/// The keys of the table `item` (none if it is not a table).
+fn keys(item: &Item<'_>) -> Vec<String> {
+    match item.get_ref() {
+        DeValue::Table(table) => table.keys().map(|k| k.get_ref().to_string()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Removes `key` from the table `item`.

@@ -1381,3 +1381,30 @@ fn checkpoint_settings_have_floors_caps_and_room_for_a_guest_call() {
         "spec.toml: limits.call_timeout 10s must be shorter than checkpoint.timeout 10s: a guest call that ran to its deadline would time out the checkpoint instead of failing as the guest's fault; lower call_timeout or raise the checkpoint timeout"
     );
 }
+
+/// Issue 35 item 5: a misspelt key, section, step type or the `type` key itself says
+/// what was probably meant, in the same one line.
+#[test]
+fn misspellings_say_what_was_probably_meant() {
+    let module = "module = \"m.wasm\"\n";
+    let e = error(&format!("{MINIMAL}[[steps]]\ntpye = \"map\"\n{module}"));
+    assert_eq!(
+        e,
+        "spec.toml line 8: step has no `type` (`tpye` is not `type`): expected one of \"map\", \"aggregate\""
+    );
+    let e = error(&format!(
+        "{MINIMAL}[[steps]]\ntype = \"agregate\"\n{module}"
+    ));
+    assert!(
+        e.ends_with("expected one of \"map\", \"aggregate\"; did you mean \"aggregate\"?"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{MINIMAL}[[steps]]\ntype = \"aggregate\"\n{module}windw = {{ type = \"tumbling\", size = \"1s\" }}\n"
+    ));
+    assert!(e.contains("unknown field `windw`"), "{e}");
+    assert!(e.ends_with("; did you mean `window`?"), "{e}");
+    let e = error(&format!("{MINIMAL}[[step]]\ntype = \"map\"\n{module}"));
+    assert!(e.contains("unknown field `step`"), "{e}");
+    assert!(e.ends_with("; did you mean `steps`?"), "{e}");
+}
