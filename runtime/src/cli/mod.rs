@@ -9,6 +9,7 @@ pub mod run;
 pub mod serve;
 pub mod server_client;
 pub mod table;
+pub mod test_module;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Check that a .wasm file is a weir guest component and print the world it targets.
     Validate(validate::ValidateArgs),
+    /// Run a guest over sample records and print what it emits: no spec, no state.
+    Test(test_module::TestArgs),
     /// Run the multi-tenant hosting server (HTTP API, supervised pipelines).
     Serve(serve::ServeArgs),
     /// Manage your modules on a weir server: push, ls, rm.
@@ -55,6 +58,7 @@ impl Command {
         match self {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Test(args) => test_module::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => serve::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Module(args) => module::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Pipeline(args) => pipeline::execute(args).map(|()| ExitCode::SUCCESS),

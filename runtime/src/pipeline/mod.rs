@@ -14,6 +14,7 @@ pub mod rescale;
 pub mod reset;
 pub mod run;
 pub mod running;
+pub mod sample_run;
 pub mod stale_work_dirs;
 pub mod state_dir_lock;
 pub mod worker_layout;
