@@ -94,7 +94,10 @@ fn a_guest_failure_exits_1_with_one_line_naming_the_module() {
     let out = test_command("panicker", &input, &[]);
     let line = refusal_line(&out);
     assert!(line.starts_with("weir: error: panicker.wasm: "), "{line}");
-    assert!(line.ends_with("weir-test: guest panicked on purpose"), "{line}");
+    assert!(
+        line.ends_with("weir-test: guest panicked on purpose"),
+        "{line}"
+    );
     let out = test_command("uppercase", &input, &["--window", "10s"]);
     assert_eq!(
         refusal_line(&out),

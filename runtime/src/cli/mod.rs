@@ -1,8 +1,10 @@
 //! The `weir` command line: one file per subcommand, each with an `execute` function.
 
+pub mod build_guest;
 pub mod checkpoints;
 pub mod compile_module;
 pub mod module;
+pub mod new_project;
 pub mod pipeline;
 pub mod reset_kafka;
 pub mod run;
@@ -32,6 +34,10 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Run a guest over sample records and print what it emits: no spec, no state.
     Test(test_module::TestArgs),
+    /// Start a guest project (Rust, Python or JavaScript; a map or an aggregate).
+    New(new_project::NewArgs),
+    /// Build the guest project in DIR into DIR/NAME.wasm and check it.
+    Build(build_guest::BuildArgs),
     /// Run the multi-tenant hosting server (HTTP API, supervised pipelines).
     Serve(serve::ServeArgs),
     /// Manage your modules on a weir server: push, ls, rm.
@@ -59,6 +65,8 @@ impl Command {
             Command::Run(args) => run::execute(args),
             Command::Validate(args) => validate::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Test(args) => test_module::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::New(args) => new_project::execute(args).map(|()| ExitCode::SUCCESS),
+            Command::Build(args) => build_guest::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Serve(args) => serve::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Module(args) => module::execute(args).map(|()| ExitCode::SUCCESS),
             Command::Pipeline(args) => pipeline::execute(args).map(|()| ExitCode::SUCCESS),

@@ -1,0 +1,209 @@
+//! The guest developer's toolkit (issue 35 items 1-3), as the README's quick start runs
+//! it, from an empty directory outside the repository, for each language: `weir new`,
+//! `weir build`, `weir test` on the generated sample, `weir run` of the generated spec;
+//! exact output at each step. A Rust project builds with the guests' shared target
+//! directory (`GUEST_TARGET_DIR`, as `make guests` does) so its dependencies are not
+//! compiled again; Python and JavaScript go through this checkout's build tools.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use weir_tests::{committed_lines, refusal_line, stderr_of, weir};
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(out.status.success(), "{what}: {}", stderr_of(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `weir new NAME ARGS` in `dir`, then `weir build`, `weir test MODULE` on the sample
+/// and `weir run pipeline.toml` in the project: what `weir test` printed, and the
+/// pipeline's committed output, sorted.
+fn quick_start(dir: &Path, name: &str, args: &[&str], module: &str) -> (String, Vec<String>) {
+    ok(
+        weir()
+            .current_dir(dir)
+            .args(["new", name])
+            .args(args)
+            .output()
+            .expect("weir new"),
+        "new",
+    );
+    let project = dir.join(name);
+    let guest_target = std::env::var_os("GUEST_TARGET_DIR").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/weir/guest-target"),
+        PathBuf::from,
+    );
+    let built = ok(
+        weir()
+            .current_dir(&project)
+            .arg("build")
+            .env("CARGO_TARGET_DIR", guest_target)
+            .output()
+            .expect("weir build"),
+        "build",
+    );
+    assert!(
+        built.starts_with(&format!("built ./{module}: weir guest ")),
+        "{built}"
+    );
+    let mut test = weir();
+    test.current_dir(&project).args([
+        "test",
+        module,
+        "--input",
+        "sample.jsonl",
+        "--key-field",
+        "word",
+        "--timestamp-field",
+        "ts",
+    ]);
+    if args.contains(&"--window") {
+        test.args(["--window", "10s"]);
+    }
+    let tested = ok(test.output().expect("weir test"), "test");
+    ok(
+        weir()
+            .current_dir(&project)
+            .args(["run", "--quiet", "pipeline.toml"])
+            .output()
+            .expect("weir run"),
+        "run",
+    );
+    let mut committed = committed_lines(&project.join("out"));
+    committed.sort();
+    (tested, committed)
+}
+
+#[test]
+fn a_rust_windowed_aggregate_from_weir_new_to_committed_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tested, committed) = quick_start(
+        dir.path(),
+        "counts",
+        &["--lang", "rust", "--kind", "aggregate", "--window", "10s"],
+        "counts.wasm",
+    );
+    let window = |word: &str, start: u64, count: u64| {
+        format!(
+            r#"{{"word":"{word}","window_start":{start},"window_end":{},"count":{count}}}"#,
+            start + 10_000
+        )
+    };
+    assert!(
+        tested.contains(&format!(
+            r#"out {{"key":"river","timestamp":9999,"value":{}}}"#,
+            serde_json::to_string(&window("river", 0, 2)).expect("json")
+        )),
+        "{tested}"
+    );
+    assert!(tested.ends_with("watermark end\n"), "{tested}");
+    assert_eq!(
+        committed,
+        [
+            window("river", 0, 2),
+            window("river", 10_000, 1),
+            window("stone", 10_000, 1),
+            window("weir", 0, 1)
+        ]
+    );
+}
+
+#[test]
+fn a_python_aggregate_from_weir_new_to_committed_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tested, committed) = quick_start(
+        dir.path(),
+        "word-counts",
+        &["--lang", "python", "--kind", "aggregate"],
+        "word_counts.wasm",
+    );
+    assert!(
+        tested.contains(
+            r#"out {"key":"river","timestamp":0,"value":"{\"word\":\"river\",\"count\":3}"}"#
+        ),
+        "{tested}"
+    );
+    assert_eq!(
+        committed,
+        [
+            r#"{"word":"river","count":3}"#,
+            r#"{"word":"stone","count":1}"#,
+            r#"{"word":"weir","count":1}"#
+        ]
+    );
+}
+
+#[test]
+fn a_js_map_from_weir_new_to_committed_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tested, committed) = quick_start(
+        dir.path(),
+        "shout",
+        &["--lang", "js", "--kind", "map"],
+        "shout.wasm",
+    );
+    assert_eq!(tested.lines().count(), 5, "{tested}");
+    assert!(
+        tested.starts_with(
+            r#"out {"key":"river","timestamp":1000,"value":"{\"WORD\":\"RIVER\",\"TS\":1000}"}"#
+        ),
+        "{tested}"
+    );
+    assert_eq!(
+        committed,
+        [
+            r#"{"WORD":"RIVER","TS":1000}"#,
+            r#"{"WORD":"RIVER","TS":13000}"#,
+            r#"{"WORD":"RIVER","TS":3000}"#,
+            r#"{"WORD":"STONE","TS":12000}"#,
+            r#"{"WORD":"WEIR","TS":2000}"#,
+        ]
+    );
+}
+
+#[test]
+fn mistakes_get_one_line_saying_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("taken")).expect("mkdir");
+    let out = weir()
+        .current_dir(dir.path())
+        .args(["new", "taken", "--lang", "js", "--kind", "map"])
+        .output()
+        .expect("weir new");
+    assert_eq!(refusal_line(&out), "weir: error: taken exists already");
+    let out = weir()
+        .current_dir(dir.path())
+        .args([
+            "new", "m", "--lang", "rust", "--kind", "map", "--window", "1s",
+        ])
+        .output()
+        .expect("weir new");
+    assert_eq!(
+        refusal_line(&out),
+        "weir: error: --window is for --kind aggregate"
+    );
+    let out = weir()
+        .current_dir(dir.path().join("taken"))
+        .arg("build")
+        .output()
+        .expect("weir build");
+    assert_eq!(
+        refusal_line(&out),
+        "weir: error: .: no Cargo.toml and no .py or .js file: not a guest project (`weir new` makes one)"
+    );
+    std::fs::write(
+        dir.path().join("taken/guest.js"),
+        "export const nothing = 1;\n",
+    )
+    .expect("write");
+    let out = weir()
+        .current_dir(dir.path().join("taken"))
+        .arg("build")
+        .output()
+        .expect("weir build");
+    assert!(
+        refusal_line(&out).starts_with("weir: error: ./guest.js: no guest registration found"),
+        "{}",
+        stderr_of(&out)
+    );
+}
