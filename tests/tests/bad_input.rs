@@ -372,3 +372,30 @@ fn a_rerun_with_another_module_says_so_and_what_to_do() {
         "{err}"
     );
 }
+
+/// Issue 35 item 5: a `key_field` that the records do not have (misspelt) gave every
+/// record the empty key without a word (5,001 records became 2 outputs). Now the source
+/// says how many records lacked it, once drained.
+#[test]
+fn a_key_field_missing_from_the_records_is_counted_in_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "in.jsonl",
+        "{\"user\":\"a\"}\n{\"user\":\"b\"}\n{\"usr\":\"c\"}\n",
+    );
+    // The source's table comes first: only it gets the fields.
+    let text = spec_text(dir.path(), &input, &guest("uppercase")).replacen(
+        "type = \"file\"\npath",
+        "type = \"file\"\nformat = \"jsonl\"\nkey_field = \"usr\"\npath",
+        1,
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("file source: 2 of 3 records had no top-level field `usr` (their key is empty): is `key_field` spelt as in the data?"),
+        "{err}"
+    );
+}

@@ -130,7 +130,8 @@ fn read_input(args: &TestArgs) -> anyhow::Result<RecordBatch> {
     } else {
         InputFormat::Lines
     };
-    let decoder = LineDecoder::new(format, args.key_field.clone(), args.timestamp_field.clone());
+    let mut decoder =
+        LineDecoder::new(format, args.key_field.clone(), args.timestamp_field.clone());
     let (mut records, mut line) = (RecordBatch::default(), Vec::new());
     loop {
         match read_line_bounded(&mut reader, &mut line, DEFAULT_MAX_LINE_BYTES)? {
@@ -151,6 +152,7 @@ fn read_input(args: &TestArgs) -> anyhow::Result<RecordBatch> {
             }
         }
     }
+    decoder.warn_missing_fields(&args.input.display().to_string());
     Ok(records)
 }
 

@@ -80,12 +80,18 @@ pub(crate) fn check_line_fields(
     Ok(())
 }
 
-/// Turns lines into records, per [`InputFormat`].
+/// Turns lines into records, per [`InputFormat`], counting the records that lacked a
+/// field they were to be read from (see [`LineDecoder::warn_missing_fields`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineDecoder {
     format: InputFormat,
     key_field: Option<String>,
     timestamp_field: Option<String>,
+    records: u64,
+    /// Records without `key_field` (their key is empty).
+    missing_key: u64,
+    /// Records without an integer `timestamp_field` (their event time is 0).
+    missing_timestamp: u64,
 }
 
 impl LineDecoder {
@@ -98,11 +104,14 @@ impl LineDecoder {
             format,
             key_field,
             timestamp_field,
+            records: 0,
+            missing_key: 0,
+            missing_timestamp: 0,
         }
     }
 
     /// Appends the record for `line` (without its terminator) to `out`.
-    pub fn push_line(&self, line: &[u8], out: &mut RecordBatch) {
+    pub fn push_line(&mut self, line: &[u8], out: &mut RecordBatch) {
         match self.format {
             InputFormat::Jsonl if self.key_field.is_some() || self.timestamp_field.is_some() => {
                 let fields = extract_fields(
@@ -110,10 +119,50 @@ impl LineDecoder {
                     self.key_field.as_deref(),
                     self.timestamp_field.as_deref(),
                 );
+                self.records += 1;
+                self.missing_key += u64::from(self.key_field.is_some() && !fields.found_key);
+                self.missing_timestamp +=
+                    u64::from(self.timestamp_field.is_some() && !fields.found_timestamp);
                 out.push(&fields.key, line, fields.timestamp);
             }
             _ => out.push(b"", line, 0),
         }
+    }
+
+    /// Once a source is drained: one warning per configured field that some records
+    /// lacked, with the counts (a misspelt `key_field` otherwise gives every record the
+    /// empty key without a word). What it warned about is not said again.
+    pub fn warn_missing_fields(&mut self, source: &str) {
+        let fields = [
+            (
+                &self.key_field,
+                &mut self.missing_key,
+                "key_field",
+                "their key is empty",
+            ),
+            (
+                &self.timestamp_field,
+                &mut self.missing_timestamp,
+                "timestamp_field",
+                "their event time is 0",
+            ),
+        ];
+        for (field, missing, setting, consequence) in fields {
+            if let Some(field) = field.as_deref().filter(|_| *missing > 0) {
+                tracing::warn!(
+                    "{source}: {} of {} records had no {} field `{field}` ({consequence}): is `{setting}` spelt as in the data?",
+                    missing,
+                    self.records,
+                    if setting == "key_field" {
+                        "top-level"
+                    } else {
+                        "top-level integer"
+                    },
+                );
+                *missing = 0;
+            }
+        }
+        self.records = 0;
     }
 }
 
@@ -207,6 +256,8 @@ pub fn json_field_key(value: &[u8], field: &str) -> Option<Vec<u8>> {
 struct Fields {
     key: Vec<u8>,
     timestamp: i64,
+    found_key: bool,
+    found_timestamp: bool,
 }
 
 fn extract_fields(line: &[u8], key_field: Option<&str>, timestamp_field: Option<&str>) -> Fields {
@@ -246,11 +297,14 @@ impl<'de> Visitor<'de> for FieldsSeed<'_> {
         while let Some(name) = map.next_key::<Cow<'de, str>>()? {
             if Some(&*name) == self.key_field {
                 fields.key = render_key(&map.next_value::<serde_json::Value>()?);
+                fields.found_key = true;
             } else if Some(&*name) == self.timestamp_field {
-                fields.timestamp = match map.next_value::<serde_json::Value>()? {
-                    serde_json::Value::Number(n) => n.as_i64().unwrap_or(0),
-                    _ => 0,
+                let time = match map.next_value::<serde_json::Value>()? {
+                    serde_json::Value::Number(n) => n.as_i64(),
+                    _ => None,
                 };
+                fields.found_timestamp = time.is_some();
+                fields.timestamp = time.unwrap_or(0);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -294,7 +348,7 @@ pub fn encode_record(format: OutputFormat, record: RecordRef<'_>, buf: &mut Vec<
 mod tests {
     use super::*;
 
-    fn decode(d: &LineDecoder, line: &str) -> (Vec<u8>, Vec<u8>, i64) {
+    fn decode(d: &mut LineDecoder, line: &str) -> (Vec<u8>, Vec<u8>, i64) {
         let mut b = RecordBatch::default();
         d.push_line(line.as_bytes(), &mut b);
         let r = b.get(0);
@@ -303,25 +357,28 @@ mod tests {
 
     #[test]
     fn decodes_lines_and_jsonl() {
-        let lines = LineDecoder::new(InputFormat::Lines, None, None);
-        assert_eq!(decode(&lines, "hello"), (vec![], b"hello".to_vec(), 0));
-        let j = LineDecoder::new(InputFormat::Jsonl, Some("user".into()), Some("ts".into()));
+        let mut lines = LineDecoder::new(InputFormat::Lines, None, None);
+        assert_eq!(decode(&mut lines, "hello"), (vec![], b"hello".to_vec(), 0));
+        let mut j = LineDecoder::new(InputFormat::Jsonl, Some("user".into()), Some("ts".into()));
         assert_eq!(
-            decode(&j, r#"{"user":"ann","ts":17,"x":[1,{"a":2}]}"#).0,
+            decode(&mut j, r#"{"user":"ann","ts":17,"x":[1,{"a":2}]}"#).0,
             b"ann"
         );
-        assert_eq!(decode(&j, r#"{"user":"ann","ts":17}"#).2, 17);
+        assert_eq!(decode(&mut j, r#"{"user":"ann","ts":17}"#).2, 17);
         assert_eq!(
-            decode(&j, r#"{"user":42,"ts":"17"}"#),
+            decode(&mut j, r#"{"user":42,"ts":"17"}"#),
             (b"42".to_vec(), br#"{"user":42,"ts":"17"}"#.to_vec(), 0)
         );
-        assert_eq!(decode(&j, r#"{"user":1.5}"#).0, b"1.5");
+        assert_eq!(decode(&mut j, r#"{"user":1.5}"#).0, b"1.5");
         assert_eq!(
-            decode(&j, r#"{"user":null,"ts":1.5}"#),
+            decode(&mut j, r#"{"user":null,"ts":1.5}"#),
             (vec![], br#"{"user":null,"ts":1.5}"#.to_vec(), 0)
         );
-        assert_eq!(decode(&j, "not json"), (vec![], b"not json".to_vec(), 0));
-        assert_eq!(decode(&j, r#"{"other":1}"#).0, b"");
+        assert_eq!(
+            decode(&mut j, "not json"),
+            (vec![], b"not json".to_vec(), 0)
+        );
+        assert_eq!(decode(&mut j, r#"{"other":1}"#).0, b"");
         assert_eq!(json_field_key(br#"{"k":"v"}"#, "k"), Some(b"v".to_vec()));
         assert_eq!(json_field_key(b"[1]", "k"), None);
     }
@@ -364,5 +421,23 @@ mod tests {
             buf,
             b"{\"key\":\"k\",\"value\":\"\\\"q\\\"\",\"timestamp\":-1}\n"
         );
+    }
+
+    /// Issue 35 item 5: records without the configured fields are counted (a line that
+    /// is not a JSON object lacks both), and the counts start again after a warning.
+    #[test]
+    fn records_missing_a_configured_field_are_counted() {
+        let mut j = LineDecoder::new(InputFormat::Jsonl, Some("user".into()), Some("ts".into()));
+        for line in [
+            r#"{"user":"a","ts":1}"#,
+            r#"{"usr":"b","ts":2}"#,
+            r#"{"user":"c","ts":"3"}"#,
+            "not json",
+        ] {
+            decode(&mut j, line);
+        }
+        assert_eq!((j.records, j.missing_key, j.missing_timestamp), (4, 2, 2));
+        j.warn_missing_fields("test");
+        assert_eq!((j.records, j.missing_key, j.missing_timestamp), (0, 0, 0));
     }
 }

@@ -246,6 +246,7 @@ impl Source for StdinSource {
         Ok(if n > 0 {
             SourcePoll::Ready
         } else if self.lines.is_none() && self.pending.is_empty() {
+            self.decoder.warn_missing_fields("stdin source");
             SourcePoll::Drained
         } else {
             SourcePoll::Idle

@@ -322,6 +322,7 @@ impl Source for FileSource {
             n += 1;
         }
         if n == 0 && self.current >= self.files.len() {
+            self.decoder.warn_missing_fields("file source");
             Ok(SourcePoll::Drained)
         } else {
             Ok(SourcePoll::Ready)
