@@ -28,7 +28,7 @@ const LIVENESS_BOUND: Duration = Duration::from_secs(60);
 /// The one error line of a run whose `sleeper` guest slept past its deadline: the
 /// usual deadline error, naming the module, as for a guest that loops.
 const SLEEPER_DEADLINE_LINE: &str = "weir: error: pipeline hostile, task src0-0, operator step-0: \
-    on input records 2..3 of this subtask: \
+    on input record 2 of this subtask: \
     sleeper.wasm: guest call exceeded its time limit of 1s and was stopped";
 
 /// How the run ended after its trigger.
@@ -361,7 +361,7 @@ fn a_panic_message_cannot_forge_an_error_line() {
 
 /// The one error line of the forging panic: the guest's line break escaped.
 const FORGED_PANIC_LINE: &str = "weir: error: pipeline hostile, task src0-0, operator step-0: \
-    on input records 2..3 of this subtask: panicker.wasm: guest panicked: \
+    on input record 2 of this subtask: panicker.wasm: guest panicked: \
     panicked at panicker/src/lib.rs:25:9: weir-test: forged\\nweir: error: forged by the guest";
 
 /// `weir validate PATH`: its exit code and stderr.
@@ -491,4 +491,59 @@ fn a_guest_that_writes_without_pause_is_held_to_the_log_budget() {
     let mut want: Vec<String> = (0..RECORDS).map(|i| format!("r{i}")).collect();
     want.sort();
     assert_eq!(lines, want);
+}
+
+/// `file_map_spec` for `module` over `lines`, its map step with `on_error`, dead
+/// letters in `dir/dead`.
+fn on_error_spec(dir: &Path, module: &str, lines: &str, on_error: &str) -> std::path::PathBuf {
+    let input = write_file(dir, "in.txt", lines);
+    let text = file_map_spec("on-error", dir, &input, &guest(module)).replacen(
+        "type = \"map\"",
+        &format!("type = \"map\"\non_error = \"{on_error}\""),
+        1,
+    ) + &format!("\n[dead_letter]\npath = {}\n", toml_path(&dir.join("dead")));
+    write_file(dir, "spec.toml", &text)
+}
+
+/// Issue 35 item 5: with `on_error = "dead-letter"`, a record on which the guest panics
+/// goes to the dead letters with the panic as its reason, after its batch is retried
+/// record by record; the others come out and the run succeeds. Before, the pipeline
+/// failed on every rerun.
+#[test]
+fn a_record_that_traps_alone_is_a_dead_letter_when_the_step_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = on_error_spec(dir.path(), "panicker", "a\nboom\nb\n", "dead-letter");
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let mut committed = committed_lines(&dir.path().join("out"));
+    committed.sort();
+    assert_eq!(committed, ["a", "b"]);
+    let dead = committed_lines(&dir.path().join("dead"));
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let letter: serde_json::Value = serde_json::from_str(&dead[0]).expect("JSON dead letter");
+    assert_eq!(letter["value"], "boom");
+    assert_eq!(
+        letter["reason"],
+        "on input record 1 of this subtask: panicker.wasm: guest panicked: \
+         panicked at panicker/src/lib.rs:22:9: weir-test: guest panicked on purpose"
+    );
+}
+
+/// A guest that fails on every record is a bug, not bad records: past
+/// `MAX_FAILED_ALONE` records failing alone in one batch the step fails, saying so.
+#[test]
+fn a_guest_failing_on_everything_still_fails_the_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = on_error_spec(dir.path(), "panicker", &"boom\n".repeat(20), "dead-letter");
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8")]);
+    let line = refusal_line(&out);
+    assert!(
+        line.contains("on input record 16 of this subtask: panicker.wasm: guest panicked"),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("(more than 16 records of one batch failed alone: the guest fails on everything, not on a few bad records)"),
+        "{line}"
+    );
+    assert!(committed_lines(&dir.path().join("out")).is_empty());
 }

@@ -204,7 +204,8 @@ fn whose_memory_it_was_is_in_the_error() {
     assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
     assert!(
         run.stderr.contains(
-            "(the runtime's input to this call was only 36 bytes: the guest used the rest: raise [limits] memory if it needs more)"
+            "on input record 1 of this subtask: memory_hog.wasm: guest exceeded its memory limit of 67108864 bytes \
+             (the runtime's input to this call was only 19 bytes: the guest used the rest: raise [limits] memory if it needs more)"
         ),
         "{}",
         run.stderr

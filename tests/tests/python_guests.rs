@@ -556,12 +556,12 @@ fn python_print_output_and_a_failed_calls_traceback_reach_weirs_log() {
     }
     // The SDK reports the uncaught exception on stderr before componentize-py panics
     // (which says only "Python function threw an unexpected exception"): weir's one
-    // error line names the module, the records of the failed call, the exception's
-    // class, its message and the export.
+    // error line names the module, the record that fails alone (the batch is retried
+    // record by record), the exception's class, its message and the export.
     let last = err.lines().last().unwrap_or_default();
     assert_eq!(
         last,
-        "weir: error: pipeline probe-py-print, task src0-0, operator step-0: on input records 0..3 \
+        "weir: error: pipeline probe-py-print, task src0-0, operator step-0: on input record 2 \
          of this subtask: probe_py.wasm: guest raised an uncaught exception: \
          ProbeTrap: the probe gave up (in map)",
         "the run's error line"

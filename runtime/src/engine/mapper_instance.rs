@@ -75,11 +75,25 @@ impl MapperInstance {
 
     /// Maps one batch.
     pub fn map(&mut self, batch: RecordBatch) -> Result<MapOutput, EngineError> {
+        self.map_or_hand_back(batch).map_err(|failed| failed.error)
+    }
+
+    /// Maps one batch; when the call fails, hands the batch back with the error (moved,
+    /// not copied: the guest read it in place), so its owner can look at its records.
+    pub fn map_or_hand_back(&mut self, batch: RecordBatch) -> Result<MapOutput, MapFailure> {
         let input_len = batch.len();
         let input_bytes = batch.byte_size();
         let input = wit_types::RecordBatch::from(batch);
         let Self { guest, bindings } = self;
-        let out = guest.call(|store| bindings.weir_transform_map().call_map(store, &input))?;
+        let out = match guest.call(|store| bindings.weir_transform_map().call_map(store, &input)) {
+            Ok(out) => out,
+            Err(error) => {
+                return Err(MapFailure {
+                    error,
+                    input: input.into(),
+                });
+            }
+        };
         let output = MapOutput {
             records: out.records.into(),
             rejections: out.rejections.into_iter().map(Rejection::from).collect(),
@@ -89,15 +103,34 @@ impl MapperInstance {
             module: self.guest.module().to_owned(),
             reason,
         };
-        output.records.validate().map_err(|e| bad(e.to_string()))?;
-        check_rejections(&output.rejections, input_len).map_err(&bad)?;
-        let bytes_out = output
+        let checked = output
             .records
-            .byte_size()
-            .saturating_add(reason_bytes(&output.rejections));
-        check_output_size(output.records.len(), bytes_out, input_len, input_bytes).map_err(bad)?;
-        Ok(output)
+            .validate()
+            .map_err(|e| bad(e.to_string()))
+            .and_then(|()| check_rejections(&output.rejections, input_len).map_err(&bad))
+            .and_then(|()| {
+                let bytes_out = output
+                    .records
+                    .byte_size()
+                    .saturating_add(reason_bytes(&output.rejections));
+                check_output_size(output.records.len(), bytes_out, input_len, input_bytes)
+                    .map_err(bad)
+            });
+        match checked {
+            Ok(()) => Ok(output),
+            Err(error) => Err(MapFailure {
+                error,
+                input: output.input,
+            }),
+        }
     }
+}
+
+/// A failed `map` call, with the batch it was given.
+#[derive(Debug)]
+pub struct MapFailure {
+    pub error: EngineError,
+    pub input: RecordBatch,
 }
 
 impl GuestInstance for MapperInstance {

@@ -60,6 +60,6 @@ pub use guest_log_budget::{DEFAULT_GUEST_LOG_RATE, GuestLogBudget};
 pub use guest_module::{GuestModule, World};
 pub use import_policy::ALLOWED_IMPORTS;
 pub use limits::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY, GuestLimits};
-pub use mapper_instance::{MapOutput, MapperInstance};
+pub use mapper_instance::{MapFailure, MapOutput, MapperInstance};
 pub use output_limits::Rejection;
 pub use wasm_engine::{MAX_MODULE_BYTES, WasmEngine};

@@ -421,7 +421,8 @@ fn step_operator(
         StepSpec::Map(map) => {
             return Ok(Box::new(
                 MapOperator::new(id, module, limits(cx), map.config.clone())
-                    .with_memory_gauge(memory),
+                    .with_memory_gauge(memory)
+                    .with_on_error(map.on_error),
             ));
         }
         StepSpec::Aggregate(agg) => agg,

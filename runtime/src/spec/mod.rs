@@ -214,5 +214,5 @@ pub use error::{InvalidField, SpecError};
 pub use pipeline::{CheckpointSpec, DeadLetterSpec, GuestLimitsSpec, PipelineSpec};
 pub use sink::SinkSpec;
 pub use source::{SourceConfig, SourceSpec};
-pub use step::{AggregateStep, MapStep, StepSpec, WindowSpec};
+pub use step::{AggregateStep, MapStep, OnError, StepSpec, WindowSpec};
 pub use workers::WorkerSpecError;

@@ -73,6 +73,23 @@ pub struct MapStep {
     pub name: Option<String>,
     pub module: PathBuf,
     pub config: BTreeMap<String, String>,
+    /// What a record whose call fails on its own does (see `OnError`).
+    pub on_error: OnError,
+}
+
+/// `on_error` of a map step: what happens when a guest call fails (a trap, a panic, the
+/// call deadline or the memory limit). Either way the batch is first retried record by
+/// record, each alone in a fresh instance, to find the records that fail on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnError {
+    /// The pipeline fails, its error naming the first record that fails alone (its
+    /// index and key); it restarts from its last checkpoint.
+    #[default]
+    Fail,
+    /// Each record that fails alone goes to the dead-letter output with the error as
+    /// its reason; the others' output is emitted in input order.
+    DeadLetter,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +204,8 @@ struct RawMap {
     module: Spanned<PathBuf>,
     #[serde(default)]
     config: BTreeMap<String, String>,
+    #[serde(default)]
+    on_error: OnError,
 }
 
 #[derive(Deserialize)]
@@ -247,6 +266,7 @@ pub(crate) fn parse_step(item: Item<'_>, base_dir: &Path) -> Result<ParsedStep, 
                 name: raw.name.as_ref().map(|n| n.get_ref().clone()),
                 module,
                 config: raw.config,
+                on_error: raw.on_error,
             }),
             name: raw.name,
         })

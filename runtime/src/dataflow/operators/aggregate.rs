@@ -463,6 +463,7 @@ impl AggregateOperator {
             module: self.config.module.name().to_owned(),
             first,
             end,
+            key: None,
             note: memory_note(&source, input_bytes) + &self.config.state_note,
             source,
         })

@@ -2,29 +2,66 @@
 //!
 //! Invariants: one guest call per batch, never per record. The guest's rejections go
 //! to the dead-letter output with the guest's reason; everything else it returns is
-//! emitted in order. A guest trap (CPU deadline, memory limit, panic) fails the
-//! operator with an error naming the module and the input records being mapped; the
-//! failed checkpoint is never committed, so no partial output of the failed run leaks.
+//! emitted in order. When a call fails (a trap, a panic, the memory limit, bad output;
+//! the CPU deadline too under `"dead-letter"`), the batch is retried record by record,
+//! each record alone, an instance dropped after each failure (`retry_alone`): with
+//! `on_error = "fail"` the operator fails naming the first record that fails alone (its
+//! index in this subtask's input and its key; a call deadline fails at once, naming the
+//! batch, rather than wait another deadline); with `"dead-letter"` each such record is
+//! refused with the error as its reason and the others' output emitted in input order,
+//! as the batch's would have been (a map's output is per record). At most [`MAX_FAILED_ALONE`] records of a
+//! batch may fail alone (each may cost a call deadline); past that the operator fails.
+//! A failed operator's checkpoint is never committed, so no partial output of the
+//! failed run leaks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::dataflow::operator::{Operator, OperatorError, Output};
-use crate::engine::{EngineError, GuestInstance, GuestLimits, GuestModule, MapperInstance};
+use crate::dataflow::operators::aggregate::display_key;
+use crate::engine::{
+    EngineError, GuestInstance, GuestLimits, GuestModule, MapOutput, MapperInstance,
+};
 use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::batch::RecordBatch;
+use crate::spec::OnError;
+
+/// Records of one batch that may fail alone under `on_error = "dead-letter"` before the
+/// step fails: a guest failing on everything is a bug, not bad records.
+pub const MAX_FAILED_ALONE: usize = 16;
 
 /// A guest call failed; says which records were being processed.
 #[derive(Debug, thiserror::Error)]
-#[error("on input records {first}..{end} of this subtask: {source}{note}")]
+#[error("{}: {source}{note}", self.which())]
 pub struct GuestCallError {
     pub module: String,
     pub first: u64,
     pub end: u64,
+    /// The key of the one record the call was given, when it was one.
+    pub key: Option<Vec<u8>>,
     #[source]
     pub source: EngineError,
     /// Whose memory it was, for a memory-limit error (see [`memory_note`]); else empty.
     pub note: String,
+}
+
+impl GuestCallError {
+    fn which(&self) -> String {
+        match &self.key {
+            Some(key) if self.end == self.first + 1 && key.is_empty() => {
+                format!("on input record {} of this subtask", self.first)
+            }
+            Some(key) if self.end == self.first + 1 => format!(
+                "on input record {} (key {}) of this subtask",
+                self.first,
+                display_key(key)
+            ),
+            _ => format!(
+                "on input records {}..{} of this subtask",
+                self.first, self.end
+            ),
+        }
+    }
 }
 
 /// For a guest that hit its memory limit, says whether the runtime's input alone was the
@@ -84,6 +121,7 @@ pub struct MapOperator {
     records_seen: u64,
     /// The instance's linear memory, sampled after each call.
     memory: GuestMemoryGauge,
+    on_error: OnError,
 }
 
 impl MapOperator {
@@ -101,7 +139,14 @@ impl MapOperator {
             instance: None,
             records_seen: 0,
             memory: GuestMemoryGauge::detached(),
+            on_error: OnError::Fail,
         }
+    }
+
+    /// What a record that fails alone does (see the module's invariants).
+    pub fn with_on_error(mut self, on_error: OnError) -> Self {
+        self.on_error = on_error;
+        self
     }
 
     /// Reports the instance's linear memory to `gauge` (a pipeline's per-step figure).
@@ -127,39 +172,143 @@ impl Operator for MapOperator {
     }
 
     fn handle_batch(&mut self, batch: RecordBatch, out: &mut Output) -> Result<(), OperatorError> {
-        let input_bytes = batch.byte_len();
         let first = self.records_seen;
-        let end = first + batch.len() as u64;
-        self.records_seen = end;
+        self.records_seen += batch.len() as u64;
+        match self.call(batch, first) {
+            Ok(output) => {
+                emit(&self.id, output, out);
+                Ok(())
+            }
+            Err((error, Some(input))) if self.retries(&error.source) => {
+                self.retry_alone(input, first, error, out)
+            }
+            Err((error, _)) => Err(error.into()),
+        }
+    }
+}
+
+impl MapOperator {
+    /// One guest call over `batch` (records `first..` of this subtask). On failure the
+    /// instance is dropped, and the batch handed back unless the failure was not the
+    /// call's (no instance could be made).
+    fn call(
+        &mut self,
+        batch: RecordBatch,
+        first: u64,
+    ) -> Result<MapOutput, (GuestCallError, Option<RecordBatch>)> {
+        let (end, input_bytes) = (first + batch.len() as u64, batch.byte_len());
+        let key = (batch.len() == 1).then(|| batch.get(0).key.to_vec());
         let result = match self.instance() {
-            Ok(instance) => instance.map(batch),
-            Err(e) => Err(e),
+            Ok(instance) => instance
+                .map_or_hand_back(batch)
+                .map_err(|failed| (failed.error, Some(failed.input))),
+            Err(e) => Err((e, None)),
         };
-        let output = result.map_err(|source| {
-            // A trapped instance is unusable; a restarted pipeline instantiates anew.
+        if result.is_err() {
+            // A failed instance is unusable; the next call instantiates anew.
             self.instance = None;
-            sample_and_recycle(&self.id, &mut self.instance, &self.memory);
-            GuestCallError {
+        }
+        sample_and_recycle(&self.id, &mut self.instance, &self.memory);
+        result.map_err(|(source, input)| {
+            let error = GuestCallError {
                 module: self.module.name().to_owned(),
                 first,
                 end,
+                key,
                 note: memory_note(&source, input_bytes),
                 source,
+            };
+            (error, input)
+        })
+    }
+
+    /// Whether a call that failed with `error` is retried record by record. Always with
+    /// `on_error = "dead-letter"`; with `"fail"` only when the failure was quick: a call
+    /// deadline is not spent again (once per record alone) just to name the record.
+    fn retries(&self, error: &EngineError) -> bool {
+        self.on_error == OnError::DeadLetter || !matches!(error, EngineError::CpuDeadline { .. })
+    }
+
+    /// The batch's call failed with `batch_error`: maps its records one at a time (see
+    /// the module's invariants).
+    fn retry_alone(
+        &mut self,
+        input: RecordBatch,
+        first: u64,
+        batch_error: GuestCallError,
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        if input.len() == 1 {
+            // It failed alone already.
+            if self.on_error == OnError::Fail {
+                return Err(batch_error.into());
             }
-        })?;
-        sample_and_recycle(&self.id, &mut self.instance, &self.memory);
-        for rejection in &output.rejections {
-            let r = output.input.get(rejection.index as usize);
+            let r = input.get(0);
             out.reject(
                 &self.id,
-                rejection.reason.clone(),
+                batch_error.to_string(),
                 r.key,
                 r.value,
                 r.timestamp,
             );
+            return Ok(());
         }
-        out.emit(output.records);
+        let mut emitted = RecordBatch::default();
+        let mut failed = 0;
+        for (i, r) in input.iter().enumerate() {
+            let mut one = RecordBatch::default();
+            one.push(r.key, r.value, r.timestamp);
+            let error = match self.call(one, first + i as u64) {
+                Ok(output) => {
+                    emit_into(&self.id, output, &mut emitted, out);
+                    continue;
+                }
+                Err((error, _)) => error,
+            };
+            failed += 1;
+            if self.on_error == OnError::Fail || failed > MAX_FAILED_ALONE {
+                return Err(fail_alone(error, failed).into());
+            }
+            out.reject(&self.id, error.to_string(), r.key, r.value, r.timestamp);
+        }
+        if failed == 0 && self.on_error == OnError::Fail {
+            return Err(batch_error.into());
+        }
+        out.emit(emitted);
         Ok(())
+    }
+}
+
+/// The error a step fails with after its records were retried alone: the record's own,
+/// and, past [`MAX_FAILED_ALONE`], saying so.
+fn fail_alone(mut error: GuestCallError, failed: usize) -> GuestCallError {
+    if failed > MAX_FAILED_ALONE {
+        error.note.push_str(&format!(
+            " (more than {MAX_FAILED_ALONE} records of one batch failed alone: the guest fails on everything, not on a few bad records)"
+        ));
+    }
+    error
+}
+
+/// A successful call's rejections to the dead letters, its records downstream.
+fn emit(id: &str, output: MapOutput, out: &mut Output) {
+    let mut records = RecordBatch::default();
+    emit_into(id, output, &mut records, out);
+    out.emit(records);
+}
+
+/// Like [`emit`], appending the records to `records` (one record's call at a time).
+fn emit_into(id: &str, output: MapOutput, records: &mut RecordBatch, out: &mut Output) {
+    for rejection in &output.rejections {
+        let r = output.input.get(rejection.index as usize);
+        out.reject(id, rejection.reason.clone(), r.key, r.value, r.timestamp);
+    }
+    if records.is_empty() {
+        *records = output.records;
+    } else {
+        for r in output.records.iter() {
+            records.push(r.key, r.value, r.timestamp);
+        }
     }
 }
 
