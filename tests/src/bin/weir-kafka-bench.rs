@@ -601,25 +601,7 @@ fn exactly_once_latency(
 /// warm-up record went through (so start-up, guest compilation included, is not
 /// measured); (p50, p99) in ms.
 fn measure_latency(input: &str, output: &str, count: u64, rate: u64) -> anyhow::Result<(f64, f64)> {
-    let consumer: BaseConsumer = client_config()
-        .set("group.id", kafka::unique_name("bench-latency-reader"))
-        .set("isolation.level", "read_committed")
-        // A fetch that finds nothing committed waits this long on the broker, and the
-        // commit that makes records readable does not end that wait (measured: at 100 ms
-        // checkpoints, p50 850 ms with librdkafka's default 500 against 100-190 ms with
-        // 10): without it, this would time the reader's fetch wait, not Weir.
-        .set(
-            "fetch.wait.max.ms",
-            LATENCY_READER_FETCH_WAIT_MS.to_string(),
-        )
-        .set("enable.auto.commit", "false")
-        .create()
-        .context("consumer")?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(output, p, Offset::Beginning)?;
-    }
-    consumer.assign(&tpl)?;
+    let consumer = latency_reader(output)?;
     let producer: ThreadedProducer<DefaultProducerContext> = client_config()
         .set("linger.ms", "0")
         .create()
@@ -682,6 +664,31 @@ fn measure_latency(input: &str, output: &str, count: u64, rate: u64) -> anyhow::
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] as f64;
     Ok((at(0.50), at(0.99)))
+}
+
+/// A read_committed consumer of `output`, from the beginning, that does not wait on the
+/// broker longer than [`LATENCY_READER_FETCH_WAIT_MS`].
+fn latency_reader(output: &str) -> anyhow::Result<BaseConsumer> {
+    let consumer: BaseConsumer = client_config()
+        .set("group.id", kafka::unique_name("bench-latency-reader"))
+        .set("isolation.level", "read_committed")
+        // A fetch that finds nothing committed waits this long on the broker, and the
+        // commit that makes records readable does not end that wait (measured: at 100 ms
+        // checkpoints, p50 850 ms with librdkafka's default 500 against 100-190 ms with
+        // 10): without it, this would time the reader's fetch wait, not Weir.
+        .set(
+            "fetch.wait.max.ms",
+            LATENCY_READER_FETCH_WAIT_MS.to_string(),
+        )
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("consumer")?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(output, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    Ok(consumer)
 }
 
 fn now_ms() -> i64 {
