@@ -22,8 +22,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 use super::new_project::checkout;
-use crate::engine::{CompileIsolation, CompileLimits, WasmEngine};
-use crate::pipeline::compile_cache_dir;
+use crate::engine::CompileLimits;
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
@@ -48,11 +47,7 @@ pub fn execute(args: BuildArgs) -> anyhow::Result<()> {
         }
         Project::Js(source) => build_with_tool(dir, &source, "node", "sdk-js/tools/build.mjs")?,
     };
-    let engine =
-        WasmEngine::new(compile_cache_dir().as_deref())?.with_compile_isolation(CompileIsolation {
-            program: super::this_program()?,
-            limits: CompileLimits::default(),
-        });
+    let engine = super::guest_engine(false, CompileLimits::default())?;
     let module = engine.load(&built)?;
     println!(
         "built {}: weir guest {name}, world {}, sha256 {}",

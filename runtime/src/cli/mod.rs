@@ -82,6 +82,26 @@ fn this_program() -> anyhow::Result<std::path::PathBuf> {
     std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the weir executable: {e}"))
 }
 
+/// The engine the guest commands (`validate`, `build`, `test`) load with: `weir run`'s
+/// compiled-code cache (so what they compile a run finds), compiles in a child process
+/// under `limits`, and tiered code if `tiered` (see `engine::code_tier`).
+fn guest_engine(
+    tiered: bool,
+    limits: crate::engine::CompileLimits,
+) -> anyhow::Result<crate::engine::WasmEngine> {
+    use crate::engine::{CompileIsolation, WasmEngine};
+    let cache = crate::pipeline::compile_cache_dir();
+    let engine = if tiered {
+        WasmEngine::tiered(cache.as_deref())?
+    } else {
+        WasmEngine::new(cache.as_deref())?
+    };
+    Ok(engine.with_compile_isolation(CompileIsolation {
+        program: this_program()?,
+        limits,
+    }))
+}
+
 /// An error on one line: the error and its causes, outermost first, without a cause
 /// whose text the one before it already holds (thiserror messages often embed their
 /// source). What `weir: error:` prints.

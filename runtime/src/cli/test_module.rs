@@ -23,10 +23,9 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::connector::record_format::{
-    DEFAULT_MAX_LINE_BYTES, InputFormat, LineDecoder, LineRead, read_line_bounded,
+    DEFAULT_MAX_LINE_BYTES, InputFormat, LineDecoder, LineRead, read_line_bounded, strip_line_end,
 };
-use crate::engine::{CompileIsolation, CompileLimits, WasmEngine, World};
-use crate::pipeline::compile_cache_dir;
+use crate::engine::{CompileLimits, World};
 use crate::pipeline::sample_run::{SampleEvent, SampleRun};
 use crate::record::batch::RecordBatch;
 use crate::spec::units;
@@ -63,12 +62,7 @@ fn key_value(text: &str) -> Result<(String, String), String> {
 }
 
 pub fn execute(args: TestArgs) -> anyhow::Result<()> {
-    let engine = WasmEngine::tiered(compile_cache_dir().as_deref())?.with_compile_isolation(
-        CompileIsolation {
-            program: super::this_program()?,
-            limits: CompileLimits::default(),
-        },
-    );
+    let engine = super::guest_engine(true, CompileLimits::default())?;
     let module = Arc::new(engine.load(&args.module)?);
     anyhow::ensure!(
         args.window.is_none() || module.world() == World::Aggregator,
@@ -142,10 +136,8 @@ fn read_input(args: &TestArgs) -> anyhow::Result<RecordBatch> {
                 records.len() + 1
             ),
             LineRead::Line(_) => {
-                let text = line.strip_suffix(b"\n").unwrap_or(&line);
-                let text = text.strip_suffix(b"\r").unwrap_or(text);
                 let index = records.len();
-                decoder.push_line(text, &mut records);
+                decoder.push_line(strip_line_end(&line), &mut records);
                 if args.timestamp_field.is_none() {
                     records.timestamps[index] = index as i64;
                 }

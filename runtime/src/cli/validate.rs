@@ -10,8 +10,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::engine::{CompileIsolation, CompileLimits, WasmEngine, World};
-use crate::pipeline::compile_cache_dir;
+use crate::engine::{CompileLimits, World};
 use crate::spec::{checks, units};
 
 #[derive(Debug, clap::Args)]
@@ -36,14 +35,13 @@ fn compile_memory(text: &str) -> Result<usize, String> {
 
 pub fn execute(args: ValidateArgs) -> anyhow::Result<()> {
     // The same cache as `weir run`: a module validated is compiled for the next run.
-    let engine =
-        WasmEngine::new(compile_cache_dir().as_deref())?.with_compile_isolation(CompileIsolation {
-            program: super::this_program()?,
-            limits: CompileLimits {
-                cpu: args.compile_cpu,
-                memory_bytes: args.compile_memory as u64,
-            },
-        });
+    let engine = super::guest_engine(
+        false,
+        CompileLimits {
+            cpu: args.compile_cpu,
+            memory_bytes: args.compile_memory as u64,
+        },
+    )?;
     let module = engine.load(&args.module)?;
     let world = match module.world() {
         World::Mapper => "mapper (weir:transform/map)",

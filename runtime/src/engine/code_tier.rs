@@ -10,9 +10,10 @@
 //!   code so a later run finds it), the module is at least [`TIER_UP_MIN_BYTES`], and its
 //!   optimized code is not known to be in the cache (`CompiledCache::has_optimized`).
 //!   Everything else loads optimized code at once, as without tiering.
-//! - The module's current code and tier change together, under one lock, and the
-//!   [`TierSignal`] is raised only after: an instance made from baseline code always sees
-//!   `outdated` once optimized code is there, and one made after never does.
+//! - The module's current code is replaced under its lock, and the [`TierSignal`] raised
+//!   before that lock is released; an instance reads code and tier under the lock, so
+//!   one made from baseline code always sees `outdated` once optimized code is there,
+//!   and one made after never does.
 //! - An outdated instance is replaced by its owner at its next call boundary, as a
 //!   recycled one is (`GuestInstance::code_outdated`: one atomic load per batch). Guest
 //!   memory never carries meaning across batches, so nothing is lost.

@@ -78,10 +78,10 @@ pub struct GuestModule {
     exports: Vec<String>,
     imports: Vec<String>,
     world: World,
-    /// The code new instances are made from, and its tier (changed together, once at
-    /// most: see `code_tier.rs`).
-    code: Arc<RwLock<(Pre, CodeTier)>>,
-    /// Raised after `code` changes; instances read it to learn they are outdated.
+    /// The code new instances are made from (replaced once at most: see `code_tier.rs`).
+    code: Arc<RwLock<Pre>>,
+    /// The tier of `code`, raised before its lock is released; instances read it to
+    /// learn they are outdated.
     tier: TierSignal,
     /// Keeps deadlines firing while this module or its instances live.
     ticker: Arc<EpochTicker>,
@@ -208,7 +208,7 @@ impl GuestModule {
             exports: checked.exports,
             imports: checked.imports,
             world: checked.world,
-            code: Arc::new(RwLock::new((checked.pre, compiler.tier()))),
+            code: Arc::new(RwLock::new(checked.pre)),
             tier: TierSignal::new(compiler.tier()),
             ticker: engine.ticker().clone(),
         })
@@ -237,9 +237,10 @@ impl GuestModule {
             .and_then(|component| Checked::check(optimizer, &self.name, &component));
         match checked {
             Ok(checked) => {
-                *self.code.write().unwrap_or_else(PoisonError::into_inner) =
-                    (checked.pre, optimizer.tier());
+                let mut code = self.code.write().unwrap_or_else(PoisonError::into_inner);
+                *code = checked.pre;
                 self.tier.raise(optimizer.tier());
+                drop(code);
                 tracing::info!(
                     module = %self.name,
                     seconds = started.elapsed().as_secs_f64(),
@@ -258,10 +259,14 @@ impl GuestModule {
         self.tier.get()
     }
 
-    /// The code a new instance is made from, and the tier it tells the instance.
+    /// The code a new instance is made from, and the tier it tells the instance (read
+    /// under the code's lock, so the two agree).
     fn current(&self) -> (Pre, InstanceTier) {
         let code = self.code.read().unwrap_or_else(PoisonError::into_inner);
-        (code.0.clone(), InstanceTier::new(code.1, self.tier.clone()))
+        (
+            code.clone(),
+            InstanceTier::new(self.tier.get(), self.tier.clone()),
+        )
     }
 
     /// The name given at load (the file name for [`WasmEngine::load`]).

@@ -36,7 +36,7 @@ use crate::dataflow::window::WindowAssigner;
 use crate::engine::{GuestLimits, GuestLogBudget, GuestModule};
 use crate::metrics::PipelineMetrics;
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::module_changes::module_changes;
+use crate::pipeline::module_changes::ModuleChange;
 use crate::pipeline::plan::{self, SourceRoute, StagePlan};
 use crate::pipeline::rescale::RescaleRestore;
 use crate::record::CheckpointId;
@@ -58,6 +58,8 @@ pub struct BuildContext<'a> {
     pub spec: &'a PipelineSpec,
     /// Loaded guests by step index.
     pub modules: &'a BTreeMap<usize, Arc<GuestModule>>,
+    /// Steps whose module is not the one `restored` was taken with (see `recover`).
+    pub module_changes: &'a [ModuleChange],
     pub storage: Arc<CheckpointStorage>,
     pub restored: Option<&'a CheckpointMetadata>,
     /// A rescale: sources and aggregates restore from the old workers' checkpoints
@@ -462,11 +464,10 @@ fn stateful_steps(spec: &PipelineSpec) -> usize {
 /// What a guest failure of step `id` adds when the state restored into it was written
 /// by another module than the one it runs now (empty otherwise).
 fn state_note(cx: &BuildContext<'_>, id: &str) -> String {
-    cx.restored
-        .into_iter()
-        .flat_map(|m| module_changes(m, cx.modules))
+    cx.module_changes
+        .iter()
         .find(|change| change.step == id)
-        .map_or_else(String::new, |change| change.state_note())
+        .map_or_else(String::new, ModuleChange::state_note)
 }
 
 /// What an aggregate operator needs of its step and of the spec.

@@ -164,7 +164,7 @@ impl PipelineError {
 }
 
 /// `world` with its indefinite article ("a mapper", "an aggregator").
-fn with_article(world: &str) -> String {
+pub fn with_article(world: &str) -> String {
     let article = if world.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
     } else {

@@ -45,28 +45,21 @@ pub fn module_changes(
     restored: &CheckpointMetadata,
     modules: &BTreeMap<usize, Arc<GuestModule>>,
 ) -> Vec<ModuleChange> {
-    module_hashes(modules)
-        .into_iter()
-        .filter_map(|(step, now)| {
+    modules
+        .iter()
+        .filter_map(|(&n, module)| {
+            let step = step_id(n);
             let was = restored.modules.get(&step)?;
-            (*was != now).then(|| ModuleChange {
-                module: modules
-                    .get(&step_index(&step))
-                    .map_or_else(String::new, |m| m.name().to_owned()),
+            (was != module.sha256_hex()).then(|| ModuleChange {
                 step,
+                module: module.name().to_owned(),
                 was: was.clone(),
-                now,
+                now: module.sha256_hex().to_owned(),
                 checkpoint: restored.id,
                 finished: restored.is_final,
             })
         })
         .collect()
-}
-
-fn step_index(step: &str) -> usize {
-    step.strip_prefix("step-")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(usize::MAX)
 }
 
 /// The first 12 hex digits of a SHA-256, as `weir module ls` shows ids.

@@ -58,7 +58,7 @@ use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
 use crate::connector::sinks::{self, PipelineSinks};
 use crate::engine::GuestModule;
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::module_changes::module_changes;
+use crate::pipeline::module_changes::{ModuleChange, module_changes};
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
 use crate::pipeline::rescale::{self, RescaleError, RescaleFailure, RescaleRestore};
@@ -76,6 +76,8 @@ pub struct Recovery {
     /// Held for the whole run (released when the running pipeline is dropped).
     pub lock: StateDirLock,
     pub modules: BTreeMap<usize, Arc<GuestModule>>,
+    /// Steps whose module is not the one the restored checkpoint was taken with.
+    pub module_changes: Vec<ModuleChange>,
     pub kafka: Option<Arc<KafkaCommitUnit>>,
     pub storage: Arc<CheckpointStorage>,
     /// The checkpoint to restore, if any.
@@ -144,7 +146,11 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         .max();
     let exactly_once = kafka.as_deref().filter(|unit| unit.is_exactly_once());
     let (restored, rescale_from) = restore_point(spec, &storage, exactly_once, choice, options)?;
-    for change in restored.iter().flat_map(|m| module_changes(m, &modules)) {
+    let changes: Vec<ModuleChange> = restored
+        .iter()
+        .flat_map(|m| module_changes(m, &modules))
+        .collect();
+    for change in &changes {
         tracing::warn!(pipeline = %spec.name, "{change}");
     }
     let rescaled = match rescale_from {
@@ -159,6 +165,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         spec: spec.clone(),
         lock,
         modules,
+        module_changes: changes,
         kafka,
         storage,
         restored,

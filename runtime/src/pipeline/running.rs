@@ -60,6 +60,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         spec,
         lock,
         modules,
+        module_changes,
         kafka,
         storage,
         restored,
@@ -81,6 +82,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     let built = build::build(&BuildContext {
         spec: &spec,
         modules: &modules,
+        module_changes: &module_changes,
         storage: storage.clone(),
         restored: restored.as_ref(),
         rescaled: rescaled.as_ref(),

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::pipeline::error::with_article;
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
@@ -379,16 +380,12 @@ fn check_world(step: &Map<String, Value>, at: &str, id: &str, world: &str) -> Re
     if world == wants {
         return Ok(());
     }
-    let article = |w: &str| match w.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        true => format!("an {w}"),
-        false => format!("a {w}"),
-    };
     Err(refuse(
         &format!("{at}.module"),
         format!(
             "module {id} is {}; a {kind} step needs {}",
-            article(world),
-            article(wants)
+            with_article(world),
+            with_article(wants)
         ),
     ))
 }

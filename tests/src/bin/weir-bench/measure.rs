@@ -68,7 +68,8 @@ pub struct Figures {
     pub process_cpu_ns: f64,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (the mean of the middle two for an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 
+use crate::measure::median;
+
 /// Runs per parallelism; the figures are medians.
 const SCALING_RUNS: usize = 3;
 
@@ -195,15 +197,12 @@ fn children_cpu() -> anyhow::Result<Duration> {
     Ok(time(usage.user_time()) + time(usage.system_time()))
 }
 
+/// Median wall time and median CPU time of `runs` (`measure::median`).
 fn medians(runs: &[(Duration, Duration)]) -> (Duration, Duration) {
-    let median = |mut v: Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2]
+    let median_of = |part: fn(&(Duration, Duration)) -> Duration| {
+        Duration::from_secs_f64(median(runs.iter().map(|r| part(r).as_secs_f64()).collect()))
     };
-    (
-        median(runs.iter().map(|r| r.0).collect()),
-        median(runs.iter().map(|r| r.1).collect()),
-    )
+    (median_of(|r| r.0), median_of(|r| r.1))
 }
 
 /// The scaling table.
