@@ -138,6 +138,11 @@ impl KeyHash {
     pub fn value(self) -> u64 {
         self.0
     }
+
+    /// A hash [`value`](Self::value) gave, back (e.g. from an index that stores them).
+    pub(crate) fn from_value(value: u64) -> Self {
+        KeyHash(value)
+    }
 }
 
 /// Keyed state of one stateful operator subtask. See the module doc.

@@ -8,7 +8,11 @@
 //! - Accumulators are opaque bytes, stored under `key group | key | window end` (see
 //!   `state::key`); an empty accumulator means "none yet".
 //! - Windows fire when the watermark reaches their last timestamp (see `window`), in
-//!   one emit call per `batch_size` windows; their records get timestamp `end - 1`.
+//!   one emit call per `batch_size` keys, in key order; their records get timestamp
+//!   `end - 1`. Every state key of a window is in the window index (`window_index`),
+//!   `pending` until the window fires, then `fired` while its lateness lasts; a key is
+//!   filed when its first accumulator is stored (a group whose accumulator the state
+//!   held is filed already), so keys that come back cost the index nothing.
 //!   Unwindowed aggregates emit the updated keys after each update call, in the same
 //!   call when the guest exports the fused `update-and-emit` (one guest call per
 //!   `batch_size` groups instead of two; the output is the same).
@@ -40,6 +44,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
 use crate::dataflow::operators::map::{GuestCallError, memory_note, sample_and_recycle};
+use crate::dataflow::operators::window_index::WindowIndex;
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
 use crate::engine::{
@@ -160,16 +165,27 @@ pub struct AggregateOperator {
     memory: GuestMemoryGauge,
     watermark: Watermark,
     /// Windows not fired yet: window end -> state keys.
-    pending: BTreeMap<i64, BTreeSet<Vec<u8>>>,
+    pending: WindowIndex,
     /// Fired windows kept for late records: window end -> state keys (only with
     /// allowed lateness > 0).
-    fired: BTreeMap<i64, BTreeSet<Vec<u8>>>,
+    fired: WindowIndex,
     records_seen: u64,
     /// The current batch's groups; kept between batches for its buffers.
     groups: Groups,
-    /// The cache slot each group of the current guest call was read from (its `get`),
-    /// the hint of its `put` (see `KeyedState::put_at`).
-    slots: Vec<SlotId>,
+    /// How each group of the current guest call was read from the state (its `get`).
+    reads: Vec<GroupRead>,
+}
+
+/// A group's accumulator as the state gave it before a guest call.
+#[derive(Debug, Clone, Copy)]
+struct GroupRead {
+    /// The cache slot it was read from: the hint of the group's `put` (see
+    /// `KeyedState::put_at`).
+    slot: SlotId,
+    /// Whether the state held one. Then the window index has the group's key already
+    /// (every state key of a window is in `pending` or `fired`), so storing the new one
+    /// leaves the index alone.
+    existed: bool,
 }
 
 /// Whether the updated unwindowed groups still need an emit call.
@@ -417,11 +433,11 @@ impl AggregateOperator {
             instance: None,
             memory: GuestMemoryGauge::detached(),
             watermark,
-            pending: BTreeMap::new(),
-            fired: BTreeMap::new(),
+            pending: WindowIndex::default(),
+            fired: WindowIndex::default(),
             records_seen: 0,
             groups: Groups::default(),
-            slots: Vec::new(),
+            reads: Vec::new(),
         };
         op.rebuild_window_index()?;
         Ok(op)
@@ -438,10 +454,11 @@ impl AggregateOperator {
                 continue;
             };
             let w = self.window_ending_at(end);
+            let hash = self.state.key_hash(&key);
             if !window::has_fired(w, self.watermark.0) {
-                self.pending.entry(end).or_default().insert(key);
+                self.pending.insert(end, hash, &key);
             } else if !window::is_late(w, self.config.allowed_lateness_ms, self.watermark.0) {
-                self.fired.entry(end).or_default().insert(key);
+                self.fired.insert(end, hash, &key);
             } else {
                 expired.push(key);
             }
@@ -579,13 +596,14 @@ impl AggregateOperator {
             records: RecordBatch::with_capacity(members.len(), batch.byte_size()),
         };
         let first_member = groups.members_start(range.start);
-        self.slots.clear();
+        self.reads.clear();
         for g in range {
             let (acc, slot) = self.state.get_with_slot(groups.hash(g), groups.key(g))?;
             if let Some(acc) = acc {
                 input.accumulators.extend_from_slice(acc);
             }
-            self.slots.push(slot);
+            let existed = acc.is_some();
+            self.reads.push(GroupRead { slot, existed });
             input.accumulator_ends.push(input.accumulators.len() as u32);
             input.record_ends.push(groups.member_ends[g] - first_member);
         }
@@ -681,23 +699,29 @@ impl AggregateOperator {
                     max: self.config.max_accumulator_bytes,
                 }));
             }
+            let read = self.reads[g - first];
             match groups.window_ends[g] {
                 None if emit == Emit::Done => {}
                 None => push_emit_entry(&mut unwindowed, StateKey::user_key(state_key)?, None, acc),
                 Some(end) => {
-                    if window::has_fired(self.window_ending_at(end), self.watermark.0) {
-                        // A late firing: the window fired already, its lateness is not over.
+                    let fired = window::has_fired(self.window_ending_at(end), self.watermark.0);
+                    if fired {
+                        // A late firing: the window fired already, its lateness is not
+                        // over; its state goes when the lateness is.
                         late.push((state_key.to_vec(), acc.to_vec()));
-                    } else {
-                        self.pending
-                            .entry(end)
-                            .or_default()
-                            .insert(state_key.to_vec());
+                    }
+                    if !read.existed {
+                        let index = if fired {
+                            &mut self.fired
+                        } else {
+                            &mut self.pending
+                        };
+                        index.insert(end, groups.hash(g), state_key);
                     }
                 }
             }
-            let slot = self.slots[g - first];
-            self.state.put_at(slot, groups.hash(g), state_key, acc)?;
+            self.state
+                .put_at(read.slot, groups.hash(g), state_key, acc)?;
         }
         if !unwindowed.key_ends.is_empty() {
             self.emit_unwindowed(unwindowed, out)?;
@@ -810,37 +834,56 @@ impl AggregateOperator {
         let wm = self.watermark.0;
         let due: Vec<i64> = self
             .pending
-            .keys()
-            .copied()
+            .ends()
             .take_while(|&end| window::has_fired(self.window_ending_at(end), wm))
             .collect();
-        let mut entries = Vec::new();
         for end in due {
-            let keys = self.pending.remove(&end).unwrap_or_default();
-            for key in &keys {
-                if let Some(acc) = self.state.get(key)? {
-                    entries.push((key.clone(), acc.to_vec()));
-                }
-            }
-            if self.config.allowed_lateness_ms > 0 {
-                self.fired.entry(end).or_default().extend(keys);
-            } else {
-                for key in &keys {
+            let keys = self.pending.remove(end).unwrap_or_default();
+            let sorted = keys.sorted();
+            self.fire_window(end, &sorted, out)?;
+            if self.config.allowed_lateness_ms == 0 {
+                for key in sorted {
                     self.state.delete(key)?;
                 }
+            } else {
+                drop(sorted);
+                self.fired.extend(end, keys);
             }
         }
-        self.emit(entries, out)?;
         let lateness = self.config.allowed_lateness_ms;
         let expired: Vec<i64> = self
             .fired
-            .keys()
-            .copied()
+            .ends()
             .take_while(|&end| window::is_late(self.window_ending_at(end), lateness, wm))
             .collect();
         for end in expired {
-            for key in self.fired.remove(&end).unwrap_or_default() {
-                self.state.delete(&key)?;
+            for key in self.fired.remove(end).unwrap_or_default().iter() {
+                self.state.delete(key)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits the accumulators of the window ending at `end` held under `keys` (in key
+    /// order, see `WindowKeys::sorted`), `batch_size` per guest call, each read from
+    /// the state straight into the call's input.
+    fn fire_window(
+        &mut self,
+        end: i64,
+        keys: &[&[u8]],
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        let window = self.window_ending_at(end);
+        let chunk_size = self.config.batch_size.max(1);
+        for chunk in keys.chunks(chunk_size) {
+            let mut input = EmitBatch::default();
+            for &key in chunk {
+                if let Some(acc) = self.state.get(key)? {
+                    push_emit_entry(&mut input, StateKey::user_key(key)?, Some(window), acc);
+                }
+            }
+            if !input.key_ends.is_empty() {
+                self.emit_call(input, Some(end), out)?;
             }
         }
         Ok(())

@@ -209,6 +209,46 @@ fn allowed_lateness_fires_the_window_again_with_the_updated_sum() {
     assert_eq!(watermark(&mut op, Watermark::END.0), []);
 }
 
+/// A late record whose key the window did not have when it fired fires it for that key,
+/// and that key's accumulator goes with the window's lateness like the others (it used
+/// to stay in the state for good: the index of fired windows did not learn the key).
+#[test]
+fn a_key_new_to_a_fired_window_is_dropped_with_its_lateness() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(config(5_000), location(dir.path(), "work"));
+    feed(&mut op, &[("a", 1, 1_000)]);
+    assert_eq!(watermark(&mut op, 9_999), [sum("a", 0, 1)]);
+    assert_eq!(feed(&mut op, &[("new", 2, 5_000)]), [sum("new", 0, 2)]);
+    assert_eq!(op.state.keys().expect("keys").len(), 2);
+    assert_eq!(watermark(&mut op, 14_999), []);
+    assert_eq!(op.state.keys().expect("keys"), Vec::<Vec<u8>>::new());
+}
+
+/// A window's keys fire in key order whatever order their records came in, and a key
+/// seen again is fired once.
+#[test]
+fn a_window_fires_its_keys_in_key_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(config(0), location(dir.path(), "work"));
+    feed(
+        &mut op,
+        &[("c", 1, 1_000), ("a", 2, 2_000), ("b", 3, 3_000)],
+    );
+    feed(&mut op, &[("b", 4, 4_000), ("c", 5, 5_000)]);
+    let mut out = Output::default();
+    op.handle_watermark(Watermark(9_999), &mut out)
+        .expect("watermark");
+    let mut fired = drain_records(&mut out);
+    let mut by_state_key = fired.clone();
+    by_state_key.sort_by_key(|(key, _, _)| {
+        StateKey::encode(key_group(key.as_bytes(), 128), key.as_bytes(), Some(10_000))
+    });
+    assert_eq!(fired, by_state_key, "key order: key group, then key");
+    fired.sort();
+    assert_eq!(fired, [sum("a", 0, 2), sum("b", 0, 7), sum("c", 0, 6)]);
+    assert_eq!(op.state.keys().expect("keys"), Vec::<Vec<u8>>::new());
+}
+
 /// The run the restore test interrupts: window [0, 10 s) fires before the barrier,
 /// [10 s, 20 s) is open across it, a record for [0, 10 s) after it is late.
 const BEFORE_BARRIER: &[(&str, i64, i64)] = &[("a", 1, 1_000), ("b", 2, 2_000), ("a", 6, 12_000)];

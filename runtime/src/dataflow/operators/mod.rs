@@ -2,3 +2,4 @@
 pub mod aggregate;
 pub mod key_by;
 pub mod map;
+mod window_index;
