@@ -113,6 +113,14 @@ impl Chain {
         Ok(out)
     }
 
+    /// Tells every operator the input is quiet (see `Operator::on_idle`).
+    pub fn idle(&mut self) -> Result<(), ChainError> {
+        for op in &mut self.operators {
+            op.on_idle().map_err(|e| fail(op.as_ref(), e))?;
+        }
+        Ok(())
+    }
+
     pub fn close(&mut self) -> Result<(), ChainError> {
         for op in &mut self.operators {
             op.on_close().map_err(|e| fail(op.as_ref(), e))?;

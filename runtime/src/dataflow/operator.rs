@@ -9,6 +9,10 @@
 //!   everything the operator emitted before returning belongs to checkpoint n,
 //!   everything after to n + 1. An operator never blocks waiting for a commit: commits
 //!   are the coordinator's (see `checkpoint::commit`).
+//! - A deferred part may need the task thread's own calls to finish (a state's copy
+//!   spread over the batches after the barrier): the task goes on calling the operator
+//!   and calls `on_idle` whenever its input is quiet and `on_close` at the end, so it
+//!   never waits for a deferred part on its own thread.
 //! - Records an operator refuses go to `Output::dead_letters`, never dropped silently.
 
 use crate::record::batch::RecordBatch;
@@ -127,6 +131,13 @@ pub trait Operator: Send {
         _out: &mut Output,
     ) -> Result<Option<Snapshot>, OperatorError> {
         Ok(None)
+    }
+
+    /// The task's input has been quiet for a while (a poll interval): finish what was
+    /// put off until more input came (e.g. a snapshot's copy, which a checkpoint waits
+    /// for). Called again after each quiet interval, so cheap when nothing waits.
+    fn on_idle(&mut self) -> Result<(), OperatorError> {
+        Ok(())
     }
 
     /// The task is shutting down after its final barrier.

@@ -214,6 +214,11 @@ impl Pipe {
         Ok(())
     }
 
+    /// The input is quiet: the chain finishes what it put off.
+    fn idle(&mut self, ctx: &TaskContext) -> Result<(), TaskError> {
+        self.chain.idle().map_err(|e| TaskError::chain(ctx, e))
+    }
+
     /// Snapshots the chain and the dead-letter sink, forwards the barrier, acks it.
     fn barrier(
         &mut self,
@@ -354,6 +359,7 @@ impl SourceTask {
                 continue;
             }
             if drained {
+                self.pipe.idle(&self.ctx)?;
                 continue;
             }
             let status = self
@@ -386,7 +392,10 @@ impl SourceTask {
             }
             match status {
                 SourcePoll::Ready => {}
-                SourcePoll::Idle => std::thread::sleep(IDLE_BACKOFF),
+                SourcePoll::Idle => {
+                    self.pipe.idle(&self.ctx)?;
+                    std::thread::sleep(IDLE_BACKOFF);
+                }
                 SourcePoll::Drained => {
                     drained = true;
                     // A drained source's last figure (0 for a bounded one) at once.
@@ -461,7 +470,7 @@ impl StageTask {
                     tracing::debug!(task = %self.ctx.task, elapsed = ?started.elapsed(), "inputs ended");
                     return self.pipe.close(&self.ctx);
                 }
-                GateEvent::Timeout => {}
+                GateEvent::Timeout => self.pipe.idle(&self.ctx)?,
             }
         }
     }

@@ -14,8 +14,8 @@
 //!   what workers can compute live there alone, and its one-line reason is the refusal.
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
 //!   runtime's defaults: `batch_bytes`, `limits.guest_log_rate` (what its guests may
-//!   write to the worker's log each second), an aggregate's `cache_entries` and
-//!   `cache_bytes`, a Kafka source's or sink's `buffer_bytes` (lower is allowed); nor
+//!   write to the worker's log each second), an aggregate's `cache_bytes` (its
+//!   `cache_entries` only adds a bound), a Kafka source's or sink's `buffer_bytes` (lower is allowed); nor
 //!   the partitions of the repartition topics its workers create on the shared
 //!   cluster (`repartition_partitions`, at most the default 32: tenants reach the
 //!   brokers only through their specs, the server holds their Kafka credentials).
@@ -163,7 +163,7 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
     use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
     use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
     use crate::spec::pipeline::DEFAULT_BATCH_BYTES;
-    use crate::spec::step::{DEFAULT_CACHE_BYTES, DEFAULT_CACHE_ENTRIES};
+    use crate::spec::step::DEFAULT_CACHE_BYTES;
     let at_most = |field: String, value: usize, max: usize| {
         if value > max {
             Err(refuse(
@@ -188,11 +188,6 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
     for (i, step) in spec.steps.iter().enumerate() {
         if let StepSpec::Aggregate(a) = step {
             let at = format!("steps[{i}]");
-            at_most(
-                format!("{at}.cache_entries"),
-                a.cache_entries,
-                DEFAULT_CACHE_ENTRIES,
-            )?;
             at_most(
                 format!("{at}.cache_bytes"),
                 a.cache_bytes,

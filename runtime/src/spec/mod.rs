@@ -145,11 +145,13 @@
 //!          # without a window, results are emitted on every update
 //! allowed_lateness = "0ms"  # default "0ms"; only with a window; later records go to
 //!                           # the dead-letter output
-//! cache_entries = 100000    # accumulators cached in memory per subtask;
-//!                           # default 100000, >= 1
-//! cache_bytes = "64MiB"     # and their bytes (keys and ~100 bytes per entry included);
+//! cache_bytes = "64MiB"     # accumulators cached in memory per subtask, in bytes:
+//!                           # an entry of at most 30 bytes of key and value counts 56,
+//!                           # a larger one 72 plus its bytes (so the default holds
+//!                           # about a million small ones); default "64MiB", >= "1KiB";
+//! cache_entries = 100000    # optional, >= 1: a bound in entries too; default none;
 //!                           # past either bound those not used recently are written
-//!                           # back to RocksDB and dropped; default "64MiB", >= "1KiB";
+//!                           # back to RocksDB and dropped;
 //!                           # write-backs not yet in RocksDB hold at most as much again
 //! max_accumulator_bytes = "1MiB"  # largest accumulator the guest may return; a larger
 //!                           # one fails the run naming the module and key;

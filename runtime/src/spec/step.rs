@@ -18,8 +18,9 @@ use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, split_type};
 use crate::spec::units::{self, HumanDuration, format_duration};
 
-/// Default accumulators cached in memory per aggregate subtask.
-pub const DEFAULT_CACHE_ENTRIES: usize = 100_000;
+/// Default bound on the accumulators cached in memory per aggregate subtask, in
+/// entries: none of its own (the byte bound, [`DEFAULT_CACHE_BYTES`], binds).
+pub const DEFAULT_CACHE_ENTRIES: usize = crate::state::DEFAULT_CACHE_CAPACITY;
 /// Default bytes of accumulators (keys and per-entry overhead included) cached in memory
 /// per aggregate subtask: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = crate::state::DEFAULT_CACHE_BYTES;

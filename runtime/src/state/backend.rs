@@ -12,9 +12,9 @@
 //!   `CacheBounds::entries` entries and `CacheBounds::bytes` bytes (given at open). When
 //!   the cache passes either bound, entries not used recently (CLOCK) are evicted down to
 //!   7/8 of both; the dirty ones among them go to the state writer as one write-back
-//!   (see `write_layer`; the writer sorts it), never one write per record. More than
-//!   `dirty_limit` dirty entries are written back together between barriers, so a
-//!   barrier has little to copy. Write-backs in flight hold at most the byte bound more
+//!   (see `write_layer`; the writer sorts it), never one write per record. A dirty
+//!   entry otherwise stays in the cache until a barrier, so a key updated many times
+//!   between two barriers is written to RocksDB once. Write-backs in flight hold at most the byte bound more
 //!   (see `writer`): the state's memory is at most twice `CacheBounds::bytes` plus
 //!   RocksDB's own: two memtables of `CacheBounds::memtable_bytes` (a share of the
 //!   process's, `memtable_bytes`) and the block cache, one per process
@@ -53,15 +53,18 @@ use crate::state::cache::{SlotId, StateCache, slot_bytes};
 use crate::state::shared_names::SharedNames;
 use crate::state::write_layer::InFlight;
 use crate::state::writer::{
-    SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, remove_dir_if_exists,
+    CheckpointRequest, SNAPSHOT_DIR_PREFIX, SnapshotInProgress, StateWriter, checkpoint_request,
+    remove_dir_if_exists,
 };
 use crate::state::{DbSnapshot, StateError, StateScan};
 use crate::storage::CheckpointStorage;
 
-/// Default cache capacity, in entries (keys): a few tens of MiB for small accumulators.
-pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
+/// Default cache capacity, in entries (keys): no bound of its own, the byte bound binds
+/// (every entry counts for at least `cache::SLOT_BYTES`, so 64 MiB hold at most some
+/// 1.2 million).
+pub const DEFAULT_CACHE_CAPACITY: usize = u32::MAX as usize;
 /// Default cache capacity in bytes (keys, values and per-entry overhead): 64 MiB per
-/// stateful subtask, whatever the accumulators' sizes.
+/// stateful subtask, whatever the accumulators' sizes: about a million small ones.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 /// Memory bounds of one `KeyedState`: its write-back cache and its RocksDB memtables.
@@ -152,8 +155,12 @@ pub struct KeyedState {
     in_flight: InFlight,
     /// Owns the DB; dropped (thread joined) before anything else of the state goes.
     writer: StateWriter,
-    /// Most dirty entries kept between barriers (see [`dirty_limit`]).
+    /// Most dirty entries kept between barriers once the cache is nearly full (see
+    /// [`dirty_limit`]).
     dirty_limit: usize,
+    /// The checkpoint whose entries the cache is copying out (see
+    /// [`begin_snapshot`](Self::begin_snapshot)): sent once they all are.
+    snapshot_due: Option<CheckpointRequest>,
     /// The cache's byte bound, also the most bytes write-backs in flight may hold.
     max_bytes: usize,
     /// Keys RocksDB was asked for since the last [`prefetch`](Self::prefetch): whether
@@ -233,6 +240,7 @@ impl KeyedState {
             in_flight: InFlight::default(),
             writer,
             dirty_limit: dirty_limit(cache_capacity.entries),
+            snapshot_due: None,
             max_bytes: cache_capacity.bytes,
             read_from_db: 0,
             read_options: ReadOptions::default(),
@@ -289,7 +297,9 @@ impl KeyedState {
         if self.cache.would_overflow(incoming) {
             self.evict(incoming, true)?;
         }
-        Ok(self.cache.insert_clean_hashed(hash.0, key.to_vec(), value))
+        Ok(self
+            .cache
+            .insert_clean_hashed(hash.0, key, value.as_deref()))
     }
 
     /// Reads every key of `keys` that neither the cache nor a write-back in flight knows
@@ -339,7 +349,8 @@ impl KeyedState {
             if self.cache.would_overflow(incoming) {
                 self.evict(incoming, true)?;
             }
-            self.cache.insert_clean_hashed(hash.0, key.to_vec(), value);
+            self.cache
+                .insert_clean_hashed(hash.0, key, value.as_deref());
         }
         Ok(())
     }
@@ -443,14 +454,24 @@ impl KeyedState {
         checkpoint_id: CheckpointId,
         task: &str,
     ) -> Result<DbSnapshot, StateError> {
-        self.begin_snapshot(storage.clone(), checkpoint_id, task)?
-            .wait()
+        let progress = self.begin_snapshot(storage.clone(), checkpoint_id, task)?;
+        self.finish_snapshot_copy()
+            .map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))?;
+        progress.wait()
     }
 
-    /// The synchronous part of a snapshot, done at the barrier: hand a copy of the dirty
-    /// entries to the writer, then ask it for the checkpoint. The writer writes them,
-    /// takes the RocksDB checkpoint and uploads it while the task goes on; what the task
-    /// writes from now on is not in this snapshot.
+    /// The synchronous part of a snapshot, done at the barrier: the dirty entries as of
+    /// now are what the snapshot adds to RocksDB. At most [`SYNC_COPY_ENTRIES`] are
+    /// copied into one write-back at once and the writer asked for the checkpoint; more
+    /// are only marked owed (`StateCache::owe_dirty`) and copied a stretch at a time as
+    /// the task goes on ([`continue_snapshot_copy`](Self::continue_snapshot_copy) after
+    /// each batch; each entry before it changes, copy on write), and the layer and the
+    /// checkpoint go to the writer when the last is copied, before any other write-back,
+    /// or when [`finish_snapshot_copy`](Self::finish_snapshot_copy) is called. Until
+    /// then the checkpoint's [`SnapshotInProgress`] does not answer: the owner of the
+    /// state must go on calling one of them (a task does, after each batch and when its
+    /// input is quiet), never only wait. The writer writes them, takes the RocksDB checkpoint and uploads it
+    /// while the task goes on; what the task writes from now on is not in this snapshot.
     pub fn begin_snapshot(
         &mut self,
         storage: Arc<CheckpointStorage>,
@@ -458,26 +479,70 @@ impl KeyedState {
         task: &str,
     ) -> Result<SnapshotInProgress, StateError> {
         let begin = |state: &mut Self| {
-            state.write_back_dirty()?;
-            state.writer.checkpoint(storage, checkpoint_id, task)
+            state.finish_snapshot_copy()?;
+            if state.cache.dirty_len() <= SYNC_COPY_ENTRIES {
+                state.write_back_dirty()?;
+                return state.writer.checkpoint(storage, checkpoint_id, task);
+            }
+            let (request, progress) = checkpoint_request(storage, checkpoint_id, task);
+            state.cache.owe_dirty();
+            state.snapshot_due = Some(request);
+            Ok(progress)
         };
         begin(self).map_err(|e| e.in_checkpoint("snapshot", task, checkpoint_id))
     }
 
+    /// Copies the next stretch of a snapshot's owed entries (if one is being copied),
+    /// sized for a batch of `records` records: [`COPY_SLOTS_PER_RECORD`] cache slots
+    /// each; sends the snapshot once none is left.
+    pub fn continue_snapshot_copy(&mut self, records: usize) -> Result<(), StateError> {
+        if self.snapshot_due.is_none() {
+            return Ok(());
+        }
+        self.cache
+            .copy_owed(records.max(1).saturating_mul(COPY_SLOTS_PER_RECORD));
+        if self.cache.owed_len() == 0 {
+            self.send_snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Copies every owed entry left and sends the snapshot being copied, if any: when
+    /// no more puts are coming soon (the input is quiet, or ends).
+    pub fn finish_snapshot_copy(&mut self) -> Result<(), StateError> {
+        if self.snapshot_due.is_some() {
+            self.cache.copy_owed(usize::MAX);
+            self.send_snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the owed entries (all copied) and then the checkpoint to the writer.
+    fn send_snapshot(&mut self) -> Result<(), StateError> {
+        let Some(request) = self.snapshot_due.take() else {
+            return Ok(());
+        };
+        let layer = self.cache.take_owed_layer();
+        self.writer
+            .write_back(layer, &mut self.in_flight, self.max_bytes)?;
+        self.writer.send_checkpoint(request)
+    }
+
     /// Sends a copy of every dirty entry to the writer; they stay cached, clean.
     fn write_back_dirty(&mut self) -> Result<(), StateError> {
+        self.finish_snapshot_copy()?;
         let layer = self.cache.copy_out_dirty();
         self.writer
             .write_back(layer, &mut self.in_flight, self.max_bytes)
     }
 
-    /// Evicts down to the cache's bounds if an insert took it past them, and writes the
-    /// dirty entries back if there are more than `dirty_limit`.
+    /// Evicts down to the cache's bounds if an insert took it past them; writes the
+    /// dirty entries back if there are more than `dirty_limit` in a nearly full cache.
     fn shrink(&mut self) -> Result<(), StateError> {
         if self.cache.over_budget() {
             self.evict(0, false)?;
         }
-        if self.cache.dirty_len() > self.dirty_limit {
+        if self.cache.dirty_len() > self.dirty_limit && self.cache.nearly_full() {
             self.write_back_dirty()?;
         }
         Ok(())
@@ -485,21 +550,34 @@ impl KeyedState {
 
     /// Evicts entries not used recently (CLOCK) down to 7/8 of the cache's bounds, leaving
     /// room for `incoming` bytes (and one more entry if `new_slot`): the dirty ones go
-    /// to the writer as one write-back, the clean ones are dropped.
+    /// to the writer as one write-back, the clean ones are dropped. A snapshot being
+    /// copied is sent first, so no later value reaches RocksDB before its own.
     fn evict(&mut self, incoming: usize, new_slot: bool) -> Result<(), StateError> {
+        self.finish_snapshot_copy()?;
         let dirty = self.cache.take_victims(incoming, new_slot);
         self.writer
             .write_back(dirty, &mut self.in_flight, self.max_bytes)
     }
 }
 
-/// Most dirty entries a cache of `capacity` entries keeps between barriers: past it,
-/// every dirty entry is written back (and stays cached, clean), so the synchronous part
-/// of a snapshot copies at most this many entries, whatever the cache's size. An
-/// eighth of the cache (an eviction's worth), between 1,024 and [`MAX_DIRTY_ENTRIES`].
+/// Most dirty entries a nearly full cache of `capacity` entries keeps between barriers:
+/// past it, every dirty entry is written back (and stays cached, clean). A full cache
+/// evicts, and an eviction sends a snapshot being copied at once: this bounds what that
+/// copy may still hold. A cache with room keeps its dirty entries until the barrier, so
+/// a key updated many times in between is written once, and the barrier's copy is
+/// spread over the puts that follow. An eighth of the cache (an eviction's worth),
+/// between 1,024 and [`MAX_DIRTY_ENTRIES`].
 fn dirty_limit(capacity: usize) -> usize {
     (capacity / 8).clamp(1_024, MAX_DIRTY_ENTRIES)
 }
+
+/// Most dirty entries a barrier copies at once (some 5 ms); more are copied a stretch
+/// at a time after it (see [`KeyedState::begin_snapshot`]).
+const SYNC_COPY_ENTRIES: usize = 65_536;
+
+/// Cache slots a snapshot's copy looks at per input record: the copy of a full cache of
+/// a million entries is done some 64,000 records after its barrier.
+const COPY_SLOTS_PER_RECORD: usize = 16;
 
 /// Fewest RocksDB reads in a batch that make the next [`KeyedState::prefetch`] worth its
 /// cache probes.

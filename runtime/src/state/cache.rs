@@ -4,8 +4,12 @@
 //! Layout: the slots live in one array (`slots`, a free slot is `None` and its index is
 //! on `free`); a `hashbrown::HashTable` of slot indices, hashed with foldhash (randomly
 //! seeded per cache, so keys chosen by an adversary cannot aim at one bucket), finds a
-//! key's slot in one probe. A slot owns its key and its value: two heap allocations per
-//! slot, none per lookup or per update of an existing key.
+//! key's slot in one probe. A slot holds its key and value back to back, inside the slot
+//! when together they fit in [`INLINE_BYTES`] (a key of a few tens of bytes and a small
+//! accumulator: no heap allocation at all, and a lookup touches one cache line of the
+//! slot array after the table), else in one heap buffer; no allocation per lookup or per
+//! update of an existing key with a value of about its old size. A small entry costs
+//! [`SLOT_BYTES`] in all, so the default 64 MiB hold about a million of them.
 //!
 //! Invariants:
 //! - Each slot holds the CURRENT value of its key: `Some(bytes)`, or `None` for a key known
@@ -18,6 +22,15 @@
 //!   [`take_victims`], which hands its key and value to the caller in a write-back to
 //!   write; [`copy_out_dirty`] copies every dirty slot into one and marks them clean. So
 //!   no update or deletion is ever lost.
+//! - A snapshot may copy the dirty slots out over time instead of at once: [`owe_dirty`]
+//!   makes every dirty slot *owed* (dirty in an earlier epoch: `slot.epoch` differs
+//!   from the cache's) and [`copy_owed`] copies owed slots into the snapshot's layer a
+//!   stretch of the slot array at a time. An owed slot about to change (put, delete,
+//!   clean reload) is copied first, copy on write, so the layer ends up holding each
+//!   owed slot's value as of `owe_dirty`, whatever happened since. While slots are owed,
+//!   nothing leaves the cache: [`take_victims`] and [`copy_out_dirty`] need none owed
+//!   (the caller finishes the copy first, so no write-back of later values can reach
+//!   RocksDB before the snapshot's).
 //! - `bytes` is the sum of [`slot_bytes`] over the live slots: the key, the value and a
 //!   fixed per-slot overhead. The caller keeps the cache within `capacity` slots and
 //!   `max_bytes` bytes by asking [`over_budget`] after each insert (or [`would_overflow`]
@@ -33,6 +46,8 @@
 //!   budget stays until the next eviction.
 //!
 //! [`copy_out_dirty`]: StateCache::copy_out_dirty
+//! [`owe_dirty`]: StateCache::owe_dirty
+//! [`copy_owed`]: StateCache::copy_owed
 //! [`over_budget`]: StateCache::over_budget
 //! [`would_overflow`]: StateCache::would_overflow
 //! [`take_victims`]: StateCache::take_victims
@@ -43,32 +58,147 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::state::write_layer::WriteLayer;
 
-/// Bytes counted per slot besides its key and value: the slot in the array (56), its
-/// index in the hash table with its control byte and the table's spare room (8), and the
-/// allocator's headers of the key and the value (16 each), roughly. Makes a cache of
-/// many tiny accumulators count for what it costs.
-pub(crate) const SLOT_OVERHEAD_BYTES: usize = 96;
+/// Most bytes of key and value a slot holds inline, without a heap buffer.
+pub(crate) const INLINE_BYTES: usize = 30;
 
-/// What a slot counts against `max_bytes`.
+/// What every slot counts for: the slot in the array (48 bytes: its inline bytes, hash,
+/// key length and flags) and its index in the hash table with its control byte and the
+/// table's spare room (8), roughly. Makes a cache of many tiny accumulators count for
+/// what it costs.
+pub(crate) const SLOT_BYTES: usize = 56;
+
+/// What a heap buffer counts for besides its bytes: the allocator's header and rounding.
+const HEAP_OVERHEAD_BYTES: usize = 16;
+
+/// What a slot of `key` and `value` counts against `max_bytes` (as made by an insert: a
+/// heap buffer of exactly their length).
 pub(crate) fn slot_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
-    key.len() + value.map_or(0, <[u8]>::len) + SLOT_OVERHEAD_BYTES
+    let len = key.len() + value.map_or(0, <[u8]>::len);
+    if len <= INLINE_BYTES {
+        SLOT_BYTES
+    } else {
+        SLOT_BYTES + len + HEAP_OVERHEAD_BYTES
+    }
+}
+
+/// A slot's key and value, back to back.
+#[derive(Debug)]
+enum SlotData {
+    Inline { len: u8, bytes: [u8; INLINE_BYTES] },
+    Heap(Vec<u8>),
+}
+
+impl SlotData {
+    fn new(key: &[u8], value: Option<&[u8]>) -> Self {
+        let value = value.unwrap_or_default();
+        let len = key.len() + value.len();
+        if len <= INLINE_BYTES {
+            let mut bytes = [0u8; INLINE_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            bytes[key.len()..len].copy_from_slice(value);
+            SlotData::Inline {
+                len: len as u8,
+                bytes,
+            }
+        } else {
+            let mut buffer = Vec::with_capacity(len);
+            buffer.extend_from_slice(key);
+            buffer.extend_from_slice(value);
+            SlotData::Heap(buffer)
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            SlotData::Inline { len, bytes } => &bytes[..*len as usize],
+            SlotData::Heap(buffer) => buffer,
+        }
+    }
+
+    /// Keeps the first `key_len` bytes and puts `value` after them: in place when it
+    /// fits inline, or in the heap buffer when that holds it and is at most about twice
+    /// its size (so the byte bound, which counts capacity, stays tight).
+    fn set_value(&mut self, key_len: usize, value: &[u8]) {
+        let len = key_len + value.len();
+        match self {
+            SlotData::Inline { len: old, bytes } if len <= INLINE_BYTES => {
+                bytes[key_len..len].copy_from_slice(value);
+                *old = len as u8;
+            }
+            SlotData::Heap(buffer)
+                if len > INLINE_BYTES && (len..=len * 2).contains(&buffer.capacity()) =>
+            {
+                buffer.truncate(key_len);
+                buffer.extend_from_slice(value);
+            }
+            _ => {
+                let key = &self.bytes()[..key_len];
+                *self = SlotData::new(key, Some(value));
+            }
+        }
+    }
+
+    /// What the data counts for besides [`SLOT_BYTES`].
+    fn heap_bytes(&self) -> usize {
+        match self {
+            SlotData::Inline { .. } => 0,
+            SlotData::Heap(buffer) => buffer.capacity() + HEAP_OVERHEAD_BYTES,
+        }
+    }
 }
 
 #[derive(Debug)]
 struct Slot {
-    key: Box<[u8]>,
-    value: Option<Vec<u8>>,
-    /// `hasher.hash_one(&key[..])`: kept so that growing the table and removing the slot
+    data: SlotData,
+    /// `hasher.hash_one(key)`: kept so that growing the table and removing the slot
     /// never read the key again.
     hash: u64,
+    /// The key is `data`'s first `key_len` bytes, the value (if `has_value`) the rest.
+    key_len: u32,
+    has_value: bool,
     dirty: bool,
+    /// The cache's epoch when the slot was last made dirty: a dirty slot of an earlier
+    /// epoch is owed to the snapshot being copied (see the module doc).
+    epoch: bool,
     /// Used since the CLOCK hand last passed this slot.
     referenced: bool,
 }
 
 impl Slot {
+    fn new(hash: u64, key: &[u8], value: Option<&[u8]>, dirty: bool, epoch: bool) -> Self {
+        Slot {
+            data: SlotData::new(key, value),
+            hash,
+            key_len: u32::try_from(key.len()).expect("a state key shorter than 4 GiB"),
+            has_value: value.is_some(),
+            dirty,
+            epoch,
+            referenced: true,
+        }
+    }
+
+    /// Whether the slot is owed to the snapshot copied under the cache's `epoch`.
+    fn owed(&self, epoch: bool) -> bool {
+        self.dirty && self.epoch != epoch
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.data.bytes()[..self.key_len as usize]
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        self.has_value
+            .then(|| &self.data.bytes()[self.key_len as usize..])
+    }
+
+    fn set_value(&mut self, value: Option<&[u8]>) {
+        self.data
+            .set_value(self.key_len as usize, value.unwrap_or_default());
+        self.has_value = value.is_some();
+    }
+
     fn bytes(&self) -> usize {
-        slot_bytes(&self.key, self.value.as_deref())
+        SLOT_BYTES + self.data.heap_bytes()
     }
 }
 
@@ -94,13 +224,26 @@ pub(crate) struct StateCache {
     max_bytes: usize,
     bytes: usize,
     dirty: usize,
+    /// Flipped by [`owe_dirty`](Self::owe_dirty); see the module doc.
+    epoch: bool,
+    /// Owed slots not copied yet (all of them dirty, counted in `dirty` too).
+    owed: usize,
+    /// Next slot [`copy_owed`](Self::copy_owed) looks at.
+    owed_cursor: usize,
+    /// The owed slots copied so far.
+    owed_layer: WriteLayer,
 }
 
 impl StateCache {
+    /// An empty cache of at most `capacity` slots and `max_bytes` bytes. Its table and
+    /// slot array are sized for the most slots the bounds allow up front: growing a
+    /// table of a million slots rehashes every one (tens of ms on the task thread, at
+    /// a moment no barrier chose). The array's pages are touched only as slots fill.
     pub(crate) fn new(capacity: usize, max_bytes: usize) -> Self {
+        let most = capacity.min(max_bytes / SLOT_BYTES).max(1);
         Self {
-            table: HashTable::new(),
-            slots: Vec::new(),
+            table: HashTable::with_capacity(most),
+            slots: Vec::with_capacity(most),
             free: Vec::new(),
             hasher: DefaultHashBuilder::default(),
             hand: 0,
@@ -108,6 +251,10 @@ impl StateCache {
             max_bytes: max_bytes.max(1),
             bytes: 0,
             dirty: 0,
+            epoch: false,
+            owed: 0,
+            owed_cursor: 0,
+            owed_layer: WriteLayer::default(),
         }
     }
 
@@ -136,7 +283,7 @@ impl StateCache {
             .find(hash, |&i| {
                 self.slots[i as usize]
                     .as_ref()
-                    .is_some_and(|s| &*s.key == key)
+                    .is_some_and(|s| s.key() == key)
             })
             .copied()
     }
@@ -145,8 +292,7 @@ impl StateCache {
     /// `None` if RocksDB must be asked. Does not count as a use.
     #[cfg(test)]
     pub(crate) fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.find(self.hash(key), key)
-            .map(|i| self.slot(i).value.as_deref())
+        self.find(self.hash(key), key).map(|i| self.slot(i).value())
     }
 
     /// Like [`lookup`](Self::lookup), and marks the slot (if any) as recently used: one
@@ -175,12 +321,18 @@ impl StateCache {
     /// The value of a slot [`find_touch`](Self::find_touch) returned, the cache unchanged
     /// since.
     pub(crate) fn value(&self, id: SlotId) -> Option<&[u8]> {
-        self.slot(id.0).value.as_deref()
+        self.slot(id.0).value()
     }
 
     /// Whether the cache holds more than its bounds allow (the caller then evicts).
     pub(crate) fn over_budget(&self) -> bool {
         self.table.len() > self.capacity || self.bytes > self.max_bytes
+    }
+
+    /// Whether the cache is past 7/8 of either bound, where evictions bring it back.
+    pub(crate) fn nearly_full(&self) -> bool {
+        self.table.len() > self.capacity - self.capacity / 8
+            || self.bytes > self.max_bytes - self.max_bytes / 8
     }
 
     /// Whether adding a slot of `incoming` bytes for a key not cached yet would put the
@@ -195,6 +347,7 @@ impl StateCache {
     /// write-back: the caller must write them to RocksDB (`None`: a delete). Clean
     /// victims are dropped.
     pub(crate) fn take_victims(&mut self, incoming: usize, new_slot: bool) -> WriteLayer {
+        debug_assert_eq!(self.owed, 0, "evicting while slots are owed to a snapshot");
         let target_entries = self.capacity - self.capacity / 8;
         let target_entries = target_entries.saturating_sub(usize::from(new_slot));
         let target_bytes = (self.max_bytes - self.max_bytes / 8).saturating_sub(incoming);
@@ -228,7 +381,7 @@ impl StateCache {
             self.bytes -= slot.bytes();
             if slot.dirty {
                 self.dirty -= 1;
-                victims.push(slot.hash, &slot.key, slot.value.as_deref());
+                victims.push(slot.hash, slot.key(), slot.value());
             }
         }
         victims
@@ -236,8 +389,8 @@ impl StateCache {
 
     /// Caches what RocksDB holds for `key` (clean) and returns it.
     #[cfg(test)]
-    pub(crate) fn insert_clean(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Option<&[u8]> {
-        let slot = self.insert_clean_hashed(self.hash(&key), key, value);
+    pub(crate) fn insert_clean(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<&[u8]> {
+        let slot = self.insert_clean_hashed(self.hash(key), key, value);
         self.value(slot)
     }
 
@@ -245,23 +398,22 @@ impl StateCache {
     pub(crate) fn insert_clean_hashed(
         &mut self,
         hash: u64,
-        key: Vec<u8>,
-        value: Option<Vec<u8>>,
+        key: &[u8],
+        value: Option<&[u8]>,
     ) -> SlotId {
-        let i = match self.find(hash, &key) {
+        let i = match self.find(hash, key) {
             Some(i) => {
-                self.replace(i, false, |_| value);
+                self.replace(i, false, value);
                 i
             }
-            None => self.insert_new(hash, key.into_boxed_slice(), value, false),
+            None => self.insert_new(hash, key, value, false),
         };
         SlotId(i)
     }
 
-    /// Sets `key` to a copy of `value` (dirty). A cached value's buffer is reused when it
-    /// fits (at most twice the new length, so the byte bound, counted in lengths, stays
-    /// honest): no allocation when a key is updated in place with a value of about its
-    /// old size, the aggregate's every record.
+    /// Sets `key` to a copy of `value` (dirty), in place when the slot holds it (see
+    /// `SlotData::set_value`): no allocation when a key is updated with a value of about
+    /// its old size, the aggregate's every record.
     #[cfg(test)]
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) {
         self.put_hashed(None, self.hash(key), key, value);
@@ -277,50 +429,44 @@ impl StateCache {
             self.slots
                 .get(i as usize)
                 .and_then(Option::as_ref)
-                .is_some_and(|s| s.hash == hash && &*s.key == key)
+                .is_some_and(|s| s.hash == hash && s.key() == key)
         });
-        let Some(i) = hinted.or_else(|| self.find(hash, key)) else {
-            self.insert_new(hash, key.into(), Some(value.to_vec()), true);
-            return;
-        };
-        let fits =
-            |buffer: &Vec<u8>| (value.len()..=value.len().max(16) * 2).contains(&buffer.capacity());
-        self.replace(i, true, |old| match old {
-            Some(mut buffer) if fits(&buffer) => {
-                buffer.clear();
-                buffer.extend_from_slice(value);
-                Some(buffer)
+        match hinted.or_else(|| self.find(hash, key)) {
+            Some(i) => self.replace(i, true, Some(value)),
+            None => {
+                self.insert_new(hash, key, Some(value), true);
             }
-            _ => Some(value.to_vec()),
-        });
+        }
     }
 
     /// Deletes `key`: a dirty tombstone until flushed.
     pub(crate) fn delete(&mut self, key: &[u8]) {
         let hash = self.hash(key);
         match self.find(hash, key) {
-            Some(i) => self.replace(i, true, |_| None),
+            Some(i) => self.replace(i, true, None),
             None => {
-                self.insert_new(hash, key.into(), None, true);
+                self.insert_new(hash, key, None, true);
             }
         }
     }
 
-    /// Replaces the value of live slot `i` with `value(old value)`, re-counting bytes and
-    /// dirtiness.
-    fn replace(
-        &mut self,
-        i: u32,
-        dirty: bool,
-        value: impl FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>>,
-    ) {
+    /// Replaces the value of live slot `i` with `value`, re-counting bytes and dirtiness.
+    fn replace(&mut self, i: u32, dirty: bool, value: Option<&[u8]>) {
         let slot = self.slots[i as usize]
             .as_mut()
             .expect("the table indexes only live slots");
+        if slot.owed(self.epoch) {
+            // Copy on write: the snapshot gets the value the slot had when it was owed.
+            self.owed_layer.push(slot.hash, slot.key(), slot.value());
+            slot.dirty = false;
+            self.dirty -= 1;
+            self.owed -= 1;
+        }
         let old_bytes = slot.bytes();
         let was_dirty = slot.dirty;
-        slot.value = value(slot.value.take());
+        slot.set_value(value);
         slot.dirty = dirty;
+        slot.epoch = self.epoch;
         slot.referenced = true;
         let new_bytes = slot.bytes();
         self.bytes = self.bytes - old_bytes + new_bytes;
@@ -328,20 +474,8 @@ impl StateCache {
     }
 
     /// Adds a slot for `key`, known not cached; returns its index.
-    fn insert_new(
-        &mut self,
-        hash: u64,
-        key: Box<[u8]>,
-        value: Option<Vec<u8>>,
-        dirty: bool,
-    ) -> u32 {
-        let slot = Slot {
-            key,
-            value,
-            hash,
-            dirty,
-            referenced: true,
-        };
+    fn insert_new(&mut self, hash: u64, key: &[u8], value: Option<&[u8]>, dirty: bool) -> u32 {
+        let slot = Slot::new(hash, key, value, dirty, self.epoch);
         self.bytes += slot.bytes();
         self.dirty += usize::from(dirty);
         let i = match self.free.pop() {
@@ -375,7 +509,7 @@ impl StateCache {
     pub(crate) fn dirty(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         self.live()
             .filter(|slot| slot.dirty)
-            .map(|slot| (&*slot.key, slot.value.as_deref()))
+            .map(|slot| (slot.key(), slot.value()))
     }
 
     /// Whether `key`'s slot is dirty (false if not cached).
@@ -392,16 +526,62 @@ impl StateCache {
     /// Copies every dirty slot into one write-back and marks them clean (they stay
     /// cached): the caller must write the layer to RocksDB. One pass over the slots.
     pub(crate) fn copy_out_dirty(&mut self) -> WriteLayer {
+        debug_assert_eq!(
+            self.owed, 0,
+            "copying out while slots are owed to a snapshot"
+        );
         let mut layer = WriteLayer::with_capacity(self.dirty);
         if self.dirty == 0 {
             return layer;
         }
         for slot in self.slots.iter_mut().flatten().filter(|slot| slot.dirty) {
-            layer.push(slot.hash, &slot.key, slot.value.as_deref());
+            layer.push(slot.hash, slot.key(), slot.value());
             slot.dirty = false;
         }
         self.dirty = 0;
         layer
+    }
+
+    /// Makes every dirty slot owed to a snapshot, to be copied by
+    /// [`copy_owed`](Self::copy_owed) (or before it changes); none may be owed already.
+    /// Returns how many are owed.
+    pub(crate) fn owe_dirty(&mut self) -> usize {
+        debug_assert_eq!(self.owed, 0, "a snapshot is being copied already");
+        self.epoch = !self.epoch;
+        self.owed = self.dirty;
+        self.owed_cursor = 0;
+        self.owed_layer = WriteLayer::with_capacity(self.owed);
+        self.owed
+    }
+
+    /// Owed slots not copied yet.
+    pub(crate) fn owed_len(&self) -> usize {
+        self.owed
+    }
+
+    /// Copies the owed slots among the next `scan` slots of the array into the
+    /// snapshot's layer and marks them clean; `usize::MAX`: all that are left.
+    pub(crate) fn copy_owed(&mut self, scan: usize) {
+        let end = self.slots.len().min(self.owed_cursor.saturating_add(scan));
+        let epoch = self.epoch;
+        for slot in self.slots[self.owed_cursor..end].iter_mut().flatten() {
+            if self.owed == 0 {
+                break;
+            }
+            if slot.owed(epoch) {
+                self.owed_layer.push(slot.hash, slot.key(), slot.value());
+                slot.dirty = false;
+                self.dirty -= 1;
+                self.owed -= 1;
+            }
+        }
+        self.owed_cursor = end;
+    }
+
+    /// The snapshot's layer, once no slot is owed any more.
+    pub(crate) fn take_owed_layer(&mut self) -> WriteLayer {
+        debug_assert_eq!(self.owed, 0, "the snapshot's layer is not complete");
+        std::mem::take(&mut self.owed_layer)
     }
 
     /// Records that every dirty slot has been written to RocksDB.
@@ -434,8 +614,8 @@ impl StateCache {
     pub(crate) fn sorted_with_prefix(&self, prefix: &[u8]) -> Vec<(&[u8], Option<&[u8]>)> {
         let mut entries: Vec<_> = self
             .live()
-            .filter(|slot| slot.key.starts_with(prefix))
-            .map(|slot| (&*slot.key, slot.value.as_deref()))
+            .filter(|slot| slot.key().starts_with(prefix))
+            .map(|slot| (slot.key(), slot.value()))
             .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         entries
@@ -461,10 +641,10 @@ mod tests {
     #[test]
     fn a_put_trusts_its_slot_hint_only_while_the_slot_holds_its_key() {
         let mut cache = StateCache::new(1, 1 << 20);
-        let a = cache.insert_clean_hashed(cache.hash(b"a"), b"a".to_vec(), Some(b"1".to_vec()));
+        let a = cache.insert_clean_hashed(cache.hash(b"a"), b"a", Some(b"1"));
         // "a" evicted (clean, dropped), and its slot taken by "b".
         assert!(cache.take_victims(0, true).is_empty());
-        let b = cache.insert_clean_hashed(cache.hash(b"b"), b"b".to_vec(), Some(b"5".to_vec()));
+        let b = cache.insert_clean_hashed(cache.hash(b"b"), b"b", Some(b"5"));
         assert_eq!(a, b, "the freed slot is reused, so the hint of a is stale");
 
         cache.put_hashed(Some(a), cache.hash(b"a"), b"a", b"2");
@@ -490,11 +670,8 @@ mod tests {
         let mut cache = StateCache::new(3, usize::MAX);
         assert_eq!(cache.lookup(b"a"), None);
         assert_eq!(cache.lookup_touch(b"a"), None);
-        assert_eq!(
-            cache.insert_clean(b"a".to_vec(), Some(b"1".to_vec())),
-            Some(&b"1"[..])
-        );
-        assert_eq!(cache.insert_clean(b"b".to_vec(), None), None);
+        assert_eq!(cache.insert_clean(b"a", Some(b"1")), Some(&b"1"[..]));
+        assert_eq!(cache.insert_clean(b"b", None), None);
         assert_eq!(cache.lookup(b"a"), Some(Some(&b"1"[..])));
         assert_eq!(cache.lookup_touch(b"b"), Some(None));
         assert_eq!(cache.dirty_len(), 0);
@@ -520,7 +697,7 @@ mod tests {
         );
 
         // A clean insert over a dirty slot (a reload) makes it clean again.
-        cache.insert_clean(b"c".to_vec(), Some(b"9".to_vec()));
+        cache.insert_clean(b"c", Some(b"9"));
         assert_eq!(cache.dirty_len(), 1);
 
         cache.mark_clean();
@@ -564,10 +741,10 @@ mod tests {
         let victims = cache.take_victims(0, false);
         assert_eq!(keys(&victims), [b"k3", b"k4"]);
         assert!(cache.lookup(b"k2").is_some());
-        // Replacing a value re-counts its bytes.
+        // Replacing a value re-counts its bytes (an empty one fits in the slot).
         let before = cache.bytes();
         cache.put(b"k2", b"");
-        assert_eq!(cache.bytes(), before - 1000);
+        assert_eq!(cache.bytes(), before - slot + SLOT_BYTES);
     }
 
     #[test]
@@ -587,7 +764,7 @@ mod tests {
             if dirty {
                 cache.put(key, key);
             } else {
-                cache.insert_clean(key.to_vec(), None);
+                cache.insert_clean(key, None);
             }
         }
         cache.delete(b"b");
@@ -665,5 +842,51 @@ mod tests {
         cache.put(b"b", b"y");
         assert_eq!(cache.dirty_len(), 1);
         assert!(cache.is_dirty(b"b") && !cache.is_dirty(b"a"));
+    }
+
+    /// What `SLOT_BYTES` claims: a slot, free or not, takes 48 bytes of the slot array.
+    #[test]
+    fn a_slot_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 48);
+        assert!(SLOT_BYTES >= 48 + 8);
+    }
+
+    /// Small entries live in the slot; a large one in a heap buffer, reused for a value
+    /// of at least half its size (and counted by its capacity); back in the slot when
+    /// small again.
+    #[test]
+    fn entries_move_between_the_slot_and_the_heap_and_count_what_they_hold() {
+        let mut cache = StateCache::new(8, usize::MAX);
+        let key = b"key-of-10b";
+        cache.put(key, &[1; 20]);
+        assert_eq!(
+            cache.bytes(),
+            SLOT_BYTES,
+            "30 bytes of key and value fit the slot"
+        );
+        cache.put(key, &[2; 21]);
+        assert_eq!(cache.bytes(), SLOT_BYTES + 31 + HEAP_OVERHEAD_BYTES);
+        cache.put(key, &[3; 100]);
+        assert_eq!(cache.bytes(), SLOT_BYTES + 110 + HEAP_OVERHEAD_BYTES);
+        cache.put(key, &[4; 60]);
+        assert_eq!(cache.lookup(key), Some(Some(&[4; 60][..])));
+        assert_eq!(
+            cache.bytes(),
+            SLOT_BYTES + 110 + HEAP_OVERHEAD_BYTES,
+            "70 bytes reuse the 110-byte buffer"
+        );
+        cache.put(key, &[5; 40]);
+        assert_eq!(cache.lookup(key), Some(Some(&[5; 40][..])));
+        assert_eq!(cache.bytes(), SLOT_BYTES + 50 + HEAP_OVERHEAD_BYTES);
+        cache.delete(key);
+        assert_eq!(cache.lookup(key), Some(None));
+        assert_eq!(cache.bytes(), SLOT_BYTES);
+        cache.put(b"", &[6; 30]);
+        assert_eq!(cache.lookup(b""), Some(Some(&[6; 30][..])));
+        let layer = cache.copy_out_dirty();
+        assert_eq!(
+            entries(&layer),
+            [(b"".to_vec(), Some(vec![6; 30])), (key.to_vec(), None)]
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::record::CheckpointId;
-use crate::state::{DbSnapshot, KeyedState, StateKey};
+use crate::state::{CacheBounds, DbSnapshot, KeyedState, StateKey};
 use crate::storage::CheckpointStorage;
 
 type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -539,19 +539,168 @@ fn state_prefetch_caches_a_batch_of_misses_and_reads_agree() {
     );
 }
 
-/// A barrier copies at most an eighth of the cache: past that many dirty entries, they
-/// are written back between barriers and stay cached, clean.
+/// A cache with room keeps its dirty entries until the barrier (a key updated many times
+/// is written once); a nearly full one (past 7/8 of a bound, where evictions come)
+/// keeps at most an eighth of the cache dirty: past that many, they are written back
+/// between barriers and stay cached, clean.
 #[test]
-fn state_keeps_at_most_an_eighth_of_the_cache_dirty() {
+fn state_keeps_at_most_an_eighth_of_a_nearly_full_cache_dirty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut state = KeyedState::open_fresh(dir.path().join("agg"), 16_384).expect("open");
-    for i in 0..10_000 {
+    for i in 0..14_000 {
         state.put(&key(&format!("k{i}"), None), b"v").expect("put");
-        assert!(state.len_dirty() <= 2_048, "{} dirty", state.len_dirty());
     }
-    assert_eq!(state.len_cached(), 10_000, "written back, not evicted");
+    assert_eq!(state.len_dirty(), 14_000, "room left: nothing written back");
+    for i in 14_000..16_000 {
+        state.put(&key(&format!("k{i}"), None), b"v").expect("put");
+        if state.len_cached() > 16_384 - 16_384 / 8 {
+            assert!(state.len_dirty() <= 2_048, "{} dirty", state.len_dirty());
+        }
+    }
+    assert!(state.len_dirty() <= 2_048);
+    assert_eq!(state.len_cached(), 16_000, "written back, not evicted");
     state.flush().expect("flush");
-    assert_eq!(contents(&state).len(), 10_000);
+    assert_eq!(contents(&state).len(), 16_000);
+}
+
+/// More dirty entries than a barrier copies at once (65,536).
+const DEFERRED: usize = 70_000;
+
+/// A state with `DEFERRED` dirty entries `d{i}` = `v{i}`, and its model.
+fn many_dirty(dir: &Path, cache: CacheBounds) -> (KeyedState, Contents) {
+    let mut state = KeyedState::open_fresh(dir.join("agg"), cache).expect("open");
+    let mut model = Contents::new();
+    for i in 0..DEFERRED {
+        let (k, v) = (key(&format!("d{i}"), None), format!("v{i}").into_bytes());
+        state.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    (state, model)
+}
+
+/// Changes after a barrier whose copy is put off: updates and deletes of entries still
+/// owed to the snapshot (from the end of the cache's slot array, ahead of the copy:
+/// copy on write), new keys, reads; `rounds` of them.
+fn change_after_barrier(state: &mut KeyedState, model: &mut Contents, rounds: usize) {
+    for i in 0..rounds {
+        let owed = key(&format!("d{}", DEFERRED - 1 - i * 7 % DEFERRED), None);
+        if i % 3 == 0 {
+            state.delete(&owed).expect("delete");
+            model.remove(&owed);
+        } else {
+            let v = format!("after{i}").into_bytes();
+            state.put(&owed, &v).expect("put");
+            model.insert(owed, v);
+        }
+        let new = key(&format!("n{i}"), None);
+        state.put(&new, b"new").expect("put");
+        model.insert(new, b"new".to_vec());
+        let read = key(&format!("d{}", i * 13 % DEFERRED), None);
+        assert_eq!(
+            state.get(&read).expect("get"),
+            model.get(&read).map(Vec::as_slice)
+        );
+        if i % 64 == 63 {
+            // As a task does after each batch.
+            state.continue_snapshot_copy(64).expect("copy");
+        }
+    }
+}
+
+/// The restored contents of `snapshot`.
+fn restored(dir: &Path, storage: &CheckpointStorage, snapshot: &DbSnapshot) -> Contents {
+    let work = dir.join(format!("restore-{}", snapshot.checkpoint_id.0));
+    contents(&KeyedState::restore(&work, storage, snapshot, CACHE).expect("restore"))
+}
+
+/// A barrier with more dirty entries than it copies at once only marks them owed; they
+/// are copied as the task goes on, each before it changes, so the checkpoint holds
+/// exactly the state as of its barrier, while the live state has every later change.
+#[test]
+fn a_snapshot_copied_after_its_barrier_holds_the_state_as_of_the_barrier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let (mut state, mut model) = many_dirty(dir.path(), CacheBounds::from(1 << 20));
+    let first = state
+        .begin_snapshot(storage.clone(), CheckpointId(1), "agg-0")
+        .expect("begin");
+    assert_eq!(state.len_dirty(), DEFERRED, "nothing copied at the barrier");
+    let at_first = model.clone();
+    // Fewer records than finish the copy (16 slots each): the next barrier finishes it.
+    change_after_barrier(&mut state, &mut model, 3_000);
+    assert!(state.len_dirty() > 3_000, "the copy is under way, not done");
+    let second = state
+        .begin_snapshot(storage.clone(), CheckpointId(2), "agg-0")
+        .expect("begin");
+    let at_second = model.clone();
+    // Every entry dirty again; then enough records to finish the copy on the way.
+    for i in 0..DEFERRED {
+        let (k, v) = (key(&format!("d{i}"), None), format!("w{i}").into_bytes());
+        state.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    let third = state
+        .begin_snapshot(storage.clone(), CheckpointId(3), "agg-0")
+        .expect("begin");
+    assert!(state.len_dirty() >= DEFERRED);
+    let at_third = model.clone();
+    change_after_barrier(&mut state, &mut model, 10_000);
+    assert!(
+        state.len_dirty() <= 20_000,
+        "the copy is done: only later changes are dirty ({})",
+        state.len_dirty()
+    );
+    assert_eq!(contents(&state), model);
+    for (upload, expected) in [(first, at_first), (second, at_second), (third, at_third)] {
+        let snapshot = upload.wait().expect("upload");
+        assert_eq!(
+            restored(dir.path(), &storage, &snapshot),
+            expected,
+            "checkpoint {}",
+            snapshot.checkpoint_id.0
+        );
+    }
+}
+
+/// An eviction while a snapshot is being copied sends the snapshot first: the evicted
+/// entries' later values never reach the checkpoint. And a quiet input finishes the
+/// copy (`finish_snapshot_copy`, what the operator's `on_idle` calls).
+#[test]
+fn an_eviction_during_a_snapshot_copy_sends_the_snapshot_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = storage(dir.path());
+    let bound = DEFERRED + 10_001;
+    let (mut state, mut model) = many_dirty(dir.path(), CacheBounds::from(bound));
+    let first = state
+        .begin_snapshot(storage.clone(), CheckpointId(1), "agg-0")
+        .expect("begin");
+    assert_eq!(state.len_dirty(), DEFERRED, "nothing copied at the barrier");
+    let at_first = model.clone();
+    // Owed entries changed (copy on write), ahead of the copy.
+    for i in 0..500 {
+        let k = key(&format!("d{}", DEFERRED - 1 - i), None);
+        let v = format!("after{i}").into_bytes();
+        state.put(&k, &v).expect("put");
+        model.insert(k, v);
+    }
+    // Absent keys read: cached as known absent until the cache evicts (reads never
+    // write back, so only the eviction can send the snapshot).
+    for i in 0..bound {
+        assert_eq!(
+            state.get(&key(&format!("absent{i}"), None)).expect("get"),
+            None
+        );
+    }
+    assert!(state.len_cached() <= bound, "evicted");
+    let snapshot = first.wait().expect("upload");
+    assert_eq!(restored(dir.path(), &storage, &snapshot), at_first);
+    let second = state
+        .begin_snapshot(storage.clone(), CheckpointId(2), "agg-0")
+        .expect("begin");
+    state.finish_snapshot_copy().expect("finish");
+    let snapshot = second.wait().expect("upload");
+    assert_eq!(restored(dir.path(), &storage, &snapshot), model);
+    assert_eq!(contents(&state), model);
 }
 
 /// The live DB's column family runs with Weir's options (16 MiB memtables, bloom

@@ -107,6 +107,38 @@ impl SnapshotInProgress {
     }
 }
 
+/// A checkpoint asked for but not yet sent to the writer (see
+/// [`StateWriter::send_checkpoint`]); its [`SnapshotInProgress`] already waits for it.
+pub(crate) struct CheckpointRequest(Job);
+
+impl std::fmt::Debug for CheckpointRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CheckpointRequest")
+    }
+}
+
+/// Checkpoint `checkpoint_id` of `task` into `storage`, to send when the state is ready,
+/// and what answers once it is durable.
+pub(crate) fn checkpoint_request(
+    storage: Arc<CheckpointStorage>,
+    checkpoint_id: CheckpointId,
+    task: &str,
+) -> (CheckpointRequest, SnapshotInProgress) {
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    let job = Job::Checkpoint {
+        checkpoint_id,
+        task: task.to_owned(),
+        storage,
+        reply,
+    };
+    let progress = SnapshotInProgress {
+        reply: answer,
+        task: task.to_owned(),
+        checkpoint_id,
+    };
+    (CheckpointRequest(job), progress)
+}
+
 impl StateWriter {
     /// Starts the writer thread of `db` (a DB opened in `work_dir/db`), whose SSTs are
     /// shared under `names`.
@@ -190,18 +222,14 @@ impl StateWriter {
         checkpoint_id: CheckpointId,
         task: &str,
     ) -> Result<SnapshotInProgress, StateError> {
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        self.send(Job::Checkpoint {
-            checkpoint_id,
-            task: task.to_owned(),
-            storage,
-            reply,
-        })?;
-        Ok(SnapshotInProgress {
-            reply: answer,
-            task: task.to_owned(),
-            checkpoint_id,
-        })
+        let (request, progress) = checkpoint_request(storage, checkpoint_id, task);
+        self.send_checkpoint(request)?;
+        Ok(progress)
+    }
+
+    /// Asks for the checkpoint `request` stands for, of everything written back so far.
+    pub(crate) fn send_checkpoint(&self, request: CheckpointRequest) -> Result<(), StateError> {
+        self.send(request.0)
     }
 
     /// Waits until every job sent so far is done (RocksDB holds every write-back).

@@ -931,7 +931,7 @@ impl Operator for AggregateOperator {
         self.groups = groups;
         result?;
         self.records_seen += batch.len() as u64;
-        Ok(())
+        Ok(self.state.continue_snapshot_copy(batch.len())?)
     }
 
     fn handle_watermark(
@@ -947,6 +947,16 @@ impl Operator for AggregateOperator {
             return Ok(());
         }
         self.fire(out)
+    }
+
+    /// A snapshot's copy put off at the barrier (see `KeyedState::begin_snapshot`) is
+    /// finished once the input is quiet, so its checkpoint does not wait for input.
+    fn on_idle(&mut self) -> Result<(), OperatorError> {
+        Ok(self.state.finish_snapshot_copy()?)
+    }
+
+    fn on_close(&mut self) -> Result<(), OperatorError> {
+        Ok(self.state.finish_snapshot_copy()?)
     }
 
     /// The synchronous part (the dirty accumulators handed to the state writer) runs

@@ -257,9 +257,10 @@ fn checkpoint(op: &mut AggregateOperator, id: u64) -> anyhow::Result<(Duration, 
     let snapshot = op
         .handle_barrier(barrier, &mut Output::default())
         .map_err(|e| anyhow::anyhow!(e))?
-        .context("aggregate snapshot")?
-        .wait()
-        .map_err(|e| anyhow::anyhow!(e))?;
+        .context("aggregate snapshot")?;
+    // No input follows: the copy a barrier may put off is finished as on a quiet input.
+    op.on_idle().map_err(|e| anyhow::anyhow!(e))?;
+    let snapshot = snapshot.wait().map_err(|e| anyhow::anyhow!(e))?;
     Ok((
         started.elapsed(),
         snapshot.files_added,

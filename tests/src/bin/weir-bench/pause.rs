@@ -125,6 +125,8 @@ pub fn pause_figures(
                     in_flight = true;
                 }
                 Mode::Inline => {
+                    // The copy a barrier put off, finished first (as on a quiet input).
+                    op.on_idle().map_err(|e| anyhow::anyhow!(e))?;
                     snapshot.wait().map_err(|e| anyhow::anyhow!(e))?;
                     figures.longest_checkpoint =
                         figures.longest_checkpoint.max(barrier_at.elapsed());
@@ -153,6 +155,8 @@ pub fn pause_figures(
         barrier_since_output = false;
     }
     figures.records_per_s = seen as f64 / started.elapsed().as_secs_f64();
+    // The input ends: a copy put off at the last barrier is finished, as at a close.
+    op.on_close().map_err(|e| anyhow::anyhow!(e))?;
     drop(pending_tx);
     for done in done_rx.iter() {
         figures.longest_checkpoint = figures.longest_checkpoint.max(done?);
