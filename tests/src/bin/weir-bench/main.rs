@@ -9,12 +9,15 @@
 //!    count over the same `KeyedState` and a tuned in-memory hashbrown count, in three
 //!    shapes (hot keys, keys revisited, distinct keys); then the checkpoints of that
 //!    state (the first, and a second of unchanged state: incremental, copies nothing).
-//! 3. pause: the longest output pause of the aggregate while it checkpoints a
+//! 3. keys: keys that come back, end to end: the windowed word count through `weir run`
+//!    over 1,000 keys and over `--keys` keys, each seen 4 times, and the ratio of their
+//!    CPU per record (the target: at most 3).
+//! 4. pause: the longest output pause of the aggregate while it checkpoints a
 //!    1,000,000-key state, upload deferred (Weir) against inline (the task waits).
-//! 4. guests: `uppercase` in Rust, Python and JavaScript: first and second load,
+//! 5. guests: `uppercase` in Rust, Python and JavaScript: first and second load,
 //!    a first run's tiered start, first call, the operator alone and end to end, each
 //!    against the native operator.
-//! 5. scaling: the map and the revisited-key aggregate through `weir run` at
+//! 6. scaling: the map and the revisited-key aggregate through `weir run` at
 //!    parallelism 1, 2, 4, ... up to the cores, weak scaling, with its efficiency.
 //!
 //! The map's and the aggregate's throughput figures are medians of `measure::RUNS` runs
@@ -28,6 +31,7 @@
 
 mod aggregate;
 mod guests;
+mod keys;
 mod map;
 mod measure;
 mod pause;
@@ -58,7 +62,7 @@ const OPERATOR_ALONE: guests::AloneRuns = guests::AloneRuns {
     records: 256 * BATCH as u64,
     rounds: 7,
 };
-const SECTIONS: [&str; 5] = ["map", "aggregate", "pause", "guests", "scaling"];
+const SECTIONS: [&str; 6] = ["map", "aggregate", "keys", "pause", "guests", "scaling"];
 
 struct Args {
     out: PathBuf,
@@ -77,7 +81,7 @@ fn args() -> anyhow::Result<Args> {
         sections: SECTIONS.iter().map(|s| s.to_string()).collect(),
         section: None,
     };
-    let usage = "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,pause,guests,scaling]";
+    let usage = "usage: weir-bench [--out PATH] [--records N] [--keys N] [--only map,aggregate,keys,pause,guests,scaling]";
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -167,6 +171,7 @@ fn run_section(section: &str, args: &Args) -> anyhow::Result<Value> {
         "pause" => pause_section(&engine, &guests, args.keys),
         "guests" => guests_section(&guests, args.records),
         "scaling" => scaling::scaling_figures(&guests, args.records, args.keys),
+        "keys" => keys::keys_figures(&guests, args.keys),
         other => anyhow::bail!("unknown section {other}"),
     }
 }
@@ -321,6 +326,7 @@ fn print_section(section: &str, f: &Value, args: &Args) {
         }
         "guests" => guests::print(f),
         "scaling" => scaling::print(f),
+        "keys" => keys::print(f),
         _ => {}
     }
 }

@@ -71,7 +71,7 @@ pub fn scaling_figures(guests: &Path, records: u64, keys: u64) -> anyhow::Result
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
+pub enum Shape {
     Map,
     Aggregate,
 }
@@ -99,7 +99,7 @@ impl Shape {
 }
 
 /// One `weir run` at parallelism `p`: its wall time and CPU time; its output checked.
-fn run_once(
+pub fn run_once(
     guests: &Path,
     shape: Shape,
     p: usize,
