@@ -162,3 +162,83 @@ fn at_least_once_stdout_sink_duplicates_under_the_same_kills() {
             .all(|(line, n)| actual.get(line).copied().unwrap_or(0) >= *n)
     );
 }
+
+/// Keys of the large-state run: with one subtask, a 1 s interval and 100,000 records a
+/// second, some 95,000 accumulators are dirty at each barrier, more than a barrier
+/// copies at once (65,536): every checkpoint's copy is spread over the batches after
+/// its barrier (`KeyedState::begin_snapshot`).
+const LARGE_STATE_KEYS: u64 = 1_000_000;
+
+/// A windowed count over `LARGE_STATE_KEYS` keys in one one-hour window (the 1,000,000
+/// records span 1,000 s of event time), fired at the end of input.
+fn large_state_spec(dir: &Path) -> PathBuf {
+    let text = format!(
+        r#"
+name = "crash-large-state"
+parallelism = 1
+state_dir = {state}
+
+[checkpoint]
+interval = "1s"
+
+[[sources]]
+type = "generator"
+count = {RECORDS}
+rate = 100000
+keys = {LARGE_STATE_KEYS}
+seed = 11
+value_size = 16
+time_step = "1ms"
+
+[[steps]]
+type = "aggregate"
+module = {count}
+window = {{ type = "tumbling", size = "1h" }}
+
+{sink}
+"#,
+        state = toml_path(&dir.join("state")),
+        count = toml_path(&guest("word_count")),
+        sink = file_sink(dir),
+    );
+    write_file(dir, "pipeline.toml", &text)
+}
+
+/// Kills during and after checkpoints whose copy is spread over the batches after their
+/// barriers (and in the middle of such a checkpoint's upload): every restore must hold
+/// each count exactly as of its barrier, or the final counts differ from an
+/// uninterrupted run's.
+#[test]
+fn a_state_copied_after_its_barriers_restores_exactly_across_sigkills() {
+    let reference = tempfile::tempdir().expect("tempdir");
+    let out = weir()
+        .args(["run", "--quiet"])
+        .arg(large_state_spec(reference.path()))
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "uninterrupted run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = multiset(committed_lines(&reference.path().join("out")));
+    assert!(expected.len() > 500_000, "{} counts", expected.len());
+
+    let crashed = tempfile::tempdir().expect("tempdir");
+    let run = crash::run_with_kills(
+        &large_state_spec(crashed.path()),
+        &KillPlan {
+            random_kills: 3,
+            kill_after_ms: 1_000..3_000,
+            faults: vec![(1, "checkpoint-triggered:2"), (3, "state-upload:2")],
+            seed: 0x1a56e,
+        },
+    );
+    assert!(run.kills > 3);
+    let actual = multiset(committed_lines(&crashed.path().join("out")));
+    let diff = multiset_diff(&expected, &actual, 10);
+    assert!(
+        diff.is_empty(),
+        "output differs from the uninterrupted run (line, expected, actual): {diff:?}"
+    );
+}
