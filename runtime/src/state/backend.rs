@@ -391,6 +391,20 @@ impl KeyedState {
         self.shrink()
     }
 
+    /// [`delete`](Self::delete) with `hash` = [`key_hash`](Self::key_hash)`(key)` and,
+    /// if given, the slot a [`get_with_slot`](Self::get_with_slot) of `key` found (as
+    /// [`put_at`](Self::put_at) takes it): the firing of a window reads and deletes each
+    /// key with one probe.
+    pub fn delete_at(
+        &mut self,
+        slot: Option<SlotId>,
+        hash: KeyHash,
+        key: &[u8],
+    ) -> Result<(), StateError> {
+        self.cache.delete_hashed(slot, hash.0, key);
+        self.shrink()
+    }
+
     /// Writes every dirty cache entry to RocksDB and waits until it is there; entries
     /// stay cached, clean.
     pub fn flush(&mut self) -> Result<(), StateError> {

@@ -425,13 +425,10 @@ impl StateCache {
     /// the cost of one key comparison; otherwise (the slot evicted or reused since) the
     /// key is looked up as without a hint.
     pub(crate) fn put_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8], value: &[u8]) {
-        let hinted = hint.map(|SlotId(i)| i).filter(|&i| {
-            self.slots
-                .get(i as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|s| s.hash == hash && s.key() == key)
-        });
-        match hinted.or_else(|| self.find(hash, key)) {
+        match self
+            .hinted(hint, hash, key)
+            .or_else(|| self.find(hash, key))
+        {
             Some(i) => self.replace(i, true, Some(value)),
             None => {
                 self.insert_new(hash, key, Some(value), true);
@@ -439,10 +436,28 @@ impl StateCache {
         }
     }
 
+    /// The slot `hint` names if it holds `key` (hashed `hash`).
+    fn hinted(&self, hint: Option<SlotId>, hash: u64, key: &[u8]) -> Option<u32> {
+        hint.map(|SlotId(i)| i).filter(|&i| {
+            self.slots
+                .get(i as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.hash == hash && s.key() == key)
+        })
+    }
+
     /// Deletes `key`: a dirty tombstone until flushed.
     pub(crate) fn delete(&mut self, key: &[u8]) {
-        let hash = self.hash(key);
-        match self.find(hash, key) {
+        self.delete_hashed(None, self.hash(key), key);
+    }
+
+    /// [`delete`](Self::delete) with `hash` = [`hash`](Self::hash)`(key)` and a slot
+    /// `hint` as [`put_hashed`](Self::put_hashed) takes it.
+    pub(crate) fn delete_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8]) {
+        match self
+            .hinted(hint, hash, key)
+            .or_else(|| self.find(hash, key))
+        {
             Some(i) => self.replace(i, true, None),
             None => {
                 self.insert_new(hash, key, None, true);

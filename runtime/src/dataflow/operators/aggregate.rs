@@ -839,14 +839,9 @@ impl AggregateOperator {
             .collect();
         for end in due {
             let keys = self.pending.remove(end).unwrap_or_default();
-            let sorted = keys.sorted();
-            self.fire_window(end, &sorted, out)?;
-            if self.config.allowed_lateness_ms == 0 {
-                for key in sorted {
-                    self.state.delete(key)?;
-                }
-            } else {
-                drop(sorted);
+            let keep = self.config.allowed_lateness_ms > 0;
+            self.fire_window(end, &keys.sorted(), !keep, out)?;
+            if keep {
                 self.fired.extend(end, keys);
             }
         }
@@ -857,8 +852,8 @@ impl AggregateOperator {
             .take_while(|&end| window::is_late(self.window_ending_at(end), lateness, wm))
             .collect();
         for end in expired {
-            for key in self.fired.remove(end).unwrap_or_default().iter() {
-                self.state.delete(key)?;
+            for (hash, key) in self.fired.remove(end).unwrap_or_default().iter() {
+                self.state.delete_at(None, hash, key)?;
             }
         }
         Ok(())
@@ -866,20 +861,26 @@ impl AggregateOperator {
 
     /// Emits the accumulators of the window ending at `end` held under `keys` (in key
     /// order, see `WindowKeys::sorted`), `batch_size` per guest call, each read from
-    /// the state straight into the call's input.
+    /// the state straight into the call's input, and deleted at once if `delete` (one
+    /// probe of the cache for both).
     fn fire_window(
         &mut self,
         end: i64,
-        keys: &[&[u8]],
+        keys: &[(KeyHash, &[u8])],
+        delete: bool,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
         let window = self.window_ending_at(end);
         let chunk_size = self.config.batch_size.max(1);
         for chunk in keys.chunks(chunk_size) {
             let mut input = EmitBatch::default();
-            for &key in chunk {
-                if let Some(acc) = self.state.get(key)? {
+            for &(hash, key) in chunk {
+                let (acc, slot) = self.state.get_with_slot(hash, key)?;
+                if let Some(acc) = acc {
                     push_emit_entry(&mut input, StateKey::user_key(key)?, Some(window), acc);
+                }
+                if delete {
+                    self.state.delete_at(Some(slot), hash, key)?;
                 }
             }
             if !input.key_ends.is_empty() {

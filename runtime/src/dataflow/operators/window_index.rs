@@ -98,35 +98,43 @@ impl WindowKeys {
         self.table.insert_unique(hash, i, |&i| hashes[i as usize]);
     }
 
-    /// Every key, in the order they were added.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.len()).map(|i| self.key(i))
+    /// Every key with its hash, in the order they were added.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (KeyHash, &[u8])> + '_ {
+        (0..self.len()).map(|i| (KeyHash::from_value(self.hashes[i]), self.key(i)))
     }
 
     fn key_at(&self, i: u32) -> &[u8] {
         self.key(i as usize)
     }
 
-    /// Every key, in key order. Keys are compared by their first 8 bytes (key group and
-    /// the key's start) as one number first, so most comparisons touch no key bytes.
-    pub(super) fn sorted(&self) -> Vec<&[u8]> {
-        let mut order: Vec<(u64, &[u8])> = (0..self.len())
+    /// Every key with its hash, in key order. Keys are compared by their first 8 bytes
+    /// (key group and the key's start) as one number first, so most comparisons touch
+    /// no key bytes.
+    pub(super) fn sorted(&self) -> Vec<(KeyHash, &[u8])> {
+        let mut order: Vec<(u64, usize)> = (0..self.len())
             .map(|i| {
                 let key = self.key(i);
                 let mut prefix = [0u8; 8];
                 let n = key.len().min(8);
                 prefix[..n].copy_from_slice(&key[..n]);
-                (u64::from_be_bytes(prefix), key)
+                (u64::from_be_bytes(prefix), i)
             })
             .collect();
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        order.into_iter().map(|(_, key)| key).collect()
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
+        order
+            .into_iter()
+            .map(|(_, i)| (KeyHash::from_value(self.hashes[i]), self.key(i)))
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn keys_of<'a>(sorted: &[(KeyHash, &'a [u8])]) -> Vec<&'a [u8]> {
+        sorted.iter().map(|&(_, key)| key).collect()
+    }
 
     /// A hash for tests: any function of the key works, collisions included.
     fn hash(key: &[u8]) -> KeyHash {
@@ -147,7 +155,7 @@ mod tests {
             3,
             "colliding hashes are told apart by their keys"
         );
-        assert_eq!(ten.sorted(), vec![&b"a"[..], b"ab", b"b"]);
+        assert_eq!(keys_of(&ten.sorted()), vec![&b"a"[..], b"ab", b"b"]);
         assert!(index.remove(10).is_none());
         assert_eq!(index.ends().collect::<Vec<_>>(), vec![20]);
     }
@@ -176,8 +184,8 @@ mod tests {
         let mut expected: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         expected.sort();
         expected.dedup();
-        assert_eq!(forward.sorted(), expected);
-        assert_eq!(backward.sorted(), expected);
+        assert_eq!(keys_of(&forward.sorted()), expected);
+        assert_eq!(keys_of(&backward.sorted()), expected);
     }
 
     #[test]
@@ -192,6 +200,6 @@ mod tests {
         more.insert(hash(b"z"), b"z");
         index.extend(5, more);
         let five = index.remove(5).unwrap();
-        assert_eq!(five.sorted(), vec![&b"x"[..], b"y", b"z"]);
+        assert_eq!(keys_of(&five.sorted()), vec![&b"x"[..], b"y", b"z"]);
     }
 }
