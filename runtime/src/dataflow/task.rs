@@ -400,15 +400,22 @@ impl SourceTask {
                     drained = true;
                     // A drained source's last figure (0 for a bounded one) at once.
                     lag.at = None;
-                    if let Some(end) = watermarks.at_end_of_input() {
-                        self.pipe.watermark(&self.ctx, end)?;
-                    }
-                    let _ = self.ctx.events.send(TaskEvent::Drained {
-                        task: self.ctx.task.clone(),
-                    });
+                    self.drained(&mut watermarks)?;
                 }
             }
         }
+    }
+
+    /// The source has no more input: its end-of-input watermark goes out, and the
+    /// pipeline hears of it.
+    fn drained(&mut self, watermarks: &mut WatermarkGenerator) -> Result<(), TaskError> {
+        if let Some(end) = watermarks.at_end_of_input() {
+            self.pipe.watermark(&self.ctx, end)?;
+        }
+        let _ = self.ctx.events.send(TaskEvent::Drained {
+            task: self.ctx.task.clone(),
+        });
+        Ok(())
     }
 
     fn next_barrier(&self, wait: Option<Duration>) -> Result<Option<Barrier>, TaskError> {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::connector::{GeneratorConfig, InputFormat, OutputFormat};
+use crate::spec::step::DEFAULT_CACHE_ENTRIES;
 
 /// A directory with the guest modules the specs below name.
 fn base() -> tempfile::TempDir {
@@ -181,7 +182,7 @@ path = "dlq/"
     };
     assert_eq!(
         (plain.window, plain.allowed_lateness, plain.cache_entries),
-        (None, Duration::ZERO, 100_000)
+        (None, Duration::ZERO, DEFAULT_CACHE_ENTRIES)
     );
 
     assert_eq!(
@@ -861,7 +862,8 @@ fn memory_bounds_have_defaults_and_minima() {
             step.cache_bytes,
             step.max_accumulator_bytes
         ),
-        (100_000, 64 << 20, 1 << 20)
+        (u32::MAX as usize, 64 << 20, 1 << 20),
+        "no entry bound of its own by default: the byte bound binds"
     );
 
     let set = format!(

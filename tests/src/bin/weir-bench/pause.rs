@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir::dataflow::operator::{Operator, Output, Snapshot};
+use weir::dataflow::operators::aggregate::AggregateOperator;
 use weir::engine::GuestModule;
 use weir::record::CheckpointId;
 use weir::record::batch::RecordBatch;
@@ -106,32 +107,7 @@ pub fn pause_figures(
         }
         if since_trigger >= EVERY && !in_flight {
             since_trigger = 0;
-            figures.checkpoints += 1;
-            let barrier = Barrier {
-                id: CheckpointId(figures.checkpoints),
-                is_final: false,
-            };
-            let barrier_at = Instant::now();
-            let snapshot = op
-                .handle_barrier(barrier, &mut Output::default())
-                .map_err(|e| anyhow::anyhow!(e))?
-                .ok_or_else(|| anyhow::anyhow!("an aggregate has state to snapshot"))?;
-            figures.longest_barrier_call = figures.longest_barrier_call.max(barrier_at.elapsed());
-            match mode {
-                Mode::Deferred => {
-                    pending_tx
-                        .send((barrier_at, snapshot))
-                        .map_err(|_| anyhow::anyhow!("the waiter thread stopped"))?;
-                    in_flight = true;
-                }
-                Mode::Inline => {
-                    // The copy a barrier put off, finished first (as on a quiet input).
-                    op.on_idle().map_err(|e| anyhow::anyhow!(e))?;
-                    snapshot.wait().map_err(|e| anyhow::anyhow!(e))?;
-                    figures.longest_checkpoint =
-                        figures.longest_checkpoint.max(barrier_at.elapsed());
-                }
-            }
+            in_flight = checkpoint(&mut op, mode, &mut figures, &pending_tx)?;
             barrier_since_output = true;
         }
         seen += batch.len() as u64;
@@ -163,4 +139,41 @@ pub fn pause_figures(
     }
     let _ = waiter.join();
     Ok(figures)
+}
+
+/// Checkpoint `figures.checkpoints + 1` of `op`: the barrier call timed; in `Deferred`
+/// mode the snapshot goes to the waiter thread (`pending`; returns true: in flight),
+/// in `Inline` mode it is waited for here.
+fn checkpoint(
+    op: &mut AggregateOperator,
+    mode: Mode,
+    figures: &mut PauseFigures,
+    pending: &crossbeam_channel::Sender<(Instant, Snapshot)>,
+) -> anyhow::Result<bool> {
+    figures.checkpoints += 1;
+    let barrier = Barrier {
+        id: CheckpointId(figures.checkpoints),
+        is_final: false,
+    };
+    let barrier_at = Instant::now();
+    let snapshot = op
+        .handle_barrier(barrier, &mut Output::default())
+        .map_err(|e| anyhow::anyhow!(e))?
+        .ok_or_else(|| anyhow::anyhow!("an aggregate has state to snapshot"))?;
+    figures.longest_barrier_call = figures.longest_barrier_call.max(barrier_at.elapsed());
+    match mode {
+        Mode::Deferred => {
+            pending
+                .send((barrier_at, snapshot))
+                .map_err(|_| anyhow::anyhow!("the waiter thread stopped"))?;
+            Ok(true)
+        }
+        Mode::Inline => {
+            // The copy a barrier put off, finished first (as on a quiet input).
+            op.on_idle().map_err(|e| anyhow::anyhow!(e))?;
+            snapshot.wait().map_err(|e| anyhow::anyhow!(e))?;
+            figures.longest_checkpoint = figures.longest_checkpoint.max(barrier_at.elapsed());
+            Ok(false)
+        }
+    }
 }
