@@ -152,7 +152,8 @@
 //! cache_entries = 100000    # optional, >= 1: a bound in entries too; default none;
 //!                           # past either bound those not used recently are written
 //!                           # back to RocksDB and dropped;
-//!                           # write-backs not yet in RocksDB hold at most as much again
+//!                           # write-backs not yet in RocksDB hold at most as much again,
+//!                           # a checkpoint's copy being made about as much again
 //! max_accumulator_bytes = "1MiB"  # largest accumulator the guest may return; a larger
 //!                           # one fails the run naming the module and key;
 //!                           # default "1MiB", >= "1KiB"

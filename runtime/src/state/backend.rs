@@ -14,8 +14,10 @@
 //!   7/8 of both; the dirty ones among them go to the state writer as one write-back
 //!   (see `write_layer`; the writer sorts it), never one write per record. A dirty
 //!   entry otherwise stays in the cache until a barrier, so a key updated many times
-//!   between two barriers is written to RocksDB once. Write-backs in flight hold at most the byte bound more
-//!   (see `writer`): the state's memory is at most twice `CacheBounds::bytes` plus
+//!   between two barriers is written to RocksDB once. Write-backs in flight hold at
+//!   most the byte bound more (see `writer`), and a snapshot's copy being made (see
+//!   `begin_snapshot`) at most the cache's dirty entries again: the state's memory is
+//!   at most about three times `CacheBounds::bytes` plus
 //!   RocksDB's own: two memtables of `CacheBounds::memtable_bytes` (a share of the
 //!   process's, `memtable_bytes`) and the block cache, one per process
 //!   (`PROCESS_BLOCK_CACHE_BYTES`).
@@ -484,8 +486,9 @@ impl KeyedState {
     /// or when [`finish_snapshot_copy`](Self::finish_snapshot_copy) is called. Until
     /// then the checkpoint's [`SnapshotInProgress`] does not answer: the owner of the
     /// state must go on calling one of them (a task does, after each batch and when its
-    /// input is quiet), never only wait. The writer writes them, takes the RocksDB checkpoint and uploads it
-    /// while the task goes on; what the task writes from now on is not in this snapshot.
+    /// input is quiet), never only wait. The writer writes them, takes the RocksDB
+    /// checkpoint and uploads it while the task goes on; what the task writes from now
+    /// on is not in this snapshot.
     pub fn begin_snapshot(
         &mut self,
         storage: Arc<CheckpointStorage>,
@@ -579,7 +582,7 @@ impl KeyedState {
 /// evicts, and an eviction sends a snapshot being copied at once: this bounds what that
 /// copy may still hold. A cache with room keeps its dirty entries until the barrier, so
 /// a key updated many times in between is written once, and the barrier's copy is
-/// spread over the puts that follow. An eighth of the cache (an eviction's worth),
+/// spread over the batches that follow. An eighth of the cache (an eviction's worth),
 /// between 1,024 and [`MAX_DIRTY_ENTRIES`].
 fn dirty_limit(capacity: usize) -> usize {
     (capacity / 8).clamp(1_024, MAX_DIRTY_ENTRIES)

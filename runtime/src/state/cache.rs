@@ -236,14 +236,13 @@ pub(crate) struct StateCache {
 
 impl StateCache {
     /// An empty cache of at most `capacity` slots and `max_bytes` bytes. Its table and
-    /// slot array are sized for the most slots the bounds allow up front: growing a
-    /// table of a million slots rehashes every one (tens of ms on the task thread, at
-    /// a moment no barrier chose). The array's pages are touched only as slots fill.
+    /// slot array grow as slots come (sized up front for the most the bounds allow,
+    /// the table's control bytes alone would cost 2 MiB of memory per subtask at the
+    /// defaults, however small its state).
     pub(crate) fn new(capacity: usize, max_bytes: usize) -> Self {
-        let most = capacity.min(max_bytes / SLOT_BYTES).max(1);
         Self {
-            table: HashTable::with_capacity(most),
-            slots: Vec::with_capacity(most),
+            table: HashTable::new(),
+            slots: Vec::new(),
             free: Vec::new(),
             hasher: DefaultHashBuilder::default(),
             hand: 0,

@@ -36,6 +36,10 @@ struct Entry {
     value_end: Option<usize>,
 }
 
+/// What an entry costs besides its key and value: the `Entry` and its index slot with
+/// the table's control byte and spare room, roughly.
+const ENTRY_BYTES: usize = std::mem::size_of::<Entry>() + 8;
+
 /// Entries written back together (see the module doc); a `None` value is a delete.
 #[derive(Debug, Default)]
 pub(crate) struct WriteLayer {
@@ -85,8 +89,10 @@ impl WriteLayer {
     }
 
     /// Key and value bytes the layer holds.
+    /// What the layer holds: its keys and values and, per entry, its offsets and its
+    /// place in the index.
     pub(crate) fn bytes(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.entries.len() * ENTRY_BYTES
     }
 
     fn entry(&self, entry: &Entry) -> (&[u8], Option<&[u8]>) {
@@ -182,7 +188,11 @@ mod tests {
     fn a_layer_finds_its_keys_and_sorts_them_for_the_writer() {
         let layer = layer(1, &[(b"c", Some(b"3")), (b"a", None), (b"b", Some(b""))]);
         assert_eq!(layer.iter().count(), 3);
-        assert_eq!(layer.bytes(), 4);
+        assert_eq!(
+            layer.bytes(),
+            4 + 3 * ENTRY_BYTES,
+            "keys, values and entries"
+        );
         assert_eq!(layer.lookup(SAME, b"c"), Some(Some(&b"3"[..])));
         assert_eq!(layer.lookup(SAME, b"a"), Some(None), "a delete");
         assert_eq!(
@@ -206,11 +216,11 @@ mod tests {
         let mut in_flight = InFlight::default();
         in_flight.push(layer(1, &[(b"k", Some(b"old")), (b"gone", Some(b"x"))]));
         in_flight.push(layer(2, &[(b"k", Some(b"new")), (b"gone", None)]));
-        assert_eq!(in_flight.bytes(), 9 + 8);
+        assert_eq!(in_flight.bytes(), 9 + 8 + 4 * ENTRY_BYTES);
         assert_eq!(in_flight.lookup(SAME, b"k"), Some(Some(&b"new"[..])));
         assert_eq!(in_flight.lookup(SAME, b"gone"), Some(None));
         in_flight.prune(1);
-        assert_eq!(in_flight.bytes(), 8);
+        assert_eq!(in_flight.bytes(), 8 + 2 * ENTRY_BYTES);
         assert_eq!(in_flight.lookup(SAME, b"k"), Some(Some(&b"new"[..])));
         in_flight.prune(2);
         assert!(in_flight.is_empty());

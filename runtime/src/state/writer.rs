@@ -13,9 +13,10 @@
 //!   write and loaded with Acquire), and looks keys up in those layers, newest first,
 //!   before it asks RocksDB. A layer dropped from `InFlight` is in RocksDB.
 //! - At most [`MAX_QUEUED`] jobs wait for the writer, and a new layer is only sent
-//!   while the layers in flight hold at most the cache's byte bound: a task whose
-//!   write-backs come faster than RocksDB absorbs them blocks (backpressure), so the
-//!   layers never hold more than the cache's byte bound plus one layer.
+//!   when it and the layers in flight hold at most the cache's byte bound together
+//!   (else the task waits until the writer has applied them all): a task whose
+//!   write-backs come faster than RocksDB absorbs them blocks (backpressure), and the
+//!   layers in flight never hold more than the byte bound or one layer.
 //! - The writer takes the RocksDB checkpoint in job order and hands it to its upload
 //!   thread (uploads in checkpoint order, while later write-backs are applied). A
 //!   checkpoint answers on its reply channel once every file of the snapshot is
@@ -204,7 +205,7 @@ impl StateWriter {
             return Ok(());
         }
         in_flight.prune(self.applied());
-        if in_flight.bytes() > max_bytes {
+        if !in_flight.is_empty() && in_flight.bytes() + layer.bytes() > max_bytes {
             self.sync()?;
             in_flight.prune(self.applied());
         }
