@@ -15,7 +15,8 @@
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
 //!   runtime's defaults: `batch_bytes`, `limits.guest_log_rate` (what its guests may
 //!   write to the worker's log each second), an aggregate's `cache_bytes` (its
-//!   `cache_entries` only adds a bound), a Kafka source's or sink's `buffer_bytes` (lower is allowed); nor
+//!   `cache_entries` only adds a bound), a Kafka source's or sink's `buffer_bytes`
+//!   (lower is allowed); nor
 //!   the partitions of the repartition topics its workers create on the shared
 //!   cluster (`repartition_partitions`, at most the default 32: tenants reach the
 //!   brokers only through their specs, the server holds their Kafka credentials).

@@ -149,7 +149,7 @@ mod tests {
         }
         index.insert(20, hash(b"a"), b"a");
         assert_eq!(index.ends().collect::<Vec<_>>(), vec![10, 20]);
-        let ten = index.remove(10).unwrap();
+        let ten = index.remove(10).expect("window 10");
         assert_eq!(
             ten.len(),
             3,
@@ -199,7 +199,7 @@ mod tests {
         more.insert(hash(b"y"), b"y");
         more.insert(hash(b"z"), b"z");
         index.extend(5, more);
-        let five = index.remove(5).unwrap();
+        let five = index.remove(5).expect("window 5");
         assert_eq!(keys_of(&five.sorted()), vec![&b"x"[..], b"y", b"z"]);
     }
 }
