@@ -392,6 +392,10 @@ pub mod server;
 /// The keyed word count run as worker processes (workers tests).
 pub mod word_count;
 
+/// CPU time of a benchmark's processes over a span: its own, its `weir` children's, the
+/// Kafka broker's.
+pub mod process_cpu;
+
 pub mod kafka {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU64, Ordering};

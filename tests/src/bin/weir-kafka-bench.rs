@@ -63,6 +63,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use weir::connector::kafka::{KafkaSinkConfig, KafkaSourceConfig};
 use weir_tests::kafka::{self, Input};
+use weir_tests::process_cpu::{CpuMark, CpuUse};
 use weir_tests::{guest, repo_root, take_stderr};
 
 const PARTITIONS: i32 = 3;
@@ -557,6 +558,9 @@ struct Row {
     /// (records, wall seconds) of the warm-up run on fresh topics before the measured
     /// one (word-count scenarios only).
     warm_up: Option<(u64, f64)>,
+    /// CPU over the measured run: the `weir` processes, the broker, this process (for
+    /// (a) the copy itself; for the others producing nothing, only watching).
+    cpu: CpuUse,
 }
 
 impl Row {
@@ -890,7 +894,9 @@ fn ceiling_row(input: &str, args: &Args) -> anyhow::Result<Row> {
     let out_a = kafka::unique_name("bench-out-plain");
     kafka::create_topic(&out_a, PARTITIONS);
     eprintln!("(a) tuned librdkafka copy -> {out_a}");
+    let mark = CpuMark::now();
     let (copied, seconds) = plain_copy(input, &out_a, args.budgets)?;
+    let cpu = mark.elapsed();
     ensure!(
         copied == records,
         "plain copy read {copied} records, expected {records}"
@@ -903,6 +909,7 @@ fn ceiling_row(input: &str, args: &Args) -> anyhow::Result<Row> {
         peak_rss: None,
         fixed_seconds: None,
         warm_up: None,
+        cpu,
     })
 }
 
@@ -944,11 +951,13 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
             workers,
             repartition_partitions: args.repartition_partitions,
         };
-        let (seconds, peak, warm_up) = match shape {
+        let (seconds, peak, warm_up, cpu) = match shape {
             Shape::Uppercase => {
+                let mark = CpuMark::now();
                 let (seconds, peak) = weir_run(dir, &run, input, &output)?;
+                let cpu = mark.elapsed();
                 verify(&output, args.records, true)?;
-                (seconds, peak, None)
+                (seconds, peak, None, cpu)
             }
             Shape::WordCount => word_count_run(dir, &run, &words, &output)?,
         };
@@ -960,6 +969,7 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
             peak_rss: Some(peak),
             fixed_seconds: Some(fixed),
             warm_up,
+            cpu,
         });
     }
     Ok(rows)
@@ -968,13 +978,13 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
 /// A word-count scenario: a warm-up part of the input first, then all of it through the
 /// same pipeline, resumed from its checkpoints, so the measured run finds its topics as
 /// a long-running pipeline does (see the module docs). (wall s, peak RSS, (warm-up
-/// records, warm-up wall s)) of the measured run.
+/// records, warm-up wall s), CPU) of the measured run.
 fn word_count_run(
     dir: &Path,
     run: &WeirRun<'_>,
     words: &[Input],
     output: &str,
-) -> anyhow::Result<(f64, u64, Option<(u64, f64)>)> {
+) -> anyhow::Result<(f64, u64, Option<(u64, f64)>, CpuUse)> {
     let records = words.len() as u64;
     let warm_up = (records / WARM_UP_PART).max(1);
     let topic = kafka::unique_name("bench-words");
@@ -984,9 +994,11 @@ fn word_count_run(
     let (warm_up_seconds, _) = run_spec(run, &spec, &topic)?;
     eprintln!("  warm-up: {warm_up} records in {warm_up_seconds:.2}s");
     kafka::produce(&topic, words);
+    let mark = CpuMark::now();
     let (seconds, peak) = run_spec(run, &spec, &topic)?;
+    let cpu = mark.elapsed();
     verify_counts(output, warm_up + records, WORDS.min(warm_up + records))?;
-    Ok((seconds, peak, Some((warm_up, warm_up_seconds))))
+    Ok((seconds, peak, Some((warm_up, warm_up_seconds)), cpu))
 }
 
 /// Ratios between scenarios of the same run, for the JSON file.
@@ -1016,13 +1028,13 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
     );
     println!();
     println!(
-        "| scenario | records/s | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB |"
+        "| scenario | records/s | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB | CPU s: weir / broker / bench |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let ratio = |rate: f64| ceiling.map_or("-".to_owned(), |c| format!("{:.3}", rate / c));
     for r in rows {
         println!(
-            "| {} | {:.0} | {} | {:.2} | {} | {} |",
+            "| {} | {:.0} | {} | {:.2} | {} | {} | {} |",
             r.scenario,
             r.rate(),
             ratio(r.rate()),
@@ -1030,7 +1042,8 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
             r.fixed_seconds
                 .map_or("-".to_owned(), |f| format!("{f:.2}")),
             r.peak_rss
-                .map_or("-".to_owned(), |b| format!("{:.1}", mib(b)))
+                .map_or("-".to_owned(), |b| format!("{:.1}", mib(b))),
+            cpu_cell(&r.cpu),
         );
     }
     let ratios = print_ratios(&rate_of);
@@ -1040,9 +1053,23 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
          topic, are shown, never taken off); (k2)/(k3) wall = until their input and \
          repartition topic are read and committed; (kN) is the second run of its pipeline, after a warm-up \
          run over a tenth as many records on fresh topics; \
-         (wN)/(kN) peak RSS is the sum over its processes"
+         (wN)/(kN) peak RSS is the sum over its processes; CPU: user + system seconds of \
+         the measured run's weir processes (all of them, all threads), of the broker \
+         (/proc/<pid>/stat) and of this process (for (a), the copy)"
     );
     ratios
+}
+
+/// A row's CPU seconds: weir processes / broker / this process.
+fn cpu_cell(cpu: &CpuUse) -> String {
+    let broker = cpu
+        .broker
+        .map_or("?".to_owned(), |d| format!("{:.2}", d.as_secs_f64()));
+    format!(
+        "{:.2} / {broker} / {:.2}",
+        cpu.children.as_secs_f64(),
+        cpu.own.as_secs_f64()
+    )
 }
 
 /// (c100) over (c), and each worker split over its one-process run, printed.
@@ -1132,6 +1159,9 @@ fn write_json(
             "peak_rss_bytes": r.peak_rss,
             "warm_up_records": r.warm_up.map(|(n, _)| n),
             "warm_up_wall_seconds": r.warm_up.map(|(_, s)| s),
+            "weir_cpu_seconds": r.cpu.children.as_secs_f64(),
+            "broker_cpu_seconds": r.cpu.broker.map(|d| d.as_secs_f64()),
+            "bench_cpu_seconds": r.cpu.own.as_secs_f64(),
         })).collect::<Vec<_>>(),
         "exactly_once_100ms_over_1s": ratios.c100_over_c,
         "exactly_once_workers_over_one": ratios.workers_over_one,
