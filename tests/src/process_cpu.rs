@@ -102,11 +102,7 @@ mod tests {
             process_cpu(pid).expect("stat"),
             rusage(UsageWho::RUSAGE_SELF),
         );
-        let diff = if proc_cpu > own {
-            proc_cpu - own
-        } else {
-            own - proc_cpu
-        };
+        let diff = proc_cpu.abs_diff(own);
         assert!(diff < Duration::from_millis(100), "{proc_cpu:?} vs {own:?}");
     }
 }

@@ -959,7 +959,10 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
                 verify(&output, args.records, true)?;
                 (seconds, peak, None, cpu)
             }
-            Shape::WordCount => word_count_run(dir, &run, &words, &output)?,
+            Shape::WordCount => {
+                let m = word_count_run(dir, &run, &words, &output)?;
+                (m.seconds, m.peak, m.warm_up, m.cpu)
+            }
         };
         let (fixed, _) = weir_run(dir, &run, &empty, &output)?;
         rows.push(Row {
@@ -977,14 +980,13 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
 
 /// A word-count scenario: a warm-up part of the input first, then all of it through the
 /// same pipeline, resumed from its checkpoints, so the measured run finds its topics as
-/// a long-running pipeline does (see the module docs). (wall s, peak RSS, (warm-up
-/// records, warm-up wall s), CPU) of the measured run.
+/// a long-running pipeline does (see the module docs).
 fn word_count_run(
     dir: &Path,
     run: &WeirRun<'_>,
     words: &[Input],
     output: &str,
-) -> anyhow::Result<(f64, u64, Option<(u64, f64)>, CpuUse)> {
+) -> anyhow::Result<MeasuredRun> {
     let records = words.len() as u64;
     let warm_up = (records / WARM_UP_PART).max(1);
     let topic = kafka::unique_name("bench-words");
@@ -998,7 +1000,21 @@ fn word_count_run(
     let (seconds, peak) = run_spec(run, &spec, &topic)?;
     let cpu = mark.elapsed();
     verify_counts(output, warm_up + records, WORDS.min(warm_up + records))?;
-    Ok((seconds, peak, Some((warm_up, warm_up_seconds)), cpu))
+    Ok(MeasuredRun {
+        seconds,
+        peak,
+        warm_up: Some((warm_up, warm_up_seconds)),
+        cpu,
+    })
+}
+
+/// A word-count scenario's measured run: wall s, peak RSS, (warm-up records, warm-up
+/// wall s), CPU.
+struct MeasuredRun {
+    seconds: f64,
+    peak: u64,
+    warm_up: Option<(u64, f64)>,
+    cpu: CpuUse,
 }
 
 /// Ratios between scenarios of the same run, for the JSON file.
