@@ -33,7 +33,7 @@ impl CpuMark {
         let broker = kafka_broker_pid().and_then(|pid| Some((pid, process_cpu(pid)?)));
         CpuMark {
             own: rusage(UsageWho::RUSAGE_SELF),
-            children: rusage(UsageWho::RUSAGE_CHILDREN),
+            children: children_cpu(),
             broker,
         }
     }
@@ -44,10 +44,15 @@ impl CpuMark {
             .and_then(|(pid, start)| Some(process_cpu(pid)?.saturating_sub(start)));
         CpuUse {
             own: rusage(UsageWho::RUSAGE_SELF).saturating_sub(self.own),
-            children: rusage(UsageWho::RUSAGE_CHILDREN).saturating_sub(self.children),
+            children: children_cpu().saturating_sub(self.children),
             broker,
         }
     }
+}
+
+/// CPU time (user + system) of every child this process has waited for so far.
+pub fn children_cpu() -> Duration {
+    rusage(UsageWho::RUSAGE_CHILDREN)
 }
 
 fn rusage(who: UsageWho) -> Duration {

@@ -4,10 +4,11 @@
 //! exits cleanly (no crash), the committed output and the last checkpoint stay intact,
 //! and the pipeline resumes from it. A guest probing the WASI sandbox (files,
 //! environment, TCP to a port really listening, UDP, DNS), in `weir run` and through
-//! the engine alone, is denied each inside the guest and gets no data; a component importing a foreign interface or wasi:http and
-//! a core module are refused at load. A panic message cannot forge
-//! an error line; `weir validate` refuses devices, FIFOs and oversized files without
-//! reading them, and prints one line for a component wasmtime would warn about.
+//! the engine alone, is denied each inside the guest and gets no data; a component
+//! importing a foreign interface or wasi:http and a core module are refused at load.
+//! A panic message cannot forge an error line; `weir validate` refuses devices, FIFOs
+//! and oversized files without reading them, and prints one line for a component
+//! wasmtime would warn about.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -12,9 +12,9 @@
 //!   move to optimized code, see `code_tier.rs`).
 //! - Every guest call is bounded in memory ([`GuestLimits::memory_bytes`]) and time
 //!   ([`GuestLimits::call_timeout`] plus one epoch tick), time blocked in host calls
-//!   included (a sleeping guest is stopped at the deadline like a looping one). No guest behaviour panics the
-//!   host; it becomes an [`EngineError`] naming the module, and a trap poisons the
-//!   instance.
+//!   included (a sleeping guest is stopped at the deadline like a looping one). No
+//!   guest behaviour panics the host; it becomes an [`EngineError`] naming the module,
+//!   and a trap poisons the instance.
 
 mod aggregator_instance;
 mod bindings;

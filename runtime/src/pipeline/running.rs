@@ -118,23 +118,35 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     metrics
         .started_unix_ms
         .store(crate::metrics::unix_ms(), Ordering::Relaxed);
+    let watchers = watchers(options, &metrics);
     Ok(RunningPipeline {
         pipeline: spec.name.clone(),
         checkpoint_timeout: spec.checkpoint.timeout,
         coordinator,
         tasks: threads,
         stop: options.stop.clone(),
-        progress: options
-            .show_progress
-            .then(|| Progress::start(metrics.clone())),
-        status_file: options
-            .status_file
-            .clone()
-            .map(|path| StatusFile::start(metrics.clone(), path)),
+        progress: watchers.0,
+        status_file: watchers.1,
         metrics,
         restored_from: restored.map(|m| m.id),
         _lock: lock,
     })
+}
+
+/// What reports a run's metrics as it goes, if the options ask for it: the progress
+/// line and the status file.
+fn watchers(
+    options: &RunOptions,
+    metrics: &Arc<PipelineMetrics>,
+) -> (Option<Progress>, Option<StatusFile>) {
+    let progress = options
+        .show_progress
+        .then(|| Progress::start(metrics.clone()));
+    let status_file = options
+        .status_file
+        .clone()
+        .map(|path| StatusFile::start(metrics.clone(), path));
+    (progress, status_file)
 }
 
 /// The coordinator's settings, from the spec of the worker it runs and its modules.

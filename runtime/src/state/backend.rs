@@ -389,8 +389,7 @@ impl KeyedState {
 
     /// Deletes `key` (a tombstone in the cache until written back).
     pub fn delete(&mut self, key: &[u8]) -> Result<(), StateError> {
-        self.cache.delete(key);
-        self.shrink()
+        self.delete_at(None, self.key_hash(key), key)
     }
 
     /// [`delete`](Self::delete) with `hash` = [`key_hash`](Self::key_hash)`(key)` and,

@@ -446,6 +446,7 @@ impl StateCache {
     }
 
     /// Deletes `key`: a dirty tombstone until flushed.
+    #[cfg(test)]
     pub(crate) fn delete(&mut self, key: &[u8]) {
         self.delete_hashed(None, self.hash(key), key);
     }

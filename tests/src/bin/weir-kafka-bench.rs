@@ -22,8 +22,8 @@
 //! cost, never taken off. Peak RSS is the child's `VmHWM` (/proc/<pid>/status), read
 //! every 20 ms until it exits. Every scenario's output topic is read back
 //! (read_committed) and every record checked: each id exactly once, each value exactly
-//! the input's (uppercased by the guest). Then the exactly-once latency (produce -> read_committed) at 100 ms,
-//! 500 ms and 1 s checkpoint intervals.
+//! the input's (uppercased by the guest). Then the exactly-once latency (produce ->
+//! read_committed) at 100 ms, 500 ms and 1 s checkpoint intervals.
 //!
 //! (w2)/(w3) run (c) as 2 or 3 `--worker I/N` processes; (k1) is a keyed word count in
 //! one process, (k2)/(k3) the same as 2 or 3 workers shuffling through the repartition

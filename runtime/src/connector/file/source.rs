@@ -59,7 +59,8 @@ pub struct FileSourceConfig {
     #[serde(default)]
     pub timestamp_field: Option<String>,
     /// Longest line, terminator excluded; a longer one fails the pipeline naming the
-    /// file and line (default [`DEFAULT_MAX_LINE_BYTES`](crate::connector::record_format::DEFAULT_MAX_LINE_BYTES)).
+    /// file and line (default
+    /// [`DEFAULT_MAX_LINE_BYTES`](crate::connector::record_format::DEFAULT_MAX_LINE_BYTES)).
     #[serde(
         default = "default_max_line_bytes",
         deserialize_with = "checks::max_line_bytes"

@@ -9,8 +9,9 @@
 //! index in this subtask's input and its key; a call deadline fails at once, naming the
 //! batch, rather than wait another deadline); with `"dead-letter"` each such record is
 //! refused with the error as its reason and the others' output emitted in input order,
-//! as the batch's would have been (a map's output is per record). At most [`MAX_FAILED_ALONE`] records of a
-//! batch may fail alone (each may cost a call deadline); past that the operator fails.
+//! as the batch's would have been (a map's output is per record). At most
+//! [`MAX_FAILED_ALONE`] records of a batch may fail alone (each may cost a call
+//! deadline); past that the operator fails.
 //! A failed operator's checkpoint is never committed, so no partial output of the
 //! failed run leaks.
 

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 
+use weir_tests::process_cpu::children_cpu;
+
 use crate::measure::median;
 
 /// Runs per parallelism; the figures are medians.
@@ -124,7 +126,7 @@ pub fn run_once(
     );
     let spec_path = dir.path().join("spec.toml");
     std::fs::write(&spec_path, spec)?;
-    let cpu_before = children_cpu()?;
+    let cpu_before = children_cpu();
     let started = Instant::now();
     let run = weir_tests::weir()
         .args(["run", "--quiet"])
@@ -133,7 +135,7 @@ pub fn run_once(
         .output()
         .context("run weir")?;
     let wall = started.elapsed();
-    let cpu = children_cpu()? - cpu_before;
+    let cpu = children_cpu().saturating_sub(cpu_before);
     anyhow::ensure!(
         run.status.success(),
         "weir run at parallelism {p}: {}: {}",
@@ -186,15 +188,6 @@ fn count_of(line: &str) -> Option<u64> {
     let rest = &line[line.find("\"count\":")? + "\"count\":".len()..];
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-/// CPU time (user + system) of every child this process has waited for so far.
-fn children_cpu() -> anyhow::Result<Duration> {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).context("getrusage")?;
-    let time =
-        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
-    Ok(time(usage.user_time()) + time(usage.system_time()))
 }
 
 /// Median wall time and median CPU time of `runs` (`measure::median`).
