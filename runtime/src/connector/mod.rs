@@ -18,7 +18,7 @@ pub mod stdout;
 
 pub use error::ConnectorError;
 pub use file::{FileSink, FileSinkCommitter, FileSinkConfig, FileSource, FileSourceConfig};
-pub use generator::{GeneratorConfig, GeneratorSource};
+pub use generator::{GeneratorConfig, GeneratorSource, KeyDistribution};
 pub use record_format::{InputFormat, OutputFormat};
 pub use sinks::PipelineSinks;
 pub use stdin::{StdinSource, StdinSourceConfig};

@@ -59,6 +59,8 @@
 //! count = 1000000           # required: records in total (over all subtasks)
 //! rate = 0                  # records/s over all subtasks; default 0 = unthrottled
 //! keys = 1000               # key cardinality: keys "k0".."k999"; default 1000, >= 1
+//! key_distribution = "uniform"  # or { zipf = 1.1 }: key "k<r-1>" with probability
+//!                           # proportional to 1/r^1.1 (k0 hottest); exponent in (0, 10]
 //! value_size = 16           # approximate bytes of the value's "text"; default 16
 //! seed = 0                  # default 0
 //! start_time = 1700000000000   # event time of record 0, ms; default 1700000000000

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::connector::{GeneratorConfig, InputFormat, OutputFormat};
+use crate::connector::{GeneratorConfig, InputFormat, KeyDistribution, OutputFormat};
 use crate::spec::step::DEFAULT_CACHE_ENTRIES;
 
 /// A directory with the guest modules the specs below name.
@@ -142,6 +142,7 @@ path = "dlq/"
             count: 1000,
             rate: 100,
             keys: 7,
+            key_distribution: KeyDistribution::Uniform,
             value_size: 32,
             seed: 9,
             start_time: 0,
@@ -399,6 +400,18 @@ fn numbers_out_of_range() {
     assert_eq!(e, "spec.toml line 9: memory must be at least 1MiB");
     let e = error(&MINIMAL.replace("count = 10", "count = 10\nkeys = 0"));
     assert_eq!(e, "spec.toml line 6: keys must be at least 1");
+    for bad in ["0.0", "-1.1", "10.5", "nan"] {
+        let e = error(&MINIMAL.replace(
+            "count = 10",
+            &format!("count = 10\nkey_distribution = {{ zipf = {bad} }}"),
+        ));
+        assert!(
+            e.starts_with("spec.toml line 6: the zipf exponent must be above 0 and at most 10"),
+            "{bad}: {e}"
+        );
+    }
+    let e = error(&MINIMAL.replace("count = 10", "count = 10\nkey_distribution = \"zipfian\""));
+    assert!(e.contains("unknown variant `zipfian`"), "{e}");
     let e = error(&MINIMAL.replace("count = 10", "count = -1"));
     assert!(
         e.starts_with("spec.toml line 5: count: invalid value: integer `-1`"),

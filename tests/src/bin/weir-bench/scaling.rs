@@ -4,27 +4,21 @@
 //! work: `records` generated records each, and for the aggregate `keys` keys each (so
 //! each key comes back `records / keys` times, in the generator's hashed order).
 //!
-//! What is measured, per parallelism, the median of [`SCALING_RUNS`] runs:
-//! - wall time of the whole `weir run`, spawn to exit: start-up, every checkpoint (1 s
-//!   interval), the last one and the file sink's commit included;
-//! - the child's CPU time, all its threads (`getrusage(RUSAGE_CHILDREN)` around it).
+//! What is measured, per parallelism, the median of [`SCALING_RUNS`] runs of
+//! `weir_run::run_once` (wall time of the whole `weir run` and its CPU time over all
+//! threads; its output checked).
 //!
 //! records/s = `parallelism x records / wall`; efficiency = records/s at P divided by
-//! P x records/s at 1 (1.0: perfect weak scaling). Output goes to a file sink under
-//! /dev/shm when there is one (the disk is not what is measured); every run's committed
-//! output is checked: the map's line count is its record count, the aggregate's counts
-//! sum to it.
+//! P x records/s at 1 (1.0: perfect weak scaling).
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use weir_tests::process_cpu::children_cpu;
-
 use crate::measure::median;
+use crate::weir_run::{self, Shape, Timed, Workload};
 
 /// Runs per parallelism; the figures are medians.
 const SCALING_RUNS: usize = 3;
@@ -47,21 +41,33 @@ pub fn scaling_figures(guests: &Path, records: u64, keys: u64) -> anyhow::Result
     let guests = &std::fs::canonicalize(guests)
         .with_context(|| format!("the guests directory {}", guests.display()))?;
     let mut rows = Vec::new();
-    for shape in [Shape::Map, Shape::Aggregate] {
+    for shape in [Shape::Map, Shape::WindowedCount] {
         let mut base = None;
         for p in parallelisms(cores) {
+            let work = Workload {
+                shape,
+                parallelism: p,
+                records: p as u64 * records,
+                // The map's keys matter to none; the aggregate's grow with p.
+                keys: if shape == Shape::Map {
+                    1000
+                } else {
+                    p as u64 * keys
+                },
+                zipf: None,
+            };
             let runs = (0..SCALING_RUNS)
-                .map(|_| run_once(guests, shape, p, records, keys))
+                .map(|_| weir_run::run_once(guests, &work))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let (wall, cpu) = medians(&runs);
-            let total = p as u64 * records;
+            let total = work.records;
             let rate = total as f64 / wall.as_secs_f64();
             let per_subtask = *base.get_or_insert(rate);
             rows.push(json!({
                 "pipeline": shape.name(),
                 "parallelism": p,
                 "records": total,
-                "keys": if shape == Shape::Aggregate { p as u64 * keys } else { 0 },
+                "keys": if shape == Shape::Map { 0 } else { work.keys },
                 "wall_s": wall.as_secs_f64(),
                 "records_per_s": rate,
                 "process_cpu_ns_per_record": cpu.as_nanos() as f64 / total as f64,
@@ -72,130 +78,12 @@ pub fn scaling_figures(guests: &Path, records: u64, keys: u64) -> anyhow::Result
     Ok(json!({ "cores": cores, "runs": SCALING_RUNS, "rows": rows }))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    Map,
-    Aggregate,
-}
-
-impl Shape {
-    fn name(self) -> &'static str {
-        match self {
-            Shape::Map => "map (uppercase)",
-            Shape::Aggregate => "aggregate (word_count, keys revisited)",
-        }
-    }
-
-    fn step(self, guests: &Path) -> String {
-        match self {
-            Shape::Map => format!(
-                "[[steps]]\ntype = \"map\"\nmodule = {}\n",
-                weir_tests::toml_path(&guests.join("uppercase.wasm"))
-            ),
-            Shape::Aggregate => format!(
-                "[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"1h\" }}\n",
-                weir_tests::toml_path(&guests.join("word_count.wasm"))
-            ),
-        }
-    }
-}
-
-/// One `weir run` at parallelism `p`: its wall time and CPU time; its output checked.
-pub fn run_once(
-    guests: &Path,
-    shape: Shape,
-    p: usize,
-    records: u64,
-    keys: u64,
-) -> anyhow::Result<(Duration, Duration)> {
-    let dir = scratch_dir()?;
-    let total = p as u64 * records;
-    let key_count = if shape == Shape::Aggregate {
-        p as u64 * keys
-    } else {
-        1000
-    };
-    let out = dir.path().join("out");
-    let spec = format!(
-        "name = \"scaling\"\nparallelism = {p}\nstate_dir = {}\n\
-         [[sources]]\ntype = \"generator\"\ncount = {total}\nkeys = {key_count}\nvalue_size = 64\n\
-         {}[[sinks]]\ntype = \"file\"\npath = {}\n[checkpoint]\ninterval = \"1s\"\n",
-        weir_tests::toml_path(&dir.path().join("state")),
-        shape.step(guests),
-        weir_tests::toml_path(&out),
-    );
-    let spec_path = dir.path().join("spec.toml");
-    std::fs::write(&spec_path, spec)?;
-    let cpu_before = children_cpu();
-    let started = Instant::now();
-    let run = weir_tests::weir()
-        .args(["run", "--quiet"])
-        .arg(&spec_path)
-        .stdout(std::process::Stdio::null())
-        .output()
-        .context("run weir")?;
-    let wall = started.elapsed();
-    let cpu = children_cpu().saturating_sub(cpu_before);
-    anyhow::ensure!(
-        run.status.success(),
-        "weir run at parallelism {p}: {}: {}",
-        run.status,
-        weir_tests::stderr_of(&run)
-    );
-    check_output(shape, &out, total)?;
-    Ok((wall, cpu))
-}
-
-/// A scratch directory on /dev/shm where there is one, else the system's temp dir.
-fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
-    let shm = PathBuf::from("/dev/shm");
-    Ok(if shm.is_dir() {
-        tempfile::tempdir_in(shm)?
-    } else {
-        tempfile::tempdir()?
-    })
-}
-
-/// The map: one line per record; the aggregate: counts summing to the records.
-fn check_output(shape: Shape, out: &Path, records: u64) -> anyhow::Result<()> {
-    let (mut lines, mut counted) = (0u64, 0u64);
-    for entry in std::fs::read_dir(out)? {
-        // Committed files only: the sink's staging directory holds none after a clean end.
-        let entry = entry?;
-        if !entry.file_type()?.is_file() {
-            continue;
-        }
-        let file = std::io::BufReader::new(std::fs::File::open(entry.path())?);
-        for line in file.lines() {
-            let line = line?;
-            lines += 1;
-            if shape == Shape::Aggregate {
-                counted += count_of(&line).with_context(|| format!("a count in {line:?}"))?;
-            }
-        }
-    }
-    let got = if shape == Shape::Map { lines } else { counted };
-    anyhow::ensure!(
-        got == records,
-        "{}: {got} records in the output, {records} in",
-        shape.name()
-    );
-    Ok(())
-}
-
-/// The `"count":N` of one word-count output line.
-fn count_of(line: &str) -> Option<u64> {
-    let rest = &line[line.find("\"count\":")? + "\"count\":".len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 /// Median wall time and median CPU time of `runs` (`measure::median`).
-fn medians(runs: &[(Duration, Duration)]) -> (Duration, Duration) {
-    let median_of = |part: fn(&(Duration, Duration)) -> Duration| {
+fn medians(runs: &[Timed]) -> (Duration, Duration) {
+    let median_of = |part: fn(&Timed) -> Duration| {
         Duration::from_secs_f64(median(runs.iter().map(|r| part(r).as_secs_f64()).collect()))
     };
-    (median_of(|r| r.0), median_of(|r| r.1))
+    (median_of(|r| r.wall), median_of(|r| r.cpu))
 }
 
 /// The scaling table.

@@ -4,7 +4,11 @@
 //! - Record `i` (its global index, `0 <= i < count`) is a pure function of
 //!   `(config, i)`: with `h = xxh3_64_with_seed(i as u64 LE bytes, seed)` and
 //!   `g = xxh3_64_with_seed(i as u64 LE bytes, seed ^ 0x9E37_79B9_7F4A_7C15)`,
-//!   - key = `"k{h % keys}"`;
+//!   - key = `"k{h % keys}"` (`key_distribution = "uniform"`, the default), or with
+//!     `key_distribution = { zipf = s }`, `"k{r - 1}"` for a rank `r` in `1..=keys`
+//!     drawn from Zipf's law with exponent `s` (rank `r` with probability
+//!     proportional to `1 / r^s`, see `zipf`) by uniforms from a splitmix64 stream
+//!     seeded with `h ^ ZIPF_SALT`: `k0` is the hottest key;
 //!   - value = `{"id":i,"key":"k..","value":(h >> 32) % 100,"text":"<words>"}`, where
 //!     the words come from a fixed vocabulary of 50 lowercase words picked by a
 //!     splitmix64 sequence seeded with `h ^ g`, appended until the text is at least
@@ -36,6 +40,10 @@ use crate::spec::InvalidField;
 use crate::spec::checks::MAX_EVENT_TIME_MS;
 use crate::spec::units;
 
+mod zipf;
+
+use zipf::Zipf;
+
 /// Default key cardinality.
 pub const DEFAULT_KEYS: u64 = 1000;
 /// Default length of the "text" field, in bytes.
@@ -46,6 +54,9 @@ pub const DEFAULT_START_TIME_MS: i64 = 1_700_000_000_000;
 pub const MAX_VALUE_SIZE: usize = 1 << 20;
 
 const SKEW_SALT: u64 = 0x9E37_79B9_7F4A_7C15;
+const ZIPF_SALT: u64 = 0xD1B5_4A32_D192_ED03;
+/// Largest Zipf exponent: at 10 the hottest key already takes 99.9% of the records.
+pub const MAX_ZIPF_EXPONENT: f64 = 10.0;
 
 const VOCABULARY: [&str; 50] = [
     "river", "stream", "weir", "water", "flow", "bank", "stone", "fish", "reed", "mill", "wheel",
@@ -67,6 +78,9 @@ pub struct GeneratorConfig {
     /// Key cardinality, at least 1.
     #[serde(default = "default_keys")]
     pub keys: u64,
+    /// How keys are drawn from the `keys`.
+    #[serde(default)]
+    pub key_distribution: KeyDistribution,
     /// Approximate length of the value's "text" field, in bytes.
     #[serde(default = "default_value_size")]
     pub value_size: usize,
@@ -82,6 +96,18 @@ pub struct GeneratorConfig {
     #[serde(default, deserialize_with = "units::duration")]
     pub event_time_skew: Duration,
 }
+
+/// `key_distribution`: `"uniform"`, or `{ zipf = s }` for Zipf's law with exponent `s`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum KeyDistribution {
+    #[default]
+    Uniform,
+    Zipf(f64),
+}
+
+// `validate` refuses a NaN exponent, so equality is an equivalence on every valid config.
+impl Eq for KeyDistribution {}
 
 fn default_keys() -> u64 {
     DEFAULT_KEYS
@@ -103,6 +129,7 @@ impl GeneratorConfig {
             count,
             rate: 0,
             keys: DEFAULT_KEYS,
+            key_distribution: KeyDistribution::Uniform,
             value_size: DEFAULT_VALUE_SIZE,
             seed: 0,
             start_time: DEFAULT_START_TIME_MS,
@@ -114,6 +141,16 @@ impl GeneratorConfig {
     pub fn validate(&self) -> Result<(), InvalidField> {
         if self.keys == 0 {
             return Err(InvalidField::new("keys", "keys must be at least 1"));
+        }
+        if let KeyDistribution::Zipf(s) = self.key_distribution
+            && !(s > 0.0 && s <= MAX_ZIPF_EXPONENT)
+        {
+            return Err(InvalidField::new(
+                "key_distribution",
+                format!(
+                    "the zipf exponent must be above 0 and at most {MAX_ZIPF_EXPONENT}, not {s}"
+                ),
+            ));
         }
         if self.value_size > MAX_VALUE_SIZE {
             return Err(InvalidField::new(
@@ -169,9 +206,10 @@ impl GeneratorConfig {
         let h = xxh3_64_with_seed(&bytes, self.seed);
         let g = xxh3_64_with_seed(&bytes, self.seed ^ SKEW_SALT);
 
+        let key = self.key_index(h, scratch);
         scratch.key.clear();
         // Writing into a Vec cannot fail.
-        let _ = write!(scratch.key, "k{}", h % self.keys.max(1));
+        let _ = write!(scratch.key, "k{key}");
 
         scratch.value.clear();
         let _ = write!(scratch.value, "{{\"id\":{i},\"key\":\"");
@@ -207,11 +245,30 @@ impl GeneratorConfig {
     }
 }
 
-/// Reusable buffers for [`GeneratorConfig::push_record`].
+impl GeneratorConfig {
+    /// The index of record `h`'s key, in `0..keys`.
+    fn key_index(&self, h: u64, scratch: &mut Scratch) -> u64 {
+        let keys = self.keys.max(1);
+        match self.key_distribution {
+            KeyDistribution::Uniform => h % keys,
+            KeyDistribution::Zipf(s) => {
+                let zipf = match &scratch.zipf {
+                    Some(zipf) if zipf.is(keys, s) => zipf,
+                    _ => scratch.zipf.insert(Zipf::new(keys, s)),
+                };
+                let mut stream = h ^ ZIPF_SALT;
+                zipf.sample(|| zipf::unit_interval(splitmix64(&mut stream))) - 1
+            }
+        }
+    }
+}
+
+/// Reusable buffers for [`GeneratorConfig::push_record`], and the Zipf constants.
 #[derive(Debug, Default)]
 pub struct Scratch {
     key: Vec<u8>,
     value: Vec<u8>,
+    zipf: Option<Zipf>,
 }
 
 fn splitmix64(state: &mut u64) -> u64 {
@@ -498,5 +555,46 @@ mod tests {
         // 50 records/s for this subtask: about 5 more after 100 ms (more on a slow machine,
         // but nowhere near the 500 an unthrottled poll would return).
         assert!((5..=60).contains(&batch.len()), "{}", batch.len());
+    }
+
+    #[test]
+    fn zipf_keys_are_skewed_and_deterministic() {
+        let cfg = GeneratorConfig {
+            keys: 1000,
+            key_distribution: KeyDistribution::Zipf(1.1),
+            ..config()
+        };
+        let records = drain(
+            &mut GeneratorSource::open(cfg.clone(), 0, 1, None).expect("open"),
+            64,
+        );
+        let mut counts = std::collections::HashMap::<Vec<u8>, usize>::new();
+        for (key, value, _) in &records {
+            let v: serde_json::Value = serde_json::from_slice(value).expect("value is JSON");
+            assert_eq!(v["key"].as_str().map(str::as_bytes), Some(key.as_slice()));
+            let index: u64 = std::str::from_utf8(&key[1..])
+                .expect("utf-8")
+                .parse()
+                .expect("k<n>");
+            assert!(index < 1000, "{index}");
+            *counts.entry(key.clone()).or_default() += 1;
+        }
+        // 1,000 records over 1,000 keys: uniform would give k0 about one; Zipf(1.1)
+        // gives it 1/H(1000, 1.1), about 18% (the pmf itself is tested in `zipf`).
+        let hottest = counts[b"k0".as_slice()];
+        assert!((120..=260).contains(&hottest), "k0 seen {hottest} times");
+        assert!(counts.values().all(|&c| c <= hottest));
+        let split: Vec<_> = (0..3)
+            .flat_map(|j| {
+                drain(
+                    &mut GeneratorSource::open(cfg.clone(), j, 3, None).expect("open"),
+                    7,
+                )
+            })
+            .collect();
+        let (mut a, mut b) = (records, split);
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "the same records at every parallelism");
     }
 }
