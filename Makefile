@@ -195,10 +195,15 @@ demo-kafka: build guests
 demo-serve: build guests
 	bash scripts/demo-serve.sh
 
+# The bench's broker runs as kafka-server-start.sh runs one (1 GiB heap, G1, full JIT),
+# not the tests' light JVM (C1 only), so the broker is not what the ceilings measure.
+BENCH_BROKER_HEAP ?= -Xmx1g -Xms1g
+BENCH_BROKER_JVM ?= -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
+
 bench: build guests
 	cargo build --quiet -p weir-tests --bins
 	$(CARGO_TARGET_DIR)/debug/weir-bench --out build/bench.json
-	@kafkaenv=$$($(KAFKA) up) || { echo "make bench: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
+	@kafkaenv=$$(WEIR_KAFKA_HEAP_OPTS="$(BENCH_BROKER_HEAP)" WEIR_KAFKA_JVM_OPTS="$(BENCH_BROKER_JVM)" $(KAFKA) up) || { echo "make bench: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
 	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down' EXIT; \
 	  $(CARGO_TARGET_DIR)/debug/weir-kafka-bench --out build/kafka-bench.json
 

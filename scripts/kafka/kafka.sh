@@ -43,6 +43,8 @@
 #   transactions ARGS...  org.apache.kafka.tools.TransactionsCommand
 #   produce ARGS...       org.apache.kafka.tools.ConsoleProducer
 #   consume ARGS...       org.apache.kafka.tools.consumer.ConsoleConsumer
+#   producer-perf ARGS... org.apache.kafka.tools.ProducerPerformance (kafka-producer-perf-test)
+#   consumer-perf ARGS... org.apache.kafka.tools.ConsumerPerformance (kafka-consumer-perf-test)
 #   run CLASS ARGS...     any main class on the Kafka classpath, ARGS as given
 #             The other tool commands add `--bootstrap-server <running broker>` unless
 #             ARGS already name one. Examples:
@@ -123,6 +125,8 @@ HEAP_OPTS=${WEIR_KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
 JVM_OPTS=${WEIR_KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}
 # Short-lived tool JVMs (format, CLI tools): small heap, fast start.
 TOOL_JVM_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+# Kafka's perf tools measure throughput: full JIT and G1, as kafka-run-class.sh runs them.
+PERF_JVM_OPTS="-Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true"
 
 PIDFILE="$DIR/kafka.pid"
 LOGFILE="$DIR/kafka.log"
@@ -499,7 +503,7 @@ run_tool() {
     set -- --bootstrap-server "$(bootstrap)" "$@"
   fi
   # shellcheck disable=SC2086
-  exec "$JAVA" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
+  exec "$JAVA" ${RUN_TOOL_JVM_OPTS:-$TOOL_JVM_OPTS} -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-tools.properties" \
     -cp "$LIBS/*" "$class" "$@"
 }
 
@@ -525,6 +529,8 @@ case "$cmd" in
     run_tool yes org.apache.kafka.tools.TransactionsCommand "$@" ;;
   produce) run_tool yes org.apache.kafka.tools.ConsoleProducer "$@" ;;
   consume) run_tool yes org.apache.kafka.tools.consumer.ConsoleConsumer "$@" ;;
+  producer-perf) RUN_TOOL_JVM_OPTS=$PERF_JVM_OPTS run_tool yes org.apache.kafka.tools.ProducerPerformance "$@" ;;
+  consumer-perf) RUN_TOOL_JVM_OPTS=$PERF_JVM_OPTS run_tool yes org.apache.kafka.tools.ConsumerPerformance "$@" ;;
   run)
     [ $# -ge 1 ] || die "usage: kafka.sh run MAIN_CLASS [ARGS...]"
     run_tool no "$@" ;;

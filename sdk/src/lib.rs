@@ -24,8 +24,9 @@
 //! is a [`Record`] (map), an `Option<Record>` (filter) or a `Vec<Record>` (flat-map,
 //! zero or more, in order). `Err(e)` refuses that one record: the runtime routes it to
 //! the pipeline's dead-letter output with `e`'s message, and the rest of the batch
-//! carries on. A panic, by contrast, traps: the whole pipeline fails and restarts from
-//! its last checkpoint.
+//! carries on. A panic, by contrast, traps: the pipeline fails naming the record and
+//! restarts from its last checkpoint, unless its step says `on_error = "dead-letter"`
+//! (then that record goes to the dead letters with the panic as its reason).
 //!
 //! A `Record` owns copies of its key and value. To skip that copy, take a
 //! [`RecordRef<'_>`](RecordRef) instead, borrowed from the input batch, and return the

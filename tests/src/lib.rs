@@ -503,8 +503,17 @@ topic = "{output}"
 
     /// Creates `topic` with `partitions` partitions (replication 1: one broker).
     pub fn create_topic(topic: &str, partitions: i32) {
+        create_topic_with(topic, partitions, &[]);
+    }
+
+    /// `create_topic` with topic configs, e.g. `("message.timestamp.type",
+    /// "LogAppendTime")`.
+    pub fn create_topic_with(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        for (key, value) in configs {
+            new = new.set(key, value);
+        }
         let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
         let results =
             weir::connector::kafka::client::block_on(admin.create_topics([&new], &opts), TIMEOUT)
@@ -581,6 +590,15 @@ topic = "{output}"
     /// Every record of `topic` as (key, value) text, read from the beginning of every
     /// partition to its end with `isolation` ("read_committed" or "read_uncommitted").
     pub fn read_all(topic: &str, isolation: &str) -> Vec<(String, String)> {
+        read_all_timed(topic, isolation)
+            .into_iter()
+            .map(|(key, value, _)| (key, value))
+            .collect()
+    }
+
+    /// `read_all` with each record's timestamp (ms; the broker's append time on a topic
+    /// with `message.timestamp.type = LogAppendTime`).
+    pub fn read_all_timed(topic: &str, isolation: &str) -> Vec<(String, String, i64)> {
         // The log end of every partition, records and transaction markers included,
         // taken before reading: the read is complete only once the consumer's position
         // reaches it. (With read_committed, a partition EOF only means "at the last
@@ -673,6 +691,7 @@ topic = "{output}"
                     out.push((
                         String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(),
                         String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(),
+                        m.timestamp().to_millis().unwrap_or(-1),
                     ));
                 }
                 Some(Err(e)) => panic!("reading {topic}: {e}"),

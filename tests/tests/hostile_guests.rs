@@ -548,3 +548,39 @@ fn a_guest_failing_on_everything_still_fails_the_step() {
     );
     assert!(committed_lines(&dir.path().join("out")).is_empty());
 }
+
+/// Issue 35 item 5, for an aggregate step: the update call holding a record on which the
+/// guest panics is retried one record at a time; with `on_error = "dead-letter"` that
+/// record goes to the dead letters, named, and every other record counts once.
+#[test]
+fn an_aggregate_record_that_traps_alone_is_a_dead_letter_when_the_step_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = on_error_spec(dir.path(), "agg_panicker", "a\nboom\nb\nc\n", "dead-letter");
+    let text = std::fs::read_to_string(&spec).expect("spec").replacen(
+        "type = \"map\"",
+        "type = \"aggregate\"",
+        1,
+    );
+    std::fs::write(&spec, text).expect("write spec");
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // Unwindowed: the key's count after each update; every line has the empty key.
+    let counts: Vec<u64> = committed_lines(&dir.path().join("out"))
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            v["count"].as_u64().expect("count")
+        })
+        .collect();
+    assert_eq!(counts.iter().max(), Some(&3), "{counts:?}");
+    let dead = committed_lines(&dir.path().join("dead"));
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let letter: serde_json::Value = serde_json::from_str(&dead[0]).expect("JSON dead letter");
+    assert_eq!(letter["value"], "boom");
+    let reason = letter["reason"].as_str().expect("reason");
+    assert!(
+        reason.starts_with("on input record 1 of this subtask: agg_panicker.wasm: guest panicked")
+            && reason.ends_with("weir-test: aggregator panicked on purpose"),
+        "{reason}"
+    );
+}

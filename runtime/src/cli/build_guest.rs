@@ -9,9 +9,10 @@
 //!   or `@weir_guest.map`, a JavaScript `export const aggregate` or `export const map`;
 //!   Rust's attribute macro fixes it at compile time. Code with neither (or both) is
 //!   refused before any build.
-//! - Rust builds with `cargo build --release --target wasm32-wasip2` in DIR (the
-//!   project's own profile and `.cargo/config.toml`: LTO, `+simd128`; `CARGO_TARGET_DIR`
-//!   is honoured), Python and JavaScript with this checkout's `build.py` / `build.mjs`,
+//! - Rust builds with `cargo build --release --target wasm32-wasip2` in DIR, with the
+//!   project's own profile and `.cargo/config.toml`, and for what a crate leaves unset
+//!   the examples' settings (LTO, one codegen unit, `+simd128`: `rust_guest_flags`);
+//!   `CARGO_TARGET_DIR` is honoured. Python and JavaScript with this checkout's `build.py` / `build.mjs`,
 //!   which refuse a guest whose registration does not match the world.
 //! - The result is loaded as `weir run` would load it (every check, compiled into the
 //!   cache), and one line on stdout names its path, world and SHA-256.
@@ -22,6 +23,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 use super::new_project::checkout;
+use super::rust_guest_flags;
 use crate::engine::CompileLimits;
 
 #[derive(Debug, clap::Args)]
@@ -86,7 +88,12 @@ fn project(dir: &Path) -> anyhow::Result<Project> {
 
 /// `cargo build` of the project; its name and the component copied to `DIR/NAME.wasm`.
 fn build_rust(dir: &Path) -> anyhow::Result<(String, PathBuf)> {
+    let (defaults, words) = rust_guest_flags::for_crate(dir);
+    if !words.is_empty() {
+        eprintln!("weir build: with {words} (the crate leaves them unset)");
+    }
     let output = Command::new("cargo")
+        .envs(defaults)
         .args([
             "build",
             "--release",

@@ -8,6 +8,7 @@ pub mod new_project;
 pub mod pipeline;
 pub mod reset_kafka;
 pub mod run;
+mod rust_guest_flags;
 pub mod serve;
 pub mod server_client;
 pub mod table;

@@ -505,6 +505,7 @@ fn aggregate_config(
         max_accumulator_bytes: agg.max_accumulator_bytes,
         update_and_emit: true,
         state_note,
+        on_error: agg.on_error,
     }
 }
 

@@ -160,6 +160,9 @@
 //!                           # one fails the run naming the module and key;
 //!                           # default "1MiB", >= "1KiB"
 //! config = { }              # optional, as for map
+//! on_error = "fail"         # optional, as for map: a failed update call is retried
+//!                           # per (record, window), each alone with its accumulator;
+//!                           # "dead-letter" refuses the ones that fail alone
 //!
 //! # Sinks: at least one; every sink receives every output record.
 //!

@@ -78,9 +78,11 @@ pub struct MapStep {
     pub on_error: OnError,
 }
 
-/// `on_error` of a map step: what happens when a guest call fails (a trap, a panic, the
-/// call deadline or the memory limit). Either way the batch is first retried record by
-/// record, each alone in a fresh instance, to find the records that fail on their own.
+/// `on_error` of a map or aggregate step: what happens when a guest call fails (a trap,
+/// a panic, the call deadline or the memory limit). Either way the call's records are
+/// first retried record by record, each alone in a fresh instance, to find the records
+/// that fail on their own (for an aggregate, each (record, window) pair of the call
+/// alone with its accumulator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnError {
@@ -109,6 +111,8 @@ pub struct AggregateStep {
     /// Largest accumulator the guest may return; a larger one fails the pipeline.
     pub max_accumulator_bytes: usize,
     pub config: BTreeMap<String, String>,
+    /// What a record whose update call fails on its own does (see `OnError`).
+    pub on_error: OnError,
 }
 
 /// An event-time window, assigned by the runtime from the record timestamp.
@@ -239,6 +243,8 @@ struct RawAggregate {
     max_accumulator_bytes: usize,
     #[serde(default)]
     config: BTreeMap<String, String>,
+    #[serde(default)]
+    on_error: OnError,
 }
 
 fn default_cache_entries() -> usize {
@@ -300,6 +306,7 @@ pub(crate) fn parse_step(item: Item<'_>, base_dir: &Path) -> Result<ParsedStep, 
                 cache_bytes: raw.cache_bytes,
                 max_accumulator_bytes: raw.max_accumulator_bytes,
                 config: raw.config,
+                on_error: raw.on_error,
             }),
             name: raw.name,
         })

@@ -20,6 +20,15 @@
 //!   restore: a window fired before checkpoint n is not fired again after restoring n.
 //! - Records for a window past its allowed lateness go to the dead-letter output and
 //!   are counted as late.
+//! - A failed update call (a trap, a panic, the memory limit, bad output; the call
+//!   deadline too under `on_error = "dead-letter"`) stores nothing; its (record,
+//!   window) pairs are then folded one at a time, each alone with its accumulator, a
+//!   fresh instance after each failure (`retry_alone`): under `"fail"` the operator
+//!   fails naming the first record that fails alone (its index in this subtask's input
+//!   and its key), under `"dead-letter"` each such record goes to the dead-letter
+//!   output once, with the error as its reason, and counts in none of the windows it
+//!   failed in (a hopping window's record may still count in the others). The groups
+//!   of earlier calls of the batch stay folded: a record is never folded twice.
 //! - No accumulator longer than `max_accumulator_bytes` is stored: the guest call that
 //!   returns one fails the operator with [`AccumulatorTooLarge`], naming the module and
 //!   the key. The accumulator cache holds at most `cache.entries` entries and
@@ -43,7 +52,9 @@ use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
-use crate::dataflow::operators::map::{GuestCallError, memory_note, sample_and_recycle};
+use crate::dataflow::operators::map::{
+    GuestCallError, MAX_FAILED_ALONE, fail_alone, memory_note, sample_and_recycle,
+};
 use crate::dataflow::operators::window_index::WindowIndex;
 use crate::dataflow::partition::key_group;
 use crate::dataflow::window::{self, WindowAssigner};
@@ -57,6 +68,7 @@ use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
 use crate::record::snapshot::{self, SnapshotState};
+use crate::spec::OnError;
 use crate::state::{
     CacheBounds, DbSnapshot, KeyGroupSource, KeyHash, KeyedState, SlotId, StateKey,
 };
@@ -117,6 +129,8 @@ pub struct AggregateConfig {
     /// into this step, when another one runs it now (`ModuleChange::state_note`); empty
     /// otherwise.
     pub state_note: String,
+    /// What a (record, window) whose update call fails on its own does.
+    pub on_error: OnError,
 }
 
 /// Where this subtask keeps and checkpoints its state.
@@ -170,6 +184,8 @@ pub struct AggregateOperator {
     /// allowed lateness > 0).
     fired: WindowIndex,
     records_seen: u64,
+    /// Records of the current input batch that failed alone (see `retry_alone`).
+    failed_alone: usize,
     /// The current batch's groups; kept between batches for its buffers.
     groups: Groups,
     /// How each group of the current guest call was read from the state (its `get`).
@@ -323,6 +339,18 @@ impl Groups {
             [self.members_start(range.start) as usize..self.members_start(range.end) as usize]
     }
 
+    /// Group `g` with its record `record` only: a call's (record, window) retried alone.
+    fn one_member(&self, g: usize, record: u32) -> Groups {
+        let mut one = Groups::default();
+        one.keys.extend_from_slice(self.key(g));
+        one.key_ends.push(one.keys.len() as u32);
+        one.window_ends.push(self.window_ends[g]);
+        one.hashes.push(self.hashes[g]);
+        one.members.push(record);
+        one.member_ends.push(1);
+        one
+    }
+
     /// Where group `g`'s records start in `members` (`members.len()` for `g == len()`).
     fn members_start(&self, g: usize) -> u32 {
         match g {
@@ -330,6 +358,13 @@ impl Groups {
             g => self.member_ends[g - 1],
         }
     }
+}
+
+/// A guest update call that failed: the engine's error and the bytes of the call's
+/// input (for the memory note).
+struct FailedCall {
+    source: engine::EngineError,
+    input_bytes: usize,
 }
 
 /// `indices` as ranges of consecutive values, in order: `[3, 4, 5, 9, 2]` is `3..6`,
@@ -436,6 +471,7 @@ impl AggregateOperator {
             pending: WindowIndex::default(),
             fired: WindowIndex::default(),
             records_seen: 0,
+            failed_alone: 0,
             groups: Groups::default(),
             reads: Vec::new(),
         };
@@ -469,21 +505,45 @@ impl AggregateOperator {
         Ok(())
     }
 
+    /// The error of a failed update call: over the whole `batch`, or over its record
+    /// `alone` (the call's only record), naming its index in this subtask's input and
+    /// its key.
     fn guest_error(
         &self,
-        first: u64,
-        end: u64,
-        input_bytes: usize,
-        source: engine::EngineError,
-    ) -> OperatorError {
-        Box::new(GuestCallError {
+        batch: &RecordBatch,
+        alone: Option<u32>,
+        failed: FailedCall,
+    ) -> GuestCallError {
+        let (first, end, key) = match alone {
+            Some(i) => {
+                let first = self.records_seen + u64::from(i);
+                (first, first + 1, Some(batch.get(i as usize).key.to_vec()))
+            }
+            None => (
+                self.records_seen,
+                self.records_seen + batch.len() as u64,
+                None,
+            ),
+        };
+        self.call_error(first..end, key, failed)
+    }
+
+    /// A failed call's error over the input records `records` (`key`: of its one record).
+    fn call_error(
+        &self,
+        records: Range<u64>,
+        key: Option<Vec<u8>>,
+        failed: FailedCall,
+    ) -> GuestCallError {
+        let Range { start: first, end } = records;
+        GuestCallError {
             module: self.config.module.name().to_owned(),
             first,
             end,
-            key: None,
-            note: memory_note(&source, input_bytes) + &self.config.state_note,
-            source,
-        })
+            key,
+            note: memory_note(&failed.source, failed.input_bytes) + &self.config.state_note,
+            source: failed.source,
+        }
     }
 
     /// Reports the instance's linear memory to `gauge` (a pipeline's per-step figure).
@@ -531,11 +591,8 @@ impl AggregateOperator {
     }
 
     /// Folds the groups `range` of `groups` into their accumulators in state with one
-    /// guest call. Records the guest refuses go to `out` as dead letters; a group whose
-    /// window has fired already (a late firing, within its allowed lateness) or that has
-    /// no window is emitted at once (by the same call for an unwindowed aggregate whose
-    /// guest has the fused `update-and-emit`), the others wait in `pending` for the
-    /// watermark.
+    /// guest call; when it fails, retries each (record, window) of it alone (see
+    /// `retry_alone`), or fails at once on a call deadline under `on_error = "fail"`.
     fn update_groups(
         &mut self,
         batch: &RecordBatch,
@@ -543,10 +600,94 @@ impl AggregateOperator {
         range: Range<usize>,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
+        let Err(failed) = self.try_update(batch, groups, range.clone(), out)? else {
+            return Ok(());
+        };
+        if let &[record] = groups.members_of(range.clone()) {
+            return self.failed_alone(batch, record, failed, out);
+        }
+        let deadline = matches!(failed.source, engine::EngineError::CpuDeadline { .. });
+        let batch_error = self.guest_error(batch, None, failed);
+        if deadline && self.config.on_error == OnError::Fail {
+            return Err(batch_error.into());
+        }
+        self.retry_alone(batch, groups, range, batch_error, out)
+    }
+
+    /// The call over the groups `range` failed with `batch_error`: each of their
+    /// (record, window) pairs is folded alone, in a fresh instance after each failure,
+    /// in input order within each group. Under `"fail"` the step fails naming the first
+    /// record that fails alone, or with `batch_error` when none does; under
+    /// `"dead-letter"` each such record is refused once, with that error as its reason
+    /// (at most [`MAX_FAILED_ALONE`] per input batch, else the step fails).
+    fn retry_alone(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &Groups,
+        range: Range<usize>,
+        batch_error: GuestCallError,
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        let mut failures = 0;
+        let mut refused = BTreeSet::new();
+        for g in range {
+            for &record in groups.members_of(g..g + 1) {
+                let one = groups.one_member(g, record);
+                if let Err(failed) = self.try_update(batch, &one, 0..1, out)? {
+                    failures += 1;
+                    if refused.insert(record) || self.config.on_error == OnError::Fail {
+                        self.failed_alone(batch, record, failed, out)?;
+                    }
+                }
+            }
+        }
+        if failures == 0 && self.config.on_error == OnError::Fail {
+            return Err(batch_error.into());
+        }
+        Ok(())
+    }
+
+    /// Record `record` failed alone: refused under `"dead-letter"` (up to
+    /// [`MAX_FAILED_ALONE`] per input batch), else the step fails naming it.
+    fn failed_alone(
+        &mut self,
+        batch: &RecordBatch,
+        record: u32,
+        failed: FailedCall,
+        out: &mut Output,
+    ) -> Result<(), OperatorError> {
+        self.failed_alone += 1;
+        let error = self.guest_error(batch, Some(record), failed);
+        if self.config.on_error == OnError::Fail || self.failed_alone > MAX_FAILED_ALONE {
+            return Err(fail_alone(error, self.failed_alone).into());
+        }
+        let r = batch.get(record as usize);
+        out.reject(
+            &self.config.id,
+            error.to_string(),
+            r.key,
+            r.value,
+            r.timestamp,
+        );
+        Ok(())
+    }
+
+    /// One guest call over the groups `range`: records the guest refuses go to `out` as
+    /// dead letters; a group whose window has fired already (a late firing, within its
+    /// allowed lateness) or that has no window is emitted at once (by the same call for
+    /// an unwindowed aggregate whose guest has the fused `update-and-emit`), the others
+    /// wait in `pending` for the watermark. A failed call changes nothing (the instance
+    /// is dropped) and is handed back.
+    fn try_update(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &Groups,
+        range: Range<usize>,
+        out: &mut Output,
+    ) -> Result<Result<(), FailedCall>, OperatorError> {
         let input = self.guest_input(batch, groups, range.clone())?;
         // group-batch record index -> input record index, for rejections
         let origin = groups.members_of(range.clone());
-        let first = self.records_seen;
         let input_bytes = input
             .records
             .byte_len()
@@ -559,11 +700,17 @@ impl AggregateOperator {
             Ok(instance) => instance.update(input).map(|output| (output, None)),
             Err(e) => Err(e),
         };
-        let (output, emitted) = result.map_err(|e| {
-            self.instance = None;
-            self.after_call();
-            self.guest_error(first, first + batch.len() as u64, input_bytes, e)
-        })?;
+        let (output, emitted) = match result {
+            Ok(result) => result,
+            Err(source) => {
+                self.instance = None;
+                self.after_call();
+                return Ok(Err(FailedCall {
+                    source,
+                    input_bytes,
+                }));
+            }
+        };
         self.after_call();
         self.reject_refused(batch, origin, &output.rejections, out);
         let emit = if emitted.is_some() {
@@ -575,7 +722,7 @@ impl AggregateOperator {
         if let Some(records) = emitted {
             out.emit(records);
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// The guest's input for the groups `range`: each group's accumulator from state (none
@@ -809,10 +956,14 @@ impl AggregateOperator {
             Ok(instance) => instance.emit(input),
             Err(e) => Err(e),
         };
-        let mut records = result.map_err(|e| {
+        let mut records = result.map_err(|source| {
             self.instance = None;
             self.after_call();
-            self.guest_error(first, first, input_bytes, e)
+            let failed = FailedCall {
+                source,
+                input_bytes,
+            };
+            Box::new(self.call_error(first..first, None, failed))
         })?;
         self.after_call();
         if let Some(end) = end {
@@ -900,6 +1051,7 @@ impl Operator for AggregateOperator {
         let max_parallelism = self.config.max_parallelism;
         let mut groups = std::mem::take(&mut self.groups);
         groups.clear();
+        self.failed_alone = 0;
         let mut windows = Vec::new();
         for (i, r) in batch.iter().enumerate() {
             let group = key_group(r.key, max_parallelism);

@@ -31,6 +31,7 @@ fn config(allowed_lateness_ms: i64) -> AggregateConfig {
         max_accumulator_bytes: 1 << 20,
         update_and_emit: true,
         state_note: String::new(),
+        on_error: OnError::Fail,
     }
 }
 
@@ -533,4 +534,155 @@ fn consecutive_runs_cut_indices_where_they_stop_counting_up() {
     assert_eq!(runs(&[3, 4, 5, 9, 2]), vec![3..6, 9..10, 2..3]);
     assert_eq!(runs(&[0, 1, 1, 2]), vec![0..2, 1..3]);
     assert_eq!(runs(&[5, 4, 3]), vec![5..6, 4..5, 3..4]);
+}
+
+/// `agg_panicker` (a count per key that panics on a record valued `boom`), three groups
+/// per call, with `on_error`.
+fn panicker(windows: WindowAssigner, on_error: OnError) -> AggregateConfig {
+    let engine = WasmEngine::new(None).expect("engine");
+    let module = engine
+        .load(&guest_path("agg_panicker"))
+        .expect("load agg_panicker");
+    AggregateConfig {
+        module: Arc::new(module),
+        windows,
+        batch_size: 3,
+        on_error,
+        ..config(0)
+    }
+}
+
+/// Records `(key, value)` at event times 1, 2, ...
+fn values(records: &[(&str, &str)]) -> RecordBatch {
+    let mut b = RecordBatch::default();
+    for (i, (key, value)) in records.iter().enumerate() {
+        b.push(key.as_bytes(), value.as_bytes(), i as i64 + 1);
+    }
+    b
+}
+
+/// The counts emitted, as `key=count`, in order.
+fn counts(out: &mut Output) -> Vec<String> {
+    drain_records(out)
+        .into_iter()
+        .map(|(key, value, _)| {
+            let v: serde_json::Value = serde_json::from_str(&value).expect("json");
+            format!("{key}={}", v["count"])
+        })
+        .collect()
+}
+
+/// Issue 35: under `on_error = "dead-letter"` an update call that traps is retried one
+/// (record, window) at a time; the record that traps alone goes to the dead letters,
+/// named, and every other record of the call counts exactly once, its key's state
+/// carrying on in later batches.
+#[test]
+fn an_update_record_that_traps_alone_is_dead_lettered_and_the_others_count_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(
+        panicker(WindowAssigner::Global, OnError::DeadLetter),
+        location(dir.path(), "work"),
+    );
+    let mut out = Output::default();
+    let first = values(&[
+        ("a", "1"),
+        ("b", "1"),
+        ("a", "boom"),
+        ("c", "1"),
+        ("d", "1"),
+    ]);
+    op.handle_batch(first, &mut out).expect("batch");
+    // The call over a, b and c trapped: each retried alone; d's call was fine.
+    assert_eq!(counts(&mut out), ["a=1", "b=1", "c=1", "d=1"]);
+    let letters: Vec<_> = out.dead_letters.drain(..).collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(
+        (&letters[0].key[..], &letters[0].value[..]),
+        (&b"a"[..], &b"boom"[..])
+    );
+    assert!(
+        letters[0]
+            .reason
+            .contains("on input record 2 (key \"a\") of this subtask")
+            && letters[0]
+                .reason
+                .contains("weir-test: aggregator panicked on purpose"),
+        "{}",
+        letters[0].reason
+    );
+    op.handle_batch(values(&[("a", "1"), ("b", "1")]), &mut out)
+        .expect("batch");
+    assert_eq!(counts(&mut out), ["a=2", "b=2"]);
+    assert!(out.dead_letters.is_empty());
+}
+
+/// The same in a window: the trapping record counts in no window; the window fires
+/// with the others.
+#[test]
+fn a_windowed_update_record_that_traps_alone_counts_in_no_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tumbling = WindowAssigner::Tumbling { size_ms: 10_000 };
+    let mut op = open(
+        panicker(tumbling, OnError::DeadLetter),
+        location(dir.path(), "work"),
+    );
+    let mut out = Output::default();
+    let batch = values(&[
+        ("a", "1"),
+        ("a", "boom"),
+        ("b", "1"),
+        ("a", "1"),
+        ("c", "boom"),
+    ]);
+    op.handle_batch(batch, &mut out).expect("batch");
+    assert_eq!(counts(&mut out), Vec::<String>::new(), "nothing fires yet");
+    let refused: Vec<_> = out.dead_letters.drain(..).map(|d| d.key).collect();
+    assert_eq!(refused, [b"a".to_vec(), b"c".to_vec()]);
+    op.handle_watermark(Watermark(9_999), &mut out)
+        .expect("watermark");
+    assert_eq!(counts(&mut out), ["a=2", "b=1"]);
+}
+
+/// Under `on_error = "fail"` the step fails naming the record that traps alone: its
+/// index in this subtask's input (over batches) and its key, and the guest's message.
+#[test]
+fn an_update_record_that_traps_alone_fails_the_step_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(
+        panicker(WindowAssigner::Global, OnError::Fail),
+        location(dir.path(), "work"),
+    );
+    let mut out = Output::default();
+    op.handle_batch(values(&[("a", "1"), ("b", "1"), ("c", "1")]), &mut out)
+        .expect("batch");
+    let err = op
+        .handle_batch(values(&[("x", "1"), ("y", "1"), ("y", "boom")]), &mut out)
+        .expect_err("the guest panics")
+        .to_string();
+    assert!(
+        err.starts_with("on input record 5 (key \"y\") of this subtask: agg_panicker.wasm: ")
+            && err.contains("weir-test: aggregator panicked on purpose"),
+        "{err}"
+    );
+}
+
+/// A guest that fails on more than `MAX_FAILED_ALONE` records of one call fails the
+/// step even under `"dead-letter"`: it fails on everything, not on a few bad records.
+#[test]
+fn too_many_records_failing_alone_fail_the_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(
+        panicker(WindowAssigner::Global, OnError::DeadLetter),
+        location(dir.path(), "work"),
+    );
+    let keys: Vec<String> = (0..MAX_FAILED_ALONE + 1).map(|i| format!("k{i}")).collect();
+    let mut batch = RecordBatch::default();
+    for key in &keys {
+        batch.push(key.as_bytes(), b"boom", 1);
+    }
+    let err = op
+        .handle_batch(batch, &mut Output::default())
+        .map(|_| ())
+        .expect_err("too many failures");
+    assert!(err.to_string().contains("more than 16 records"), "{err}");
 }

@@ -282,7 +282,7 @@ impl MapOperator {
 
 /// The error a step fails with after its records were retried alone: the record's own,
 /// and, past [`MAX_FAILED_ALONE`], saying so.
-fn fail_alone(mut error: GuestCallError, failed: usize) -> GuestCallError {
+pub(crate) fn fail_alone(mut error: GuestCallError, failed: usize) -> GuestCallError {
     if failed > MAX_FAILED_ALONE {
         error.note.push_str(&format!(
             " (more than {MAX_FAILED_ALONE} records of one batch failed alone: the guest fails on everything, not on a few bad records)"

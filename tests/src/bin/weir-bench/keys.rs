@@ -99,20 +99,20 @@ fn row(work: &Workload, runs: &[Timed]) -> Value {
     })
 }
 
-/// Each row's `cpu_ratio`: its CPU per record over its step's baseline row's.
+/// Each row's `cpu_ratio`: its CPU per record over that of the baseline row of the same
+/// step and record count (so start-up weighs the same on both sides).
 fn with_ratios(mut rows: Vec<Value>) -> Vec<Value> {
     let cpu = |r: &Value| r["process_cpu_ns_per_record"].as_f64().unwrap_or(f64::NAN);
-    let baselines: Vec<(bool, f64)> = rows
+    let baselines: Vec<(Value, Value, f64)> = rows
         .iter()
         .filter(|r| r["keys"] == FEW_KEYS)
-        .map(|r| (r["windowed"] == true, cpu(r)))
+        .map(|r| (r["windowed"].clone(), r["records"].clone(), cpu(r)))
         .collect();
     for r in &mut rows {
-        let windowed = r["windowed"] == true;
         let base = baselines
             .iter()
-            .find(|b| b.0 == windowed)
-            .map_or(f64::NAN, |b| b.1);
+            .find(|b| b.0 == r["windowed"] && b.1 == r["records"])
+            .map_or(f64::NAN, |b| b.2);
         r["cpu_ratio"] = json!(cpu(r) / base);
     }
     rows

@@ -1,7 +1,9 @@
 //! `weir-kafka-bench`: Kafka -> Kafka throughput of Weir against the local broker
-//! (`KAFKA_BOOTSTRAP`), each figure beside a ceiling measured in the same run:
+//! (`KAFKA_BOOTSTRAP`), each figure beside ceilings measured in the same run:
 //!
-//! (a) ceiling: a tuned librdkafka copy, no Weir, two threads with the partitions split
+//! (p), (q) the ceiling: Kafka's own producer and consumer perf tools on the same broker
+//!     (see `perf_tools`); no copy through the broker runs faster than the slower.
+//! (a) a tuned librdkafka copy, no Weir, two threads with the partitions split
 //!     between them like Weir's two subtasks. Each thread reads every partition from
 //!     its own queue (`split_partition_queue`), takes up to a batch (1,024 records) from
 //!     each, produces them all, then serves the producer (`BaseProducer::poll`); it
@@ -16,11 +18,21 @@
 //! (c) the same with `delivery = "exactly-once"` and checkpoints every second, and
 //!     (c100) every 100 ms.
 //!
+//! Two rates per scenario. "records/s" is records over the whole wall time. "steady" is
+//! taken from the output itself: every output topic is created with
+//! `message.timestamp.type = LogAppendTime`, so each record read back carries the
+//! broker's clock when it was appended; the middle 80% of a run's output records (by
+//! that time) over the time between the first and the last of them, as input records:
+//! `0.8 x records / (t90 - t10)`. The same window for every scenario, start-up and the
+//! tail left out. (For the word counts the output is a changelog, about one record per
+//! key per batch, so its progress stands for the input's.)
+//!
 //! (b) and (c) run the real `weir run --quiet SPEC` binary and are timed from spawn to
 //! exit (process wall time, start-up and shutdown included: every rate is records over
 //! that whole time); the same run on an empty topic shows what start-up and shutdown
 //! cost, never taken off. Peak RSS is the child's `VmHWM` (/proc/<pid>/status), read
-//! every 20 ms until it exits. Every scenario's output topic is read back
+//! every 20 ms until it exits; the broker's RSS (`VmRSS`) is read after each scenario.
+//! Every scenario's output topic is read back
 //! (read_committed) and every record checked: each id exactly once, each value exactly
 //! the input's (uppercased by the guest). Then the exactly-once latency (produce ->
 //! read_committed) at 100 ms, 500 ms and 1 s checkpoint intervals.
@@ -35,7 +47,7 @@
 //! topic), one-time costs that a long-running pipeline does not see again.
 //!
 //! Usage: weir-kafka-bench [--records N] [--out PATH]
-//!                         [--only a,b,c,c100,w2,w3,k1,k2,k3,latency]
+//!                         [--only p,q,a,b,c,c100,w2,w3,k1,k2,k3,latency]
 //!                         [--source-buffer SIZE] [--sink-buffer SIZE]
 //!                         [--keyed-interval DURATION] [--repartition-partitions R]
 //! N defaults to 1,000,000; `--only` picks scenarios (default: all).
@@ -65,6 +77,8 @@ use weir::connector::kafka::{KafkaSinkConfig, KafkaSourceConfig};
 use weir_tests::kafka::{self, Input};
 use weir_tests::process_cpu::{CpuMark, CpuUse};
 use weir_tests::{guest, repo_root, take_stderr};
+
+mod perf_tools;
 
 const PARTITIONS: i32 = 3;
 const VALUE_BYTES: usize = 100;
@@ -494,9 +508,11 @@ fn run_spec(run: &WeirRun<'_>, spec: &Path, input: &str) -> anyhow::Result<(f64,
 
 /// Reads the word counts in `output` back with read_committed and checks them: every
 /// word of the input, each word's highest count its number of records, `records` in all.
-fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<()> {
+/// Returns the output records' timestamps.
+fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<Vec<i64>> {
     let mut highest: BTreeMap<String, u64> = BTreeMap::new();
-    for value in kafka::committed_values(output) {
+    let read = kafka::read_all_timed(output, "read_committed");
+    for (_, value, _) in &read {
         let json: serde_json::Value = serde_json::from_str(&value)
             .with_context(|| format!("a word count in {output}: {value}"))?;
         let (Some(word), Some(count)) = (json["word"].as_str(), json["count"].as_u64()) else {
@@ -511,21 +527,22 @@ fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<()> {
         highest.len(),
         highest.values().sum::<u64>()
     );
-    Ok(())
+    Ok(read.into_iter().map(|(_, _, t)| t).collect())
 }
 
 /// Reads `output` back with read_committed and checks every record: each id of
 /// `0..records` exactly once, each value exactly what the input's was (`value(id)`),
 /// uppercased if `upper`. One loss plus one duplicate fails, as does a changed byte.
-fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<()> {
-    let values = kafka::committed_values(output);
+/// Returns the records' timestamps.
+fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<Vec<i64>> {
+    let read = kafka::read_all_timed(output, "read_committed");
     ensure!(
-        values.len() as u64 == records,
+        read.len() as u64 == records,
         "output topic {output} holds {} records read_committed, expected {records}",
-        values.len()
+        read.len()
     );
     let mut seen = vec![false; records as usize];
-    for got in &values {
+    for (_, got, _) in &read {
         let id = got
             .get("record ".len().."record ".len() + 10)
             .and_then(|digits| digits.parse::<u64>().ok())
@@ -544,13 +561,17 @@ fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<()> {
             "output topic {output}: record {id} twice"
         );
     }
-    Ok(())
+    Ok(read.into_iter().map(|(_, _, t)| t).collect())
 }
 
 struct Row {
     scenario: &'static str,
     records: u64,
     seconds: f64,
+    /// The steady-state rate from the output's append times (see the module docs).
+    steady: Option<f64>,
+    /// The broker's resident set after the run.
+    broker_rss: Option<u64>,
     /// Peak RSS of the `weir run` process (Weir scenarios only).
     peak_rss: Option<u64>,
     /// Wall time of the same `weir run` on an empty input: start-up and shutdown.
@@ -564,9 +585,59 @@ struct Row {
 }
 
 impl Row {
+    /// A row with nothing but its rate and CPU.
+    fn new(scenario: &'static str, records: u64, seconds: f64, cpu: CpuUse) -> Row {
+        Row {
+            scenario,
+            records,
+            seconds,
+            steady: None,
+            broker_rss: broker_rss(),
+            peak_rss: None,
+            fixed_seconds: None,
+            warm_up: None,
+            cpu,
+        }
+    }
+
     fn rate(&self) -> f64 {
         self.records as f64 / self.seconds
     }
+}
+
+/// The broker's resident set now (`VmRSS`), in bytes.
+fn broker_rss() -> Option<u64> {
+    let pid = weir_tests::process_cpu::kafka_broker_pid()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A fresh output topic whose records carry the broker's append time.
+pub fn output_topic(prefix: &str) -> String {
+    let topic = kafka::unique_name(prefix);
+    kafka::create_topic_with(
+        &topic,
+        PARTITIONS,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    topic
+}
+
+/// The steady-state rate of a run over `records` input records, from its output's
+/// append times (ms) at or after `since_ms`: the middle 80% of those output records
+/// over the time between the first and the last of them, scaled to input records.
+/// `None` when too few records, or all in one millisecond.
+pub fn steady_rate(records: u64, mut times: Vec<i64>, since_ms: i64) -> Option<f64> {
+    times.retain(|t| *t >= since_ms);
+    times.sort_unstable();
+    let n = times.len();
+    if n < 10 {
+        return None;
+    }
+    let (first, last) = (times[n / 10], times[n * 9 / 10]);
+    (last > first).then(|| 0.8 * records as f64 / ((last - first) as f64 / 1e3))
 }
 
 /// End-to-end latency of exactly-once: `count` records produced at `rate` records/s,
@@ -708,7 +779,7 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE] [--keyed-interval DURATION] [--repartition-partitions R]";
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only p,q,a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE] [--keyed-interval DURATION] [--repartition-partitions R]";
 /// Distinct keys of the word-count scenarios (k1-k3).
 const WORDS: u64 = 10_000;
 /// The word-count scenarios' warm-up run reads `records / WARM_UP_PART` records first.
@@ -856,6 +927,12 @@ fn main() -> anyhow::Result<()> {
     let input = produce_input(args.records, now);
     let dir = tempfile::tempdir()?;
     let mut rows = Vec::new();
+    if args.wanted("p") {
+        rows.push(perf_tools::producer_row(args.records, args.budgets)?);
+    }
+    if args.wanted("q") {
+        rows.push(perf_tools::consumer_row(&input, args.records)?);
+    }
     if args.wanted("a") {
         rows.push(ceiling_row(&input, &args)?);
     }
@@ -891,8 +968,7 @@ fn produce_input(records: u64, now: i64) -> String {
 /// (a): the tuned librdkafka copy, its output checked record by record.
 fn ceiling_row(input: &str, args: &Args) -> anyhow::Result<Row> {
     let records = args.records;
-    let out_a = kafka::unique_name("bench-out-plain");
-    kafka::create_topic(&out_a, PARTITIONS);
+    let out_a = output_topic("bench-out-plain");
     eprintln!("(a) tuned librdkafka copy -> {out_a}");
     let mark = CpuMark::now();
     let (copied, seconds) = plain_copy(input, &out_a, args.budgets)?;
@@ -901,15 +977,10 @@ fn ceiling_row(input: &str, args: &Args) -> anyhow::Result<Row> {
         copied == records,
         "plain copy read {copied} records, expected {records}"
     );
-    verify(&out_a, records, false)?;
+    let times = verify(&out_a, records, false)?;
     Ok(Row {
-        scenario: "(a) librdkafka copy, no Weir",
-        records,
-        seconds,
-        peak_rss: None,
-        fixed_seconds: None,
-        warm_up: None,
-        cpu,
+        steady: steady_rate(records, times, 0),
+        ..Row::new("(a) librdkafka copy, no Weir", records, seconds, cpu)
     })
 }
 
@@ -936,8 +1007,7 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
         if !args.wanted(key) {
             continue;
         }
-        let output = kafka::unique_name(&format!("bench-out-{delivery}"));
-        kafka::create_topic(&output, PARTITIONS);
+        let output = output_topic(&format!("bench-out-{delivery}"));
         eprintln!("{scenario} -> {output}");
         let run = WeirRun {
             shape,
@@ -951,28 +1021,31 @@ fn weir_rows(dir: &Path, input: &str, args: &Args, now: i64) -> anyhow::Result<V
             workers,
             repartition_partitions: args.repartition_partitions,
         };
-        let (seconds, peak, warm_up, cpu) = match shape {
+        let m = match shape {
             Shape::Uppercase => {
                 let mark = CpuMark::now();
                 let (seconds, peak) = weir_run(dir, &run, input, &output)?;
                 let cpu = mark.elapsed();
-                verify(&output, args.records, true)?;
-                (seconds, peak, None, cpu)
+                let times = verify(&output, args.records, true)?;
+                MeasuredRun {
+                    seconds,
+                    peak,
+                    warm_up: None,
+                    cpu,
+                    steady: steady_rate(args.records, times, 0),
+                }
             }
-            Shape::WordCount => {
-                let m = word_count_run(dir, &run, &words, &output)?;
-                (m.seconds, m.peak, m.warm_up, m.cpu)
-            }
+            Shape::WordCount => word_count_run(dir, &run, &words, &output)?,
         };
+        let broker_rss = broker_rss();
         let (fixed, _) = weir_run(dir, &run, &empty, &output)?;
         rows.push(Row {
-            scenario,
-            records: args.records,
-            seconds,
-            peak_rss: Some(peak),
+            steady: m.steady,
+            broker_rss,
+            peak_rss: Some(m.peak),
             fixed_seconds: Some(fixed),
-            warm_up,
-            cpu,
+            warm_up: m.warm_up,
+            ..Row::new(scenario, args.records, m.seconds, m.cpu)
         });
     }
     Ok(rows)
@@ -996,25 +1069,28 @@ fn word_count_run(
     let (warm_up_seconds, _) = run_spec(run, &spec, &topic)?;
     eprintln!("  warm-up: {warm_up} records in {warm_up_seconds:.2}s");
     kafka::produce(&topic, words);
+    let since_ms = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as i64;
     let mark = CpuMark::now();
     let (seconds, peak) = run_spec(run, &spec, &topic)?;
     let cpu = mark.elapsed();
-    verify_counts(output, warm_up + records, WORDS.min(warm_up + records))?;
+    let times = verify_counts(output, warm_up + records, WORDS.min(warm_up + records))?;
     Ok(MeasuredRun {
         seconds,
         peak,
         warm_up: Some((warm_up, warm_up_seconds)),
         cpu,
+        steady: steady_rate(records, times, since_ms),
     })
 }
 
-/// A word-count scenario's measured run: wall s, peak RSS, (warm-up records, warm-up
-/// wall s), CPU.
+/// A Weir scenario's measured run: wall s, peak RSS, (warm-up records, warm-up wall s),
+/// CPU, steady-state rate.
 struct MeasuredRun {
     seconds: f64,
     peak: u64,
     warm_up: Option<(u64, f64)>,
     cpu: CpuUse,
+    steady: Option<f64>,
 }
 
 /// Ratios between scenarios of the same run, for the JSON file.
@@ -1030,7 +1106,8 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
             .find(|r| r.scenario.starts_with(prefix))
             .map(Row::rate)
     };
-    let ceiling = rate_of("(a)");
+    let copy = rate_of("(a)");
+    let ceiling = perf_ceiling(rows);
     println!(
         "records: {} x {VALUE_BYTES}-byte values over {PARTITIONS} partitions",
         args.records
@@ -1044,21 +1121,26 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
     );
     println!();
     println!(
-        "| scenario | records/s | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB | CPU s: weir / broker / bench |"
+        "| scenario | records/s | steady records/s | steady, ratio to min((p), (q)) | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB | broker RSS MiB | CPU s: weir / broker / bench |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let ratio = |rate: f64| ceiling.map_or("-".to_owned(), |c| format!("{:.3}", rate / c));
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let ratio = |rate: Option<f64>, to: Option<f64>| match (rate, to) {
+        (Some(rate), Some(to)) => format!("{:.3}", rate / to),
+        _ => "-".to_owned(),
+    };
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     for r in rows {
         println!(
-            "| {} | {:.0} | {} | {:.2} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {} | {} | {:.2} | {} | {} | {} | {} |",
             r.scenario,
             r.rate(),
-            ratio(r.rate()),
+            opt(r.steady, 0),
+            ratio(r.steady, ceiling),
+            ratio(Some(r.rate()), copy),
             r.seconds,
-            r.fixed_seconds
-                .map_or("-".to_owned(), |f| format!("{f:.2}")),
-            r.peak_rss
-                .map_or("-".to_owned(), |b| format!("{:.1}", mib(b))),
+            opt(r.fixed_seconds, 2),
+            opt(r.peak_rss.map(mib), 1),
+            opt(r.broker_rss.map(mib), 0),
             cpu_cell(&r.cpu),
         );
     }
@@ -1070,10 +1152,21 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
          repartition topic are read and committed; (kN) is the second run of its pipeline, after a warm-up \
          run over a tenth as many records on fresh topics; \
          (wN)/(kN) peak RSS is the sum over its processes; CPU: user + system seconds of \
-         the measured run's weir processes (all of them, all threads), of the broker \
-         (/proc/<pid>/stat) and of this process (for (a), the copy)"
+         the measured run's weir processes (all of them, all threads; for (p)/(q) the perf \
+         tool's JVM), of the broker (/proc/<pid>/stat) and of this process (for (a), the \
+         copy); steady = the middle 80% of the output by broker append time; (p) is the \
+         producer perf tool's own rate, (q) its consumer's fetch rate, and min((p) steady, \
+         (q)) the ceiling"
     );
     ratios
+}
+
+/// The perf tools' ceiling: the slower of (p)'s steady rate and (q)'s rate, when both ran.
+fn perf_ceiling(rows: &[Row]) -> Option<f64> {
+    let find = |prefix: &str| rows.iter().find(|r| r.scenario.starts_with(prefix));
+    let produce = find("(p)")?.steady?;
+    let consume = find("(q)")?.rate();
+    Some(produce.min(consume))
 }
 
 /// A row's CPU seconds: weir processes / broker / this process.
@@ -1153,11 +1246,13 @@ fn write_json(
     ratios: Ratios,
     latency: Vec<serde_json::Value>,
 ) -> anyhow::Result<()> {
-    let ceiling = rows
+    let copy = rows
         .iter()
         .find(|r| r.scenario.starts_with("(a)"))
         .map(Row::rate);
+    let ceiling = perf_ceiling(rows);
     let json = serde_json::json!({
+        "perf_tools_ceiling_records_per_second": ceiling,
         "records": args.records,
         "value_bytes": VALUE_BYTES,
         "partitions": PARTITIONS,
@@ -1170,7 +1265,10 @@ fn write_json(
             "records": r.records,
             "wall_seconds": r.seconds,
             "records_per_second": r.rate(),
-            "ratio_to_ceiling": ceiling.map(|c| r.rate() / c),
+            "steady_records_per_second": r.steady,
+            "steady_ratio_to_perf_tools_ceiling": r.steady.zip(ceiling).map(|(s, c)| s / c),
+            "ratio_to_copy": copy.map(|c| r.rate() / c),
+            "broker_rss_bytes": r.broker_rss,
             "start_up_and_shutdown_seconds": r.fixed_seconds,
             "peak_rss_bytes": r.peak_rss,
             "warm_up_records": r.warm_up.map(|(n, _)| n),
