@@ -29,15 +29,11 @@ fn quick_start(dir: &Path, name: &str, args: &[&str], module: &str) -> (String, 
         "new",
     );
     let project = dir.join(name);
-    let guest_target = std::env::var_os("GUEST_TARGET_DIR").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/weir/guest-target"),
-        PathBuf::from,
-    );
     let built = ok(
         weir()
             .current_dir(&project)
             .arg("build")
-            .env("CARGO_TARGET_DIR", guest_target)
+            .env("CARGO_TARGET_DIR", guest_target())
             .output()
             .expect("weir build"),
         "build",
@@ -206,4 +202,123 @@ fn mistakes_get_one_line_saying_what_to_do() {
         "{}",
         stderr_of(&out)
     );
+}
+
+/// The guests' shared target directory (`GUEST_TARGET_DIR`, as `make guests` uses).
+fn guest_target() -> PathBuf {
+    std::env::var_os("GUEST_TARGET_DIR").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/weir/guest-target"),
+        PathBuf::from,
+    )
+}
+
+/// Issue 35 item 2: a Rust crate written by hand, with neither a release profile nor a
+/// `.cargo/config.toml`, builds with `weir build` with the settings the examples use,
+/// said on stderr; the module works.
+#[test]
+fn a_hand_written_rust_crate_gets_the_examples_release_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("shout");
+    std::fs::create_dir_all(project.join("src")).expect("mkdir");
+    let sdk = weir_tests::repo_root().join("sdk");
+    std::fs::write(
+        project.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"shout\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [lib]\ncrate-type = [\"cdylib\"]\n\n[dependencies]\nweir-guest = {{ path = {:?} }}\n\n\
+             [workspace]\n",
+            sdk.to_str().expect("utf-8")
+        ),
+    )
+    .expect("Cargo.toml");
+    std::fs::write(
+        project.join("src/lib.rs"),
+        "use weir_guest::{Record, Result};\n\n#[weir_guest::map]\n\
+         fn shout(mut record: Record) -> Result<Record> {\n    \
+         record.value = record.value_str()?.to_uppercase().into_bytes();\n    Ok(record)\n}\n",
+    )
+    .expect("lib.rs");
+    let out = weir()
+        .current_dir(&project)
+        .arg("build")
+        .env("CARGO_TARGET_DIR", guest_target())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .expect("weir build");
+    let stderr = stderr_of(&out);
+    let built = ok(out, "build");
+    assert!(
+        built.starts_with("built ./shout.wasm: weir guest shout, world mapper"),
+        "{built}"
+    );
+    assert!(
+        stderr.contains(
+            "weir build: with LTO, one codegen unit, +simd128 (the crate leaves them unset)"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(project.join("in.jsonl"), "{\"word\":\"weir\"}\n").expect("input");
+    let tested = ok(
+        weir()
+            .current_dir(&project)
+            .args(["test", "shout.wasm", "--input", "in.jsonl"])
+            .output()
+            .expect("weir test"),
+        "test",
+    );
+    assert!(tested.contains(r#"{\"WORD\":\"WEIR\"}"#), "{tested}");
+}
+
+/// Issue 35 item 1: the Rust SDK is a crate a project can depend on from a registry:
+/// what `cargo publish` asks of both crates is there (description, license, readme
+/// file, documentation, keywords, categories, rust-version), and every dependency on a
+/// path also names a version (the path is dropped on publishing). Read with `cargo
+/// metadata --no-deps --offline`, so the test needs no registry.
+#[test]
+fn the_rust_sdk_crates_carry_what_a_registry_needs() {
+    let out = std::process::Command::new("cargo")
+        .current_dir(weir_tests::repo_root())
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .output()
+        .expect("cargo metadata");
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&ok(out, "cargo metadata").into_bytes()).expect("json");
+    for name in ["weir-guest", "weir-guest-macros"] {
+        let package = metadata["packages"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .unwrap_or_else(|| panic!("{name} in the workspace"));
+        for field in ["description", "license", "documentation", "rust_version"] {
+            assert!(
+                package[field].as_str().is_some_and(|v| !v.is_empty()),
+                "{name}: {field}"
+            );
+        }
+        let readme = package["readme"].as_str().expect("readme");
+        let manifest = Path::new(package["manifest_path"].as_str().expect("manifest"));
+        assert!(
+            manifest.with_file_name(readme).is_file(),
+            "{name}: {readme}"
+        );
+        for list in ["keywords", "categories"] {
+            let n = package[list].as_array().map_or(0, Vec::len);
+            assert!((1..=5).contains(&n), "{name}: {n} {list}");
+        }
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            if dep["path"].is_string() {
+                assert_ne!(
+                    dep["req"], "*",
+                    "{name}: {} has a path and no version",
+                    dep["name"]
+                );
+            }
+        }
+    }
 }
