@@ -48,7 +48,7 @@ pub fn producer_row(records: u64, budgets: Budgets) -> anyhow::Result<Row> {
         &size,
         "--throughput",
         "-1",
-        "--producer-props",
+        "--command-property",
     ];
     args.extend(props.iter().map(String::as_str));
     let mark = CpuMark::now();
@@ -118,9 +118,8 @@ fn tool(args: &[&str]) -> anyhow::Result<String> {
 /// (M MB/sec), ...`, its last line of that form.
 fn producer_rate(out: &str) -> Option<f64> {
     let line = out.lines().rev().find(|l| l.contains(" records sent, "))?;
-    let rate = line.split(", ").nth(1)?.strip_suffix(" records/sec")?;
-    let rate = rate.split(" (").next()?;
-    rate.trim().parse().ok()
+    let before = &line[..line.find(" records/sec")?];
+    before.rsplit(' ').next()?.parse().ok()
 }
 
 /// (records consumed, `fetch.nMsg.sec`) from the consumer perf test's CSV: a header
