@@ -599,33 +599,7 @@ topic = "{output}"
     /// `read_all` with each record's timestamp (ms; the broker's append time on a topic
     /// with `message.timestamp.type = LogAppendTime`).
     pub fn read_all_timed(topic: &str, isolation: &str) -> Vec<(String, String, i64)> {
-        // The log end of every partition, records and transaction markers included,
-        // taken before reading: the read is complete only once the consumer's position
-        // reaches it. (With read_committed, a partition EOF only means "at the last
-        // stable offset", which lags while transaction markers are being written.)
-        let probe: BaseConsumer = config().create().expect("consumer");
-        let metadata = probe
-            .fetch_metadata(Some(topic), TIMEOUT)
-            .expect("metadata");
-        let partitions: Vec<i32> = metadata.topics()[0]
-            .partitions()
-            .iter()
-            .map(|p| p.id())
-            .collect();
-        assert!(!partitions.is_empty(), "topic {topic} has no partitions");
-        let ends: BTreeMap<i32, i64> = partitions
-            .iter()
-            .map(|p| {
-                (
-                    *p,
-                    probe
-                        .fetch_watermarks(topic, *p, TIMEOUT)
-                        .expect("watermarks")
-                        .1,
-                )
-            })
-            .collect();
-
+        let ends = log_ends(topic);
         let consumer: BaseConsumer = config()
             .set("group.id", unique_name("reader"))
             .set("enable.auto.commit", "false")
@@ -634,11 +608,47 @@ topic = "{output}"
             .create()
             .expect("consumer");
         let mut tpl = TopicPartitionList::new();
-        for p in &partitions {
+        for p in ends.keys() {
             tpl.add_partition_offset(topic, *p, Offset::Beginning)
                 .expect("tpl");
         }
         consumer.assign(&tpl).expect("assign");
+        read_to_ends(&consumer, topic, isolation, &ends)
+    }
+
+    /// The log end of every partition of `topic`, records and transaction markers
+    /// included, taken before reading: a read is complete only once the consumer's
+    /// position reaches it. (With read_committed, a partition EOF only means "at the
+    /// last stable offset", which lags while transaction markers are being written.)
+    fn log_ends(topic: &str) -> BTreeMap<i32, i64> {
+        let probe: BaseConsumer = config().create().expect("consumer");
+        let metadata = probe
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .expect("metadata");
+        let ends: BTreeMap<i32, i64> = metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| {
+                let high = probe
+                    .fetch_watermarks(topic, p.id(), TIMEOUT)
+                    .expect("watermarks")
+                    .1;
+                (p.id(), high)
+            })
+            .collect();
+        assert!(!ends.is_empty(), "topic {topic} has no partitions");
+        ends
+    }
+
+    /// Polls `consumer` (assigned every partition of `topic` from the beginning) until
+    /// each partition is read to its end in `ends`; every record as (key, value,
+    /// timestamp).
+    fn read_to_ends(
+        consumer: &BaseConsumer,
+        topic: &str,
+        isolation: &str,
+        ends: &BTreeMap<i32, i64>,
+    ) -> Vec<(String, String, i64)> {
         let position = |p: i32| -> i64 {
             consumer
                 .position()
@@ -664,13 +674,13 @@ topic = "{output}"
             // the consumer is idle or at an EOF, and at most every 100 ms otherwise.
             if checked.is_none_or(|t| t.elapsed() >= Duration::from_millis(100)) {
                 checked = Some(Instant::now());
-                let unfinished: Vec<i32> = partitions
+                let unfinished: Vec<i32> = ends
                     .iter()
-                    .copied()
-                    .filter(|p| {
-                        position(*p) < ends[p]
-                            && eof_since.get(p).is_none_or(|t| t.elapsed() < QUIET)
+                    .filter(|(p, end)| {
+                        position(**p) < **end
+                            && eof_since.get(*p).is_none_or(|t| t.elapsed() < QUIET)
                     })
+                    .map(|(p, _)| *p)
                     .collect();
                 if unfinished.is_empty() {
                     return out;

@@ -322,3 +322,83 @@ fn the_rust_sdk_crates_carry_what_a_registry_needs() {
         }
     }
 }
+
+/// Issue 35 item 1, for Python and JavaScript: each SDK is a package a project can
+/// install from a path anywhere (or an index, once published): `sdk-python` builds a
+/// source distribution holding `weir_guest` (setuptools, no network, in a copy so the
+/// checkout stays clean) and `sdk-js` packs with its sources and build tools.
+#[test]
+fn the_python_and_js_sdks_pack_as_packages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("sdk-python");
+    let sdk = weir_tests::repo_root().join("sdk-python");
+    for file in ["pyproject.toml", "README.md"] {
+        std::fs::create_dir_all(&copy).expect("mkdir");
+        std::fs::copy(sdk.join(file), copy.join(file)).expect("copy");
+    }
+    std::fs::create_dir(copy.join("weir_guest")).expect("mkdir");
+    for entry in std::fs::read_dir(sdk.join("weir_guest")).expect("weir_guest") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "py") {
+            std::fs::copy(
+                &path,
+                copy.join("weir_guest")
+                    .join(path.file_name().expect("name")),
+            )
+            .expect("copy");
+        }
+    }
+    let built = ok(
+        std::process::Command::new("python3")
+            .current_dir(&copy)
+            .args([
+                "-c",
+                "from setuptools import build_meta; print(build_meta.build_sdist('dist'))",
+            ])
+            .output()
+            .expect("python3"),
+        "sdist",
+    );
+    assert!(
+        built.trim_end().ends_with("weir-guest-0.1.0.tar.gz"),
+        "{built}"
+    );
+    let listing = ok(
+        std::process::Command::new("tar")
+            .args(["tzf", "dist/weir-guest-0.1.0.tar.gz"])
+            .current_dir(&copy)
+            .output()
+            .expect("tar"),
+        "tar",
+    );
+    for file in [
+        "PKG-INFO",
+        "weir_guest/__init__.py",
+        "weir_guest/aggregator.py",
+    ] {
+        assert!(
+            listing.contains(&format!("weir-guest-0.1.0/{file}\n")),
+            "{file}: {listing}"
+        );
+    }
+    let packed = ok(
+        std::process::Command::new("npm")
+            .args(["pack", "--dry-run", "--json"])
+            .current_dir(weir_tests::repo_root().join("sdk-js"))
+            .output()
+            .expect("npm"),
+        "npm pack",
+    );
+    let packed: serde_json::Value = serde_json::from_str(&packed).expect("json");
+    let files: Vec<&str> = packed[0]["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(packed[0]["name"], "weir-guest");
+    for file in ["src/index.js", "tools/build.mjs", "README.md"] {
+        assert!(files.contains(&file), "{file}: {files:?}");
+    }
+    assert!(!files.iter().any(|f| f.starts_with("test/")), "{files:?}");
+}

@@ -1,8 +1,11 @@
 //! `weir-kafka-bench`: Kafka -> Kafka throughput of Weir against the local broker
 //! (`KAFKA_BOOTSTRAP`), each figure beside ceilings measured in the same run:
 //!
-//! (p), (q) the ceiling: Kafka's own producer and consumer perf tools on the same broker
-//!     (see `perf_tools`); no copy through the broker runs faster than the slower.
+//! (r), (q) the ceiling: the librdkafka producer alone with Weir's sink settings (see
+//!     `produce_alone`) and Kafka's own consumer perf tool over the input; a copy
+//!     through the broker both consumes and produces, so it runs no faster than the
+//!     slower of the two. (p) Kafka's producer perf tool, for reference (its one Java
+//!     thread is slower than (r); see `perf_tools`).
 //! (a) a tuned librdkafka copy, no Weir, two threads with the partitions split
 //!     between them like Weir's two subtasks. Each thread reads every partition from
 //!     its own queue (`split_partition_queue`), takes up to a batch (1,024 records) from
@@ -47,7 +50,7 @@
 //! topic), one-time costs that a long-running pipeline does not see again.
 //!
 //! Usage: weir-kafka-bench [--records N] [--out PATH]
-//!                         [--only p,q,a,b,c,c100,w2,w3,k1,k2,k3,latency]
+//!                         [--only p,q,r,a,b,c,c100,w2,w3,k1,k2,k3,latency]
 //!                         [--source-buffer SIZE] [--sink-buffer SIZE]
 //!                         [--keyed-interval DURATION] [--repartition-partitions R]
 //! N defaults to 1,000,000; `--only` picks scenarios (default: all).
@@ -79,13 +82,14 @@ use weir_tests::process_cpu::{CpuMark, CpuUse};
 use weir_tests::{guest, repo_root, take_stderr};
 
 mod perf_tools;
+mod produce_alone;
 
 const PARTITIONS: i32 = 3;
 const VALUE_BYTES: usize = 100;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Record `i`'s value: its id, then lowercase filler up to `VALUE_BYTES` bytes.
-fn value(i: u64) -> String {
+pub fn value(i: u64) -> String {
     let mut v = format!("record {i:010} ");
     let filler = b"the quick brown fox jumps over the lazy dog ";
     let mut j = 0;
@@ -96,7 +100,7 @@ fn value(i: u64) -> String {
     v
 }
 
-fn client_config() -> ClientConfig {
+pub fn client_config() -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", kafka::bootstrap())
         .set("log_level", "3");
@@ -182,7 +186,7 @@ fn plain_copy(input: &str, output: &str, budgets: Budgets) -> anyhow::Result<(u6
 
 /// Hands `record` to `producer`, serving it while its queue is full (as Weir's sink
 /// waits: backpressure, never a dropped record).
-fn produce_one<'a>(
+pub fn produce_one<'a>(
     producer: &BaseProducer<DefaultProducerContext>,
     mut record: BaseRecord<'a, [u8], [u8]>,
     output: &str,
@@ -534,7 +538,7 @@ fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<Vec<i
 /// `0..records` exactly once, each value exactly what the input's was (`value(id)`),
 /// uppercased if `upper`. One loss plus one duplicate fails, as does a changed byte.
 /// Returns the records' timestamps.
-fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<Vec<i64>> {
+pub fn verify(output: &str, records: u64, upper: bool) -> anyhow::Result<Vec<i64>> {
     let read = kafka::read_all_timed(output, "read_committed");
     ensure!(
         read.len() as u64 == records,
@@ -779,7 +783,7 @@ const LATENCY_RECORDS: u64 = 10_000;
 const LATENCY_RATE: u64 = 2_000;
 /// Checkpoint intervals of the latency runs.
 const LATENCY_INTERVALS: [&str; 3] = ["100ms", "500ms", "1s"];
-const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only p,q,a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE] [--keyed-interval DURATION] [--repartition-partitions R]";
+const USAGE: &str = "usage: weir-kafka-bench [--records N] [--out PATH] [--only p,q,r,a,b,c,c100,w2,w3,k1,k2,k3,latency] [--source-buffer SIZE] [--sink-buffer SIZE] [--keyed-interval DURATION] [--repartition-partitions R]";
 /// Distinct keys of the word-count scenarios (k1-k3).
 const WORDS: u64 = 10_000;
 /// The word-count scenarios' warm-up run reads `records / WARM_UP_PART` records first.
@@ -932,6 +936,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.wanted("q") {
         rows.push(perf_tools::consumer_row(&input, args.records)?);
+    }
+    if args.wanted("r") {
+        rows.push(produce_alone::producer_row(args.records, args.budgets)?);
     }
     if args.wanted("a") {
         rows.push(ceiling_row(&input, &args)?);
@@ -1121,7 +1128,7 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
     );
     println!();
     println!(
-        "| scenario | records/s | steady records/s | steady, ratio to min((p), (q)) | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB | broker RSS MiB | CPU s: weir / broker / bench |"
+        "| scenario | records/s | steady records/s | steady, ratio to min((r), (q)) | ratio to (a) | wall s | of which start-up and shutdown s | peak RSS MiB | broker RSS MiB | CPU s: weir / broker / bench |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let ratio = |rate: Option<f64>, to: Option<f64>| match (rate, to) {
@@ -1155,16 +1162,17 @@ fn print_throughput(rows: &[Row], args: &Args) -> Ratios {
          the measured run's weir processes (all of them, all threads; for (p)/(q) the perf \
          tool's JVM), of the broker (/proc/<pid>/stat) and of this process (for (a), the \
          copy); steady = the middle 80% of the output by broker append time; (p) is the \
-         producer perf tool's own rate, (q) its consumer's fetch rate, and min((p) steady, \
-         (q)) the ceiling"
+         producer perf tool's own rate, (q) its consumer's fetch rate, (r) librdkafka \
+         producing alone, and min((r) steady, (q)) the ceiling"
     );
     ratios
 }
 
-/// The perf tools' ceiling: the slower of (p)'s steady rate and (q)'s rate, when both ran.
+/// The ceiling: the slower of (r)'s steady rate (producing alone) and (q)'s rate
+/// (consuming alone), when both ran.
 fn perf_ceiling(rows: &[Row]) -> Option<f64> {
     let find = |prefix: &str| rows.iter().find(|r| r.scenario.starts_with(prefix));
-    let produce = find("(p)")?.steady?;
+    let produce = find("(r)")?.steady?;
     let consume = find("(q)")?.rate();
     Some(produce.min(consume))
 }
