@@ -326,7 +326,8 @@ fn the_rust_sdk_crates_carry_what_a_registry_needs() {
 /// Issue 35 item 1, for Python and JavaScript: each SDK is a package a project can
 /// install from a path anywhere (or an index, once published): `sdk-python` builds a
 /// source distribution holding `weir_guest` (setuptools, no network, in a copy so the
-/// checkout stays clean) and `sdk-js` packs with its sources and build tools.
+/// checkout stays clean) and `sdk-js` packs with its sources, build tools and test
+/// stub, and installs from its path into a project whose host-side test then runs.
 #[test]
 fn the_python_and_js_sdks_pack_as_packages() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -397,8 +398,59 @@ fn the_python_and_js_sdks_pack_as_packages() {
         .filter_map(|f| f["path"].as_str())
         .collect();
     assert_eq!(packed[0]["name"], "weir-guest");
-    for file in ["src/index.js", "tools/build.mjs", "README.md"] {
+    for file in [
+        "src/index.js",
+        "tools/build.mjs",
+        "README.md",
+        "test/register-host-stub.mjs",
+        "test/host-hooks.mjs",
+        "test/host-stub.mjs",
+    ] {
         assert!(files.contains(&file), "{file}: {files:?}");
     }
-    assert!(!files.iter().any(|f| f.starts_with("test/")), "{files:?}");
+    assert!(!files.iter().any(|f| f.ends_with(".test.mjs")), "{files:?}");
+    js_host_side_test_of_an_installed_sdk(dir.path());
+}
+
+/// A project that installs `sdk-js` from its path runs a host-side unit test of its
+/// map function under Node with `weir-guest/testing` (the host's imports stubbed).
+fn js_host_side_test_of_an_installed_sdk(dir: &Path) {
+    let project = dir.join("js-project");
+    std::fs::create_dir(&project).expect("mkdir");
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name":"p","type":"module"}"#,
+    )
+    .expect("package.json");
+    let sdk = weir_tests::repo_root().join("sdk-js");
+    ok(
+        std::process::Command::new("npm")
+            .args(["install", "--offline", "--no-audit", "--no-fund"])
+            .arg(&sdk)
+            .current_dir(&project)
+            .output()
+            .expect("npm install"),
+        "npm install",
+    );
+    std::fs::write(
+        project.join("shout.test.mjs"),
+        "import test from 'node:test';\nimport assert from 'node:assert';\n\
+         import * as weir from 'weir-guest';\n\
+         const shout = (record) => record.with({ value: record.valueText.toUpperCase() });\n\
+         test('shout', () => {\n  \
+         assert.strictEqual(shout(new weir.Record('k', 'hello', 3)).valueText, 'HELLO');\n});\n",
+    )
+    .expect("test file");
+    let tested = ok(
+        std::process::Command::new("node")
+            .args(["--test", "--import", "weir-guest/testing", "shout.test.mjs"])
+            .current_dir(&project)
+            .output()
+            .expect("node"),
+        "node --test",
+    );
+    assert!(
+        tested.contains("# pass 1") && tested.contains("# fail 0"),
+        "{tested}"
+    );
 }

@@ -108,6 +108,29 @@ fn args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
+/// The build every figure was measured with, stamped on each row of the JSON file.
+const PROFILE: &str = if cfg!(debug_assertions) {
+    "dev profile WITH debug assertions (not the build `make bench` makes)"
+} else {
+    "[profile.dev] of Cargo.toml: opt-level 3, no debug assertions or overflow checks \
+     (the build make demo, make test and make bench share)"
+};
+
+/// Adds `"profile": profile` to every row of `figures` (each object holding a
+/// `process_cpu_ns_per_record`), however deep.
+fn stamp_rows(figures: &mut Value, profile: &Value) {
+    match figures {
+        Value::Object(map) => {
+            if map.contains_key("process_cpu_ns_per_record") {
+                map.insert("profile".into(), profile.clone());
+            }
+            map.values_mut().for_each(|v| stamp_rows(v, profile));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| stamp_rows(v, profile)),
+        _ => {}
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let args = args()?;
     if let Some(section) = &args.section {
@@ -128,8 +151,9 @@ fn main() -> anyhow::Result<()> {
     );
     for section in &args.sections {
         eprintln!("{section} ...");
-        let figures = section_in_child(section, &args)?;
+        let mut figures = section_in_child(section, &args)?;
         print_section(section, &figures, &args);
+        stamp_rows(&mut figures, &json!(PROFILE));
         all.insert(section.clone(), figures);
     }
     if let Some(parent) = args.out.parent() {

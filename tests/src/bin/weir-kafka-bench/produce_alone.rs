@@ -6,17 +6,20 @@
 //! (with the consumer side, (q), the ceiling is the slower of the two).
 //!
 //! Two threads, like Weir's two subtasks, each with an idempotent `BaseProducer`
-//! carrying the settings Weir's sink derives from a default spec
-//! (`producer_settings`: linger, batch size, queue budget), produce `value(i)` for
+//! carrying the settings Weir's at-least-once sink derives from a default spec (one
+//! producer per subtask with the whole `buffer_bytes`: `producer_settings`' linger,
+//! batch size and queue budget; the fewest, largest requests), produce `value(i)` for
 //! their half of `0..records` to a fresh output topic (partition `i % PARTITIONS`),
-//! serving delivery reports as the copy does, then flush. Its rate is records over that
-//! time; its topic is read back and checked like every scenario's, and its steady rate
-//! taken from the append times.
+//! serving delivery reports as the copy does, then flush. Keys and values are built
+//! before the clock starts (what a copy gets from its consumer for free). Its rate is
+//! records over that time; its topic is read back and checked like every scenario's,
+//! and its steady rate taken from the append times.
 
 use std::time::Instant;
 
 use anyhow::Context;
 use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+use weir::connector::kafka::DeliveryGuarantee;
 
 use weir_tests::process_cpu::CpuMark;
 
@@ -31,12 +34,22 @@ const THREADS: u64 = 2;
 pub fn producer_row(records: u64, budgets: Budgets) -> anyhow::Result<Row> {
     let topic = output_topic("bench-produce-alone");
     eprintln!("(r) librdkafka producer alone -> {topic}");
+    let shares: Vec<Vec<(String, String)>> = (0..THREADS)
+        .map(|t| {
+            (t..records)
+                .step_by(THREADS as usize)
+                .map(|i| (format!("k{i}"), value(i)))
+                .collect()
+        })
+        .collect();
     let mark = CpuMark::now();
     let started = Instant::now();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|t| {
+    let threads: Vec<_> = shares
+        .into_iter()
+        .enumerate()
+        .map(|(t, share)| {
             let topic = topic.clone();
-            std::thread::spawn(move || produce_share(&topic, t, records, budgets))
+            std::thread::spawn(move || produce_share(&topic, t as u64, &share, budgets))
         })
         .collect();
     for t in threads {
@@ -52,26 +65,31 @@ pub fn producer_row(records: u64, budgets: Budgets) -> anyhow::Result<Row> {
     })
 }
 
-/// Thread `t`'s share: the records `i` with `i % THREADS == t`.
-fn produce_share(topic: &str, t: u64, records: u64, budgets: Budgets) -> anyhow::Result<()> {
+/// Thread `t`'s share: the records `i` with `i % THREADS == t`, as (key, value).
+fn produce_share(
+    topic: &str,
+    t: u64,
+    share: &[(String, String)],
+    budgets: Budgets,
+) -> anyhow::Result<()> {
     let mut config = client_config();
     config.set("enable.idempotence", "true");
-    for (key, value) in budgets.sink().producer_settings() {
+    let mut sink = budgets.sink();
+    sink.delivery = DeliveryGuarantee::AtLeastOnce;
+    for (key, value) in sink.producer_settings() {
         config.set(key, value);
     }
     let producer: BaseProducer<DefaultProducerContext> = config.create().context("producer")?;
-    let mut i = t;
-    while i < records {
-        let (key, payload) = (format!("k{i}"), value(i));
+    for (n, (key, payload)) in share.iter().enumerate() {
+        let i = t + n as u64 * THREADS;
         let record = BaseRecord::<[u8], [u8]>::to(topic)
             .partition((i % PARTITIONS as u64) as i32)
             .key(key.as_bytes())
             .payload(payload.as_bytes());
         produce_one(&producer, record, topic)?;
-        if i % 1024 < THREADS {
+        if n % 1024 == 1023 {
             producer.poll(std::time::Duration::ZERO);
         }
-        i += THREADS;
     }
     producer
         .flush(std::time::Duration::from_secs(120))
