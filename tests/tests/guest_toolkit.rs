@@ -331,47 +331,7 @@ fn the_rust_sdk_crates_carry_what_a_registry_needs() {
 #[test]
 fn the_python_and_js_sdks_pack_as_packages() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let copy = dir.path().join("sdk-python");
-    let sdk = weir_tests::repo_root().join("sdk-python");
-    for file in ["pyproject.toml", "README.md"] {
-        std::fs::create_dir_all(&copy).expect("mkdir");
-        std::fs::copy(sdk.join(file), copy.join(file)).expect("copy");
-    }
-    std::fs::create_dir(copy.join("weir_guest")).expect("mkdir");
-    for entry in std::fs::read_dir(sdk.join("weir_guest")).expect("weir_guest") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "py") {
-            std::fs::copy(
-                &path,
-                copy.join("weir_guest")
-                    .join(path.file_name().expect("name")),
-            )
-            .expect("copy");
-        }
-    }
-    let built = ok(
-        std::process::Command::new("python3")
-            .current_dir(&copy)
-            .args([
-                "-c",
-                "from setuptools import build_meta; print(build_meta.build_sdist('dist'))",
-            ])
-            .output()
-            .expect("python3"),
-        "sdist",
-    );
-    assert!(
-        built.trim_end().ends_with("weir-guest-0.1.0.tar.gz"),
-        "{built}"
-    );
-    let listing = ok(
-        std::process::Command::new("tar")
-            .args(["tzf", "dist/weir-guest-0.1.0.tar.gz"])
-            .current_dir(&copy)
-            .output()
-            .expect("tar"),
-        "tar",
-    );
+    let listing = python_sdist_listing(dir.path());
     for file in [
         "PKG-INFO",
         "weir_guest/__init__.py",
@@ -453,4 +413,50 @@ fn js_host_side_test_of_an_installed_sdk(dir: &Path) {
         tested.contains("# pass 1") && tested.contains("# fail 0"),
         "{tested}"
     );
+}
+
+/// Builds `sdk-python`'s source distribution in a copy under `dir` (setuptools, no
+/// network, the checkout left clean); the archive's file listing.
+fn python_sdist_listing(dir: &Path) -> String {
+    let copy = dir.join("sdk-python");
+    let sdk = weir_tests::repo_root().join("sdk-python");
+    for file in ["pyproject.toml", "README.md"] {
+        std::fs::create_dir_all(&copy).expect("mkdir");
+        std::fs::copy(sdk.join(file), copy.join(file)).expect("copy");
+    }
+    std::fs::create_dir(copy.join("weir_guest")).expect("mkdir");
+    for entry in std::fs::read_dir(sdk.join("weir_guest")).expect("weir_guest") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "py") {
+            std::fs::copy(
+                &path,
+                copy.join("weir_guest")
+                    .join(path.file_name().expect("name")),
+            )
+            .expect("copy");
+        }
+    }
+    let built = ok(
+        std::process::Command::new("python3")
+            .current_dir(&copy)
+            .args([
+                "-c",
+                "from setuptools import build_meta; print(build_meta.build_sdist('dist'))",
+            ])
+            .output()
+            .expect("python3"),
+        "sdist",
+    );
+    assert!(
+        built.trim_end().ends_with("weir-guest-0.1.0.tar.gz"),
+        "{built}"
+    );
+    ok(
+        std::process::Command::new("tar")
+            .args(["tzf", "dist/weir-guest-0.1.0.tar.gz"])
+            .current_dir(&copy)
+            .output()
+            .expect("tar"),
+        "tar",
+    )
 }
