@@ -1,7 +1,8 @@
 //! Load on one `weir serve`: 20 concurrent pipelines of 4 tenants for about a minute
 //! (Kafka -> WASM uppercase -> Kafka, each paced to run that long), every one
 //! exactly-once at the end. Prints the server's peak RSS and the workers' RSS per
-//! pipeline (the README's hosting figures come from this test's output).
+//! pipeline (the README's hosting figures come from this test's output) and holds both
+//! to twice those figures.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,10 @@ const PER_TENANT: usize = 5;
 const RECORDS: u64 = 3_000;
 /// Records per second per pipeline: RECORDS / RATE is about a minute.
 const RATE: u64 = 50;
+/// The server's peak RSS the README states, in MiB; the test allows twice as much.
+const SERVER_RSS_MIB: u64 = 35;
+/// A pipeline's worker's RSS the README states, in MiB; the test allows twice as much.
+const WORKER_RSS_MIB: u64 = 34;
 
 /// Resident set size of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
@@ -124,5 +129,17 @@ fn twenty_pipelines_of_four_tenants_on_one_server() {
         workers_seen,
         pipelines.len(),
         "not all pipelines ran at once"
+    );
+    // The README's hosting figures (server about 35 MiB, a worker about 34 MiB), with
+    // room for allocator and page-cache noise: twice as much fails.
+    assert!(
+        server_peak <= 2 * SERVER_RSS_MIB * 1024,
+        "server peak RSS {} MiB",
+        server_peak / 1024
+    );
+    assert!(
+        workers_peak / n <= 2 * WORKER_RSS_MIB * 1024,
+        "{} MiB of workers' RSS per pipeline",
+        workers_peak / 1024 / n
     );
 }
