@@ -29,6 +29,19 @@ fn quick_start(dir: &Path, name: &str, args: &[&str], module: &str) -> (String, 
         "new",
     );
     let project = dir.join(name);
+    if args.contains(&"python") {
+        // The project's own host-side unit test passes out of the box.
+        let unit = std::process::Command::new("python3")
+            .args(["-m", "unittest"])
+            .current_dir(&project)
+            .output()
+            .expect("python3 -m unittest");
+        let said = stderr_of(&unit);
+        assert!(
+            unit.status.success() && said.contains("Ran 1 test"),
+            "{said}"
+        );
+    }
     let built = ok(
         weir()
             .current_dir(&project)

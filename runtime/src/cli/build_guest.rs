@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - The language is the project's: `Cargo.toml` (Rust), else exactly one top-level
-//!   `.py` (Python) or `.js` (JavaScript) file. NAME is the crate's name, or the source
+//!   `.py` (Python; `test_*.py`, unit tests, do not count) or `.js` (JavaScript) file. NAME is the crate's name, or the source
 //!   file's stem (`_` and `-` as written).
 //! - The world is found in the code, not given by hand: a Python `@weir_guest.aggregate`
 //!   or `@weir_guest.map`, a JavaScript `export const aggregate` or `export const map`;
@@ -67,7 +67,13 @@ fn project(dir: &Path) -> anyhow::Result<Project> {
     let mut sources = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
+        // `test_*.py`: a Python project's host-side unit tests, not its module.
+        let is_test = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("test_"));
         match path.extension().and_then(|e| e.to_str()) {
+            Some("py") if is_test => {}
             Some("py") => sources.push(Project::Python(path)),
             Some("js") => sources.push(Project::Js(path)),
             _ => {}
