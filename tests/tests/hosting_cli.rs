@@ -544,25 +544,7 @@ fn a_kafka_pipeline_created_by_the_cli_runs_to_finished() {
         "{out}"
     );
 
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        let text = ok_stdout(&cli(&server, &token, &["pipeline", "status", &name]));
-        let kv = key_values(&text);
-        let state = kv
-            .iter()
-            .find(|(k, _)| k == "state")
-            .map(|(_, v)| v.clone());
-        match state.as_deref() {
-            Some("finished") => break kv,
-            Some("failed") => panic!("the pipeline failed:\n{text}"),
-            _ => {}
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never finished; last status:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let status = status_once_finished(&server, &token, &name);
     let value = |key: &str| {
         status
             .iter()
@@ -774,4 +756,28 @@ fn a_kafka_pipeline_is_savepointed_and_upgraded_by_the_cli() {
     got.sort();
     want.sort();
     assert_eq!(got, want);
+}
+
+/// `weir pipeline status NAME`, polled until the pipeline is finished (bounded; a failed
+/// pipeline fails the test with its status): its last status as key-value pairs.
+fn status_once_finished(server: &TestServer, token: &str, name: &str) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let text = ok_stdout(&cli(server, token, &["pipeline", "status", name]));
+        let kv = key_values(&text);
+        let state = kv
+            .iter()
+            .find(|(k, _)| k == "state")
+            .map(|(_, v)| v.clone());
+        match state.as_deref() {
+            Some("finished") => return kv,
+            Some("failed") => panic!("the pipeline failed:\n{text}"),
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never finished; last status:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

@@ -54,6 +54,59 @@ fn twenty_pipelines_of_four_tenants_on_one_server() {
     write_config(dir.path(), "");
     let s = TestServer::start(dir.path());
     let data = dir.path().join("data").display().to_string();
+    let pipelines = create_pipelines(&s);
+    let started = Instant::now();
+    let peaks = watch_until_finished(&s, &pipelines, &data);
+    for p in &pipelines {
+        let expected = multiset(p.records.iter().map(|r| r.value.to_uppercase()));
+        assert_eq!(
+            multiset(kafka::committed_values(&p.output)),
+            expected,
+            "pipeline {}",
+            p.name
+        );
+    }
+    let n = pipelines.len() as u64;
+    eprintln!(
+        "hosting load: {n} pipelines of {} tenants ran concurrently ({} workers at most) in {:.0} s; \
+         server peak RSS {} MiB; workers' peak RSS {} MiB in all, {} MiB per pipeline",
+        TENANTS.len(),
+        peaks.workers_seen,
+        started.elapsed().as_secs_f64(),
+        peaks.server / 1024,
+        peaks.workers / 1024,
+        peaks.workers / 1024 / n
+    );
+    assert_eq!(
+        peaks.workers_seen,
+        pipelines.len(),
+        "not all pipelines ran at once"
+    );
+    // The README's hosting figures (server about 35 MiB, a worker about 34 MiB), with
+    // room for allocator and page-cache noise: twice as much fails.
+    assert!(
+        peaks.server <= 2 * SERVER_RSS_MIB * 1024,
+        "server peak RSS {} MiB",
+        peaks.server / 1024
+    );
+    assert!(
+        peaks.workers / n <= 2 * WORKER_RSS_MIB * 1024,
+        "{} MiB of workers' RSS per pipeline",
+        peaks.workers / 1024 / n
+    );
+}
+
+/// One tenant's pipeline of the load: its owner's token, name, output topic and input.
+struct Pipeline {
+    token: String,
+    name: String,
+    output: String,
+    records: Vec<Input>,
+}
+
+/// `PER_TENANT` pipelines for each of `TENANTS` on `s`, their input produced, each paced
+/// to `RATE` records/s.
+fn create_pipelines(s: &TestServer) -> Vec<Pipeline> {
     let mut pipelines = Vec::new();
     for t in TENANTS {
         let token = s.tenant(t, json!({"pipelines": PER_TENANT}));
@@ -81,24 +134,49 @@ fn twenty_pipelines_of_four_tenants_on_one_server() {
             });
             let created = s.post("/v1/pipelines", Some(&token), &json!({"spec": spec}));
             assert_eq!(created.status, 201, "{created:?}");
-            pipelines.push((token.clone(), name, output, records));
+            pipelines.push(Pipeline {
+                token: token.clone(),
+                name,
+                output,
+                records,
+            });
         }
     }
+    pipelines
+}
+
+/// Peak RSS (KiB) of the server and of its workers together, and the most workers seen
+/// at once, sampled every second while the pipelines run.
+struct Peaks {
+    server: u64,
+    workers: u64,
+    workers_seen: usize,
+}
+
+/// Samples `Peaks` until every pipeline is finished (bounded: 600 s).
+fn watch_until_finished(s: &TestServer, pipelines: &[Pipeline], data: &str) -> Peaks {
     let started = Instant::now();
-    let (mut server_peak, mut workers_peak, mut workers_seen) = (0, 0, 0);
+    let mut peaks = Peaks {
+        server: 0,
+        workers: 0,
+        workers_seen: 0,
+    };
     loop {
-        server_peak = server_peak.max(rss_kib(s.pid()));
-        let pids = workers(&data);
-        workers_seen = workers_seen.max(pids.len());
-        workers_peak = workers_peak.max(pids.iter().map(|p| rss_kib(*p)).sum::<u64>());
+        peaks.server = peaks.server.max(rss_kib(s.pid()));
+        let pids = workers(data);
+        peaks.workers_seen = peaks.workers_seen.max(pids.len());
+        peaks.workers = peaks
+            .workers
+            .max(pids.iter().map(|p| rss_kib(*p)).sum::<u64>());
         let finished = pipelines
             .iter()
-            .filter(|(token, name, ..)| {
-                s.get(&format!("/v1/pipelines/{name}"), Some(token)).body["state"] == "finished"
+            .filter(|p| {
+                let status = s.get(&format!("/v1/pipelines/{}", p.name), Some(&p.token));
+                status.body["state"] == "finished"
             })
             .count();
         if finished == pipelines.len() {
-            break;
+            return peaks;
         }
         assert!(
             started.elapsed() < Duration::from_secs(600),
@@ -107,39 +185,4 @@ fn twenty_pipelines_of_four_tenants_on_one_server() {
         );
         std::thread::sleep(Duration::from_secs(1));
     }
-    for (_, name, output, records) in &pipelines {
-        let expected = multiset(records.iter().map(|r| r.value.to_uppercase()));
-        assert_eq!(
-            multiset(kafka::committed_values(output)),
-            expected,
-            "pipeline {name}"
-        );
-    }
-    let n = pipelines.len() as u64;
-    eprintln!(
-        "hosting load: {n} pipelines of {} tenants ran concurrently ({workers_seen} workers at most) in {:.0} s; \
-         server peak RSS {} MiB; workers' peak RSS {} MiB in all, {} MiB per pipeline",
-        TENANTS.len(),
-        started.elapsed().as_secs_f64(),
-        server_peak / 1024,
-        workers_peak / 1024,
-        workers_peak / 1024 / n
-    );
-    assert_eq!(
-        workers_seen,
-        pipelines.len(),
-        "not all pipelines ran at once"
-    );
-    // The README's hosting figures (server about 35 MiB, a worker about 34 MiB), with
-    // room for allocator and page-cache noise: twice as much fails.
-    assert!(
-        server_peak <= 2 * SERVER_RSS_MIB * 1024,
-        "server peak RSS {} MiB",
-        server_peak / 1024
-    );
-    assert!(
-        workers_peak / n <= 2 * WORKER_RSS_MIB * 1024,
-        "{} MiB of workers' RSS per pipeline",
-        workers_peak / 1024 / n
-    );
 }
