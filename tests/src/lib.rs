@@ -202,6 +202,17 @@ pub fn s3_bucket() -> Option<String> {
     }
 }
 
+/// A size field of `/proc/<pid>/status` (`"VmRSS"`, `"VmHWM"`, ...), in bytes; `None`
+/// once the process is gone (or on a system without `/proc`).
+pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: u64 = line.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// stderr as text, for assertions.
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

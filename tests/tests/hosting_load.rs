@@ -23,14 +23,7 @@ const WORKER_RSS_MIB: u64 = 34;
 
 /// Resident set size of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-        })
-        .unwrap_or(0)
+    weir_tests::proc_status_bytes(pid, "VmRSS").map_or(0, |bytes| bytes / 1024)
 }
 
 /// Pids of the worker processes of the server whose data dir is `data`.

@@ -29,17 +29,11 @@ fn run_measured(spec: &Path, stdin: Stdio) -> Run {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn weir");
-    let status_file = format!("/proc/{}/status", child.id());
     let started = Instant::now();
     let mut peak_rss = 0;
     let status = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_file)
-            && let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak_rss = peak_rss.max(kib * 1024);
+        if let Some(bytes) = weir_tests::proc_status_bytes(child.id(), "VmHWM") {
+            peak_rss = peak_rss.max(bytes);
         }
         if let Some(status) = child.try_wait().expect("wait") {
             break status;

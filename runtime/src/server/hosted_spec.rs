@@ -16,10 +16,10 @@
 //!   runtime's defaults: `batch_bytes`, `limits.guest_log_rate` (what its guests may
 //!   write to the worker's log each second), an aggregate's `cache_bytes` (its
 //!   `cache_entries` only adds a bound), a Kafka source's or sink's `buffer_bytes`
-//!   (lower is allowed); nor
-//!   the partitions of the repartition topics its workers create on the shared
-//!   cluster (`repartition_partitions`, at most the default 32: tenants reach the
-//!   brokers only through their specs, the server holds their Kafka credentials).
+//!   (lower is allowed); nor the partitions of the repartition topics its workers
+//!   create on the shared cluster (`repartition_partitions`, at most the default 32:
+//!   tenants reach the brokers only through their specs, the server holds their Kafka
+//!   credentials).
 //! - The server then sets the namespace: state and checkpoints under the pipeline's
 //!   directory, the Kafka sinks' `transactional_prefix` to the tenant's prefix (so
 //!   `KafkaNames` derives its groups, transactional ids and progress topic from it), the

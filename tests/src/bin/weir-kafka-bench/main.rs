@@ -184,6 +184,19 @@ fn plain_copy(input: &str, output: &str, budgets: Budgets) -> anyhow::Result<(u6
     Ok((copied, started.elapsed().as_secs_f64()))
 }
 
+/// An idempotent librdkafka producer with `sink`'s settings (`producer_settings`:
+/// linger, batch size, queue bounds), as Weir's sink makes one.
+pub fn idempotent_producer(
+    sink: &KafkaSinkConfig,
+) -> anyhow::Result<BaseProducer<DefaultProducerContext>> {
+    let mut config = client_config();
+    config.set("enable.idempotence", "true");
+    for (key, value) in sink.producer_settings() {
+        config.set(key, value);
+    }
+    config.create().context("producer")
+}
+
 /// Hands `record` to `producer`, serving it while its queue is full (as Weir's sink
 /// waits: backpressure, never a dropped record).
 pub fn produce_one<'a>(
@@ -222,12 +235,7 @@ fn copy_partitions(
         config.set(key, value);
     }
     let consumer: Arc<BaseConsumer> = Arc::new(config.create().context("consumer")?);
-    let mut config = client_config();
-    config.set("enable.idempotence", "true");
-    for (key, value) in budgets.sink().producer_settings() {
-        config.set(key, value);
-    }
-    let producer: BaseProducer<DefaultProducerContext> = config.create().context("producer")?;
+    let producer = idempotent_producer(&budgets.sink())?;
     let mut tpl = TopicPartitionList::new();
     let mut queues = Vec::new();
     for p in ends.keys() {
@@ -373,10 +381,7 @@ fn spawn_weir(
 /// The peak resident set of process `pid` so far (`VmHWM`), in bytes; `None` once it
 /// has exited.
 fn peak_rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    weir_tests::proc_status_bytes(pid, "VmHWM")
 }
 
 /// The name of the word count's aggregate step: its repartition topic is
@@ -612,10 +617,7 @@ impl Row {
 /// The broker's resident set now (`VmRSS`), in bytes.
 fn broker_rss() -> Option<u64> {
     let pid = weir_tests::process_cpu::kafka_broker_pid()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    weir_tests::proc_status_bytes(u32::try_from(pid).ok()?, "VmRSS")
 }
 
 /// A fresh output topic whose records carry the broker's append time.

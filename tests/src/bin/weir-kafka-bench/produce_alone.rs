@@ -18,13 +18,14 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use weir::connector::kafka::DeliveryGuarantee;
 
 use weir_tests::process_cpu::CpuMark;
 
 use crate::{
-    Budgets, PARTITIONS, Row, client_config, output_topic, produce_one, steady_rate, value, verify,
+    Budgets, PARTITIONS, Row, idempotent_producer, output_topic, produce_one, steady_rate, value,
+    verify,
 };
 
 /// Producer threads: as many as Weir's subtasks in the scenarios (2).
@@ -72,14 +73,9 @@ fn produce_share(
     share: &[(String, String)],
     budgets: Budgets,
 ) -> anyhow::Result<()> {
-    let mut config = client_config();
-    config.set("enable.idempotence", "true");
     let mut sink = budgets.sink();
     sink.delivery = DeliveryGuarantee::AtLeastOnce;
-    for (key, value) in sink.producer_settings() {
-        config.set(key, value);
-    }
-    let producer: BaseProducer<DefaultProducerContext> = config.create().context("producer")?;
+    let producer = idempotent_producer(&sink)?;
     for (n, (key, payload)) in share.iter().enumerate() {
         let i = t + n as u64 * THREADS;
         let record = BaseRecord::<[u8], [u8]>::to(topic)
