@@ -157,6 +157,8 @@ k8s-tools:
 
 test: setup guests fuzz-tools k8s-tools
 	cargo build --workspace --bins --tests
+	# The example guests' own unit tests, on the host (Emitter::capture; no component).
+	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo test --quiet
 	@kafkaenv=$$($(KAFKA) up) || { echo "make test: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
 	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \

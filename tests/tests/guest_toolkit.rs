@@ -29,19 +29,7 @@ fn quick_start(dir: &Path, name: &str, args: &[&str], module: &str) -> (String, 
         "new",
     );
     let project = dir.join(name);
-    if args.contains(&"python") {
-        // The project's own host-side unit test passes out of the box.
-        let unit = std::process::Command::new("python3")
-            .args(["-m", "unittest"])
-            .current_dir(&project)
-            .output()
-            .expect("python3 -m unittest");
-        let said = stderr_of(&unit);
-        assert!(
-            unit.status.success() && said.contains("Ran 1 test"),
-            "{said}"
-        );
-    }
+    own_unit_test_passes(&project, args);
     let built = ok(
         weir()
             .current_dir(&project)
@@ -81,6 +69,38 @@ fn quick_start(dir: &Path, name: &str, args: &[&str], module: &str) -> (String, 
     let mut committed = committed_lines(&project.join("out"));
     committed.sort();
     (tested, committed)
+}
+
+/// The project's own host-side unit tests pass out of the box: `cargo test` for Rust
+/// (on the host, with the guests' target directory), `python3 -m unittest` for Python,
+/// `npm test` for JavaScript.
+fn own_unit_test_passes(project: &Path, args: &[&str]) {
+    let (mut command, passed): (_, fn(&str, &str) -> bool) = if args.contains(&"rust") {
+        let mut command = std::process::Command::new("cargo");
+        command
+            .args(["test", "--offline"])
+            .env("CARGO_TARGET_DIR", guest_target());
+        (command, |out, _| {
+            out.contains("test result: ok.") && !out.contains("ok. 0 passed")
+        })
+    } else if args.contains(&"python") {
+        let mut command = std::process::Command::new("python3");
+        command.args(["-m", "unittest"]);
+        (command, |_, err| {
+            err.contains("Ran 1 test") && err.trim_end().ends_with("OK")
+        })
+    } else if args.contains(&"js") {
+        let mut command = std::process::Command::new("npm");
+        command.args(["test", "--offline"]);
+        (command, |out, _| {
+            out.contains("# pass 1") && out.contains("# fail 0")
+        })
+    } else {
+        unreachable!("a language: {args:?}")
+    };
+    let unit = command.current_dir(project).output().expect("unit test");
+    let (out, err) = (String::from_utf8_lossy(&unit.stdout), stderr_of(&unit));
+    assert!(unit.status.success() && passed(&out, &err), "{out}\n{err}");
 }
 
 #[test]
@@ -168,6 +188,34 @@ fn a_js_map_from_weir_new_to_committed_output() {
             r#"{"WORD":"WEIR","TS":2000}"#,
         ]
     );
+}
+
+/// The kinds the quick starts above do not make: each project's own unit tests pass as
+/// generated (the JavaScript aggregate's with and without a window).
+#[test]
+fn every_other_project_passes_its_own_unit_tests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let projects: [(&str, &[&str]); 4] = [
+        ("rust-map", &["--lang", "rust", "--kind", "map"]),
+        ("python-map", &["--lang", "python", "--kind", "map"]),
+        ("js-counts", &["--lang", "js", "--kind", "aggregate"]),
+        (
+            "js-windows",
+            &["--lang", "js", "--kind", "aggregate", "--window", "10s"],
+        ),
+    ];
+    for (name, args) in projects {
+        ok(
+            weir()
+                .current_dir(dir.path())
+                .args(["new", name])
+                .args(args)
+                .output()
+                .expect("weir new"),
+            "new",
+        );
+        own_unit_test_passes(&dir.path().join(name), args);
+    }
 }
 
 #[test]

@@ -25,3 +25,31 @@ fn uppercase(record: RecordRef<'_>, out: &mut Emitter<'_>) -> Result<()> {
     out.emit(record.key, text.to_uppercase(), record.timestamp);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_guest::Record;
+
+    /// What `uppercase` emits for one record, or its refusal.
+    fn mapped(record: Record) -> std::result::Result<Vec<Record>, String> {
+        let mut refusal = None;
+        let out = Emitter::capture(|out| {
+            refusal = uppercase((&record).into(), out).err().map(|e| e.to_string());
+        });
+        refusal.map_or(Ok(out), Err)
+    }
+
+    #[test]
+    fn uppercases_the_value_and_keeps_key_and_time() {
+        for (value, upper) in [("weir", "WEIR"), ("straße ǆ", "STRASSE Ǆ")] {
+            let out = mapped(Record::new("k", value).with_timestamp(3)).expect("mapped");
+            assert_eq!(out, [Record::new("k", upper).with_timestamp(3)]);
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_refused() {
+        assert!(mapped(Record::new("k", vec![0x68, 0xc3])).is_err());
+    }
+}
