@@ -148,9 +148,9 @@
 //! allowed_lateness = "0ms"  # default "0ms"; only with a window; later records go to
 //!                           # the dead-letter output
 //! cache_bytes = "64MiB"     # accumulators cached in memory per subtask, in bytes:
-//!                           # an entry of at most 30 bytes of key and value counts 56,
-//!                           # a larger one 72 plus its bytes (so the default holds
-//!                           # about a million small ones); default "64MiB", >= "1KiB";
+//!                           # an entry of at most 30 bytes of key and value counts 48,
+//!                           # a larger one 64 plus its bytes (so the default holds
+//!                           # about 1.4 million small ones); default "64MiB", >= "1KiB";
 //! cache_entries = 100000    # optional, >= 1: a bound in entries too; default none;
 //!                           # past either bound those not used recently are written
 //!                           # back to RocksDB and dropped;

@@ -66,7 +66,7 @@ use crate::storage::CheckpointStorage;
 /// 1.2 million).
 pub const DEFAULT_CACHE_CAPACITY: usize = u32::MAX as usize;
 /// Default cache capacity in bytes (keys, values and per-entry overhead): 64 MiB per
-/// stateful subtask, whatever the accumulators' sizes: about a million small ones.
+/// stateful subtask, whatever the accumulators' sizes: about 1.4 million small ones.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 /// Memory bounds of one `KeyedState`: its write-back cache and its RocksDB memtables.

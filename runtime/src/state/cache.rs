@@ -9,13 +9,13 @@
 //! accumulator: no heap allocation at all, and a lookup touches one cache line of the
 //! slot array after the table), else in one heap buffer; no allocation per lookup or per
 //! update of an existing key with a value of about its old size. A small entry costs
-//! [`SLOT_BYTES`] in all, so the default 64 MiB hold about a million of them.
+//! [`SLOT_BYTES`] in all, so the default 64 MiB hold about 1.4 million of them.
 //!
 //! Invariants:
 //! - Each slot holds the CURRENT value of its key: `Some(bytes)`, or `None` for a key known
 //!   to be absent (a deletion not yet flushed, or a negative lookup). A slot in the cache
 //!   always wins over RocksDB.
-//! - `table` holds exactly one index per live slot, stored under the slot's `hash`; no two
+//! - `table` holds exactly one index per live slot, stored under its key's hash; no two
 //!   live slots have equal keys.
 //! - A slot is dirty iff it differs from what RocksDB holds; a dirty `None` is a tombstone
 //!   that must reach RocksDB as a delete. A dirty slot leaves the cache only through
@@ -61,11 +61,11 @@ use crate::state::write_layer::WriteLayer;
 /// Most bytes of key and value a slot holds inline, without a heap buffer.
 pub(crate) const INLINE_BYTES: usize = 30;
 
-/// What every slot counts for: the slot in the array (48 bytes: its inline bytes, hash,
-/// key length and flags) and its index in the hash table with its control byte and the
+/// What every slot counts for: the slot in the array (40 bytes: its inline bytes, key
+/// length and flags) and its index in the hash table with its control byte and the
 /// table's spare room (8), roughly. Makes a cache of many tiny accumulators count for
 /// what it costs.
-pub(crate) const SLOT_BYTES: usize = 56;
+pub(crate) const SLOT_BYTES: usize = 48;
 
 /// What a heap buffer counts for besides its bytes: the allocator's header and rounding.
 const HEAP_OVERHEAD_BYTES: usize = 16;
@@ -147,12 +147,12 @@ impl SlotData {
     }
 }
 
+/// A live slot. Its hash is not kept (8 bytes a slot, a sixth of it): growing the
+/// table, evicting the slot and copying it into a write-back hash its key again, which
+/// lies in the slot's own cache line, read anyway.
 #[derive(Debug)]
 struct Slot {
     data: SlotData,
-    /// `hasher.hash_one(key)`: kept so that growing the table and removing the slot
-    /// never read the key again.
-    hash: u64,
     /// The key is `data`'s first `key_len` bytes, the value (if `has_value`) the rest.
     key_len: u32,
     has_value: bool,
@@ -165,10 +165,9 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(hash: u64, key: &[u8], value: Option<&[u8]>, dirty: bool, epoch: bool) -> Self {
+    fn new(key: &[u8], value: Option<&[u8]>, dirty: bool, epoch: bool) -> Self {
         Slot {
             data: SlotData::new(key, value),
-            hash,
             key_len: u32::try_from(key.len()).expect("a state key shorter than 4 GiB"),
             has_value: value.is_some(),
             dirty,
@@ -372,15 +371,16 @@ impl StateCache {
                 continue;
             }
             let slot = self.slots[i].take().expect("checked live above");
+            let hash = self.hasher.hash_one(slot.key());
             self.table
-                .find_entry(slot.hash, |&j| j as usize == i)
+                .find_entry(hash, |&j| j as usize == i)
                 .expect("every live slot is in the table")
                 .remove();
             self.free.push(i as u32);
             self.bytes -= slot.bytes();
             if slot.dirty {
                 self.dirty -= 1;
-                victims.push(slot.hash, slot.key(), slot.value());
+                victims.push(hash, slot.key(), slot.value());
             }
         }
         victims
@@ -424,10 +424,7 @@ impl StateCache {
     /// the cost of one key comparison; otherwise (the slot evicted or reused since) the
     /// key is looked up as without a hint.
     pub(crate) fn put_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8], value: &[u8]) {
-        match self
-            .hinted(hint, hash, key)
-            .or_else(|| self.find(hash, key))
-        {
+        match self.hinted(hint, key).or_else(|| self.find(hash, key)) {
             Some(i) => self.replace(i, true, Some(value)),
             None => {
                 self.insert_new(hash, key, Some(value), true);
@@ -435,13 +432,13 @@ impl StateCache {
         }
     }
 
-    /// The slot `hint` names if it holds `key` (hashed `hash`).
-    fn hinted(&self, hint: Option<SlotId>, hash: u64, key: &[u8]) -> Option<u32> {
+    /// The slot `hint` names if it holds `key`.
+    fn hinted(&self, hint: Option<SlotId>, key: &[u8]) -> Option<u32> {
         hint.map(|SlotId(i)| i).filter(|&i| {
             self.slots
                 .get(i as usize)
                 .and_then(Option::as_ref)
-                .is_some_and(|s| s.hash == hash && s.key() == key)
+                .is_some_and(|s| s.key() == key)
         })
     }
 
@@ -454,10 +451,7 @@ impl StateCache {
     /// [`delete`](Self::delete) with `hash` = [`hash`](Self::hash)`(key)` and a slot
     /// `hint` as [`put_hashed`](Self::put_hashed) takes it.
     pub(crate) fn delete_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8]) {
-        match self
-            .hinted(hint, hash, key)
-            .or_else(|| self.find(hash, key))
-        {
+        match self.hinted(hint, key).or_else(|| self.find(hash, key)) {
             Some(i) => self.replace(i, true, None),
             None => {
                 self.insert_new(hash, key, None, true);
@@ -472,7 +466,8 @@ impl StateCache {
             .expect("the table indexes only live slots");
         if slot.owed(self.epoch) {
             // Copy on write: the snapshot gets the value the slot had when it was owed.
-            self.owed_layer.push(slot.hash, slot.key(), slot.value());
+            let hash = self.hasher.hash_one(slot.key());
+            self.owed_layer.push(hash, slot.key(), slot.value());
             slot.dirty = false;
             self.dirty -= 1;
             self.owed -= 1;
@@ -490,7 +485,7 @@ impl StateCache {
 
     /// Adds a slot for `key`, known not cached; returns its index.
     fn insert_new(&mut self, hash: u64, key: &[u8], value: Option<&[u8]>, dirty: bool) -> u32 {
-        let slot = Slot::new(hash, key, value, dirty, self.epoch);
+        let slot = Slot::new(key, value, dirty, self.epoch);
         self.bytes += slot.bytes();
         self.dirty += usize::from(dirty);
         let i = match self.free.pop() {
@@ -504,12 +499,14 @@ impl StateCache {
                 i
             }
         };
-        let slots = &self.slots;
+        let (slots, hasher) = (&self.slots, &self.hasher);
         self.table.insert_unique(hash, i, |&j| {
-            slots[j as usize]
-                .as_ref()
-                .expect("the table indexes only live slots")
-                .hash
+            hasher.hash_one(
+                slots[j as usize]
+                    .as_ref()
+                    .expect("the table indexes only live slots")
+                    .key(),
+            )
         });
         i
     }
@@ -550,7 +547,7 @@ impl StateCache {
             return layer;
         }
         for slot in self.slots.iter_mut().flatten().filter(|slot| slot.dirty) {
-            layer.push(slot.hash, slot.key(), slot.value());
+            layer.push(self.hasher.hash_one(slot.key()), slot.key(), slot.value());
             slot.dirty = false;
         }
         self.dirty = 0;
@@ -584,7 +581,8 @@ impl StateCache {
                 break;
             }
             if slot.owed(epoch) {
-                self.owed_layer.push(slot.hash, slot.key(), slot.value());
+                let hash = self.hasher.hash_one(slot.key());
+                self.owed_layer.push(hash, slot.key(), slot.value());
                 slot.dirty = false;
                 self.dirty -= 1;
                 self.owed -= 1;
@@ -859,12 +857,12 @@ mod tests {
         assert!(cache.is_dirty(b"b") && !cache.is_dirty(b"a"));
     }
 
-    /// What `SLOT_BYTES` claims: a slot, free or not, takes 48 bytes of the slot array
+    /// What `SLOT_BYTES` claims: a slot, free or not, takes 40 bytes of the slot array
     /// (and `SLOT_BYTES` counts 8 more for the table).
     #[test]
-    fn a_slot_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Slot>>(), 48);
-        assert_eq!(SLOT_BYTES, 48 + 8);
+    fn a_slot_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 40);
+        assert_eq!(SLOT_BYTES, 40 + 8);
     }
 
     /// Small entries live in the slot; a large one in a heap buffer, reused for a value
