@@ -389,10 +389,22 @@ impl Catalog {
             .map_err(|e| self.err(e))
     }
 
-    /// Adds a pipeline; false if the tenant already has one of that name.
-    pub fn add_pipeline(&self, p: &PipelineRow) -> Result<bool, ServerError> {
-        let n = self
-            .conn()
+    /// Adds a pipeline unless the tenant has `quota` pipelines already or one of that
+    /// name. The count and the insert are made under the one connection's lock, so two
+    /// creations at once cannot both pass a quota with room for one.
+    pub fn add_pipeline(&self, p: &PipelineRow, quota: u32) -> Result<AddOutcome, ServerError> {
+        let conn = self.conn();
+        let count: u32 = conn
+            .query_row(
+                "SELECT count(*) FROM pipelines WHERE tenant = ?1",
+                [&p.tenant],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if count >= quota {
+            return Ok(AddOutcome::OverQuota);
+        }
+        let n = conn
             .execute(
                 "INSERT OR IGNORE INTO pipelines
                    (tenant, name, spec, modules, desired, state, restarts, last_error, savepoint, created_at, workers)
@@ -412,7 +424,11 @@ impl Catalog {
                 ],
             )
             .map_err(|e| self.err(e))?;
-        Ok(n == 1)
+        Ok(if n == 1 {
+            AddOutcome::Added
+        } else {
+            AddOutcome::Exists
+        })
     }
 
     /// Writes back every mutable field of a pipeline's row.
@@ -525,6 +541,16 @@ pub struct RunRecord<'a> {
     pub restarts: u32,
     pub last_error: Option<&'a str>,
     pub savepoint: Option<u64>,
+}
+
+/// What adding a pipeline did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOutcome {
+    Added,
+    /// Refused: the tenant has one of that name.
+    Exists,
+    /// Refused: the tenant has as many pipelines as its quota allows.
+    OverQuota,
 }
 
 /// What a delete found.

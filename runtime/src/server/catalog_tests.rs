@@ -40,7 +40,11 @@ fn the_catalog_survives_a_reopen_at_the_same_schema_version() {
         );
         c.add_token("a", "k1", "h1").expect("token");
         assert!(c.add_module("a", &module("m1")).expect("module"));
-        assert!(c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline"));
+        assert_eq!(
+            c.add_pipeline(&pipeline("a", "p", "m1"), u32::MAX)
+                .expect("pipeline"),
+            AddOutcome::Added
+        );
     }
     let c = Catalog::open(&path).expect("reopen");
     let version: usize = c
@@ -81,7 +85,8 @@ fn a_tenants_rows_are_its_own() {
             .expect("put");
     }
     c.add_module("a", &module("m1")).expect("module");
-    c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline");
+    c.add_pipeline(&pipeline("a", "p", "m1"), u32::MAX)
+        .expect("pipeline");
     assert!(c.module("b", "m1").expect("q").is_none());
     assert!(c.pipeline("b", "p").expect("q").is_none());
     assert_eq!(
@@ -95,6 +100,44 @@ fn a_tenants_rows_are_its_own() {
     assert!(!c.add_module("b", &module("m1")).expect("again"));
 }
 
+/// The pipeline quota holds under concurrent creations: its count and the insert are
+/// one step, so eight creations at once against a quota of three add exactly three.
+#[test]
+fn concurrent_creations_never_pass_the_pipeline_quota() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = Catalog::open(&dir.path().join("c.sqlite")).expect("open");
+    c.put_tenant("a", &Quotas::default(), None, false)
+        .expect("put");
+    let barrier = std::sync::Barrier::new(8);
+    let outcomes: Vec<AddOutcome> = std::thread::scope(|scope| {
+        let adds: Vec<_> = (0..8)
+            .map(|i| {
+                let (c, barrier) = (&c, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    c.add_pipeline(&pipeline("a", &format!("p{i}"), "m1"), 3)
+                        .expect("add")
+                })
+            })
+            .collect();
+        adds.into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect()
+    });
+    let added = outcomes.iter().filter(|&&o| o == AddOutcome::Added).count();
+    assert_eq!(added, 3, "{outcomes:?}");
+    assert_eq!(c.pipelines("a").expect("pipelines").len(), 3);
+    let first = outcomes
+        .iter()
+        .position(|&o| o == AddOutcome::Added)
+        .expect("one added");
+    assert_eq!(
+        c.add_pipeline(&pipeline("a", &format!("p{first}"), "m1"), 9)
+            .expect("add"),
+        AddOutcome::Exists
+    );
+}
+
 #[test]
 fn a_module_in_use_is_not_deleted() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -102,7 +145,8 @@ fn a_module_in_use_is_not_deleted() {
     c.put_tenant("a", &Quotas::default(), None, false)
         .expect("put");
     c.add_module("a", &module("m1")).expect("module");
-    c.add_pipeline(&pipeline("a", "p", "m1")).expect("pipeline");
+    c.add_pipeline(&pipeline("a", "p", "m1"), u32::MAX)
+        .expect("pipeline");
     assert_eq!(
         c.delete_module("a", "m1").expect("delete"),
         DeleteOutcome::InUse(vec!["p".into()])

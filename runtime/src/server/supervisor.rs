@@ -18,7 +18,8 @@
 //!   (`worker_states::summarize` names the worker); the others keep running until the
 //!   tenant stops or restarts the pipeline.
 //! - A request (stop, shutdown, delete, disk quota) is the pipeline's: it reaches every
-//!   worker. A stop asks each to stop after one more committed checkpoint (SIGTERM) and
+//!   worker, through the worker's own thread, the one that waits for the process: no
+//!   other thread signals a pid, which may be another process's once reaped. A stop asks each to stop after one more committed checkpoint (SIGTERM) and
 //!   waits `stop_timeout` for it, then kills it (recovery replays from the last
 //!   committed checkpoint, so even that loses nothing). The last complete checkpoint of
 //!   every worker after a stop is the pipeline's savepoint. A pipeline whose directory
@@ -101,18 +102,11 @@ impl Shared {
         }
     }
 
-    /// Records `request` and signals every running worker. A worker whose pid is not
-    /// known yet sees the request right after it records its pid (see `run_once`).
+    /// Records `request`; every worker's thread acts on it within [`POLL`] (see
+    /// `Run::wait`). No thread signals a process by its pid: once its own
+    /// thread has reaped it, the pid may be another process's.
     fn ask(&self, request: Request) {
         self.request.store(request as u8, Ordering::SeqCst);
-        let signal = match request {
-            Request::Kill | Request::OverQuota => Signal::SIGKILL,
-            _ => Signal::SIGTERM,
-        };
-        for pid in lock(&self.views).iter().filter_map(|v| v.pid) {
-            // Gone already: its thread sees the exit.
-            let _ = kill(Pid::from_raw(pid as i32), signal);
-        }
     }
 
     fn labels(&self) -> TenantLabel {
@@ -530,10 +524,6 @@ impl Run {
         };
         self.shared
             .update(self.index, false, |v| v.pid = Some(child.id()));
-        // A request that came before the pid was known.
-        if self.shared.request() != Request::None {
-            self.shared.ask(self.shared.request());
-        }
         let status = self.wait(&mut child);
         self.shared.update(self.index, false, |v| v.pid = None);
         match (self.shared.request(), status) {
@@ -560,8 +550,11 @@ impl Run {
         })
     }
 
-    /// Waits for the child; once a stop is asked, for at most `stop_timeout`. Kills the
-    /// pipeline's workers (and says why) if its directory grows past the disk quota.
+    /// Waits for the child, acting on the pipeline's request: a stop (or shutdown)
+    /// sends it SIGTERM once and waits at most `stop_timeout` before killing it, a
+    /// kill kills it. Asks for every worker's kill (and says why) if the pipeline's
+    /// directory grows past the disk quota. The child is signalled only here, by the
+    /// thread that reaps it, before it has reaped it.
     fn wait(&self, child: &mut Child) -> Option<ExitStatus> {
         let mut asked_at: Option<Instant> = None;
         let mut log_checked = Instant::now();
@@ -587,6 +580,10 @@ impl Run {
                     let _ = child.kill();
                 }
                 Request::Stop | Request::Shutdown => {
+                    if asked_at.is_none() {
+                        // Not reaped yet (by this thread, the only one that waits).
+                        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+                    }
                     let at = *asked_at.get_or_insert_with(Instant::now);
                     if at.elapsed() > self.config.stop_timeout {
                         let _ = child.kill();

@@ -55,7 +55,10 @@ fn setup_with(count: u32, script: impl FnOnce(&PipelineDir) -> String) -> Setup 
         created_at: crate::server::catalog::now(),
         workers: count,
     };
-    assert!(catalog.add_pipeline(&row).expect("pipeline"));
+    assert_eq!(
+        catalog.add_pipeline(&row, u32::MAX).expect("pipeline"),
+        crate::server::catalog::AddOutcome::Added
+    );
     std::fs::create_dir_all(pipeline_dir.root()).expect("pipeline dir");
     let launches = workers(count)
         .map(|worker| Launch {
@@ -364,4 +367,35 @@ fn a_kill_ends_the_workers_of_a_stop_and_of_a_start_made_during_it() {
         assert!(!alive(old), "the stopping worker outlived the kill");
         let _ = stopping.join();
     });
+}
+
+/// A request signals no process by the pid a worker's view holds: that worker may have
+/// been reaped by its thread a moment before, and its pid be another process's by now.
+/// Here the view holds a stranger's pid, as it would in that moment: a stop and a kill
+/// leave the stranger alone (the workers' own threads signal their children).
+#[test]
+fn a_request_never_signals_a_pid_that_may_be_reused() {
+    let s = setup(1);
+    let mut stranger = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("sleep");
+    let mut view = WorkerView::new(s.launches[0].worker);
+    view.pid = Some(stranger.id());
+    let shared = Shared {
+        key: ("t".into(), "p".into()),
+        request: AtomicU8::new(Request::None as u8),
+        views: Mutex::new(vec![view]),
+        over_quota: Mutex::new(None),
+        measured_at: Mutex::new(Instant::now()),
+        catalog: s.catalog.clone(),
+        metrics: s.metrics.clone(),
+    };
+    shared.ask(Request::Stop);
+    shared.ask(Request::Kill);
+    std::thread::sleep(Duration::from_millis(200));
+    let untouched = matches!(stranger.try_wait(), Ok(None));
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    assert!(untouched, "the stranger was signalled");
 }

@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::server::app::{App, SharedApp, TenantAuth};
-use crate::server::catalog::{PipelineRow, RunRecord, TenantRow, now};
+use crate::server::catalog::{AddOutcome, PipelineRow, RunRecord, TenantRow, now};
 use crate::server::config::quotas_over;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::ids;
@@ -118,11 +118,6 @@ pub async fn create(
     let quota = quotas_over(&tenant.quotas, &app.config.quotas)
         .pipelines
         .unwrap_or(u32::MAX);
-    if app.catalog.pipelines(&tenant.id)?.len() >= quota as usize {
-        return Err(ApiError::conflict(format!(
-            "you have {quota} pipelines, your quota: delete one first"
-        )));
-    }
     let row = PipelineRow {
         tenant: tenant.id.clone(),
         name: hosted.name.clone(),
@@ -140,11 +135,19 @@ pub async fn create(
         created_at: now(),
         workers,
     };
-    if !app.catalog.add_pipeline(&row)? {
-        return Err(ApiError::conflict(format!(
-            "pipeline {:?} exists",
-            row.name
-        )));
+    match app.catalog.add_pipeline(&row, quota)? {
+        AddOutcome::Added => {}
+        AddOutcome::Exists => {
+            return Err(ApiError::conflict(format!(
+                "pipeline {:?} exists",
+                row.name
+            )));
+        }
+        AddOutcome::OverQuota => {
+            return Err(ApiError::conflict(format!(
+                "you have {quota} pipelines, your quota: delete one first"
+            )));
+        }
     }
     if body.start {
         app.start_pipeline(&tenant, &row, None)?;
