@@ -33,6 +33,19 @@ use crate::server::namespace::PipelineDir;
 use crate::server::walls::TenantWall;
 
 /// Variables a worker inherits from the server (all others are dropped).
+#[cfg(not(feature = "fault-injection"))]
+const INHERITED_ENV: [&str; 6] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+];
+
+/// Variables a worker inherits from the server (all others are dropped); in a build with
+/// fault injection, the armed fault too (`fault`), so crash tests reach hosted workers.
+#[cfg(feature = "fault-injection")]
 const INHERITED_ENV: [&str; 7] = [
     "PATH",
     "HOME",
