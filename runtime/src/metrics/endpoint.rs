@@ -13,8 +13,8 @@
 //!   on the last committed checkpoint, never on the process.
 //! - `/readyz` (readiness) is OK from the moment the pipeline's tasks run until a stop
 //!   is requested.
-//! - `/metrics` is the counters of [`PipelineMetrics`] in the Prometheus text format,
-//!   labelled with the pipeline's name only (one pipeline per process: a bounded set),
+//! - `/metrics` is the counters of [`PipelineMetrics`] in the OpenMetrics text format
+//!   (`exposition`), labelled with the pipeline's name only (one pipeline per process: a bounded set),
 //!   and the guest memory gauges labelled with it and the step's name (bounded by the
 //!   spec's steps).
 //! - Binding happens before anything else, so a taken or malformed address is refused at
@@ -33,8 +33,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::sync::oneshot;
 
-use crate::metrics::guest_memory::StepGuestMemory;
-use crate::metrics::{MetricsSnapshot, PipelineMetrics, unix_ms};
+use crate::metrics::{MetricsSnapshot, PipelineMetrics, exposition, unix_ms};
 
 /// Shortest stall bound, whatever the checkpoint interval: a checkpoint round of a big
 /// state on a loaded machine can take a while without anything being wrong.
@@ -200,144 +199,9 @@ async fn readyz(State(s): State<Arc<Shared>>) -> (StatusCode, &'static str) {
 
 async fn metrics_text(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        prometheus_text(&s.pipeline, &s.metrics.snapshot()),
+        [(header::CONTENT_TYPE, exposition::CONTENT_TYPE)],
+        exposition::openmetrics_text(&s.pipeline, &s.metrics.snapshot()),
     )
-}
-
-/// A label value escaped for the text format.
-fn label_value(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// `m` in the Prometheus text exposition format, every sample labelled `pipeline`.
-pub fn prometheus_text(pipeline: &str, m: &MetricsSnapshot) -> String {
-    let label = label_value(pipeline);
-    let rows: [(&str, &str, &str, u64); 11] = [
-        (
-            "records_in_total",
-            "counter",
-            "Records read by the sources",
-            m.records_in,
-        ),
-        (
-            "records_out_total",
-            "counter",
-            "Records handed to the sinks",
-            m.records_out,
-        ),
-        (
-            "dead_letters_total",
-            "counter",
-            "Records routed to the dead-letter output",
-            m.dead_letters,
-        ),
-        (
-            "late_records_total",
-            "counter",
-            "Dead letters that came after their window's lateness",
-            m.late_records,
-        ),
-        (
-            "records_skipped_total",
-            "counter",
-            "Input records deleted by retention before they were read",
-            m.records_skipped,
-        ),
-        (
-            "guest_log_dropped_lines_total",
-            "counter",
-            "Guest output lines dropped over [limits] guest_log_rate",
-            m.guest_log_dropped_lines,
-        ),
-        (
-            "checkpoints_completed_total",
-            "counter",
-            "Checkpoints completed by this process",
-            m.checkpoints_completed,
-        ),
-        (
-            "consumer_lag",
-            "gauge",
-            "Records in the sources' input not read yet",
-            m.consumer_lag,
-        ),
-        (
-            "last_checkpoint_id",
-            "gauge",
-            "Id of the last completed checkpoint",
-            m.last_checkpoint_id,
-        ),
-        (
-            "last_checkpoint_duration_ms",
-            "gauge",
-            "Duration of the last completed checkpoint",
-            m.last_checkpoint_duration_ms,
-        ),
-        (
-            "last_checkpoint_unix_ms",
-            "gauge",
-            "When the last checkpoint completed (Unix ms)",
-            m.last_checkpoint_unix_ms,
-        ),
-    ];
-    let mut text = String::new();
-    for (name, kind, help, value) in rows {
-        let family = name.strip_suffix("_total").unwrap_or(name);
-        text.push_str(&format!(
-            "# HELP weir_{family} {help}\n# TYPE weir_{family} {kind}\nweir_{name}{{pipeline=\"{label}\"}} {value}\n"
-        ));
-    }
-    guest_memory_text(&mut text, &label, m);
-    text
-}
-
-/// The guest memory gauges and the recycling counter, one sample per step in each.
-fn guest_memory_text(text: &mut String, label: &str, m: &MetricsSnapshot) {
-    type Family = (
-        &'static str,
-        &'static str,
-        &'static str,
-        fn(&StepGuestMemory) -> u64,
-    );
-    let families: [Family; 3] = [
-        (
-            "guest_memory_bytes",
-            "gauge",
-            "Linear memory of the step's guest instances together",
-            |s| s.total_bytes,
-        ),
-        (
-            "guest_memory_max_instance_bytes",
-            "gauge",
-            "Linear memory of the step's largest guest instance (the limit is per instance)",
-            |s| s.max_bytes,
-        ),
-        (
-            "guest_recycles_total",
-            "counter",
-            "Guest instances replaced by a fresh one after using half their memory headroom",
-            |s| s.recycled,
-        ),
-    ];
-    for (name, kind, help, value) in families {
-        let family = name.strip_suffix("_total").unwrap_or(name);
-        text.push_str(&format!(
-            "# HELP weir_{family} {help}\n# TYPE weir_{family} {kind}\n"
-        ));
-        for (step, figures) in &m.guest_memory {
-            let step = label_value(step);
-            let value = value(figures);
-            text.push_str(&format!(
-                "weir_{name}{{pipeline=\"{label}\",step=\"{step}\"}} {value}\n"
-            ));
-        }
-    }
 }
 
 #[cfg(test)]

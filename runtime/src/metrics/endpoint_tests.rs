@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
+use crate::metrics::guest_memory::StepGuestMemory;
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -58,7 +59,7 @@ fn the_stall_bound_is_two_whole_checkpoint_rounds_and_at_least_thirty_seconds() 
 }
 
 #[test]
-fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
+fn openmetrics_text_has_every_counter_once_with_an_escaped_label() {
     let m = MetricsSnapshot {
         records_in: 7,
         records_out: 5,
@@ -69,7 +70,7 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
         guest_log_dropped_lines: 4,
         ..MetricsSnapshot::default()
     };
-    let text = prometheus_text("a\"b", &m);
+    let text = exposition::openmetrics_text("a\"b", &m);
     for line in [
         "# TYPE weir_records_in counter",
         "weir_records_in_total{pipeline=\"a\\\"b\"} 7",
@@ -88,10 +89,16 @@ fn prometheus_text_has_every_counter_once_with_an_escaped_label() {
         );
     }
     assert_eq!(text.lines().filter(|l| l.starts_with("weir_")).count(), 11);
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
+    let odd = exposition::openmetrics_text("a\\b\nc", &m);
+    assert!(
+        odd.contains("weir_records_in_total{pipeline=\"a\\\\b\\nc\"} 7\n"),
+        "{odd}"
+    );
 }
 
 #[test]
-fn prometheus_text_has_guest_memory_per_step() {
+fn openmetrics_text_has_guest_memory_per_step() {
     let figures = |max_bytes, total_bytes| StepGuestMemory {
         instances: 2,
         max_bytes,
@@ -106,7 +113,7 @@ fn prometheus_text_has_guest_memory_per_step() {
         .into(),
         ..MetricsSnapshot::default()
     };
-    let text = prometheus_text("p", &m);
+    let text = exposition::openmetrics_text("p", &m);
     for line in [
         "# TYPE weir_guest_memory_bytes gauge",
         "weir_guest_memory_bytes{pipeline=\"p\",step=\"step-0\"} 8",

@@ -5,6 +5,7 @@
 //! Exactly-once is a property of committed output, never of these numbers.
 
 pub mod endpoint;
+pub mod exposition;
 pub mod guest_memory;
 pub mod progress;
 pub mod status_file;
