@@ -278,7 +278,7 @@ pub fn status_list(s: &PipelineStatus) -> String {
     let mut pairs: Vec<(String, String)> = vec![
         ("name".into(), s.name.clone()),
         ("state".into(), state_name(s.state)),
-        ("desired".into(), s.desired.clone()),
+        ("desired".into(), s.desired.as_str().to_owned()),
     ];
     for (step, id) in &s.modules {
         pairs.push((format!("module {step}"), id.clone()));
@@ -357,12 +357,13 @@ fn worker_line(w: &WorkerStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::wire::Desired;
 
     fn status() -> PipelineStatus {
         PipelineStatus {
             name: "upper".into(),
             state: PipelineState::Failed,
-            desired: "running".into(),
+            desired: Desired::Running,
             modules: BTreeMap::from([("step-0".to_owned(), "ab".repeat(32))]),
             last_complete_checkpoint: Some(4),
             last_committed_checkpoint: Some(3),

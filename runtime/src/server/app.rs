@@ -35,7 +35,7 @@ use crate::server::redact::Redaction;
 use crate::server::supervisor::Supervisor;
 use crate::server::tokens;
 use crate::server::walls::Walls;
-use crate::server::wire::PipelineState;
+use crate::server::wire::{Desired, PipelineState};
 use crate::server::worker::Launch;
 
 #[derive(Debug)]
@@ -322,7 +322,7 @@ impl App {
     pub fn resume_pipelines(&self) -> Result<usize, ServerError> {
         let mut started = 0;
         for row in self.catalog.all_pipelines()? {
-            if row.desired != "running" {
+            if row.desired != Desired::Running {
                 continue;
             }
             let Some(tenant) = self.catalog.tenant(&row.tenant)? else {

@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::server::error::ServerError;
-use crate::server::wire::{Module, PipelineState, Quotas};
+use crate::server::wire::{Desired, Module, PipelineState, Quotas};
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: the first schema.
@@ -83,8 +83,7 @@ pub struct PipelineRow {
     pub spec: serde_json::Value,
     /// Module ids by step name.
     pub modules: BTreeMap<String, String>,
-    /// `running` or `stopped`.
-    pub desired: String,
+    pub desired: Desired,
     pub state: PipelineState,
     pub restarts: u32,
     pub last_error: Option<String>,
@@ -414,7 +413,7 @@ impl Catalog {
                     p.name,
                     p.spec.to_string(),
                     to_json(&p.modules),
-                    p.desired,
+                    p.desired.as_str(),
                     state_text(p.state),
                     p.restarts,
                     p.last_error,
@@ -443,7 +442,7 @@ impl Catalog {
                     p.name,
                     p.spec.to_string(),
                     to_json(&p.modules),
-                    p.desired,
+                    p.desired.as_str(),
                     state_text(p.state),
                     p.restarts,
                     p.last_error,
@@ -511,7 +510,7 @@ impl Catalog {
                 name: r.get(1)?,
                 spec: serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or_default(),
                 modules: from_json(&r.get::<_, String>(3)?),
-                desired: r.get(4)?,
+                desired: parse_desired(&r.get::<_, String>(4)?),
                 state: parse_state(&r.get::<_, String>(5)?),
                 restarts: r.get(6)?,
                 last_error: r.get(7)?,
@@ -600,6 +599,15 @@ pub fn state_text(state: PipelineState) -> &'static str {
         PipelineState::Failed => "failed",
         PipelineState::Stopped => "stopped",
         PipelineState::Finished => "finished",
+    }
+}
+
+/// A catalog's `desired` column: `running`, else (`stopped`, the only other value
+/// ever written) stopped.
+fn parse_desired(text: &str) -> Desired {
+    match text {
+        "running" => Desired::Running,
+        _ => Desired::Stopped,
     }
 }
 

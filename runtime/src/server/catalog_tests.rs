@@ -18,7 +18,7 @@ fn pipeline(tenant: &str, name: &str, module: &str) -> PipelineRow {
         name: name.into(),
         spec: serde_json::json!({"name": name}),
         modules: BTreeMap::from([("step-0".to_owned(), module.to_owned())]),
-        desired: "running".into(),
+        desired: Desired::Running,
         state: PipelineState::Starting,
         restarts: 0,
         last_error: None,
@@ -59,7 +59,7 @@ fn the_catalog_survives_a_reopen_at_the_same_schema_version() {
     );
     assert_eq!(
         c.pipeline("a", "p").expect("p").map(|p| p.desired),
-        Some("running".into())
+        Some(Desired::Running)
     );
 }
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::cluster::Worker;
 use crate::server::catalog::PipelineRow;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
-use crate::server::wire::Quotas;
+use crate::server::wire::{Desired, Quotas};
 use crate::server::worker::workers;
 
 const FAKE_WEIR: &str = "#!/bin/sh
@@ -47,7 +47,7 @@ fn setup_with(count: u32, script: impl FnOnce(&PipelineDir) -> String) -> Setup 
         name: "p".into(),
         spec: serde_json::json!({"name": "p"}),
         modules: Default::default(),
-        desired: "running".into(),
+        desired: Desired::Running,
         state: PipelineState::Starting,
         restarts: 0,
         last_error: None,

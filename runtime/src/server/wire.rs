@@ -241,13 +241,32 @@ pub enum PipelineState {
     Finished,
 }
 
+/// What the tenant asked a pipeline to be: the supervisor makes it so (and a server
+/// restart starts every `running` one again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Desired {
+    Running,
+    Stopped,
+}
+
+impl Desired {
+    /// `running` or `stopped`, as the API and the catalog write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Desired::Running => "running",
+            Desired::Stopped => "stopped",
+        }
+    }
+}
+
 /// `GET /v1/pipelines/{name}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PipelineStatus {
     pub name: String,
     pub state: PipelineState,
-    /// `running` or `stopped`: what the tenant asked for.
-    pub desired: String,
+    /// What the tenant asked for.
+    pub desired: Desired,
     /// Module ids by step name (or `step-N`).
     pub modules: BTreeMap<String, String>,
     pub last_complete_checkpoint: Option<u64>,

@@ -18,7 +18,8 @@ use crate::server::config::quotas_over;
 use crate::server::error::{ApiError, ServerError};
 use crate::server::ids;
 use crate::server::wire::{
-    CreatePipeline, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline, WorkerStatus,
+    CreatePipeline, Desired, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline,
+    WorkerStatus,
 };
 use crate::server::worker::{pipeline_checkpoint, read_status, smallest_of_every_worker, workers};
 
@@ -123,7 +124,11 @@ pub async fn create(
         name: hosted.name.clone(),
         spec: body.spec,
         modules: hosted.modules,
-        desired: if body.start { "running" } else { "stopped" }.into(),
+        desired: if body.start {
+            Desired::Running
+        } else {
+            Desired::Stopped
+        },
         state: if body.start {
             PipelineState::Starting
         } else {
@@ -193,7 +198,7 @@ pub async fn start(
 ) -> Result<Json<PipelineStatus>, ApiError> {
     let mut row = find(&app, &tenant, &name)?;
     if !app.supervisor.is_fully_supervised(&tenant.id, &row.name) {
-        row.desired = "running".into();
+        row.desired = Desired::Running;
         row.state = PipelineState::Starting;
         row.restarts = 0;
         row.last_error = None;
@@ -210,7 +215,7 @@ async fn stop_workers(
     name: &str,
 ) -> Result<PipelineRow, ApiError> {
     let mut row = find(app, tenant, name)?;
-    row.desired = "stopped".into();
+    row.desired = Desired::Stopped;
     app.catalog.update_pipeline(&row)?;
     let (stopping, t, n) = (app.clone(), tenant.id.clone(), row.name.clone());
     tokio::task::spawn_blocking(move || stopping.supervisor.stop(&t, &n))
@@ -302,7 +307,7 @@ pub async fn upgrade(
         )));
     }
     row.workers = workers;
-    row.desired = "running".into();
+    row.desired = Desired::Running;
     row.state = PipelineState::Starting;
     row.restarts = 0;
     row.last_error = None;
@@ -367,7 +372,7 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let mut row = find(&app, &tenant, &name)?;
-    row.desired = "stopped".into();
+    row.desired = Desired::Stopped;
     app.catalog.update_pipeline(&row)?;
     let (deleting, t) = (app.clone(), tenant.id.clone());
     tokio::task::spawn_blocking(move || retire(&deleting, &t, &row))
