@@ -23,7 +23,7 @@ export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests test soak demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
+.PHONY: help setup build guests rust-guests test test-fast soak demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
 .PHONY: s3-up s3-down k8s-tools
 
 help:
@@ -31,6 +31,7 @@ help:
 	@echo "make demo-kafka the same words through Kafka: topic -> WASM -> exactly-once topic (own broker)"
 	@echo "make demo-serve the hosting walk-through: weir serve, a tenant, modules pushed and a pipeline run with the CLI"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
+	@echo "make test-fast  unit and in-process tests only: no broker, S3 server, Python or Node (minutes)"
 	@echo "make soak       every example guest over 10,000,000 records: exact output, flat guest memory"
 	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make guests     build the example and test guests to build/guests/*.wasm"
@@ -55,7 +56,9 @@ build: setup
 
 # Guests are wasm32-wasip2 components: one cargo build per guest workspace, then a
 # copy under build/guests/ with stable names that specs and tests refer to.
-guests: setup js-guests py-guests
+guests: setup rust-guests js-guests py-guests
+
+rust-guests: setup
 	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	cd tests/guests && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo build --release --target wasm32-wasip2
 	@mkdir -p $(GUESTS_DIR)
@@ -163,6 +166,14 @@ test: setup guests fuzz-tools k8s-tools
 	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
+
+# The fast tier: every crate's unit tests and in-process tests (the runtime's own, but
+# for the object store's, which need an S3 server; the SDK's; the example guests' on the
+# host), with the Rust guests only. No broker, no S3 server, no Python or JavaScript
+# toolchain; about a minute warm on 2 cores. `make test` runs all of these and the rest.
+test-fast: setup rust-guests
+	cargo test --workspace --lib -- --skip storage::object::tests
+	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo test --quiet
 
 # Every shipped example guest (Rust, Python, JavaScript; map and aggregate) over
 # 10,000,000 records each, asserting exact output and flat guest memory; `make test`
