@@ -1,7 +1,7 @@
 //! `CheckpointStorage`: where checkpoints are kept, on one of two backends chosen by
 //! `[checkpoint] dir`: a local directory (`storage::local`, the default) or a prefix in
 //! an S3-compatible bucket (`storage::object`, `s3://bucket/prefix`). Both keep the
-//! layout of `storage::layout`.
+//! layout of `storage::names`.
 //!
 //! Invariants, kept by both backends:
 //! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] makes it
@@ -57,49 +57,26 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::record::CheckpointId;
+use crate::storage::backend::{CheckpointInfo, GcReport, StorageBackend};
 use crate::storage::local::LocalStorage;
 use crate::storage::object::ObjectStorage;
 use crate::storage::{CheckpointLocation, Fence, StorageError};
 
-/// Completion and size of one checkpoint, as tests inspect it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointInfo {
-    pub checkpoint_id: CheckpointId,
-    /// Whether `_metadata` exists.
-    pub complete: bool,
-    /// When `_metadata` was written (modification time), if it was.
-    pub completed_at: Option<std::time::SystemTime>,
-    /// Bytes under `chk-<id>/` (private files and metadata). Shared files are not counted:
-    /// they belong to several checkpoints; the metadata lists them with their sizes.
-    pub private_bytes: u64,
-}
-
-/// What [`CheckpointStorage::gc`] removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GcReport {
-    /// Checkpoints removed, ascending.
-    pub checkpoints_removed: Vec<CheckpointId>,
-    /// Shared files removed.
-    pub shared_files_removed: usize,
-    /// Bytes of the shared files removed.
-    pub shared_bytes_removed: u64,
-}
-
-/// The two backends.
+/// The two backends: which one, for opening and for the tests' looks inside; every
+/// operation goes through [`StorageBackend`].
 #[derive(Debug, Clone)]
 enum Backend {
     Local(LocalStorage),
     Object(ObjectStorage),
 }
 
-/// Calls the same method on whichever backend this is.
-macro_rules! dispatch {
-    ($self:ident . $method:ident ( $($arg:expr),* )) => {
-        match &$self.backend {
-            Backend::Local(b) => b.$method($($arg),*),
-            Backend::Object(b) => b.$method($($arg),*),
+impl Backend {
+    fn get(&self) -> &dyn StorageBackend {
+        match self {
+            Backend::Local(b) => b,
+            Backend::Object(b) => b,
         }
-    };
+    }
 }
 
 /// `Damaged` (naming the file at `location`) unless a restored file's size `found` is
@@ -238,12 +215,12 @@ impl CheckpointStorage {
         src: &Path,
     ) -> Result<u64, StorageError> {
         self.check_fence()?;
-        dispatch!(self.put_shared(task, shared_name, src))
+        self.backend.get().put_shared(task, shared_name, src)
     }
 
     /// Whether shared file `shared_name` of `task` is stored.
     pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
-        dispatch!(self.has_shared(task, shared_name))
+        self.backend.get().has_shared(task, shared_name)
     }
 
     /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`, replacing
@@ -260,10 +237,12 @@ impl CheckpointStorage {
         if self.is_complete(checkpoint_id)? {
             return Err(StorageError::AlreadyComplete {
                 checkpoint_id,
-                location: dispatch!(self.metadata_location(checkpoint_id)),
+                location: self.backend.get().metadata_location(checkpoint_id),
             });
         }
-        dispatch!(self.put_private(checkpoint_id, task, name, src))
+        self.backend
+            .get()
+            .put_private(checkpoint_id, task, name, src)
     }
 
     /// Materialises shared file `shared_name` of `task` at local path `dest`, which must
@@ -275,7 +254,9 @@ impl CheckpointStorage {
         shared_name: &str,
         dest: &Path,
     ) -> Result<u64, StorageError> {
-        dispatch!(self.fetch_shared_into(task, shared_name, dest))
+        self.backend
+            .get()
+            .fetch_shared_into(task, shared_name, dest)
     }
 
     /// `fetch_shared_into`, refused with `Damaged` (and `dest` removed) unless the file
@@ -290,7 +271,7 @@ impl CheckpointStorage {
     ) -> Result<(), StorageError> {
         let found = self.fetch_shared_into(task, shared_name, dest)?;
         check_size(dest, expected, found, || {
-            dispatch!(self.shared_location(task, shared_name))
+            self.backend.get().shared_location(task, shared_name)
         })
     }
 
@@ -304,7 +285,9 @@ impl CheckpointStorage {
     ) -> Result<(), StorageError> {
         let found = self.fetch_private_into(checkpoint_id, task, name, dest)?;
         check_size(dest, expected, found, || {
-            dispatch!(self.private_location(checkpoint_id, task, name))
+            self.backend
+                .get()
+                .private_location(checkpoint_id, task, name)
         })
     }
 
@@ -317,7 +300,9 @@ impl CheckpointStorage {
         name: &str,
         dest: &Path,
     ) -> Result<u64, StorageError> {
-        dispatch!(self.fetch_private_into(checkpoint_id, task, name, dest))
+        self.backend
+            .get()
+            .fetch_private_into(checkpoint_id, task, name, dest)
     }
 
     /// Completes checkpoint `checkpoint_id` by writing its metadata atomically; refuses
@@ -329,22 +314,22 @@ impl CheckpointStorage {
         bytes: &[u8],
     ) -> Result<(), StorageError> {
         self.check_fence()?;
-        dispatch!(self.write_metadata(checkpoint_id, bytes))
+        self.backend.get().write_metadata(checkpoint_id, bytes)
     }
 
     /// Reads the metadata of a complete checkpoint.
     pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
-        dispatch!(self.read_metadata(checkpoint_id))
+        self.backend.get().read_metadata(checkpoint_id)
     }
 
     /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
     pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
-        dispatch!(self.is_complete(checkpoint_id))
+        self.backend.get().is_complete(checkpoint_id)
     }
 
     /// Every checkpoint, complete or not, ascending.
     pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
-        dispatch!(self.checkpoint_ids())
+        self.backend.get().checkpoint_ids()
     }
 
     /// Complete checkpoints, ascending. Checkpoints without `_metadata` are ignored.
@@ -368,7 +353,7 @@ impl CheckpointStorage {
     /// existed.
     pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
         self.check_fence()?;
-        dispatch!(self.discard(checkpoint_id))
+        self.backend.get().discard(checkpoint_id)
     }
 
     /// Removes every checkpoint not in `keep` (complete ones, and incomplete ones older
@@ -394,7 +379,7 @@ impl CheckpointStorage {
                 report.checkpoints_removed.push(id);
             }
         }
-        dispatch!(self.gc_shared(referenced, &mut report))?;
+        self.backend.get().gc_shared(referenced, &mut report)?;
         Ok(report)
     }
 
@@ -403,6 +388,6 @@ impl CheckpointStorage {
         &self,
         checkpoint_id: CheckpointId,
     ) -> Result<CheckpointInfo, StorageError> {
-        dispatch!(self.checkpoint_info(checkpoint_id))
+        self.backend.get().checkpoint_info(checkpoint_id)
     }
 }

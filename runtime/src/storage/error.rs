@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::record::CheckpointId;
-use crate::storage::layout::OWNER_FILE;
+use crate::storage::names::OWNER_FILE;
 
 /// Errors of the checkpoint storage. `location` fields are a path or an `s3://` URL.
 #[derive(Debug, Error)]

@@ -1,6 +1,6 @@
 //! `LocalStorage`: the checkpoint storage backend on a local directory (the default).
 //!
-//! Layout under the root directory: see `storage::layout`.
+//! Layout under the root directory: see `storage::names`.
 //!
 //! Invariants (the ones `CheckpointStorage` promises, and how this backend keeps them):
 //! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] makes it
@@ -35,18 +35,18 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::record::CheckpointId;
 use crate::storage::StorageError;
-use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
-use crate::storage::layout::{
+use crate::storage::backend::{CheckpointInfo, GcReport, StorageBackend};
+use crate::storage::local_files::{
+    copy_durably, dir_size, ensure_dir, exists, fetch, file_size, io_err, missing, read_dir,
+    read_if_exists, remove_file_if_exists, sync_dir, sync_file, temp_path,
+};
+use crate::storage::names::{
     self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, is_worker_location,
     parse_checkpoint_dir, validate_component, validate_task,
 };
-
-/// Distinguishes temp files created by concurrent calls within one process.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Checkpoint storage rooted at a local directory.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ impl LocalStorage {
         check_ours(root)?;
         let owner = root.join(OWNER_FILE);
         if let Some(content) = read_if_exists(&owner)? {
-            layout::check_owner(&root.display().to_string(), &content, pipeline)?;
+            names::check_owner(&root.display().to_string(), &content, pipeline)?;
         }
         for entry in read_dir(root)? {
             let entry = entry.map_err(|e| io_err("list", root, e))?;
@@ -134,14 +134,40 @@ impl LocalStorage {
         &self.root
     }
 
+    fn checkpoint_dir(&self, checkpoint_id: CheckpointId) -> PathBuf {
+        self.root.join(names::checkpoint_dir_name(checkpoint_id))
+    }
+
+    fn metadata_path(&self, checkpoint_id: CheckpointId) -> PathBuf {
+        self.checkpoint_dir(checkpoint_id).join(METADATA_FILE)
+    }
+
+    fn shared_path(&self, task: &str, shared_name: &str) -> Result<PathBuf, StorageError> {
+        validate_task(task)?;
+        validate_component("shared file", shared_name)?;
+        Ok(self
+            .root
+            .join(SHARED_DIR)
+            .join(task)
+            .join(names::shared_file_name(shared_name)))
+    }
+
+    fn private_path(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<PathBuf, StorageError> {
+        validate_task(task)?;
+        validate_component("private file", name)?;
+        Ok(self.checkpoint_dir(checkpoint_id).join(task).join(name))
+    }
+}
+
+impl StorageBackend for LocalStorage {
     /// Stores `src` as shared file `shared_name` of `task` (hard link when on the same
     /// filesystem, else a copy). Idempotent: returns the bytes added, 0 if it already existed.
-    pub fn put_shared(
-        &self,
-        task: &str,
-        shared_name: &str,
-        src: &Path,
-    ) -> Result<u64, StorageError> {
+    fn put_shared(&self, task: &str, shared_name: &str, src: &Path) -> Result<u64, StorageError> {
         let dest = self.shared_path(task, shared_name)?;
         if exists(&dest)? {
             return Ok(0);
@@ -162,14 +188,13 @@ impl LocalStorage {
         Ok(size)
     }
 
-    /// Whether shared file `shared_name` of `task` is stored.
-    pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
+    fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
         exists(&self.shared_path(task, shared_name)?)
     }
 
     /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`, replacing
     /// a previous attempt's file of that name. Returns the bytes stored.
-    pub fn put_private(
+    fn put_private(
         &self,
         checkpoint_id: CheckpointId,
         task: &str,
@@ -191,7 +216,7 @@ impl LocalStorage {
 
     /// Materialises shared file `shared_name` of `task` at `dest` (hard link, else copy).
     /// `dest` must not exist. Returns its size.
-    pub fn fetch_shared_into(
+    fn fetch_shared_into(
         &self,
         task: &str,
         shared_name: &str,
@@ -204,7 +229,7 @@ impl LocalStorage {
     /// Copies private file `name` of `task` in checkpoint `checkpoint_id` to `dest`, which
     /// must not exist. Private files are always copied: the restored DB may rewrite them.
     /// Returns its size.
-    pub fn fetch_private_into(
+    fn fetch_private_into(
         &self,
         checkpoint_id: CheckpointId,
         task: &str,
@@ -217,7 +242,7 @@ impl LocalStorage {
 
     /// Completes checkpoint `checkpoint_id` by writing its metadata atomically: temp file,
     /// fsync, rename to `_metadata`, fsync the directory. Refuses to overwrite.
-    pub fn write_metadata(
+    fn write_metadata(
         &self,
         checkpoint_id: CheckpointId,
         bytes: &[u8],
@@ -245,8 +270,7 @@ impl LocalStorage {
         sync_dir(&dir)
     }
 
-    /// Reads the metadata of a complete checkpoint.
-    pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
+    fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
         let path = self.metadata_path(checkpoint_id);
         fs::read(&path).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
@@ -260,18 +284,12 @@ impl LocalStorage {
         })
     }
 
-    /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
-    pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+    fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
         exists(&self.metadata_path(checkpoint_id))
     }
 
-    /// Where checkpoint `checkpoint_id`'s metadata is (or would be), for messages.
-    pub fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
-        self.metadata_path(checkpoint_id).display().to_string()
-    }
-
     /// Every checkpoint directory, complete or not, ascending.
-    pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
+    fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
         let mut ids = Vec::new();
         if !exists(&self.root)? {
             // Opened read-only where nothing was ever written.
@@ -289,7 +307,7 @@ impl LocalStorage {
 
     /// Removes checkpoint `checkpoint_id`'s directory (`_metadata` first, so it never looks
     /// complete half-deleted). Returns whether it existed.
-    pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+    fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
         let dir = self.checkpoint_dir(checkpoint_id);
         if !exists(&dir)? {
             return Ok(false);
@@ -310,7 +328,7 @@ impl LocalStorage {
     /// Removes every shared file not in `referenced` (and leftover temp files of
     /// interrupted uploads), then task directories left empty. Checkpoints are the
     /// caller's (`CheckpointStorage::gc`) to remove first.
-    pub fn gc_shared(
+    fn gc_shared(
         &self,
         referenced: &HashSet<(String, String)>,
         report: &mut GcReport,
@@ -328,7 +346,7 @@ impl LocalStorage {
             for file_entry in read_dir(&task_dir)? {
                 let file_entry = file_entry.map_err(|e| io_err("list", &task_dir, e))?;
                 let file_name = file_entry.file_name().to_string_lossy().into_owned();
-                let shared_name = layout::parse_shared_file_name(&file_name);
+                let shared_name = names::parse_shared_file_name(&file_name);
                 let is_referenced = shared_name
                     .is_some_and(|name| referenced.contains(&(task.clone(), name.to_owned())));
                 if is_referenced {
@@ -358,11 +376,7 @@ impl LocalStorage {
         Ok(())
     }
 
-    /// Completion time and size of checkpoint `checkpoint_id`.
-    pub fn checkpoint_info(
-        &self,
-        checkpoint_id: CheckpointId,
-    ) -> Result<CheckpointInfo, StorageError> {
+    fn checkpoint_info(&self, checkpoint_id: CheckpointId) -> Result<CheckpointInfo, StorageError> {
         let dir = self.checkpoint_dir(checkpoint_id);
         if !exists(&dir)? {
             return Err(missing(&dir));
@@ -384,21 +398,17 @@ impl LocalStorage {
         })
     }
 
-    fn checkpoint_dir(&self, checkpoint_id: CheckpointId) -> PathBuf {
-        self.root.join(layout::checkpoint_dir_name(checkpoint_id))
-    }
-
-    fn metadata_path(&self, checkpoint_id: CheckpointId) -> PathBuf {
-        self.checkpoint_dir(checkpoint_id).join(METADATA_FILE)
+    fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
+        self.metadata_path(checkpoint_id).display().to_string()
     }
 
     /// Where shared file `shared_name` of `task` is (for messages).
-    pub fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
+    fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
         Ok(self.shared_path(task, shared_name)?.display().to_string())
     }
 
     /// Where private file `name` of `task` in checkpoint `checkpoint_id` is.
-    pub fn private_location(
+    fn private_location(
         &self,
         checkpoint_id: CheckpointId,
         task: &str,
@@ -409,27 +419,6 @@ impl LocalStorage {
             .display()
             .to_string())
     }
-
-    fn shared_path(&self, task: &str, shared_name: &str) -> Result<PathBuf, StorageError> {
-        validate_task(task)?;
-        validate_component("shared file", shared_name)?;
-        Ok(self
-            .root
-            .join(SHARED_DIR)
-            .join(task)
-            .join(layout::shared_file_name(shared_name)))
-    }
-
-    fn private_path(
-        &self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-        name: &str,
-    ) -> Result<PathBuf, StorageError> {
-        validate_task(task)?;
-        validate_component("private file", name)?;
-        Ok(self.checkpoint_dir(checkpoint_id).join(task).join(name))
-    }
 }
 
 /// Refuses a directory that is neither marked as Weir's nor holds only Weir's names.
@@ -439,7 +428,7 @@ impl LocalStorage {
 fn claim(root: &Path, pipeline: &str) -> Result<(), StorageError> {
     let owner = root.join(OWNER_FILE);
     let shown = root.display().to_string();
-    let content = layout::owner_content(pipeline);
+    let content = names::owner_content(pipeline);
     let write_temp = || -> Result<PathBuf, StorageError> {
         let tmp = temp_path(&owner);
         let mut file = File::create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
@@ -450,7 +439,7 @@ fn claim(root: &Path, pipeline: &str) -> Result<(), StorageError> {
     };
     match read_if_exists(&owner)? {
         Some(existing) => {
-            if layout::check_owner(&shown, &existing, pipeline)? {
+            if names::check_owner(&shown, &existing, pipeline)? {
                 // An older Weir's marker: adopt it.
                 let tmp = write_temp()?;
                 fs::rename(&tmp, &owner).map_err(|e| io_err("rename into place", &owner, e))?;
@@ -467,7 +456,7 @@ fn claim(root: &Path, pipeline: &str) -> Result<(), StorageError> {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     // Another opener won the race: it must have been this pipeline.
                     let existing = read_if_exists(&owner)?.unwrap_or_default();
-                    layout::check_owner(&shown, &existing, pipeline)?;
+                    names::check_owner(&shown, &existing, pipeline)?;
                     return Ok(());
                 }
                 Err(e) => return Err(io_err("create", &owner, e)),
@@ -475,15 +464,6 @@ fn claim(root: &Path, pipeline: &str) -> Result<(), StorageError> {
         }
     }
     sync_dir(root)
-}
-
-/// The bytes of `path`, `None` if it does not exist.
-fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("read", path, e)),
-    }
 }
 
 fn check_ours(root: &Path) -> Result<(), StorageError> {
@@ -501,145 +481,6 @@ fn check_ours(root: &Path) -> Result<(), StorageError> {
         }
     }
     Ok(())
-}
-
-fn io_err(op: &'static str, path: &Path, source: io::Error) -> StorageError {
-    StorageError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn missing(path: &Path) -> StorageError {
-    StorageError::MissingFile {
-        location: path.display().to_string(),
-    }
-}
-
-fn exists(path: &Path) -> Result<bool, StorageError> {
-    path.try_exists().map_err(|e| io_err("stat", path, e))
-}
-
-/// The size of local file `path`; `MissingFile` if it is not there.
-pub(super) fn file_size(path: &Path) -> Result<u64, StorageError> {
-    match fs::metadata(path) {
-        Ok(m) => Ok(m.len()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(path)),
-        Err(e) => Err(io_err("stat", path, e)),
-    }
-}
-
-fn read_dir(dir: &Path) -> Result<fs::ReadDir, StorageError> {
-    fs::read_dir(dir).map_err(|e| io_err("list", dir, e))
-}
-
-/// Removes a file; Ok(false) if it was not there.
-fn remove_file_if_exists(path: &Path) -> Result<bool, StorageError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err("remove", path, e)),
-    }
-}
-
-/// Creates `dir` (and missing parents), fsyncing each new directory's parent.
-fn ensure_dir(dir: &Path) -> Result<(), StorageError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent {
-        ensure_dir(parent)?;
-    }
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
-        Err(e) => return Err(io_err("create directory", dir, e)),
-    }
-    match parent {
-        Some(parent) => sync_dir(parent),
-        None => Ok(()),
-    }
-}
-
-pub(super) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err("fsync directory", dir, e))
-}
-
-fn sync_file(path: &Path) -> Result<(), StorageError> {
-    File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io_err("fsync", path, e))
-}
-
-/// A hidden temp name next to `path`, unique within this process.
-pub(super) fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
-}
-
-/// Copies `src` to a temp name next to `dest`, fsyncs it and renames it to `dest`.
-fn copy_durably(src: &Path, dest: &Path) -> Result<(), StorageError> {
-    let tmp = temp_path(dest);
-    let copy = || -> io::Result<()> {
-        fs::copy(src, &tmp)?;
-        File::open(&tmp)?.sync_all()
-    };
-    if let Err(e) = copy() {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err("copy", src, e));
-    }
-    fs::rename(&tmp, dest).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io_err("rename into place", dest, e)
-    })
-}
-
-/// Materialises stored file `src` at `dest` (must not exist): hard link if `link_ok`,
-/// falling back to a copy.
-fn fetch(src: &Path, dest: &Path, link_ok: bool) -> Result<u64, StorageError> {
-    let size = file_size(src)?;
-    if link_ok {
-        match fs::hard_link(src, dest) {
-            Ok(()) => return Ok(size),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(io_err("restore into (already exists)", dest, e));
-            }
-            Err(_) => {}
-        }
-    }
-    if exists(dest)? {
-        return Err(io_err(
-            "restore into (already exists)",
-            dest,
-            io::Error::from(io::ErrorKind::AlreadyExists),
-        ));
-    }
-    fs::copy(src, dest).map_err(|e| io_err("copy", src, e))?;
-    Ok(size)
-}
-
-/// Total bytes of the regular files under `dir`.
-fn dir_size(dir: &Path) -> Result<u64, StorageError> {
-    let mut total = 0;
-    for entry in read_dir(dir)? {
-        let entry = entry.map_err(|e| io_err("list", dir, e))?;
-        let path = entry.path();
-        let meta = entry.metadata().map_err(|e| io_err("stat", &path, e))?;
-        if meta.is_dir() {
-            total += dir_size(&path)?;
-        } else {
-            total += meta.len();
-        }
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

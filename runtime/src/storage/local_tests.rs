@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::record::CheckpointId;
-use crate::storage::layout::OWNER_FILE;
+use crate::storage::names::OWNER_FILE;
 use crate::storage::{CheckpointStorage, Fence, StorageError};
 
 /// The pipeline every test's storage belongs to.

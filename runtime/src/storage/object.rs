@@ -7,7 +7,7 @@
 //! `AWS_REGION` (default `us-east-1`), and for a non-AWS server `AWS_ENDPOINT_URL`
 //! (path-style requests) with `AWS_ALLOW_HTTP=true` if it speaks plain HTTP.
 //!
-//! The layout under the prefix is `storage::layout`'s, the same as on a directory.
+//! The layout under the prefix is `storage::names`'s, the same as on a directory.
 //! Invariants (those of `CheckpointStorage`, and how this backend keeps them):
 //! - A checkpoint is complete iff `chk-<id>/_metadata` exists. [`write_metadata`] is a
 //!   conditional put (`PutMode::Create`, `If-None-Match: *`): the object appears whole
@@ -75,14 +75,14 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::record::CheckpointId;
 use crate::storage::StorageError;
+use crate::storage::backend::{CheckpointInfo, GcReport, StorageBackend};
 use crate::storage::blocking::{BlockingRuntime, Interrupted};
-use crate::storage::checkpoint_storage::{CheckpointInfo, GcReport};
-use crate::storage::layout::{
+use crate::storage::local_files;
+use crate::storage::location::S3Location;
+use crate::storage::names::{
     self, METADATA_FILE, OWNER_FILE, SHARED_DIR, is_weir_entry, is_worker_location,
     parse_checkpoint_dir, validate_component, validate_task,
 };
-use crate::storage::local;
-use crate::storage::location::S3Location;
 
 /// Connect timeout of one request: an endpoint that does not answer fails fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -152,10 +152,10 @@ impl ObjectStorage {
     fn claim(self, pipeline: &str) -> Result<Self, StorageError> {
         let marker = self.key(OWNER_FILE);
         let root = self.inner.location.to_string();
-        let content = layout::owner_content(pipeline);
+        let content = names::owner_content(pipeline);
         match self.check_ours()? {
             Some(existing) => {
-                if layout::check_owner(&root, &existing, pipeline)? {
+                if names::check_owner(&root, &existing, pipeline)? {
                     self.put(&marker, PutPayload::from(content))?;
                 }
             }
@@ -163,7 +163,7 @@ impl ObjectStorage {
                 if !self.put_if_absent(&marker, PutPayload::from(content))? {
                     // Another opener claimed it first (or our retried put did).
                     let existing = self.get_bytes(&marker)?.unwrap_or_default();
-                    layout::check_owner(&root, &existing, pipeline)?;
+                    names::check_owner(&root, &existing, pipeline)?;
                 }
             }
         }
@@ -196,7 +196,7 @@ impl ObjectStorage {
     /// checkpoint ever looks complete with its files half deleted, then the rest.
     fn remove_everything(&self, pipeline: &str) -> Result<(), StorageError> {
         if let Some(existing) = self.check_ours()? {
-            layout::check_owner(&self.inner.location.to_string(), &existing, pipeline)?;
+            names::check_owner(&self.inner.location.to_string(), &existing, pipeline)?;
         }
         let root = self.inner.root.clone();
         let mut metadata = Vec::new();
@@ -336,117 +336,6 @@ impl ObjectStorage {
         Ok(None)
     }
 
-    /// Stores local file `src` as shared file `shared_name` of `task`, unless it is
-    /// there already (then 0). Returns the bytes added.
-    pub fn put_shared(
-        &self,
-        task: &str,
-        shared_name: &str,
-        src: &Path,
-    ) -> Result<u64, StorageError> {
-        let key = self.shared_key(task, shared_name)?;
-        if self.exists(&key)? {
-            return Ok(0);
-        }
-        self.upload(src, key)
-    }
-
-    /// Whether shared file `shared_name` of `task` is stored.
-    pub fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
-        self.exists(&self.shared_key(task, shared_name)?)
-    }
-
-    /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`,
-    /// replacing a previous attempt's (`CheckpointStorage` refuses a complete checkpoint).
-    pub fn put_private(
-        &self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-        name: &str,
-        src: &Path,
-    ) -> Result<u64, StorageError> {
-        let key = self.private_key(checkpoint_id, task, name)?;
-        self.upload(src, key)
-    }
-
-    /// Downloads shared file `shared_name` of `task` to `dest` (which must not exist).
-    pub fn fetch_shared_into(
-        &self,
-        task: &str,
-        shared_name: &str,
-        dest: &Path,
-    ) -> Result<u64, StorageError> {
-        let key = self.shared_key(task, shared_name)?;
-        self.download(key, dest)
-    }
-
-    /// Downloads private file `name` of `task` in checkpoint `checkpoint_id` to `dest`
-    /// (which must not exist).
-    pub fn fetch_private_into(
-        &self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-        name: &str,
-        dest: &Path,
-    ) -> Result<u64, StorageError> {
-        let key = self.private_key(checkpoint_id, task, name)?;
-        self.download(key, dest)
-    }
-
-    /// Completes checkpoint `checkpoint_id`: a conditional put of `_metadata`, refused
-    /// (`AlreadyComplete`) if another one exists. One holding exactly `bytes` is success:
-    /// the client retries a PUT whose answer was lost (a 5xx, a dropped connection), and
-    /// the retry then finds what the first attempt stored.
-    pub fn write_metadata(
-        &self,
-        checkpoint_id: CheckpointId,
-        bytes: &[u8],
-    ) -> Result<(), StorageError> {
-        let key = self.metadata_key(checkpoint_id);
-        if self.put_if_absent(&key, PutPayload::from(bytes.to_vec()))? {
-            return Ok(());
-        }
-        match self.get_bytes(&key)? {
-            Some(existing) if existing == bytes => Ok(()),
-            _ => Err(StorageError::AlreadyComplete {
-                checkpoint_id,
-                location: self.metadata_location(checkpoint_id),
-            }),
-        }
-    }
-
-    /// Reads the metadata of a complete checkpoint.
-    pub fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
-        let key = self.metadata_key(checkpoint_id);
-        self.get_bytes(&key)?
-            .ok_or_else(|| StorageError::NotComplete {
-                checkpoint_id,
-                location: self.url(&key),
-            })
-    }
-
-    /// Whether checkpoint `checkpoint_id` is complete (its `_metadata` exists).
-    pub fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
-        self.exists(&self.metadata_key(checkpoint_id))
-    }
-
-    /// Where checkpoint `checkpoint_id`'s metadata is (or would be), for messages.
-    pub fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
-        self.url(&self.metadata_key(checkpoint_id))
-    }
-
-    /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
-    pub fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
-        let mut ids: Vec<CheckpointId> = self
-            .root_prefixes()?
-            .iter()
-            .filter_map(|p| p.filename().and_then(parse_checkpoint_dir))
-            .map(CheckpointId)
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
-    }
-
     /// The prefixes directly below the root (`<root>/<name>/`): one list request.
     fn root_prefixes(&self) -> Result<Vec<Key>, StorageError> {
         let store = self.inner.store.clone();
@@ -459,65 +348,6 @@ impl ObjectStorage {
             .common_prefixes)
     }
 
-    /// Deletes checkpoint `checkpoint_id`: `_metadata` first (so it never looks complete
-    /// half-deleted), then its private objects. Returns whether it existed.
-    pub fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
-        let dir = self.key(&layout::checkpoint_dir_name(checkpoint_id));
-        let objects = self.list(&dir)?;
-        if objects.is_empty() {
-            return Ok(false);
-        }
-        let metadata = self.metadata_key(checkpoint_id);
-        if objects.iter().any(|meta| meta.location == metadata) {
-            self.delete_all(vec![metadata.clone()])?;
-        }
-        let rest = objects
-            .into_iter()
-            .map(|meta| meta.location)
-            .filter(|key| *key != metadata)
-            .collect();
-        self.delete_all(rest)?;
-        Ok(true)
-    }
-
-    /// Deletes every shared object not in `referenced` and older than the grace period
-    /// (`SHARED_GC_GRACE` before now, when gc starts): a younger one may be another
-    /// instance's upload for a checkpoint no metadata names yet. Checkpoints are the
-    /// caller's (`CheckpointStorage::gc`) to remove first.
-    pub fn gc_shared(
-        &self,
-        referenced: &HashSet<(String, String)>,
-        report: &mut GcReport,
-    ) -> Result<(), StorageError> {
-        let started = SystemTime::now();
-        let cutoff = started
-            .checked_sub(self.inner.shared_gc_grace)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        let objects = self.list(&self.key(SHARED_DIR))?;
-        let mut doomed = Vec::new();
-        for meta in objects {
-            if SystemTime::from(meta.last_modified) > cutoff {
-                continue;
-            }
-            let parts = self.relative(&meta.location);
-            let shared = match parts.as_slice() {
-                [_, task, file] => {
-                    layout::parse_shared_file_name(file).map(|name| (task.clone(), name.to_owned()))
-                }
-                _ => None,
-            };
-            if shared.as_ref().is_some_and(|s| referenced.contains(s)) {
-                continue;
-            }
-            if shared.is_some() {
-                report.shared_files_removed += 1;
-                report.shared_bytes_removed += meta.size;
-            }
-            doomed.push(meta.location);
-        }
-        self.delete_all(doomed)
-    }
-
     /// The same storage, with shared objects younger than `grace` spared by gc.
     #[cfg(test)]
     pub fn with_shared_gc_grace(mut self, grace: Duration) -> Self {
@@ -525,31 +355,6 @@ impl ObjectStorage {
             .expect("set before the storage is shared")
             .shared_gc_grace = grace;
         self
-    }
-
-    /// Completion time and size of checkpoint `checkpoint_id`.
-    pub fn checkpoint_info(
-        &self,
-        checkpoint_id: CheckpointId,
-    ) -> Result<CheckpointInfo, StorageError> {
-        let dir = self.key(&layout::checkpoint_dir_name(checkpoint_id));
-        let objects = self.list(&dir)?;
-        if objects.is_empty() {
-            return Err(StorageError::MissingFile {
-                location: self.url(&dir),
-            });
-        }
-        let metadata = self.metadata_key(checkpoint_id);
-        let completed_at = objects
-            .iter()
-            .find(|meta| meta.location == metadata)
-            .map(|meta| std::time::SystemTime::from(meta.last_modified));
-        Ok(CheckpointInfo {
-            checkpoint_id,
-            complete: completed_at.is_some(),
-            completed_at,
-            private_bytes: objects.iter().map(|meta| meta.size).sum(),
-        })
     }
 
     // --- requests ---
@@ -644,7 +449,7 @@ impl ObjectStorage {
     /// Streams local file `src` to `key` (one PUT, or a multipart upload above
     /// `UPLOAD_BUFFER`), overwriting. Returns its size.
     fn upload(&self, src: &Path, key: Key) -> Result<u64, StorageError> {
-        let size = local::file_size(src)?;
+        let size = local_files::file_size(src)?;
         let store = self.inner.store.clone();
         let path = src.to_path_buf();
         let put_key = key.clone();
@@ -687,7 +492,7 @@ impl ObjectStorage {
                 source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
             });
         }
-        let tmp = local::temp_path(dest);
+        let tmp = local_files::temp_path(dest);
         let store = self.inner.store.clone();
         let get_key = key.clone();
         let tmp_path = tmp.clone();
@@ -748,7 +553,7 @@ impl ObjectStorage {
             }
         })?;
         if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-            local::sync_dir(dir)?;
+            local_files::sync_dir(dir)?;
         }
         Ok(size)
     }
@@ -815,23 +620,8 @@ impl ObjectStorage {
     fn metadata_key(&self, checkpoint_id: CheckpointId) -> Key {
         self.key(&format!(
             "{}/{METADATA_FILE}",
-            layout::checkpoint_dir_name(checkpoint_id)
+            names::checkpoint_dir_name(checkpoint_id)
         ))
-    }
-
-    /// Where shared file `shared_name` of `task` is (for messages): its URL.
-    pub fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
-        Ok(self.url(&self.shared_key(task, shared_name)?))
-    }
-
-    /// Where private file `name` of `task` in checkpoint `checkpoint_id` is: its URL.
-    pub fn private_location(
-        &self,
-        checkpoint_id: CheckpointId,
-        task: &str,
-        name: &str,
-    ) -> Result<String, StorageError> {
-        Ok(self.url(&self.private_key(checkpoint_id, task, name)?))
     }
 
     fn shared_key(&self, task: &str, shared_name: &str) -> Result<Key, StorageError> {
@@ -839,7 +629,7 @@ impl ObjectStorage {
         validate_component("shared file", shared_name)?;
         Ok(self.key(&format!(
             "{SHARED_DIR}/{task}/{}",
-            layout::shared_file_name(shared_name)
+            names::shared_file_name(shared_name)
         )))
     }
 
@@ -853,7 +643,7 @@ impl ObjectStorage {
         validate_component("private file", name)?;
         Ok(self.key(&format!(
             "{}/{task}/{name}",
-            layout::checkpoint_dir_name(checkpoint_id)
+            names::checkpoint_dir_name(checkpoint_id)
         )))
     }
 
@@ -868,6 +658,205 @@ impl ObjectStorage {
             url: self.url(key),
             source: Box::new(source),
         }
+    }
+}
+
+impl StorageBackend for ObjectStorage {
+    /// Stores local file `src` as shared file `shared_name` of `task`, unless it is
+    /// there already (then 0). Returns the bytes added.
+    fn put_shared(&self, task: &str, shared_name: &str, src: &Path) -> Result<u64, StorageError> {
+        let key = self.shared_key(task, shared_name)?;
+        if self.exists(&key)? {
+            return Ok(0);
+        }
+        self.upload(src, key)
+    }
+
+    fn has_shared(&self, task: &str, shared_name: &str) -> Result<bool, StorageError> {
+        self.exists(&self.shared_key(task, shared_name)?)
+    }
+
+    /// Stores `src` as private file `name` of `task` in checkpoint `checkpoint_id`,
+    /// replacing a previous attempt's (`CheckpointStorage` refuses a complete checkpoint).
+    fn put_private(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        src: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.private_key(checkpoint_id, task, name)?;
+        self.upload(src, key)
+    }
+
+    /// Downloads shared file `shared_name` of `task` to `dest` (which must not exist).
+    fn fetch_shared_into(
+        &self,
+        task: &str,
+        shared_name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.shared_key(task, shared_name)?;
+        self.download(key, dest)
+    }
+
+    /// Downloads private file `name` of `task` in checkpoint `checkpoint_id` to `dest`
+    /// (which must not exist).
+    fn fetch_private_into(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+        dest: &Path,
+    ) -> Result<u64, StorageError> {
+        let key = self.private_key(checkpoint_id, task, name)?;
+        self.download(key, dest)
+    }
+
+    /// Completes checkpoint `checkpoint_id`: a conditional put of `_metadata`, refused
+    /// (`AlreadyComplete`) if another one exists. One holding exactly `bytes` is success:
+    /// the client retries a PUT whose answer was lost (a 5xx, a dropped connection), and
+    /// the retry then finds what the first attempt stored.
+    fn write_metadata(
+        &self,
+        checkpoint_id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let key = self.metadata_key(checkpoint_id);
+        if self.put_if_absent(&key, PutPayload::from(bytes.to_vec()))? {
+            return Ok(());
+        }
+        match self.get_bytes(&key)? {
+            Some(existing) if existing == bytes => Ok(()),
+            _ => Err(StorageError::AlreadyComplete {
+                checkpoint_id,
+                location: self.metadata_location(checkpoint_id),
+            }),
+        }
+    }
+
+    fn read_metadata(&self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, StorageError> {
+        let key = self.metadata_key(checkpoint_id);
+        self.get_bytes(&key)?
+            .ok_or_else(|| StorageError::NotComplete {
+                checkpoint_id,
+                location: self.url(&key),
+            })
+    }
+
+    fn is_complete(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        self.exists(&self.metadata_key(checkpoint_id))
+    }
+
+    /// Every checkpoint (any object under `chk-<id>/`), complete or not, ascending.
+    fn checkpoint_ids(&self) -> Result<Vec<CheckpointId>, StorageError> {
+        let mut ids: Vec<CheckpointId> = self
+            .root_prefixes()?
+            .iter()
+            .filter_map(|p| p.filename().and_then(parse_checkpoint_dir))
+            .map(CheckpointId)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Deletes checkpoint `checkpoint_id`: `_metadata` first (so it never looks complete
+    /// half-deleted), then its private objects. Returns whether it existed.
+    fn discard(&self, checkpoint_id: CheckpointId) -> Result<bool, StorageError> {
+        let dir = self.key(&names::checkpoint_dir_name(checkpoint_id));
+        let objects = self.list(&dir)?;
+        if objects.is_empty() {
+            return Ok(false);
+        }
+        let metadata = self.metadata_key(checkpoint_id);
+        if objects.iter().any(|meta| meta.location == metadata) {
+            self.delete_all(vec![metadata.clone()])?;
+        }
+        let rest = objects
+            .into_iter()
+            .map(|meta| meta.location)
+            .filter(|key| *key != metadata)
+            .collect();
+        self.delete_all(rest)?;
+        Ok(true)
+    }
+
+    /// Deletes every shared object not in `referenced` and older than the grace period
+    /// (`SHARED_GC_GRACE` before now, when gc starts): a younger one may be another
+    /// instance's upload for a checkpoint no metadata names yet. Checkpoints are the
+    /// caller's (`CheckpointStorage::gc`) to remove first.
+    fn gc_shared(
+        &self,
+        referenced: &HashSet<(String, String)>,
+        report: &mut GcReport,
+    ) -> Result<(), StorageError> {
+        let started = SystemTime::now();
+        let cutoff = started
+            .checked_sub(self.inner.shared_gc_grace)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let objects = self.list(&self.key(SHARED_DIR))?;
+        let mut doomed = Vec::new();
+        for meta in objects {
+            if SystemTime::from(meta.last_modified) > cutoff {
+                continue;
+            }
+            let parts = self.relative(&meta.location);
+            let shared = match parts.as_slice() {
+                [_, task, file] => {
+                    names::parse_shared_file_name(file).map(|name| (task.clone(), name.to_owned()))
+                }
+                _ => None,
+            };
+            if shared.as_ref().is_some_and(|s| referenced.contains(s)) {
+                continue;
+            }
+            if shared.is_some() {
+                report.shared_files_removed += 1;
+                report.shared_bytes_removed += meta.size;
+            }
+            doomed.push(meta.location);
+        }
+        self.delete_all(doomed)
+    }
+
+    fn checkpoint_info(&self, checkpoint_id: CheckpointId) -> Result<CheckpointInfo, StorageError> {
+        let dir = self.key(&names::checkpoint_dir_name(checkpoint_id));
+        let objects = self.list(&dir)?;
+        if objects.is_empty() {
+            return Err(StorageError::MissingFile {
+                location: self.url(&dir),
+            });
+        }
+        let metadata = self.metadata_key(checkpoint_id);
+        let completed_at = objects
+            .iter()
+            .find(|meta| meta.location == metadata)
+            .map(|meta| std::time::SystemTime::from(meta.last_modified));
+        Ok(CheckpointInfo {
+            checkpoint_id,
+            complete: completed_at.is_some(),
+            completed_at,
+            private_bytes: objects.iter().map(|meta| meta.size).sum(),
+        })
+    }
+
+    fn metadata_location(&self, checkpoint_id: CheckpointId) -> String {
+        self.url(&self.metadata_key(checkpoint_id))
+    }
+
+    /// Where shared file `shared_name` of `task` is (for messages): its URL.
+    fn shared_location(&self, task: &str, shared_name: &str) -> Result<String, StorageError> {
+        Ok(self.url(&self.shared_key(task, shared_name)?))
+    }
+
+    /// Where private file `name` of `task` in checkpoint `checkpoint_id` is: its URL.
+    fn private_location(
+        &self,
+        checkpoint_id: CheckpointId,
+        task: &str,
+        name: &str,
+    ) -> Result<String, StorageError> {
+        Ok(self.url(&self.private_key(checkpoint_id, task, name)?))
     }
 }
 

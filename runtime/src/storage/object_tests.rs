@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{ObjectStorage, aws_env};
 use crate::record::CheckpointId;
-use crate::storage::layout::OWNER_FILE;
+use crate::storage::backend::StorageBackend;
+use crate::storage::names::OWNER_FILE;
 use crate::storage::{CheckpointLocation, CheckpointStorage, Fence, S3Location, StorageError};
 
 /// The pipeline every test's storage belongs to.
