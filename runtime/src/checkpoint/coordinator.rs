@@ -1,7 +1,7 @@
 //! The checkpoint coordinator: triggers aligned checkpoints and drives the sinks'
 //! two-phase commit.
 //!
-//! Protocol, for checkpoint n (DESIGN.md, "Checkpoints"):
+//! Protocol, for checkpoint n (docs/src/architecture.md, "Checkpoints: aligned barriers"):
 //! 1. Trigger: send barrier n to every source task, `interval` after n - 1 was
 //!    triggered (at once if n - 1 took longer). At most one checkpoint is in flight:
 //!    n is triggered only after n - 1 is complete AND committed.

@@ -9,7 +9,7 @@
 
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError};
 use crate::cluster::{LayoutStamp, Worker};
-use crate::storage::layout::parse_checkpoint_dir;
+use crate::storage::names::parse_checkpoint_dir;
 use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
 
 /// One location of a checkpoint root.

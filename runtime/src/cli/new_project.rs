@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::spec::units;
+use crate::field::units;
 
 /// The guest's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

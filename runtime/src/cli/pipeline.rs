@@ -43,7 +43,7 @@ pub enum PipelineCommand {
         #[arg(long)]
         no_start: bool,
         /// Run it as N worker processes (default 1), within your `workers` quota; with
-        /// more than one, every source must be Kafka (see the README's Workers).
+        /// more than one, every source must be Kafka (see docs/src/operations/workers.md).
         #[arg(long, value_name = "N")]
         workers: Option<u32>,
     },

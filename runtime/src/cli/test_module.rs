@@ -26,9 +26,9 @@ use crate::connector::record_format::{
     DEFAULT_MAX_LINE_BYTES, InputFormat, LineDecoder, LineRead, read_line_bounded, strip_line_end,
 };
 use crate::engine::{CompileLimits, World};
+use crate::field::units;
 use crate::pipeline::sample_run::{SampleEvent, SampleRun};
 use crate::record::batch::RecordBatch;
-use crate::spec::units;
 
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {

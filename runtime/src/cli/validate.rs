@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::{CompileLimits, World};
-use crate::spec::{checks, units};
+use crate::field::{checks, units};
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {

@@ -23,8 +23,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+use crate::field::InvalidField;
 use crate::record::batch::{RecordBatch, RecordRef};
-use crate::spec::InvalidField;
 
 /// How a source turns a line into a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

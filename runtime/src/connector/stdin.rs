@@ -30,10 +30,10 @@ use crate::connector::record_format::{
     read_line_bounded, strip_line_end,
 };
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::field::{InvalidField, checks};
 use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::spec::{InvalidField, checks};
 
 /// Lines per chunk handed from the reader thread to `poll`.
 const CHUNK_LINES: usize = 1024;

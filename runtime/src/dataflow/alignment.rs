@@ -1,11 +1,11 @@
 //! `InputGate`: barrier alignment and watermark merging for a task with several inputs.
 //!
-//! Alignment invariant (DESIGN.md, "Checkpoints"): after barrier n arrives on input i,
-//! input i is not read until every input has delivered barrier n; then the gate yields
-//! `Aligned(n)` exactly once, the task snapshots and forwards the barrier, and only then
-//! are the blocked inputs read again. A blocked input is not drained into a buffer: it
-//! is simply not selected, so its bounded channel fills and backpressure reaches its
-//! sender, exactly as Flink's aligned checkpoints behave.
+//! Alignment invariant (docs/src/architecture.md, "Checkpoints: aligned barriers"): after
+//! barrier n arrives on input i, input i is not read until every input has delivered
+//! barrier n; then the gate yields `Aligned(n)` exactly once, the task snapshots and
+//! forwards the barrier, and only then are the blocked inputs read again. A blocked input
+//! is not drained into a buffer: it is simply not selected, so its bounded channel fills
+//! and backpressure reaches its sender, exactly as Flink's aligned checkpoints behave.
 //!
 //! Watermarks: the gate's watermark is the minimum over its inputs' latest
 //! watermarks (an input that has ended counts as `Watermark::END`); it is yielded only

@@ -16,7 +16,7 @@
 use super::bindings::wit_types;
 
 /// Hostcall fuel: the most bytes a guest may pass to the host in one host call or one
-/// call result (wasmtime's own default, stated here so the README and the error agree).
+/// call result (wasmtime's own default; docs/src/guarantees.md and the error state it).
 pub(crate) const MAX_GUEST_TRANSFER_BYTES: usize = 128 << 20; // 128 MiB
 
 /// Output records a call may return per input record (a flat-map fans out this far).

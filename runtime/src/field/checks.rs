@@ -6,13 +6,16 @@ use std::path::PathBuf;
 use serde::de::{Deserialize, Deserializer, Error as _};
 use toml::Spanned;
 
-use crate::connector::kafka::repartition::MAX_REPARTITION_PARTITIONS;
 use crate::storage::CheckpointLocation;
 
 /// Largest `parallelism`.
 pub const MAX_PARALLELISM_LIMIT: usize = 256;
 /// Largest `max_parallelism`: key groups are stored as a big-endian u16 prefix.
 pub const MAX_KEY_GROUPS: usize = 32_768;
+/// Largest `repartition_partitions` (`connector::kafka::repartition`): each partition
+/// costs the broker a few files and every transaction that writes it a few bytes and a
+/// marker; 1,024 is far beyond what a handful of workers needs.
+pub const MAX_REPARTITION_PARTITIONS: usize = 1024;
 /// Largest `batch_size`, in records.
 pub const MAX_BATCH_SIZE: usize = 65_536;
 /// Smallest guest memory limit: 1 MiB (a Rust guest's stack and heap start need more).
@@ -152,7 +155,7 @@ pub fn cache_entries<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error>
 pub const MIN_BYTE_BUDGET: usize = 1 << 10;
 
 fn byte_budget<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<usize, D::Error> {
-    let bytes = crate::spec::units::size(d)?;
+    let bytes = crate::field::units::size(d)?;
     if bytes < MIN_BYTE_BUDGET {
         return Err(D::Error::custom(format!("{field} must be at least 1KiB")));
     }
@@ -176,7 +179,7 @@ pub fn max_accumulator_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D
 }
 
 pub fn guest_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    let bytes = crate::spec::units::size(d)?;
+    let bytes = crate::field::units::size(d)?;
     if bytes < MIN_GUEST_MEMORY {
         return Err(D::Error::custom("memory must be at least 1MiB"));
     }
@@ -194,8 +197,8 @@ fn duration_within<'de, D: Deserializer<'de>>(
     field: &str,
     (min, max): (std::time::Duration, std::time::Duration),
 ) -> Result<std::time::Duration, D::Error> {
-    let v = crate::spec::units::duration(d)?;
-    let show = crate::spec::units::format_duration;
+    let v = crate::field::units::duration(d)?;
+    let show = crate::field::units::format_duration;
     if v < min || v > max {
         return Err(D::Error::custom(format!(
             "{field} must be between {} and {}, not {}",
@@ -231,7 +234,7 @@ pub fn check_call_timeout_fits(
     if call_timeout < checkpoint_timeout {
         return Ok(());
     }
-    let show = crate::spec::units::format_duration;
+    let show = crate::field::units::format_duration;
     Err(format!(
         "limits.call_timeout {} must be shorter than checkpoint.timeout {}: a guest call that ran to its deadline would time out the checkpoint instead of failing as the guest's fault; lower call_timeout or raise the checkpoint timeout",
         show(call_timeout),
@@ -241,7 +244,7 @@ pub fn check_call_timeout_fits(
 
 /// A positive duration of at most [`MAX_CALL_TIMEOUT`].
 pub fn call_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
-    let timeout = crate::spec::units::positive_duration(d)?;
+    let timeout = crate::field::units::positive_duration(d)?;
     if timeout > MAX_CALL_TIMEOUT {
         return Err(D::Error::custom(
             "call_timeout must be at most 60s: a guest call holds up its task's checkpoints for as long as it runs",
@@ -252,17 +255,17 @@ pub fn call_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Durati
 
 /// A compile CPU limit within [`MIN_COMPILE_CPU`] ..= [`MAX_COMPILE_CPU`], in whole seconds.
 pub fn compile_cpu<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
-    check_compile_cpu(crate::spec::units::duration(d)?).map_err(D::Error::custom)
+    check_compile_cpu(crate::field::units::duration(d)?).map_err(D::Error::custom)
 }
 
 /// A compile memory limit within [`MIN_COMPILE_MEMORY`] ..= [`MAX_COMPILE_MEMORY`].
 pub fn compile_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    check_compile_memory(crate::spec::units::size(d)?).map_err(D::Error::custom)
+    check_compile_memory(crate::field::units::size(d)?).map_err(D::Error::custom)
 }
 
 /// `[limits] guest_log_rate`: bytes a second, 1 KiB ..= 64 MiB.
 pub fn guest_log_rate<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    let bytes = crate::spec::units::size(d)?;
+    let bytes = crate::field::units::size(d)?;
     if !((1 << 10)..=(64 << 20)).contains(&bytes) {
         return Err(D::Error::custom(
             "guest_log_rate must be from 1KiB to 64MiB (bytes a second)",

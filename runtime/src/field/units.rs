@@ -133,7 +133,7 @@ impl Visitor<'_> for SizeVisitor {
     }
 }
 
-/// `#[serde(deserialize_with = "crate::spec::units::duration")]`
+/// `#[serde(deserialize_with = "crate::field::units::duration")]`
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     d.deserialize_str(DurationVisitor)
 }
@@ -149,7 +149,7 @@ pub fn positive_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D:
     Ok(v)
 }
 
-/// `#[serde(deserialize_with = "crate::spec::units::size")]`: bytes.
+/// `#[serde(deserialize_with = "crate::field::units::size")]`: bytes.
 pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     d.deserialize_str(SizeVisitor)
 }

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::connector::ConnectorError;
 use crate::connector::kafka::repartition::REPARTITION_SINK_ID;
 use crate::connector::kafka::repartition_watermark::RepartitionWriter;
 use crate::connector::kafka::{KafkaCommitUnit, KafkaSink};
-use crate::connector::{self, ConnectorError, PipelineSinks};
 use crate::dataflow::alignment::InputGate;
 use crate::dataflow::chain::Chain;
 use crate::dataflow::operator::Operator;
@@ -39,6 +39,8 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::module_changes::ModuleChange;
 use crate::pipeline::plan::{self, SourceRoute, StagePlan};
 use crate::pipeline::rescale::RescaleRestore;
+use crate::pipeline::sinks::PipelineSinks;
+use crate::pipeline::sources;
 use crate::record::CheckpointId;
 use crate::record::SourcePosition;
 use crate::record::batch::BatchLimit;
@@ -174,7 +176,7 @@ fn source_task(
         (None, None) => None,
     };
     let source = &reading_repartition(spec, s);
-    let reader = connector::open_source(source, spec.worker, i, spec.parallelism, restored)
+    let reader = sources::open_source(source, spec.worker, i, spec.parallelism, restored)
         .map_err(|source| PipelineError::connector(&spec.name, &task, source))?;
     PipelineMetrics::add(
         &cx.context.metrics.records_skipped,

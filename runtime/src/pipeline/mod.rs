@@ -15,6 +15,8 @@ pub mod reset;
 pub mod run;
 pub mod running;
 pub mod sample_run;
+pub mod sinks;
+pub mod sources;
 pub mod stale_work_dirs;
 pub mod state_dir_lock;
 pub mod worker_layout;

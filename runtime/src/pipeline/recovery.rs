@@ -55,13 +55,13 @@ use crate::connector::kafka::marker::{self, ResumeRefusal};
 use crate::connector::kafka::preflight;
 use crate::connector::kafka::takeover::{self, TakeoverContext};
 use crate::connector::kafka::{KafkaCommitUnit, KafkaError};
-use crate::connector::sinks::{self, PipelineSinks};
 use crate::engine::GuestModule;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::module_changes::{ModuleChange, module_changes};
 use crate::pipeline::modules::{engine, load_modules};
 use crate::pipeline::options::RunOptions;
 use crate::pipeline::rescale::{self, RescaleError, RescaleFailure, RescaleRestore};
+use crate::pipeline::sinks::{self, PipelineSinks};
 use crate::pipeline::stale_work_dirs;
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::pipeline::worker_layout;
@@ -103,7 +103,8 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         pipeline: spec.name.clone(),
         source,
     })?;
-    let choice = worker_layout::choose(&spec.name, spec.worker, root, options.from_scratch)?;
+    let choice =
+        worker_layout::read_and_choose(&spec.name, spec.worker, root, options.from_scratch)?;
     spec.layout = choice.stamp();
     let spec = &spec;
     if !spec.worker.is_single() {
@@ -112,8 +113,12 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let modules = load_modules(spec, &engine(spec, options)?)?;
     // Before anything is deleted or written.
     let fence = Fence::default();
-    let kafka = KafkaCommitUnit::open(spec, options.from_scratch, fence.clone())
-        .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
+    let kafka = KafkaCommitUnit::open(
+        &spec.commit_unit_plan(),
+        options.from_scratch,
+        fence.clone(),
+    )
+    .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
     // The spec's default gives way to an existing topic's partition count.
     let in_use = spec.with_repartition_partitions(
         kafka
@@ -262,7 +267,7 @@ fn rescale(
             workers: from.workers,
         }));
     }
-    let sinks = preflight::kafka_sinks(spec);
+    let sinks = spec.kafka_sink_ids();
     let sink = preflight::shared_settings(&sinks)
         .ok()
         .flatten()

@@ -130,7 +130,7 @@ impl SampleRun {
             max_accumulator_bytes: DEFAULT_MAX_ACCUMULATOR_BYTES,
             update_and_emit: true,
             state_note: String::new(),
-            on_error: crate::spec::OnError::Fail,
+            on_error: crate::dataflow::operators::OnError::Fail,
         };
         let location = StateLocation {
             work_dir: state_dir.join("work"),

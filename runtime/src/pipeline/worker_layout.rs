@@ -1,5 +1,5 @@
 //! Which layout of workers checkpoint storage says is current, and what a starting
-//! worker does about it (`choose`): the I/O half of `cluster::layout`, for a local
+//! worker does about it (`read_and_choose`): the I/O half of `cluster::layout`, for a local
 //! checkpoint dir and an `s3://` prefix alike.
 //!
 //! Invariants:
@@ -117,7 +117,7 @@ pub fn incomplete_worker(
 
 /// What worker `worker` of `pipeline` does at start, given what `root` holds (see
 /// the module invariants and `cluster::layout`).
-pub fn choose(
+pub fn read_and_choose(
     pipeline: &str,
     worker: Worker,
     root: &CheckpointLocation,
@@ -236,7 +236,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = CheckpointLocation::Local(tmp.path().to_owned());
         assert_eq!(
-            choose(PIPELINE, w(1, 3), &root, false).expect("empty"),
+            read_and_choose(PIPELINE, w(1, 3), &root, false).expect("empty"),
             LayoutChoice::Own(LayoutStamp::first(3))
         );
         // Written before stamps existed: generation 0 of their directory's N.
@@ -246,7 +246,7 @@ mod tests {
         // An incomplete checkpoint of another N does not count.
         std::fs::create_dir_all(tmp.path().join("worker-1-of-2/chk-0000000009")).expect("mkdir");
         assert_eq!(
-            choose(PIPELINE, w(1, 3), &root, false).expect("same N"),
+            read_and_choose(PIPELINE, w(1, 3), &root, false).expect("same N"),
             LayoutChoice::Own(LayoutStamp::first(3))
         );
         let from = Layout {
@@ -259,18 +259,18 @@ mod tests {
             rescaled_from: Some(from),
         };
         assert_eq!(
-            choose(PIPELINE, w(1, 2), &root, false).expect("3 -> 2"),
+            read_and_choose(PIPELINE, w(1, 2), &root, false).expect("3 -> 2"),
             LayoutChoice::Rescale { from, into }
         );
         // Worker 0 of 2 checkpointed twice; its newest checkpoint's stamp counts.
         complete(tmp.path(), Some(w(0, 2)), 1, Some(LayoutStamp::first(2)));
         complete(tmp.path(), Some(w(0, 2)), 2, Some(into));
         assert_eq!(
-            choose(PIPELINE, w(0, 2), &root, false).expect("own"),
+            read_and_choose(PIPELINE, w(0, 2), &root, false).expect("own"),
             LayoutChoice::Own(into)
         );
         assert_eq!(
-            choose(PIPELINE, w(1, 2), &root, false).expect("the rest of 3 -> 2"),
+            read_and_choose(PIPELINE, w(1, 2), &root, false).expect("the rest of 3 -> 2"),
             LayoutChoice::Rescale { from, into }
         );
         let listed: Vec<String> = worker_locations(PIPELINE, &root)
@@ -295,7 +295,7 @@ mod tests {
             ]
         );
         // --from-scratch over another number of workers' checkpoints: refused.
-        let error = choose(PIPELINE, w(0, 2), &root, true).expect_err("start over");
+        let error = read_and_choose(PIPELINE, w(0, 2), &root, true).expect_err("start over");
         assert!(
             error
                 .to_string()
@@ -303,7 +303,7 @@ mod tests {
             "{error}"
         );
         // Workers never go back to one process.
-        let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("N -> 1");
+        let error = read_and_choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("N -> 1");
         assert_eq!(
             error.to_string(),
             format!(
@@ -369,7 +369,7 @@ mod tests {
         let root = CheckpointLocation::Local(single.path().to_owned());
         complete(single.path(), None, 7, None);
         assert_eq!(
-            choose(PIPELINE, Worker::SINGLE, &root, false).expect("own"),
+            read_and_choose(PIPELINE, Worker::SINGLE, &root, false).expect("own"),
             LayoutChoice::Own(LayoutStamp::first(1))
         );
         let from = Layout {
@@ -383,22 +383,22 @@ mod tests {
         };
         for i in 0..3 {
             assert_eq!(
-                choose(PIPELINE, w(i, 3), &root, false).expect("1 -> 3"),
+                read_and_choose(PIPELINE, w(i, 3), &root, false).expect("1 -> 3"),
                 LayoutChoice::Rescale { from, into }
             );
         }
         // Worker 1 committed in the new layout; the others still rescale into it.
         complete(single.path(), Some(w(1, 3)), 8, Some(into));
         assert_eq!(
-            choose(PIPELINE, w(1, 3), &root, false).expect("own"),
+            read_and_choose(PIPELINE, w(1, 3), &root, false).expect("own"),
             LayoutChoice::Own(into)
         );
         assert_eq!(
-            choose(PIPELINE, w(2, 3), &root, false).expect("the rest of 1 -> 3"),
+            read_and_choose(PIPELINE, w(2, 3), &root, false).expect("the rest of 1 -> 3"),
             LayoutChoice::Rescale { from, into }
         );
         // The process cannot come back over them.
-        let error = choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("3 -> 1");
+        let error = read_and_choose(PIPELINE, Worker::SINGLE, &root, false).expect_err("3 -> 1");
         assert!(
             error.to_string().contains(
                 "worker-1-of-3: rescaling from workers back to one process is not supported"
@@ -408,7 +408,7 @@ mod tests {
         let fresh = tempfile::tempdir().expect("tempdir");
         complete(fresh.path(), None, 2, None);
         let fresh_root = CheckpointLocation::Local(fresh.path().to_owned());
-        let error = choose(PIPELINE, w(0, 2), &fresh_root, true).expect_err("start over");
+        let error = read_and_choose(PIPELINE, w(0, 2), &fresh_root, true).expect_err("start over");
         assert!(
             error
                 .to_string()

@@ -51,12 +51,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::field::units;
 use crate::server::admission::CompilesConfig;
 use crate::server::error::ServerError;
 use crate::server::ids;
 use crate::server::walls::IsolationConfig;
 use crate::server::wire::Quotas;
-use crate::spec::units;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {

@@ -32,13 +32,14 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::field::units;
 use crate::pipeline::error::with_article;
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
 use crate::server::spec_paths::json_path_of_line;
 use crate::server::wire::Quotas;
-use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SpecError, StepSpec, units};
+use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SpecError, StepSpec};
 
 /// The environment variable a worker reads its tenant's Kafka password from.
 pub const WORKER_PASSWORD_ENV: &str = "WEIR_TENANT_KAFKA_PASSWORD";

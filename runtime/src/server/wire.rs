@@ -152,7 +152,7 @@ pub struct CreatePipeline {
     /// Worker processes to run it as (default 1: the whole pipeline in one process),
     /// at most the tenant's `workers` quota. With more than one, every source must be
     /// a Kafka source and each keyed step shuffles through a repartition topic of
-    /// its own (see the README's Workers section); a spec that cannot run so is
+    /// its own (see docs/src/operations/workers.md); a spec that cannot run so is
     /// refused.
     #[serde(
         default,

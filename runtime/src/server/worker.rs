@@ -240,7 +240,7 @@ mod tests {
     fn complete(dir: &PipelineDir, worker: Worker, id: u64) {
         let chk = dir
             .worker_checkpoints(worker)
-            .join(crate::storage::layout::checkpoint_dir_name(
+            .join(crate::storage::names::checkpoint_dir_name(
                 crate::record::CheckpointId(id),
             ));
         std::fs::create_dir_all(&chk).expect("checkpoint dir");

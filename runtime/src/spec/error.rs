@@ -39,23 +39,6 @@ impl SpecError {
     }
 }
 
-/// A cross-field problem in one table (a connector's or a step's config), found after
-/// deserializing it; the spec reports it at the line of `field` in that table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidField {
-    pub field: &'static str,
-    pub message: String,
-}
-
-impl InvalidField {
-    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
-        InvalidField {
-            field,
-            message: message.into(),
-        }
-    }
-}
-
 /// An error located by a byte span in the spec's text; becomes a `SpecError` once the
 /// text and the file name are known.
 #[derive(Debug, Clone, PartialEq, Eq)]

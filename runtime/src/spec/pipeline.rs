@@ -17,9 +17,11 @@ use toml::de::DeTable;
 
 use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
+use crate::connector::kafka::unit_plan::UnitPlan;
 use crate::connector::kafka::{KafkaNames, KafkaSinkConfig, KafkaSourceConfig, Repartition};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
-use crate::spec::checks;
+use crate::field::checks;
+use crate::record::ids;
 use crate::spec::error::{Located, SpecError};
 use crate::spec::sink::{SinkSpec, parse_sink};
 use crate::spec::source::{SourceConfig, SourceSpec, parse_source};
@@ -320,6 +322,40 @@ impl PipelineSpec {
             SinkSpec::Kafka(c) => Some(c),
             _ => None,
         })
+    }
+
+    /// The Kafka sinks with their operator ids (`sink-<i>`), in spec order.
+    pub fn kafka_sink_ids(&self) -> Vec<(String, &KafkaSinkConfig)> {
+        self.sinks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                SinkSpec::Kafka(c) => Some((ids::sink_id(i), c)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the commit unit of this worker spec reads of it (see `UnitPlan`).
+    pub fn commit_unit_plan(&self) -> UnitPlan {
+        UnitPlan {
+            pipeline: self.name.clone(),
+            worker: self.worker,
+            layout: self.layout,
+            checkpoint_interval: self.checkpoint.interval,
+            checkpoint_timeout: self.checkpoint.timeout,
+            sinks: (self.kafka_sink_ids().into_iter())
+                .map(|(id, c)| (id, c.clone()))
+                .collect(),
+            sources: (self.sources.iter().enumerate())
+                .filter_map(|(i, s)| match &s.config {
+                    SourceConfig::Kafka(c) => Some((i, c.clone())),
+                    _ => None,
+                })
+                .collect(),
+            repartitions: self.repartitions.clone(),
+            repartition_partitions: self.repartition_partitions_asked(),
+        }
     }
 
     /// The Kafka sources, in spec order.

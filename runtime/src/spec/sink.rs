@@ -11,7 +11,8 @@ use std::path::Path;
 use crate::connector::kafka::KafkaSinkConfig;
 use crate::connector::record_format::OutputFormat;
 use crate::connector::{FileSinkConfig, StdoutSinkConfig};
-use crate::spec::error::{InvalidField, Located};
+use crate::field::InvalidField;
+use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, locate, split_type};
 
 /// One variant per `type`. Adding a connector: a variant, its config struct in

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use crate::connector::kafka::KafkaSourceConfig;
 use crate::connector::{FileSourceConfig, GeneratorConfig, StdinSourceConfig};
+use crate::field::units::HumanDuration;
 use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, locate, split_type, take};
-use crate::spec::units::HumanDuration;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceSpec {
@@ -24,7 +24,7 @@ pub struct SourceSpec {
 }
 
 /// One variant per `type`. Adding a connector: a variant, its config struct in
-/// `connector/`, a branch in `parse_source` and one in `connector::open_source`.
+/// `connector/`, a branch in `parse_source` and one in `pipeline::sources::open_source`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceConfig {
     Generator(GeneratorConfig),

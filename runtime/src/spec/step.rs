@@ -12,11 +12,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::dataflow::operators::OnError;
 use crate::dataflow::window::MAX_WINDOWS_PER_RECORD;
-use crate::spec::checks;
+use crate::field::checks;
+use crate::field::units::{self, HumanDuration, format_duration};
 use crate::spec::error::Located;
 use crate::spec::tagged::{Item, from_item, split_type};
-use crate::spec::units::{self, HumanDuration, format_duration};
 
 /// Default bound on the accumulators cached in memory per aggregate subtask, in
 /// entries: none of its own (the byte bound, [`DEFAULT_CACHE_BYTES`], binds).
@@ -76,23 +77,6 @@ pub struct MapStep {
     pub config: BTreeMap<String, String>,
     /// What a record whose call fails on its own does (see `OnError`).
     pub on_error: OnError,
-}
-
-/// `on_error` of a map or aggregate step: what happens when a guest call fails (a trap,
-/// a panic, the call deadline or the memory limit). Either way the call's records are
-/// first retried record by record, each alone in a fresh instance, to find the records
-/// that fail on their own (for an aggregate, each (record, window) pair of the call
-/// alone with its accumulator).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnError {
-    /// The pipeline fails, its error naming the first record that fails alone (its
-    /// index and key); it restarts from its last checkpoint.
-    #[default]
-    Fail,
-    /// Each record that fails alone goes to the dead-letter output with the error as
-    /// its reason; the others' output is emitted in input order.
-    DeadLetter,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

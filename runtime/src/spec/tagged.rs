@@ -13,8 +13,9 @@ use serde::de::DeserializeOwned;
 use toml::Spanned;
 use toml::de::{DeValue, ValueDeserializer};
 
+use crate::field::InvalidField;
 use crate::spec::did_you_mean::closest;
-use crate::spec::error::{InvalidField, Located};
+use crate::spec::error::Located;
 
 pub(crate) type Item<'i> = Spanned<DeValue<'i>>;
 

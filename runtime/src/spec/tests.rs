@@ -953,9 +953,9 @@ mod properties {
     use crate::connector::generator::Scratch;
     use crate::dataflow::window::MAX_WINDOWS_PER_RECORD;
     use crate::dataflow::window::{self, WindowAssigner};
+    use crate::field::checks::MAX_EVENT_TIME_MS;
+    use crate::field::units::MAX_DURATION;
     use crate::record::batch::RecordBatch;
-    use crate::spec::checks::MAX_EVENT_TIME_MS;
-    use crate::spec::units::MAX_DURATION;
 
     const MAX_DURATION_MS: u64 = MAX_DURATION.as_millis() as u64;
 

@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 
 use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
-use crate::connector::kafka::repartition::RepartitionPartitions;
+use crate::connector::kafka::repartition::{self, RepartitionPartitions};
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -193,9 +193,11 @@ impl PipelineSpec {
 
     fn adopt_repartition_partitions(&mut self, partitions: u16) {
         self.repartition_partitions = usize::from(partitions);
-        let key_groups = self.key_group_ranges();
-        for exchange in &mut self.repartitions {
-            exchange.key_groups = key_groups;
+        let Some(key_groups) = repartition::adopt_partitions(&mut self.repartitions, partitions)
+        else {
+            return;
+        };
+        for exchange in &self.repartitions {
             if let SourceConfig::Kafka(source) = &mut self.sources[exchange.source].config {
                 source.repartition_key_groups = Some(key_groups);
             }

@@ -26,12 +26,12 @@ use crate::connector::error::ConnectorError;
 use crate::connector::record_format::{OutputFormat, encode_record};
 use crate::dataflow::operator::OperatorError;
 use crate::dataflow::sink::Sink;
+use crate::field::checks;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
 use crate::record::batch::RecordBatch;
 use crate::record::message::Barrier;
 use crate::record::snapshot::{self, SnapshotState};
-use crate::spec::checks;
 
 /// Subdirectory of a sink directory holding files not yet committed.
 pub const STAGING_DIR: &str = ".staging";

@@ -34,10 +34,10 @@ use crate::connector::record_format::{
     read_line_bounded, strip_line_end,
 };
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::field::{InvalidField, checks};
 use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::spec::{InvalidField, checks};
 
 /// Read buffer per open input file: 256 KiB keeps syscalls rare for short lines.
 const READ_BUFFER_BYTES: usize = 256 << 10;

@@ -33,12 +33,12 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use crate::connector::error::ConnectorError;
 use crate::connector::pacer::Pacer;
 use crate::dataflow::source::{Source, SourceError, SourcePoll};
+use crate::field::InvalidField;
+use crate::field::checks::MAX_EVENT_TIME_MS;
+use crate::field::units;
 use crate::record::SourcePosition;
 use crate::record::batch::{BatchLimit, RecordBatch};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::spec::InvalidField;
-use crate::spec::checks::MAX_EVENT_TIME_MS;
-use crate::spec::units;
 
 mod zipf;
 

@@ -43,10 +43,10 @@ use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime};
 use crate::connector::kafka::repartition_purge::RepartitionPurger;
 use crate::connector::kafka::repartition_watermark::{WATERMARK_HEADER, WatermarkMarker};
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
+use crate::connector::kafka::unit_plan::UnitPlan;
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
 use crate::record::ids;
-use crate::spec::{PipelineSpec, SourceConfig};
 use crate::storage::Fence;
 use crate::watchdog::{self, Watch};
 
@@ -218,18 +218,18 @@ impl KafkaCommitUnit {
     /// ignore the markers (the checkpoints were deleted). `fence` is raised as soon as
     /// the unit learns that another instance owns the pipeline.
     pub fn open(
-        spec: &PipelineSpec,
+        plan: &UnitPlan,
         from_scratch: bool,
         fence: Fence,
     ) -> Result<Option<Arc<Self>>, ConnectorError> {
-        let sinks = preflight::kafka_sinks(spec);
+        let sinks = plan.sink_refs();
         let Some(sink) = preflight::shared_settings(&sinks)? else {
             return Ok(None);
         };
         preflight::check_transaction_timeout(
             sink,
-            spec.checkpoint.interval,
-            spec.checkpoint.timeout,
+            plan.checkpoint_interval,
+            plan.checkpoint_timeout,
         )?;
         let endpoint = sink.endpoint()?;
         let timeout = sink.connect_timeout;
@@ -242,30 +242,30 @@ impl KafkaCommitUnit {
         let repartition_partitions = repartition::ensure_topics(
             &admin,
             &bootstrap,
-            &spec.repartitions,
-            spec.repartition_partitions_asked(),
+            &plan.repartitions,
+            plan.repartition_partitions,
             timeout,
         )?;
-        let spec = &*spec.with_repartition_partitions(repartition_partitions);
-        let mode = open_mode(spec, sink, (&endpoint, &admin), from_scratch, &fence)?;
+        let plan = &*plan.with_repartition_partitions(repartition_partitions);
+        let mode = open_mode(plan, sink, (&endpoint, &admin), from_scratch, &fence)?;
         // The admin client's last use here: the purger keeps it.
-        let purger = (!spec.repartitions.is_empty())
+        let purger = (!plan.repartitions.is_empty())
             .then(|| {
                 RepartitionPurger::start(
-                    &spec.name,
-                    spec.worker,
-                    spec.layout,
-                    &spec.repartitions,
+                    &plan.pipeline,
+                    plan.worker,
+                    plan.layout,
+                    &plan.repartitions,
                     admin,
                     timeout,
                 )
             })
             .transpose()?;
         Ok(Some(Arc::new(KafkaCommitUnit {
-            pipeline: spec.name.clone(),
+            pipeline: plan.pipeline.clone(),
             bootstrap,
             transaction_timeout: sink.transaction_timeout,
-            checkpoint_timeout: spec.checkpoint.timeout,
+            checkpoint_timeout: plan.checkpoint_timeout,
             abandoned: AtomicBool::new(false),
             close_detached: AtomicBool::new(false),
             mode,
@@ -703,7 +703,7 @@ impl Drop for KafkaCommitUnit {
 /// The producers of `sink`'s delivery guarantee: one idempotent producer, or the two
 /// transactional ones of an exactly-once unit (its progress topic ensured first).
 fn open_mode(
-    spec: &PipelineSpec,
+    plan: &UnitPlan,
     sink: &KafkaSinkConfig,
     (endpoint, admin): (&Endpoint, &AdminClient<QuietContext>),
     from_scratch: bool,
@@ -715,15 +715,15 @@ fn open_mode(
             let mut config = producer_config(sink, endpoint);
             config.set("enable.idempotence", "true");
             let slot = new_slot(
-                &spec.name,
-                format!("the at-least-once producer of {}", spec.name),
+                &plan.pipeline,
+                format!("the at-least-once producer of {}", plan.pipeline),
                 &config,
                 fence,
             )?;
             Mode::AtLeastOnce { slot }
         }
         DeliveryGuarantee::ExactlyOnce => {
-            let marker = marker_target(spec, sink, endpoint)?;
+            let marker = marker_target(plan, sink, endpoint)?;
             client::ensure_topic(
                 admin,
                 bootstrap,
@@ -732,7 +732,7 @@ fn open_mode(
                 &PROGRESS_TOPIC_CONFIG,
                 timeout,
             )?;
-            open_exactly_once(spec, sink, endpoint, marker, from_scratch, fence)?
+            open_exactly_once(plan, sink, endpoint, marker, from_scratch, fence)?
         }
     })
 }
@@ -773,7 +773,7 @@ fn remaining(deadline: Instant) -> Duration {
 /// holds another pipeline's marker (before fencing anything), fences earlier instances
 /// of this pipeline, then reads both copies of the marker.
 fn open_exactly_once(
-    spec: &PipelineSpec,
+    plan: &UnitPlan,
     sink: &KafkaSinkConfig,
     endpoint: &Endpoint,
     marker: MarkerTarget,
@@ -781,7 +781,7 @@ fn open_exactly_once(
     fence: &Fence,
 ) -> Result<Mode, KafkaError> {
     let opener = ExactlyOnceOpener {
-        spec,
+        plan,
         sink,
         endpoint,
         marker: &marker,
@@ -798,7 +798,7 @@ fn open_exactly_once(
     };
     opener.report_markers(&found);
     let committed = found.last_committed().unwrap_or(CheckpointId::NONE);
-    tracing::info!(pipeline = %spec.name, group = %marker.group, last_committed = %committed, "kafka sink: transactions initialised");
+    tracing::info!(pipeline = %plan.pipeline, group = %marker.group, last_committed = %committed, "kafka sink: transactions initialised");
     Ok(Mode::ExactlyOnce {
         slots,
         marker,
@@ -811,7 +811,7 @@ fn open_exactly_once(
 
 /// The steps of `open_exactly_once`, in the order it calls them.
 struct ExactlyOnceOpener<'a> {
-    spec: &'a PipelineSpec,
+    plan: &'a UnitPlan,
     sink: &'a KafkaSinkConfig,
     endpoint: &'a Endpoint,
     marker: &'a MarkerTarget,
@@ -844,7 +844,7 @@ impl ExactlyOnceOpener<'_> {
             .read_group(&owner_probe, TRANSACTION_CALL_TIMEOUT)?
         {
             return Err(KafkaError::GroupShared {
-                pipeline: self.spec.name.clone(),
+                pipeline: self.plan.pipeline.clone(),
                 group: self.marker.group.clone(),
                 owner,
             });
@@ -855,17 +855,17 @@ impl ExactlyOnceOpener<'_> {
     /// The two transactional producers, `{prefix}{pipeline}.{worker}.{0,1}`, both
     /// created before either's failure is reported.
     fn slots(&self) -> Result<[Slot; 2], KafkaError> {
-        let (spec, sink) = (self.spec, self.sink);
+        let (plan, sink) = (self.plan, self.sink);
         let slots = [0, 1].map(|i| {
-            let id = KafkaNames::new(&sink.transactional_prefix, &spec.name)
-                .for_worker(spec.worker)
+            let id = KafkaNames::new(&sink.transactional_prefix, &plan.pipeline)
+                .for_worker(plan.worker)
                 .transactional_id(i);
             let mut config = producer_config(sink, self.endpoint);
             config.set("transactional.id", &id).set(
                 "transaction.timeout.ms",
                 sink.transaction_timeout.as_millis().to_string(),
             );
-            new_slot(&spec.name, id, &config, self.fence)
+            new_slot(&plan.pipeline, id, &config, self.fence)
         });
         let [a, b] = slots;
         Ok([a?, b?])
@@ -876,7 +876,7 @@ impl ExactlyOnceOpener<'_> {
     fn init_transactions(&self, slots: &[Slot; 2]) -> Result<(), KafkaError> {
         for slot in slots {
             let _watch = watchdog::watch(
-                &self.spec.name,
+                &self.plan.pipeline,
                 format!(
                     "initialising transactions of producer {} (Kafka at {})",
                     slot.id, self.endpoint.bootstrap
@@ -894,7 +894,7 @@ impl ExactlyOnceOpener<'_> {
                         };
                     }
                     transactional_error(
-                        &self.spec.name,
+                        &self.plan.pipeline,
                         slot,
                         "initialising transactions",
                         &e,
@@ -912,7 +912,7 @@ impl ExactlyOnceOpener<'_> {
     /// marker is newer than any checkpoint in storage". Nothing found.
     fn reset_marker(&self, slot: &Slot) -> Result<FoundMarkers, KafkaError> {
         reset_marker(
-            &self.spec.name,
+            &self.plan.pipeline,
             slot,
             self.marker,
             self.sink.transaction_timeout,
@@ -942,11 +942,11 @@ impl ExactlyOnceOpener<'_> {
 
     /// Warns when the two copies of the marker disagree or the group's is missing.
     fn report_markers(&self, found: &FoundMarkers) {
-        let (spec, marker) = (self.spec, self.marker);
+        let (plan, marker) = (self.plan, self.marker);
         if found.group.is_some() && found.topic.is_some() && found.group != found.topic {
-            tracing::warn!(pipeline = %spec.name, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree (offsets reset by a tool?); the progress topic's counts");
+            tracing::warn!(pipeline = %plan.pipeline, group = ?found.group, topic = ?found.topic, "kafka sink: the group's marker and the progress topic's disagree (offsets reset by a tool?); the progress topic's counts");
         } else if found.group.is_none() && found.topic.is_some() {
-            tracing::warn!(pipeline = %spec.name, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
+            tracing::warn!(pipeline = %plan.pipeline, group = %marker.group, topic = %marker.progress_topic, "kafka sink: the group holds no marker (offsets expired, reset or deleted); resuming from the progress topic's, and the next commit writes the group's offsets again");
         }
     }
 }
@@ -1083,25 +1083,22 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
 /// one that owns none of the group's partitions carries its marker like a pipeline
 /// without Kafka sources.
 fn marker_target(
-    spec: &PipelineSpec,
+    plan: &UnitPlan,
     sink: &KafkaSinkConfig,
     endpoint: &Endpoint,
 ) -> Result<MarkerTarget, KafkaError> {
     let bootstrap = endpoint.bootstrap.as_str();
-    let names = KafkaNames::new(&sink.transactional_prefix, &spec.name).for_worker(spec.worker);
+    let names = KafkaNames::new(&sink.transactional_prefix, &plan.pipeline).for_worker(plan.worker);
     let mut target = MarkerTarget {
-        pipeline: spec.name.clone(),
+        pipeline: plan.pipeline.clone(),
         unit: names.unit(),
-        generation: spec.layout.generation,
+        generation: plan.layout.generation,
         group: names.group(),
         sources: Vec::new(),
         source_partitions: Vec::new(),
         progress_topic: names.progress_topic(),
     };
-    for (s, source) in spec.sources.iter().enumerate() {
-        let SourceConfig::Kafka(c) = &source.config else {
-            continue;
-        };
+    for (s, c) in &plan.sources {
         if c.bootstrap()? != bootstrap {
             continue;
         }
@@ -1111,7 +1108,7 @@ fn marker_target(
         } else if target.group != group {
             continue;
         }
-        target.sources.push(ids::source_id(s));
+        target.sources.push(ids::source_id(*s));
         // The source's own credentials: those that read its topics.
         let probe: BaseConsumer<QuietContext> = client_config(&c.endpoint()?, c.connect_timeout)
             .create_with_context(QuietContext)
@@ -1124,7 +1121,7 @@ fn marker_target(
         }
         target
             .source_partitions
-            .extend(c.worker_partitions(spec.worker, &all));
+            .extend(c.worker_partitions(plan.worker, &all));
     }
     if target.source_partitions.is_empty() {
         target.sources.clear();

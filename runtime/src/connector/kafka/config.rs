@@ -42,8 +42,8 @@ use serde::de::{Deserializer, Error as _};
 use crate::connector::kafka::client::Endpoint;
 use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::security::{ClientSecurity, SecurityConfig};
-use crate::spec::InvalidField;
-use crate::spec::units;
+use crate::field::InvalidField;
+use crate::field::units;
 
 /// Environment variable giving the bootstrap servers when a spec has no `bootstrap`.
 pub const BOOTSTRAP_ENV: &str = "KAFKA_BOOTSTRAP";

@@ -233,7 +233,7 @@ pub fn reason(error: &RdKafkaError) -> String {
 }
 
 fn ms(d: Duration) -> String {
-    crate::spec::units::format_duration(d)
+    crate::field::units::format_duration(d)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod source;
 pub mod source_context;
 pub mod takeover;
 pub mod transactional_producer;
+pub mod unit_plan;
 
 pub use commit_unit::{KafkaCommitUnit, LOCAL_UNIT};
 pub use committer::KafkaCommitter;

@@ -9,20 +9,6 @@ use std::time::Duration;
 
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
 use crate::connector::kafka::error::KafkaError;
-use crate::record::ids;
-use crate::spec::{PipelineSpec, SinkSpec};
-
-/// The Kafka sinks of `spec`, with their operator ids, in spec order.
-pub fn kafka_sinks(spec: &PipelineSpec) -> Vec<(String, &KafkaSinkConfig)> {
-    spec.sinks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match s {
-            SinkSpec::Kafka(c) => Some((ids::sink_id(i), c)),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The settings the Kafka sinks share: those of the first, after checking every other
 /// sink agrees on them (they share one pair of producers and one transaction).

@@ -13,8 +13,8 @@
 //!   before ranges existed). Fewer partitions make each transaction cheaper (it adds,
 //!   and ends with a marker in, every partition it wrote); more let more workers share
 //!   the step (a worker beyond R owns no key groups). R, like K, is fixed for the
-//!   life of a pipeline: every checkpoint records it, and `MAX_REPARTITION_PARTITIONS`
-//!   caps it.
+//!   life of a pipeline: every checkpoint records it, and
+//!   `field::checks::MAX_REPARTITION_PARTITIONS` caps it.
 //! - Weir creates the topic at start if it is missing (`ensure_topic`). An existing
 //!   topic with another partition count is refused with one line (its key groups would
 //!   land on the wrong partitions) when the spec sets `repartition_partitions`; without
@@ -50,15 +50,10 @@ use crate::connector::kafka::client::{self, QuietContext, topic_partitions};
 use crate::connector::kafka::error::KafkaError;
 use crate::dataflow::partition::key_group;
 
-/// Most partitions of a repartition topic: each costs the broker a few files and every
-/// transaction that writes it a few bytes and a marker; 1,024 is far beyond what a
-/// handful of workers needs.
-pub const MAX_REPARTITION_PARTITIONS: usize = 1024;
-
 /// Partitions of a repartition topic unless the spec says (`repartition_partitions`),
 /// capped at the key groups: enough for 32 workers to share a keyed step, few enough
 /// that a transaction at a short checkpoint interval stays cheap (with 128, a 200 ms
-/// interval took twice as long as with 16: see the README's "Workers").
+/// interval took twice as long as with 16; see docs/src/operations/workers.md).
 pub const DEFAULT_REPARTITION_PARTITIONS: usize = 32;
 
 /// The operator id of the repartition writer in the tasks upstream of the exchange.
@@ -87,6 +82,24 @@ pub struct Repartition {
     pub key_groups: KeyGroupRanges,
     /// The source (index into `spec.sources`) reading the worker's partitions back.
     pub source: usize,
+}
+
+/// Cuts the key groups of every exchange in `repartitions` into `partitions` ranges
+/// (the count their topics have): the new ranges, for the sources that read the topics
+/// back, or `None` when there is no exchange or its ranges are that many already.
+pub fn adopt_partitions(
+    repartitions: &mut [Repartition],
+    partitions: u16,
+) -> Option<KeyGroupRanges> {
+    let current = repartitions.first()?.key_groups;
+    if current.count() == partitions {
+        return None;
+    }
+    let key_groups = KeyGroupRanges::new(current.key_groups(), partitions);
+    for exchange in repartitions.iter_mut() {
+        exchange.key_groups = key_groups;
+    }
+    Some(key_groups)
 }
 
 /// The header of a repartition record whose event time is at or below zero: the event

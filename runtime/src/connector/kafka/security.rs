@@ -29,7 +29,7 @@ use rdkafka::ClientConfig;
 use serde::Deserialize;
 
 use crate::connector::kafka::error::KafkaError;
-use crate::spec::InvalidField;
+use crate::field::InvalidField;
 
 /// A password file larger than this is not a password (and a FIFO or device is refused).
 const MAX_PASSWORD_FILE_BYTES: u64 = 64 << 10; // 64 KiB

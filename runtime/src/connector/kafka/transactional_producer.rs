@@ -98,7 +98,7 @@ const FLUSH_POLL: Duration = Duration::from_millis(1);
 /// the deadline, not at an event). A `ThreadedProducer`'s own thread serves that queue,
 /// so every flush with a record still in flight took 100 ms, twice per checkpoint (the
 /// pre-commit's flush and the commit's): 200 ms of every checkpoint cycle, which is
-/// exactly-once latency (README, Benchmarks).
+/// exactly-once latency (docs/src/benchmarks.md).
 fn flush_drained(
     mut try_flush: impl FnMut() -> KafkaResult<()>,
     timeout: Duration,

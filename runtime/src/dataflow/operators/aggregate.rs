@@ -52,6 +52,7 @@ use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
+use crate::dataflow::operators::OnError;
 use crate::dataflow::operators::map::{
     GuestCallError, MAX_FAILED_ALONE, fail_alone, memory_note, sample_and_recycle,
 };
@@ -68,7 +69,6 @@ use crate::record::Window;
 use crate::record::batch::RecordBatch;
 use crate::record::message::{Barrier, Watermark};
 use crate::record::snapshot::{self, SnapshotState};
-use crate::spec::OnError;
 use crate::state::{
     CacheBounds, DbSnapshot, KeyGroupSource, KeyHash, KeyedState, SlotId, StateKey,
 };

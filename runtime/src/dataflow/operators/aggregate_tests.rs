@@ -2,7 +2,7 @@
 //! watermarks and barriers, its guest the real `windowed_sum` built by `make guests`
 //! (found in `$WEIR_GUESTS_DIR`, default `$HOME/.cache/weir/guest-target/wasm32-wasip2/release`),
 //! its state in a temporary RocksDB and checkpoint storage. What each window emits is
-//! asserted exactly; `tests/tests/windows.rs` proves the whole pipeline end to end.
+//! asserted exactly; `tests/tests/local/windows.rs` proves the whole pipeline end to end.
 
 use std::path::Path;
 

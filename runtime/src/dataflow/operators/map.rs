@@ -19,13 +19,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::dataflow::operator::{Operator, OperatorError, Output};
+use crate::dataflow::operators::OnError;
 use crate::dataflow::operators::aggregate::display_key;
 use crate::engine::{
     EngineError, GuestInstance, GuestLimits, GuestModule, MapOutput, MapperInstance,
 };
 use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::batch::RecordBatch;
-use crate::spec::OnError;
 
 /// Records of one batch that may fail alone under `on_error = "dead-letter"` before the
 /// step fails: a guest failing on everything is a bug, not bad records.

@@ -2,4 +2,7 @@
 pub mod aggregate;
 pub mod key_by;
 pub mod map;
+mod on_error;
 mod window_index;
+
+pub use on_error::OnError;

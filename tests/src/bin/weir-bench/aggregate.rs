@@ -217,7 +217,7 @@ pub fn open_aggregate(
             max_accumulator_bytes: 1 << 20,
             update_and_emit,
             state_note: String::new(),
-            on_error: weir::spec::OnError::Fail,
+            on_error: weir::dataflow::operators::OnError::Fail,
         },
         StateLocation {
             work_dir: dir.join("work"),

@@ -817,7 +817,7 @@ impl Args {
         };
         let size = |v: Option<String>, what: &str| -> anyhow::Result<usize> {
             let v = v.with_context(|| format!("{what} SIZE"))?;
-            weir::spec::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+            weir::field::units::parse_size(&v).map_err(|e| anyhow::anyhow!("{what}: {e}"))
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -832,7 +832,7 @@ impl Args {
                 "--sink-buffer" => a.budgets.sink = Some(size(args.next(), "--sink-buffer")?),
                 "--keyed-interval" => {
                     a.keyed_interval = args.next().context("--keyed-interval DURATION")?;
-                    weir::spec::units::parse_duration(&a.keyed_interval)
+                    weir::field::units::parse_duration(&a.keyed_interval)
                         .map_err(|e| anyhow::anyhow!("--keyed-interval: {e}"))?;
                 }
                 "--repartition-partitions" => {

@@ -1,0 +1,61 @@
+//! `UnitPlan`: what a commit unit reads of the worker it commits for, in the
+//! connector's own terms, so that the Kafka connector never sees a pipeline spec: the
+//! pipeline's name, the worker and its layout, the Kafka sinks (with their operator
+//! ids), the Kafka sources (with their index among the worker's sources: the readers of
+//! the repartition topics among them), the keyed exchanges, and the checkpoint interval
+//! and timeout. `PipelineSpec::commit_unit_plan` builds it from the spec a worker runs.
+//!
+//! Invariant: every exchange's reader (`Repartition::source`) is among `sources`, with
+//! the exchange's key-group ranges as its `repartition_key_groups`; adopting another
+//! partition count (`with_repartition_partitions`) changes both together.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use crate::cluster::{LayoutStamp, Worker};
+use crate::connector::kafka::config::{KafkaSinkConfig, KafkaSourceConfig};
+use crate::connector::kafka::repartition::{self, Repartition, RepartitionPartitions};
+
+/// See the module doc.
+#[derive(Debug, Clone)]
+pub struct UnitPlan {
+    pub pipeline: String,
+    pub worker: Worker,
+    pub layout: LayoutStamp,
+    pub checkpoint_interval: Duration,
+    pub checkpoint_timeout: Duration,
+    /// The Kafka sinks with their operator ids (`sink-<i>`), in spec order.
+    pub sinks: Vec<(String, KafkaSinkConfig)>,
+    /// The Kafka sources with their index among the worker's sources, in order.
+    pub sources: Vec<(usize, KafkaSourceConfig)>,
+    /// The keyed exchanges through repartition topics (none for a single worker).
+    pub repartitions: Vec<Repartition>,
+    /// The repartition topics' partition count the spec asks for, or its default.
+    pub repartition_partitions: RepartitionPartitions,
+}
+
+impl UnitPlan {
+    /// The sinks as `preflight` takes them.
+    pub fn sink_refs(&self) -> Vec<(String, &KafkaSinkConfig)> {
+        self.sinks.iter().map(|(id, c)| (id.clone(), c)).collect()
+    }
+
+    /// This plan with the repartition topics cut into `in_use` partitions (the count
+    /// they have at the broker): itself when that changes nothing.
+    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, UnitPlan> {
+        let Some(count) = in_use else {
+            return Cow::Borrowed(self);
+        };
+        let mut plan = self.clone();
+        let Some(key_groups) = repartition::adopt_partitions(&mut plan.repartitions, count) else {
+            return Cow::Borrowed(self);
+        };
+        for exchange in &plan.repartitions {
+            if let Some((_, source)) = plan.sources.iter_mut().find(|(i, _)| *i == exchange.source)
+            {
+                source.repartition_key_groups = Some(key_groups);
+            }
+        }
+        Cow::Owned(plan)
+    }
+}
