@@ -6,9 +6,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use utoipa::OpenApi;
 
-use crate::server::api::ApiDoc;
+use crate::server::api::api_doc;
 use crate::server::app::{AdminAuth, SharedApp};
 use crate::server::catalog::state_text;
 use crate::server::metrics::StateLabel;
@@ -66,5 +65,5 @@ pub async fn metrics(State(app): State<SharedApp>, admin: Option<AdminAuth>) -> 
 /// This API's OpenAPI document.
 #[utoipa::path(get, path = "/openapi.json", tag = "health", responses((status = 200, body = Object)))]
 pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+    Json(api_doc())
 }

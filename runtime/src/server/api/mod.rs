@@ -14,6 +14,7 @@ pub mod modules;
 pub mod pipelines;
 pub mod topics;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,11 +22,12 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::server::api::conformance::ErrorResponses;
 use crate::server::app::SharedApp;
@@ -37,26 +39,31 @@ pub const MAX_JSON_BODY: usize = 1 << 20;
 /// Longest a request may take: an upload's compile or a stop's final checkpoint.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The document's fixed parts; `routes` adds every path, `api_doc` the rest.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "weir serve", description = "Weir's multi-tenant hosting API: modules, pipelines, tenants."),
-    paths(
-        health::healthz, health::readyz, health::metrics, health::openapi,
-        admin::create_tenant, admin::list_tenants, admin::delete_tenant, admin::issue_token,
-        admin::list_tokens, admin::revoke_token,
-        modules::upload, modules::list, modules::get, modules::delete,
-        pipelines::create, pipelines::list, pipelines::get, pipelines::start, pipelines::stop,
-        pipelines::savepoint, pipelines::upgrade, pipelines::delete,
-        topics::list, topics::create, topics::delete,
+    info(
+        title = "weir serve",
+        description = "Weir's multi-tenant hosting API: modules, pipelines, tenants."
     ),
     components(schemas(
-        wire::ErrorBody, wire::Quotas, wire::CreateTenant, wire::Tenant, wire::IssuedToken,
-        wire::TokenInfo, wire::Module, wire::CreatePipeline, wire::UpgradePipeline, wire::PipelineState,
-        wire::PipelineStatus, wire::WorkerStatus, wire::CreateTopic, wire::TopicInfo,
-    )),
-    modifiers(&BearerAuth, &ErrorResponses),
+        wire::ErrorBody,
+        wire::Quotas,
+        wire::CreateTenant,
+        wire::Tenant,
+        wire::IssuedToken,
+        wire::TokenInfo,
+        wire::Module,
+        wire::CreatePipeline,
+        wire::UpgradePipeline,
+        wire::PipelineState,
+        wire::PipelineStatus,
+        wire::WorkerStatus,
+        wire::CreateTopic,
+        wire::TopicInfo,
+    ))
 )]
-pub struct ApiDoc;
+struct ApiDoc;
 
 struct BearerAuth;
 
@@ -70,47 +77,47 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Every route, each listed once: a handler's `#[utoipa::path]` is both its route and
+/// its entry in the document (handlers of one path share a `routes!`).
+fn routes() -> OpenApiRouter<SharedApp> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
+        .routes(routes!(health::openapi))
+        .routes(routes!(admin::create_tenant, admin::list_tenants))
+        .routes(routes!(admin::delete_tenant))
+        .routes(routes!(admin::issue_token, admin::list_tokens))
+        .routes(routes!(admin::revoke_token))
+        .routes(routes!(modules::upload, modules::list))
+        .routes(routes!(modules::get, modules::delete))
+        .routes(routes!(pipelines::create, pipelines::list))
+        .routes(routes!(pipelines::get, pipelines::delete))
+        .routes(routes!(pipelines::start))
+        .routes(routes!(pipelines::stop))
+        .routes(routes!(pipelines::savepoint))
+        .routes(routes!(pipelines::upgrade))
+        .routes(routes!(topics::create, topics::list))
+        .routes(routes!(topics::delete))
+}
+
+/// This API's OpenAPI document (`GET /openapi.json`): every route's path, then the
+/// bearer scheme and the error answers every operation may give (`conformance`), which
+/// need the paths in place.
+pub fn api_doc() -> utoipa::openapi::OpenApi {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let (_, mut doc) = routes().split_for_parts();
+        BearerAuth.modify(&mut doc);
+        ErrorResponses.modify(&mut doc);
+        doc
+    })
+    .clone()
+}
+
 pub fn router(app: SharedApp) -> Router {
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/openapi.json", get(health::openapi))
-        .route(
-            "/v1/admin/tenants",
-            post(admin::create_tenant).get(admin::list_tenants),
-        )
-        .route(
-            "/v1/admin/tenants/{id}",
-            axum::routing::delete(admin::delete_tenant),
-        )
-        .route(
-            "/v1/admin/tenants/{id}/tokens",
-            post(admin::issue_token).get(admin::list_tokens),
-        )
-        .route(
-            "/v1/admin/tenants/{id}/tokens/{key}",
-            axum::routing::delete(admin::revoke_token),
-        )
-        .route("/v1/modules", post(modules::upload).get(modules::list))
-        .route(
-            "/v1/modules/{id}",
-            get(modules::get).delete(modules::delete),
-        )
-        .route(
-            "/v1/pipelines",
-            post(pipelines::create).get(pipelines::list),
-        )
-        .route(
-            "/v1/pipelines/{name}",
-            get(pipelines::get).delete(pipelines::delete),
-        )
-        .route("/v1/pipelines/{name}/start", post(pipelines::start))
-        .route("/v1/pipelines/{name}/stop", post(pipelines::stop))
-        .route("/v1/pipelines/{name}/savepoint", post(pipelines::savepoint))
-        .route("/v1/pipelines/{name}/upgrade", post(pipelines::upgrade))
-        .route("/v1/topics", post(topics::create).get(topics::list))
-        .route("/v1/topics/{name}", axum::routing::delete(topics::delete))
+    let (routes, _) = routes().split_for_parts();
+    routes
         .layer(middleware::from_fn(conformance::json_errors))
         .layer(middleware::from_fn_with_state(app.clone(), count))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
