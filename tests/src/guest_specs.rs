@@ -1,5 +1,5 @@
-//! Specs and runs shared by the guest-language tests (`python_guests.rs`,
-//! `js_guests.rs`): each runs a pipeline once with its own guest and once with the Rust
+//! Specs and runs shared by the guest-language tests (`guests/python.rs`,
+//! `guests/javascript.rs`): each runs a pipeline once with its own guest and once with the Rust
 //! twin, through the real `weir` binary, and compares the outputs.
 //!
 //! Invariants:

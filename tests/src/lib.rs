@@ -1,4 +1,5 @@
-//! Shared helpers for Weir's end-to-end tests (`tests/tests/*.rs`) and benchmarks.
+//! Shared helpers for Weir's end-to-end tests (`tests/tests/*/`, one test binary per
+//! folder, and `broker_pause.rs`) and benchmarks.
 //!
 //! Tests drive the real `weir` binary (built by `make test` before the tests run) and
 //! the real guests (`make guests` puts them in `build/guests/`), so they exercise

@@ -1,5 +1,5 @@
 //! The keyed word count run as worker processes, shared by the workers tests
-//! (`workers_repartition.rs`, `workers_rescale.rs`): its input, its spec (and one with
+//! (`workers/repartition.rs`, `workers/rescale.rs`): its input, its spec (and one with
 //! a second keyed step, `histogram_spec`), the worker processes, and the exactness
 //! check of its committed output.
 //!

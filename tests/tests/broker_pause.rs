@@ -3,14 +3,14 @@
 //! checkpoint in flight, round after round, at random moments, for less than the
 //! checkpoint timeout and for more. Each round Weir must either ride through (complete a
 //! checkpoint soon after the broker answers again) or exit with one line that names the
-//! broker and says a restart resumes from the last committed checkpoint, within the
-//! bound the README states; a process that does neither in time is hung, and fails the
-//! test. A pause longer than a whole round (interval + timeout) must end in that
+//! broker and says a restart resumes from the last committed checkpoint, within the bound
+//! docs/src/guarantees.md states; a process that does neither in time is hung, and fails
+//! the test. A pause longer than a whole round (interval + timeout) must end in that
 //! failure: no round can commit without the broker. The pauses take turns: shorter than
-//! the timeout, longer than a round, and longer than the bound itself, where a wait
-//! that lasts until the broker answers again shows. After the last round, the input
-//! stops growing, the pipeline catches up and is stopped, and the output, read
-//! read_committed, holds every input record exactly once.
+//! the timeout, longer than a round, and longer than the bound itself, where a wait that
+//! lasts until the broker answers again shows. After the last round, the input stops
+//! growing, the pipeline catches up and is stopped, and the output, read read_committed,
+//! holds every input record exactly once.
 //!
 //! Its own test binary, with one test: it stops the broker every other test uses, and
 //! `cargo test` runs the binaries one after another. `WEIR_PAUSE_ROUNDS` sets the
@@ -38,12 +38,12 @@ const INTERVAL: Duration = Duration::from_millis(500);
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// The watchdog's grace (`weir::watchdog::GRACE`).
 const GRACE: Duration = Duration::from_secs(10);
-/// What the README promises: a worker whose broker stalls rides through or fails
-/// within checkpoint interval + checkpoint timeout + the watchdog's grace, counted from
-/// the stall's start (the round it stalls fails by its deadline, or the watchdog ends a
-/// call that outlives it) or, for a round begun after the broker answers again whose
-/// client is still stuck (librdkafka's `send_offsets_to_transaction` was seen so), from
-/// the stall's end.
+/// What docs/src/guarantees.md promises: a worker whose broker stalls rides through or
+/// fails within checkpoint interval + checkpoint timeout + the watchdog's grace, counted
+/// from the stall's start (the round it stalls fails by its deadline, or the watchdog
+/// ends a call that outlives it) or, for a round begun after the broker answers again
+/// whose client is still stuck (librdkafka's `send_offsets_to_transaction` was seen so),
+/// from the stall's end.
 const STALL_BOUND: Duration = INTERVAL.saturating_add(TIMEOUT).saturating_add(GRACE);
 /// Room for a loaded 2-core machine to schedule the processes involved.
 const SLACK: Duration = Duration::from_secs(5);

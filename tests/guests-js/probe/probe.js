@@ -1,4 +1,4 @@
-// `probe_js`: the JavaScript sandbox probe (tests/tests/js_guests.rs). A map guest: each
+// `probe_js`: the JavaScript sandbox probe (tests/tests/guests/javascript.rs). A map guest: each
 // input value names one attempt to reach outside the sandbox; the output value is
 // `<probe>: <outcome>`, where the outcome is what the guest saw, caught INSIDE the
 // guest: `denied: <error name>[ (no network)]`, `empty`, or `VISIBLE: ...` if the

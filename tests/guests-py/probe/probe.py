@@ -23,7 +23,7 @@ outcome is `denied: <exception>` (`<exception>` = the exception's class, and for
   rejection: the call fails, and its traceback goes to stderr.
 
 Any other value passes through unchanged. Built by `make guests` ->
-build/guests/probe_py.wasm; tests/tests/python_guests.rs asserts every line.
+build/guests/probe_py.wasm; tests/tests/guests/python.rs asserts every line.
 
 `socket`, `urllib.request` and the `idna` codec are imported at the top level, that is at build time
 (componentize-py snapshots the initialised interpreter): a module first imported at

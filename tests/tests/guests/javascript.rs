@@ -426,7 +426,8 @@ fn kafka_exactly_once_js_word_count_equals_the_rust_run() {
 #[test]
 fn js_components_load_under_weir_validate_and_import_no_network() {
     // The compiled-code cache `weir run` uses (compiling a 12 MB interpreter component
-    // takes seconds; the README's first/second load figures come from a fresh one).
+    // takes seconds; docs/src/guests/costs.md's first/second load figures come from a
+    // fresh one).
     let cache = weir::pipeline::compile_cache_dir();
     for (name, world) in [
         ("uppercase_js", "mapper (weir:transform/map)"),

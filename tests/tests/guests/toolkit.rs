@@ -1,4 +1,4 @@
-//! The guest developer's toolkit (issue 35 items 1-3), as the README's quick start runs
+//! The guest developer's toolkit (issue 35 items 1-3), as docs/src/guests.md's toolkit runs
 //! it, from an empty directory outside the repository, for each language: `weir new`,
 //! `weir build`, `weir test` on the generated sample, `weir run` of the generated spec;
 //! exact output at each step. A Rust project builds with the guests' shared target

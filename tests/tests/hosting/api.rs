@@ -1,6 +1,6 @@
 //! `weir serve`, tried as a tenant and as an attacker would: the walls between tenants
 //! (tokens, ids, specs, uploads), each case its own test, against a real server on a
-//! port of its own. The Kafka end-to-end runs are in `hosting_kafka.rs`.
+//! port of its own. The Kafka end-to-end runs are in `hosting/kafka.rs`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

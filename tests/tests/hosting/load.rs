@@ -1,8 +1,8 @@
 //! Load on one `weir serve`: 20 concurrent pipelines of 4 tenants for about a minute
 //! (Kafka -> WASM uppercase -> Kafka, each paced to run that long), every one
 //! exactly-once at the end. Prints the server's peak RSS and the workers' RSS per
-//! pipeline (the README's hosting figures come from this test's output) and holds both
-//! to twice those figures.
+//! pipeline (docs/src/operations/hosting.md's figures come from this test's output) and
+//! holds both to twice those figures.
 
 use std::time::{Duration, Instant};
 
@@ -16,9 +16,11 @@ const PER_TENANT: usize = 5;
 const RECORDS: u64 = 3_000;
 /// Records per second per pipeline: RECORDS / RATE is about a minute.
 const RATE: u64 = 50;
-/// The server's peak RSS the README states, in MiB; the test allows twice as much.
+/// The server's peak RSS docs/src/operations/hosting.md states, in MiB; the test allows
+/// twice as much.
 const SERVER_RSS_MIB: u64 = 35;
-/// A pipeline's worker's RSS the README states, in MiB; the test allows twice as much.
+/// A pipeline's worker's RSS docs/src/operations/hosting.md states, in MiB; the test
+/// allows twice as much.
 const WORKER_RSS_MIB: u64 = 34;
 
 /// Resident set size of process `pid`, in KiB.
@@ -75,8 +77,9 @@ fn twenty_pipelines_of_four_tenants_on_one_server() {
         pipelines.len(),
         "not all pipelines ran at once"
     );
-    // The README's hosting figures (server about 35 MiB, a worker about 34 MiB), with
-    // room for allocator and page-cache noise: twice as much fails.
+    // The hosting figures of docs/src/operations/hosting.md (server about 35 MiB, a
+    // worker about 34 MiB), with room for allocator and page-cache noise: twice as much
+    // fails.
     assert!(
         peaks.server <= 2 * SERVER_RSS_MIB * 1024,
         "server peak RSS {} MiB",

@@ -1088,7 +1088,7 @@ fn a_partition_idle_across_a_restart_keeps_holding_event_time_where_it_was() {
     );
 }
 
-/// `weir reset-kafka` (the README's way to reuse a pipeline's name from nothing): a
+/// `weir reset-kafka` (the book's way to reuse a pipeline's name from nothing): a
 /// pipeline runs to its end and commits everything; the reset deletes its consumer
 /// group and progress topic (saying so, one line each) and leaves its input and output;
 /// `weir run --from-scratch` under the same name then commits every input record

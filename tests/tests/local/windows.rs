@@ -1,5 +1,5 @@
 //! Event-time windows: `windowed-sum` over out-of-order JSON input (watermark bound
-//! 2 s, one watermark per record) gives exactly the golden sums in `windows/`; records
+//! 2 s, one watermark per record) gives exactly the golden sums in `windows_data/`; records
 //! past their window's allowed lateness land in the dead-letter output and in the late
 //! count, and a record the guest refuses lands there too. With allowed lateness, a late
 //! record updates its fired window and fires it again.
@@ -9,7 +9,7 @@ use std::path::Path;
 use weir_tests::{committed_lines, guest, run_weir, stderr_of, toml_path, write_file};
 
 fn run_windowed_sum(dir: &Path, allowed_lateness: &str) -> String {
-    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/windows/input.jsonl");
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/local/windows_data/input.jsonl");
     let spec = write_file(
         dir,
         "windows.toml",
@@ -55,7 +55,7 @@ path = {dead}
 
 fn golden(name: &str) -> Vec<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/windows")
+        .join("tests/local/windows_data")
         .join(name);
     let mut lines: Vec<String> = std::fs::read_to_string(path)
         .expect("golden file")

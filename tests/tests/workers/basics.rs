@@ -3,8 +3,8 @@
 //! topic to a Kafka topic, run as 3 workers at once while worker 1 is SIGKILLed and
 //! restarted several times; a second process of the same worker; a partition moved
 //! between workers by a grown topic, refused; a `--worker` out of range, a usage error
-//! (keyed pipelines, with one keyed step or two: `workers_repartition.rs`, windowed
-//! ones: `workers_windows.rs`).
+//! (keyed pipelines, with one keyed step or two: `workers/repartition.rs`, windowed
+//! ones: `workers/windows.rs`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;

@@ -26,7 +26,7 @@
 //! input: its committed histogram is exact and equals a one-process run's.
 //!
 //! Without the S3 server's environment the test fails, saying how to start it, unless
-//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
+//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `local/object_store_checkpoints.rs`).
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! Rescaling a keyed pipeline between numbers of workers (issue 12, item 4), against
-//! the real broker (`KAFKA_BOOTSTRAP`): the word count of `workers_repartition.rs`
+//! the real broker (`KAFKA_BOOTSTRAP`): the word count of `workers/repartition.rs`
 //! (`weir_tests::word_count`: split-words map + unwindowed count, Kafka in with 6
 //! partitions and out exactly-once, 32 key groups, `batch_size = 1`).
 //!
@@ -39,7 +39,7 @@
 //!    every later start of worker 0 of 2 failed.
 //!
 //! Without the S3 server's environment test 1 fails, saying how to start it, unless
-//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `object_store_checkpoints.rs`).
+//! `WEIR_SKIP_S3=1` asks to skip it (the convention of `local/object_store_checkpoints.rs`).
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
