@@ -7,6 +7,7 @@
 mod bad_input;
 mod compile_limits;
 mod crash_recovery;
+mod docs;
 
 mod incremental_checkpoints;
 mod kubernetes_manifests;
