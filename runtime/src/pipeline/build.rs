@@ -47,7 +47,7 @@ use crate::record::batch::BatchLimit;
 use crate::record::ids;
 use crate::record::message::{Barrier, Message};
 use crate::spec::step::AggregateStep;
-use crate::spec::{PipelineSpec, SourceConfig, SourceSpec, StepSpec, WindowSpec};
+use crate::spec::{PipelineSpec, StepSpec, WindowSpec};
 use crate::state::{CacheBounds, memtable_bytes};
 use crate::storage::CheckpointStorage;
 
@@ -175,8 +175,7 @@ fn source_task(
         }),
         (None, None) => None,
     };
-    let source = &reading_repartition(spec, s);
-    let reader = sources::open_source(source, spec.worker, i, spec.parallelism, restored)
+    let reader = sources::open_source(spec, s, i, restored)
         .map_err(|source| PipelineError::connector(&spec.name, &task, source))?;
     PipelineMetrics::add(
         &cx.context.metrics.records_skipped,
@@ -191,7 +190,7 @@ fn source_task(
             records: spec.batch_size,
             bytes: spec.batch_bytes,
         },
-        out_of_orderness: source.out_of_orderness,
+        out_of_orderness: spec.sources[s].out_of_orderness,
     };
     let (chain, output) = source_route(cx, stages, channels, (s, i), &task)?;
     let pipe = Pipe::new(chain, dead_letter_sink(cx, &task)?, output);
@@ -244,18 +243,6 @@ fn source_route(
             )
         }
     })
-}
-
-/// Source `s` of `spec`, told a repartition topic's writers if it reads that topic
-/// back (their markers are its event time, see `repartition_watermark`).
-fn reading_repartition(spec: &PipelineSpec, s: usize) -> SourceSpec {
-    let mut source = spec.sources[s].clone();
-    if let Some(exchange) = spec.repartition_read_by(s)
-        && let SourceConfig::Kafka(config) = &mut source.config
-    {
-        config.repartition_writers = spec.repartition_writers(exchange);
-    }
-    source
 }
 
 /// The bounded channels between stages: each subtask of stage k >= 1 has one input

@@ -91,16 +91,21 @@ fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it
         panic!("a kafka source");
     };
     assert_eq!(c.topic.as_deref(), Some("weir.p-count-repartition"));
-    assert_eq!(c.repartition_key_groups, Some(ranges));
+    assert_eq!(
+        w.repartition_read(2).map(|read| read.key_groups),
+        Some(ranges),
+        "the repartition source reads the exchange's ranges"
+    );
     assert_eq!(c.group.as_deref(), Some("weir.p"), "the pipeline's group");
     assert!(!c.bounded);
     // Worker 1 of 3 reads the partitions of its key groups only: its ranges.
     let all: Vec<(String, i32)> = (0..8).map(|p| (r.topic.clone(), p)).collect();
-    let mine: Vec<i32> = c
-        .worker_partitions(w.worker, &all)
-        .into_iter()
-        .map(|(_, p)| p)
-        .collect();
+    let repartition = w.repartition_read(2).map(|read| read.key_groups);
+    let mine: Vec<i32> =
+        crate::connector::kafka::repartition::worker_partitions(w.worker, repartition, &all)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
     let share = crate::cluster::assignment::share::<i32>(w.worker, &[], ranges);
     let expected: Vec<i32> = share
         .key_group_ranges

@@ -2,25 +2,24 @@
 //! reader `PipelineSpec::for_worker` adds) becomes the connector's `Source` for one subtask,
 //! resumed at its restored positions.
 
-use crate::cluster::Worker;
 use crate::connector::kafka::{self, KafkaSource};
 use crate::connector::{ConnectorError, FileSource, GeneratorSource, StdinSource};
 use crate::dataflow::source::{RestoredSource, Source};
-use crate::spec::{SourceConfig, SourceSpec};
+use crate::spec::{PipelineSpec, SourceConfig};
 
-/// Opens subtask `subtask` of `parallelism` of the source `spec` in worker `worker`
-/// (a Kafka source reads only the worker's partitions; the spec admits no other source
-/// for a worker of N > 1), resuming from the restored checkpoint's positions if there
-/// is one.
+/// Opens subtask `subtask` of source `s` of the worker spec `spec` (a Kafka source
+/// reads only the worker's partitions, those of its key-group ranges if it reads a
+/// repartition topic back; the spec admits no other source for a worker of N > 1),
+/// resuming from the restored checkpoint's positions if there is one.
 pub fn open_source(
-    spec: &SourceSpec,
-    worker: Worker,
+    spec: &PipelineSpec,
+    s: usize,
     subtask: usize,
-    parallelism: usize,
     restored: Option<RestoredSource<'_>>,
 ) -> Result<Box<dyn Source>, ConnectorError> {
+    let parallelism = spec.parallelism;
     let own = restored.and_then(|r| r.own);
-    Ok(match &spec.config {
+    Ok(match &spec.sources[s].config {
         SourceConfig::Generator(c) => {
             Box::new(GeneratorSource::open(c.clone(), subtask, parallelism, own)?)
         }
@@ -33,9 +32,9 @@ pub fn open_source(
                     .group()
             });
             Box::new(KafkaSource::open(
-                c,
+                (c, spec.repartition_read(s)),
                 &group,
-                worker,
+                spec.worker,
                 subtask,
                 parallelism,
                 restored.map(|r| r.all),

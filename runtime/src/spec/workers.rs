@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 
 use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
-use crate::connector::kafka::repartition::{self, RepartitionPartitions};
+use crate::connector::kafka::repartition::{self, RepartitionPartitions, RepartitionRead};
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
@@ -99,6 +99,15 @@ impl PipelineSpec {
     /// The exchange whose topic source `s` reads back, if it is a repartition source.
     pub fn repartition_read_by(&self, s: usize) -> Option<&Repartition> {
         self.repartitions.iter().find(|r| r.source == s)
+    }
+
+    /// What source `s` is told of the repartition topic it reads back, if it reads one.
+    pub fn repartition_read(&self, s: usize) -> Option<RepartitionRead> {
+        let exchange = self.repartition_read_by(s)?;
+        Some(RepartitionRead {
+            key_groups: exchange.key_groups,
+            writers: self.repartition_writers(exchange),
+        })
     }
 
     /// The writers of `exchange`'s topic in this spec's layout (see
@@ -193,15 +202,7 @@ impl PipelineSpec {
 
     fn adopt_repartition_partitions(&mut self, partitions: u16) {
         self.repartition_partitions = usize::from(partitions);
-        let Some(key_groups) = repartition::adopt_partitions(&mut self.repartitions, partitions)
-        else {
-            return;
-        };
-        for exchange in &self.repartitions {
-            if let SourceConfig::Kafka(source) = &mut self.sources[exchange.source].config {
-                source.repartition_key_groups = Some(key_groups);
-            }
-        }
+        repartition::adopt_partitions(&mut self.repartitions, partitions);
     }
 
     /// The stable id of step `n`: its name, else `step-<n>`.
@@ -260,7 +261,6 @@ impl PipelineSpec {
             source.group = Some(names.group());
             source.start = StartOffset::Earliest;
             source.bounded = false;
-            source.repartition_key_groups = Some(key_groups);
             exchanges.push(Repartition {
                 step,
                 // Every keyed step starts a stage, in order (`plan::stages`).

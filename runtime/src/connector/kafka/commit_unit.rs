@@ -1121,7 +1121,11 @@ fn marker_target(
         }
         target
             .source_partitions
-            .extend(c.worker_partitions(plan.worker, &all));
+            .extend(repartition::worker_partitions(
+                plan.worker,
+                plan.repartition_read_by(*s),
+                &all,
+            ));
     }
     if target.source_partitions.is_empty() {
         target.sources.clear();

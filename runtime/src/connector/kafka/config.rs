@@ -154,41 +154,9 @@ pub struct KafkaSourceConfig {
         deserialize_with = "units::size"
     )]
     pub buffer_bytes: usize,
-    /// Set only by `PipelineSpec::for_worker` (never by a spec: an unknown field there):
-    /// this source reads a repartition topic of these key-group ranges, so a worker
-    /// reads the partitions of its ranges rather than its share of the partitions.
-    #[serde(skip)]
-    pub repartition_key_groups: Option<crate::cluster::KeyGroupRanges>,
-    /// Set only by the pipeline's build, with `repartition_key_groups`: the writers of
-    /// the repartition topic in the current layout, whose watermark markers make this
-    /// source's event time (`repartition_watermark`).
-    #[serde(skip)]
-    pub repartition_writers: Option<super::repartition_watermark::RepartitionWriters>,
 }
 
 impl KafkaSourceConfig {
-    /// The partitions of `all` (this source's topics) that `worker` reads: those of its
-    /// key-group ranges for a repartition source (`repartition::partitions_of`), else its
-    /// share (`cluster::assignment::partitions_of`); sorted.
-    pub fn worker_partitions(
-        &self,
-        worker: crate::cluster::Worker,
-        all: &[(String, i32)],
-    ) -> Vec<(String, i32)> {
-        let mut mine = match self.repartition_key_groups {
-            Some(key_groups) => {
-                let owned = super::repartition::partitions_of(worker, key_groups);
-                all.iter()
-                    .filter(|(_, p)| owned.binary_search(p).is_ok())
-                    .cloned()
-                    .collect()
-            }
-            None => crate::cluster::assignment::partitions_of(worker, all),
-        };
-        mine.sort();
-        mine
-    }
-
     /// A bounded source of `topic` from the earliest offsets (tests, examples).
     pub fn new(topic: impl Into<String>) -> Self {
         KafkaSourceConfig {
@@ -202,8 +170,6 @@ impl KafkaSourceConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             security: None,
             buffer_bytes: DEFAULT_SOURCE_BUFFER_BYTES,
-            repartition_key_groups: None,
-            repartition_writers: None,
         }
     }
 

@@ -48,6 +48,7 @@ use rdkafka::admin::AdminClient;
 use crate::cluster::{KeyGroupRanges, Worker, assignment};
 use crate::connector::kafka::client::{self, QuietContext, topic_partitions};
 use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::repartition_watermark::RepartitionWriters;
 use crate::dataflow::partition::key_group;
 
 /// Partitions of a repartition topic unless the spec says (`repartition_partitions`),
@@ -100,6 +101,38 @@ pub fn adopt_partitions(
         exchange.key_groups = key_groups;
     }
     Some(key_groups)
+}
+
+/// What a source that reads a repartition topic back is told besides its config (the
+/// spec cannot say it: the worker's plan derives it): the key-group ranges the topic's
+/// partitions are, so a worker reads the partitions of its own ranges, and the topic's
+/// writers in the current layout when their watermark markers are its event time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepartitionRead {
+    pub key_groups: KeyGroupRanges,
+    pub writers: Option<RepartitionWriters>,
+}
+
+/// The partitions of `all` (a source's topics) that `worker` reads: those of its
+/// key-group ranges for a source reading a repartition topic (`partitions_of`), else
+/// its share (`cluster::assignment::partitions_of`); sorted.
+pub fn worker_partitions(
+    worker: Worker,
+    repartition: Option<KeyGroupRanges>,
+    all: &[(String, i32)],
+) -> Vec<(String, i32)> {
+    let mut mine = match repartition {
+        Some(key_groups) => {
+            let owned = partitions_of(worker, key_groups);
+            all.iter()
+                .filter(|(_, p)| owned.binary_search(p).is_ok())
+                .cloned()
+                .collect()
+        }
+        None => assignment::partitions_of(worker, all),
+    };
+    mine.sort();
+    mine
 }
 
 /// The header of a repartition record whose event time is at or below zero: the event

@@ -76,7 +76,7 @@ use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::marker::Marker;
-use crate::connector::kafka::repartition::{EVENT_TIME_HEADER, EventTime};
+use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime, RepartitionRead};
 use crate::connector::kafka::repartition_watermark::{
     PartitionWatermarks, WATERMARK_HEADER, WatermarkMarker,
 };
@@ -332,10 +332,10 @@ impl std::fmt::Debug for KafkaSource {
 impl KafkaSource {
     /// Subtask `subtask` of `parallelism` of worker `worker`, in consumer group `group`,
     /// resuming from a checkpoint if `restored` holds the source's positions in it (every
-    /// subtask's). Fails (bounded by `connect_timeout`) if the broker cannot be reached
-    /// or a topic does not exist.
+    /// subtask's); `repartition` when it reads a repartition topic back. Fails (bounded by
+    /// `connect_timeout`) if the broker cannot be reached or a topic does not exist.
     pub fn open(
-        config: &KafkaSourceConfig,
+        (config, repartition): (&KafkaSourceConfig, Option<RepartitionRead>),
         group: &str,
         worker: Worker,
         subtask: usize,
@@ -347,7 +347,13 @@ impl KafkaSource {
         authenticate(&endpoint, timeout)?;
         let bootstrap = endpoint.bootstrap.clone();
         // The partitions first: the consumer's queues are sized by how many it reads.
-        let mine = owned_partitions(&endpoint, config, worker, subtask, parallelism)?;
+        let mine = owned_partitions(
+            &endpoint,
+            (config, repartition),
+            worker,
+            subtask,
+            parallelism,
+        )?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged_positions).transpose()?;
         if let Some(positions) = &restored
@@ -365,6 +371,7 @@ impl KafkaSource {
         let mut opener = PartitionOpener {
             consumer: &consumer,
             config,
+            repartition,
             bootstrap: &bootstrap,
             restored,
             committed,
@@ -453,7 +460,7 @@ fn create_consumer(
 /// its own (dropped on return).
 fn owned_partitions(
     endpoint: &Endpoint,
-    config: &KafkaSourceConfig,
+    (config, repartition): (&KafkaSourceConfig, Option<RepartitionRead>),
     worker: Worker,
     subtask: usize,
     parallelism: usize,
@@ -468,11 +475,11 @@ fn owned_partitions(
             all.push((topic.clone(), p));
         }
     }
-    let mut mine: Vec<(String, i32)> = config
-        .worker_partitions(worker, &all)
-        .into_iter()
-        .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
-        .collect();
+    let mut mine: Vec<(String, i32)> =
+        repartition::worker_partitions(worker, repartition.map(|r| r.key_groups), &all)
+            .into_iter()
+            .filter(|(topic, p)| assignment::owner(topic, *p, parallelism) == subtask)
+            .collect();
     mine.sort();
     Ok(mine)
 }
@@ -524,6 +531,8 @@ fn refuse_moved_partitions(
 struct PartitionOpener<'a> {
     consumer: &'a Arc<BaseConsumer<SourceContext>>,
     config: &'a KafkaSourceConfig,
+    /// Set when the source reads a repartition topic back.
+    repartition: Option<RepartitionRead>,
     bootstrap: &'a str,
     /// Every partition's position in the restored checkpoint, if resuming from one.
     restored: Option<MergedPositions>,
@@ -559,7 +568,7 @@ impl PartitionOpener<'_> {
             .restored
             .as_ref()
             .and_then(|m| m.get(&(topic.clone(), partition)));
-        let writers = self.config.repartition_writers.map(|set| {
+        let writers = self.repartition.and_then(|r| r.writers).map(|set| {
             PartitionWatermarks::restore(set, restored.and_then(|p| p.writers.as_ref()))
         });
         // Even where retention deleted records after the restored offset: the ones
@@ -573,7 +582,7 @@ impl PartitionOpener<'_> {
             next,
             end,
             max_timestamp,
-            repartition: self.config.repartition_key_groups.is_some(),
+            repartition: self.repartition.is_some(),
             writers,
         })
     }
@@ -608,7 +617,7 @@ impl PartitionOpener<'_> {
             // A partition added since the checkpoint: all of it is new input.
             Some(map) => match map.get(&key).map(|p| p.offset) {
                 None => low,
-                Some(offset) if offset < low && self.config.repartition_key_groups.is_some() => {
+                Some(offset) if offset < low && self.repartition.is_some() => {
                     return Err(KafkaError::RepartitionRecordsDeleted {
                         topic: topic.to_owned(),
                         partition,

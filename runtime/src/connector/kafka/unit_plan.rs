@@ -5,14 +5,13 @@
 //! the repartition topics among them), the keyed exchanges, and the checkpoint interval
 //! and timeout. `PipelineSpec::commit_unit_plan` builds it from the spec a worker runs.
 //!
-//! Invariant: every exchange's reader (`Repartition::source`) is among `sources`, with
-//! the exchange's key-group ranges as its `repartition_key_groups`; adopting another
-//! partition count (`with_repartition_partitions`) changes both together.
+//! Invariant: every exchange's reader (`Repartition::source`) is among `sources`; the
+//! exchange's key-group ranges are the partitions that reader reads.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::cluster::{LayoutStamp, Worker};
+use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
 use crate::connector::kafka::config::{KafkaSinkConfig, KafkaSourceConfig};
 use crate::connector::kafka::repartition::{self, Repartition, RepartitionPartitions};
 
@@ -47,15 +46,17 @@ impl UnitPlan {
             return Cow::Borrowed(self);
         };
         let mut plan = self.clone();
-        let Some(key_groups) = repartition::adopt_partitions(&mut plan.repartitions, count) else {
-            return Cow::Borrowed(self);
-        };
-        for exchange in &plan.repartitions {
-            if let Some((_, source)) = plan.sources.iter_mut().find(|(i, _)| *i == exchange.source)
-            {
-                source.repartition_key_groups = Some(key_groups);
-            }
+        match repartition::adopt_partitions(&mut plan.repartitions, count) {
+            Some(_) => Cow::Owned(plan),
+            None => Cow::Borrowed(self),
         }
-        Cow::Owned(plan)
+    }
+
+    /// The key-group ranges of the repartition topic source `s` reads back, if it does.
+    pub fn repartition_read_by(&self, s: usize) -> Option<KeyGroupRanges> {
+        self.repartitions
+            .iter()
+            .find(|r| r.source == s)
+            .map(|r| r.key_groups)
     }
 }
