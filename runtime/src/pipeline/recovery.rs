@@ -113,23 +113,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
     let modules = load_modules(spec, &engine(spec, options)?)?;
     // Before anything is deleted or written.
     let fence = Fence::default();
-    let kafka = KafkaCommitUnit::open(
-        &spec.commit_unit_plan(),
-        options.from_scratch,
-        fence.clone(),
-    )
-    .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
-    // The spec's default gives way to an existing topic's partition count.
-    let in_use = spec.with_repartition_partitions(
-        kafka
-            .as_ref()
-            .and_then(|unit| unit.repartition_partitions()),
-    );
-    if let Cow::Owned(adopted) = &in_use {
-        tracing::info!(pipeline = %spec.name, worker = %spec.worker,
-            partitions = adopted.repartition_partitions,
-            "the repartition topics exist with another partition count than the default: using theirs (repartition_partitions is not set)");
-    }
+    let (kafka, in_use) = open_commit_unit(spec, options, &fence)?;
     let spec = &*in_use;
     if options.from_scratch {
         start_over(spec)?;
@@ -179,6 +163,30 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         committers,
         cleanup: LayoutCleanup::for_run(&spec.name, root, spec.worker, spec.layout),
     })
+}
+
+/// Step 3 (see the module docs): the Kafka commit unit, if the spec has a Kafka sink,
+/// and the spec with the repartition topics' partition count in use: the spec's default
+/// gives way to an existing topic's count.
+fn open_commit_unit<'a>(
+    spec: &'a PipelineSpec,
+    options: &RunOptions,
+    fence: &Fence,
+) -> Result<(Option<Arc<KafkaCommitUnit>>, Cow<'a, PipelineSpec>), PipelineError> {
+    let plan = spec.commit_unit_plan();
+    let kafka = KafkaCommitUnit::open(&plan, options.from_scratch, fence.clone())
+        .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
+    let in_use = spec.with_repartition_partitions(
+        kafka
+            .as_ref()
+            .and_then(|unit| unit.repartition_partitions()),
+    );
+    if let Cow::Owned(adopted) = &in_use {
+        tracing::info!(pipeline = %spec.name, worker = %spec.worker,
+            partitions = adopted.repartition_partitions,
+            "the repartition topics exist with another partition count than the default: using theirs (repartition_partitions is not set)");
+    }
+    Ok((kafka, in_use))
 }
 
 /// Step 5 or 5' (see the module docs): the checkpoint of its own this worker restores,
