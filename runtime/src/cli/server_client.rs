@@ -39,19 +39,18 @@ const MAX_ERROR_CHARS: usize = 1000;
 /// How to reach the server: shared by `weir module` and `weir pipeline`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServerArgs {
-    /// The server's URL, e.g. http://127.0.0.1:8080 [default: $WEIR_SERVER]
-    #[arg(long, global = true, value_name = "URL")]
+    /// The server's URL, e.g. http://127.0.0.1:8080
+    #[arg(long, global = true, value_name = "URL", env = SERVER_ENV)]
     pub server: Option<String>,
-    /// Your API token [default: $WEIR_TOKEN] (prefer the variable: other users of the
-    /// machine can read a command line)
-    #[arg(long, global = true, value_name = "TOKEN")]
+    /// Your API token (prefer the variable: other users of the machine can read a
+    /// command line; its value is never shown in --help)
+    #[arg(long, global = true, value_name = "TOKEN", env = TOKEN_ENV, hide_env_values = true)]
     pub token: Option<String>,
     /// Print the server's JSON answer (pretty) instead of a table
     #[arg(long, global = true)]
     pub json: bool,
     /// Trust this CA (PEM) for an https:// server, instead of the public roots
-    /// [default: $WEIR_CA_CERT]
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", env = CA_CERT_ENV)]
     pub ca_cert: Option<PathBuf>,
 }
 
@@ -129,16 +128,9 @@ impl std::fmt::Debug for ServerClient {
     }
 }
 
-/// `given`, else the variable `env` as `lookup` finds it; an empty value is none.
-pub fn resolve(
-    given: Option<&str>,
-    env: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Option<String> {
-    given
-        .map(str::to_owned)
-        .or_else(|| lookup(env))
-        .filter(|v| !v.trim().is_empty())
+/// `value` unless it is empty or blank.
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.trim().is_empty())
 }
 
 /// `url` without its trailing slashes, if it is an `http://` or `https://` URL.
@@ -202,17 +194,16 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 impl ServerClient {
-    /// A client for `args` (or `WEIR_SERVER` / `WEIR_TOKEN`).
+    /// A client for `args` (clap took each from its flag, else its variable); a value
+    /// that is empty or blank counts as none.
     pub fn from_args(args: &ServerArgs) -> Result<Self, ClientError> {
-        let env = |name: &str| std::env::var(name).ok();
-        let server =
-            resolve(args.server.as_deref(), SERVER_ENV, env).ok_or(ClientError::NoServer)?;
-        let token = resolve(args.token.as_deref(), TOKEN_ENV, env).ok_or(ClientError::NoToken)?;
+        let server = given(&args.server).ok_or(ClientError::NoServer)?;
+        let token = given(&args.token).ok_or(ClientError::NoToken)?;
         let ca = args
             .ca_cert
-            .clone()
-            .or_else(|| env(CA_CERT_ENV).map(PathBuf::from));
-        Self::with_ca(&server, &token, ca.as_deref())
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty());
+        Self::with_ca(server, token, ca)
     }
 
     pub fn new(server: &str, token: &str) -> Result<Self, ClientError> {
@@ -467,19 +458,42 @@ fn decode<T: DeserializeOwned>(
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+
     #[test]
-    fn flag_beats_environment_and_empty_is_none() {
-        let env = |_: &str| Some("http://env:1".to_owned());
-        assert_eq!(
-            resolve(Some("http://flag:2"), SERVER_ENV, env).as_deref(),
-            Some("http://flag:2")
-        );
-        assert_eq!(
-            resolve(None, SERVER_ENV, env).as_deref(),
-            Some("http://env:1")
-        );
-        assert_eq!(resolve(None, SERVER_ENV, |_: &str| Some(" ".into())), None);
-        assert_eq!(resolve(None, SERVER_ENV, |_: &str| None), None);
+    fn each_flag_falls_back_to_its_variable_and_the_token_is_never_shown() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let arg = |id: &str| {
+            cli.get_arguments()
+                .find(|a| a.get_id() == id)
+                .unwrap_or_else(|| panic!("--{id}"))
+        };
+        for (id, env) in [
+            ("server", SERVER_ENV),
+            ("token", TOKEN_ENV),
+            ("ca_cert", CA_CERT_ENV),
+        ] {
+            assert_eq!(arg(id).get_env(), Some(std::ffi::OsStr::new(env)), "{id}");
+        }
+        assert!(arg("token").is_hide_env_values_set());
+    }
+
+    #[test]
+    fn a_blank_server_or_token_is_none() {
+        let args = |server: &str, token: &str| ServerArgs {
+            server: Some(server.into()),
+            token: Some(token.into()),
+            ..ServerArgs::default()
+        };
+        let no_server = ServerClient::from_args(&args(" ", "t")).expect_err("blank server");
+        assert!(matches!(no_server, ClientError::NoServer), "{no_server}");
+        let no_token = ServerClient::from_args(&args("http://h:1", "")).expect_err("empty token");
+        assert!(matches!(no_token, ClientError::NoToken), "{no_token}");
     }
 
     #[test]
