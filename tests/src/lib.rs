@@ -634,22 +634,41 @@ topic = "{output}"
     /// last stable offset", which lags while transaction markers are being written.)
     fn log_ends(topic: &str) -> BTreeMap<i32, i64> {
         let probe: BaseConsumer = config().create().expect("consumer");
-        let metadata = probe
-            .fetch_metadata(Some(topic), TIMEOUT)
-            .expect("metadata");
-        let ends: BTreeMap<i32, i64> = metadata.topics()[0]
-            .partitions()
-            .iter()
+        let ends: BTreeMap<i32, i64> = partitions_of(&probe, topic)
+            .into_iter()
             .map(|p| {
                 let high = probe
-                    .fetch_watermarks(topic, p.id(), TIMEOUT)
+                    .fetch_watermarks(topic, p, TIMEOUT)
                     .expect("watermarks")
                     .1;
-                (p.id(), high)
+                (p, high)
             })
             .collect();
         assert!(!ends.is_empty(), "topic {topic} has no partitions");
         ends
+    }
+
+    /// The partitions of `topic` as `client`'s metadata lists them, asked again
+    /// (bounded) while the broker answers for the topic with an error or none: a new
+    /// client's first answer can say so of a topic that exists (seen once, right after
+    /// `create_topic` had seen every partition listed).
+    fn partitions_of(client: &BaseConsumer, topic: &str) -> Vec<i32> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let metadata = client
+                .fetch_metadata(Some(topic), TIMEOUT)
+                .expect("metadata");
+            let listed: Vec<i32> = metadata
+                .topics()
+                .iter()
+                .filter(|t| t.name() == topic && t.error().is_none())
+                .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+                .collect();
+            if !listed.is_empty() || Instant::now() >= deadline {
+                return listed;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Polls `consumer` (assigned every partition of `topic` from the beginning) until
