@@ -53,8 +53,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
 use crate::dataflow::operators::OnError;
-use crate::dataflow::operators::map::{
-    GuestCallError, MAX_FAILED_ALONE, fail_alone, memory_note, sample_and_recycle,
+use crate::dataflow::operators::guest_call::{
+    GuestCallError, MAX_FAILED_ALONE, display_key, fail_alone, memory_note, sample_and_recycle,
 };
 use crate::dataflow::operators::window_index::WindowIndex;
 use crate::dataflow::partition::key_group;
@@ -74,9 +74,6 @@ use crate::state::{
 };
 use crate::storage::CheckpointStorage;
 
-/// Bytes of a key shown in an error before it is cut ("..." and the full length follow).
-const KEY_SHOWN_BYTES: usize = 64;
-
 /// A guest returned an accumulator longer than the step's `max_accumulator_bytes`.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -91,19 +88,6 @@ pub struct AccumulatorTooLarge {
     pub window: String,
     pub bytes: usize,
     pub max: usize,
-}
-
-/// A record key for an error message: quoted, every byte outside printable ASCII
-/// escaped (`\n`, `\xff`), cut after [`KEY_SHOWN_BYTES`] bytes with the full length.
-pub fn display_key(key: &[u8]) -> String {
-    let shown = &key[..key.len().min(KEY_SHOWN_BYTES)];
-    // `escape_ascii` also escapes `"` and `\\`, so the quotes below are unambiguous.
-    let escaped = shown.escape_ascii().to_string();
-    if key.len() > KEY_SHOWN_BYTES {
-        format!("\"{escaped}\"... ({} bytes)", key.len())
-    } else {
-        format!("\"{escaped}\"")
-    }
 }
 
 /// How an aggregate step is configured.

@@ -20,97 +20,12 @@ use std::sync::Arc;
 
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::OnError;
-use crate::dataflow::operators::aggregate::display_key;
-use crate::engine::{
-    EngineError, GuestInstance, GuestLimits, GuestModule, MapOutput, MapperInstance,
+use crate::dataflow::operators::guest_call::{
+    GuestCallError, MAX_FAILED_ALONE, fail_alone, memory_note, sample_and_recycle,
 };
+use crate::engine::{EngineError, GuestLimits, GuestModule, MapOutput, MapperInstance};
 use crate::metrics::guest_memory::GuestMemoryGauge;
 use crate::record::batch::RecordBatch;
-
-/// Records of one batch that may fail alone under `on_error = "dead-letter"` before the
-/// step fails: a guest failing on everything is a bug, not bad records.
-pub const MAX_FAILED_ALONE: usize = 16;
-
-/// A guest call failed; says which records were being processed.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {source}{note}", self.which())]
-pub struct GuestCallError {
-    pub module: String,
-    pub first: u64,
-    pub end: u64,
-    /// The key of the one record the call was given, when it was one.
-    pub key: Option<Vec<u8>>,
-    #[source]
-    pub source: EngineError,
-    /// Whose memory it was, for a memory-limit error (see [`memory_note`]); else empty.
-    pub note: String,
-}
-
-impl GuestCallError {
-    fn which(&self) -> String {
-        match &self.key {
-            Some(key) if self.end == self.first + 1 && key.is_empty() => {
-                format!("on input record {} of this subtask", self.first)
-            }
-            Some(key) if self.end == self.first + 1 => format!(
-                "on input record {} (key {}) of this subtask",
-                self.first,
-                display_key(key)
-            ),
-            _ => format!(
-                "on input records {}..{} of this subtask",
-                self.first, self.end
-            ),
-        }
-    }
-}
-
-/// For a guest that hit its memory limit, says whether the runtime's input alone was the
-/// problem: the input of a call is copied into the guest's memory whole and its output
-/// is built there too, so an input over half the limit cannot be processed by any
-/// guest, while a smaller one means the guest itself used the memory.
-pub fn memory_note(source: &EngineError, input_bytes: usize) -> String {
-    let EngineError::MemoryLimit { limit_bytes, .. } = source else {
-        return String::new();
-    };
-    if input_bytes.saturating_mul(2) > *limit_bytes {
-        format!(
-            " (the runtime's input to this call, {input_bytes} bytes, is more than half of it: \
-             lower batch_bytes or batch_size, or raise [limits] memory)"
-        )
-    } else {
-        format!(
-            " (the runtime's input to this call was only {input_bytes} bytes: the guest used the rest: raise [limits] memory if it needs more)"
-        )
-    }
-}
-
-/// After a guest call: samples `instance`'s linear memory into `memory` (0 without an
-/// instance), and drops the instance if it used half its memory headroom (its owner
-/// instantiates a fresh one at its next call; counted in `memory`), or if its module now
-/// has faster code (not counted: see `code_tier.rs`).
-pub fn sample_and_recycle<T: GuestInstance>(
-    id: &str,
-    instance: &mut Option<T>,
-    memory: &GuestMemoryGauge,
-) {
-    memory.set(instance.as_ref().map_or(0, T::memory_bytes));
-    if let Some(old) = instance.take_if(|i| i.wants_recycling()) {
-        tracing::debug!(
-            operator = id,
-            module = old.module_name(),
-            memory_bytes = old.memory_bytes(),
-            "recycling a guest instance that used half its memory headroom"
-        );
-        memory.recycled();
-    } else if let Some(old) = instance.take_if(|i| i.code_outdated()) {
-        tracing::debug!(
-            operator = id,
-            module = old.module_name(),
-            "moving a guest instance to its module's optimized code"
-        );
-    }
-}
 
 pub struct MapOperator {
     id: String,
@@ -280,17 +195,6 @@ impl MapOperator {
     }
 }
 
-/// The error a step fails with after its records were retried alone: the record's own,
-/// and, past [`MAX_FAILED_ALONE`], saying so.
-pub(crate) fn fail_alone(mut error: GuestCallError, failed: usize) -> GuestCallError {
-    if failed > MAX_FAILED_ALONE {
-        error.note.push_str(&format!(
-            " (more than {MAX_FAILED_ALONE} records of one batch failed alone: the guest fails on everything, not on a few bad records)"
-        ));
-    }
-    error
-}
-
 /// A successful call's rejections to the dead letters, its records downstream.
 fn emit(id: &str, output: MapOutput, out: &mut Output) {
     let mut records = RecordBatch::default();
@@ -316,6 +220,7 @@ fn emit_into(id: &str, output: MapOutput, records: &mut RecordBatch, out: &mut O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::GuestInstance;
 
     struct Instance {
         memory_bytes: usize,

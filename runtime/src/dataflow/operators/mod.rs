@@ -1,5 +1,6 @@
 //! The operators a pipeline's steps become.
 pub mod aggregate;
+pub mod guest_call;
 pub mod key_by;
 pub mod map;
 mod on_error;
