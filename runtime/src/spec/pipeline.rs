@@ -337,19 +337,17 @@ impl PipelineSpec {
     }
 
     /// What the commit unit of this worker spec reads of it (see `UnitPlan`).
-    pub fn commit_unit_plan(&self) -> UnitPlan {
+    pub fn commit_unit_plan(&self) -> UnitPlan<'_> {
         UnitPlan {
             pipeline: self.name.clone(),
             worker: self.worker,
             layout: self.layout,
             checkpoint_interval: self.checkpoint.interval,
             checkpoint_timeout: self.checkpoint.timeout,
-            sinks: (self.kafka_sink_ids().into_iter())
-                .map(|(id, c)| (id, c.clone()))
-                .collect(),
+            sinks: self.kafka_sink_ids(),
             sources: (self.sources.iter().enumerate())
                 .filter_map(|(i, s)| match &s.config {
-                    SourceConfig::Kafka(c) => Some((i, c.clone())),
+                    SourceConfig::Kafka(c) => Some((i, c)),
                     _ => None,
                 })
                 .collect(),

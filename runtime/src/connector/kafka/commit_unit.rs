@@ -218,12 +218,12 @@ impl KafkaCommitUnit {
     /// ignore the markers (the checkpoints were deleted). `fence` is raised as soon as
     /// the unit learns that another instance owns the pipeline.
     pub fn open(
-        plan: &UnitPlan,
+        plan: &UnitPlan<'_>,
         from_scratch: bool,
         fence: Fence,
     ) -> Result<Option<Arc<Self>>, ConnectorError> {
-        let sinks = plan.sink_refs();
-        let Some(sink) = preflight::shared_settings(&sinks)? else {
+        let sinks = &plan.sinks;
+        let Some(sink) = preflight::shared_settings(sinks)? else {
             return Ok(None);
         };
         preflight::check_transaction_timeout(
@@ -236,7 +236,7 @@ impl KafkaCommitUnit {
         client::authenticate(&endpoint, timeout)?;
         let bootstrap = endpoint.bootstrap.clone();
         let admin = client::admin(&endpoint, timeout)?;
-        check_on_broker(&sinks, sink, (&admin, &bootstrap), timeout)?;
+        check_on_broker(sinks, sink, (&admin, &bootstrap), timeout)?;
         // Before the marker target lists the sources' partitions: the repartition
         // sources read these topics, cut into the partition count in use.
         let repartition_partitions = repartition::ensure_topics(
@@ -703,7 +703,7 @@ impl Drop for KafkaCommitUnit {
 /// The producers of `sink`'s delivery guarantee: one idempotent producer, or the two
 /// transactional ones of an exactly-once unit (its progress topic ensured first).
 fn open_mode(
-    plan: &UnitPlan,
+    plan: &UnitPlan<'_>,
     sink: &KafkaSinkConfig,
     (endpoint, admin): (&Endpoint, &AdminClient<QuietContext>),
     from_scratch: bool,
@@ -773,7 +773,7 @@ fn remaining(deadline: Instant) -> Duration {
 /// holds another pipeline's marker (before fencing anything), fences earlier instances
 /// of this pipeline, then reads both copies of the marker.
 fn open_exactly_once(
-    plan: &UnitPlan,
+    plan: &UnitPlan<'_>,
     sink: &KafkaSinkConfig,
     endpoint: &Endpoint,
     marker: MarkerTarget,
@@ -811,7 +811,7 @@ fn open_exactly_once(
 
 /// The steps of `open_exactly_once`, in the order it calls them.
 struct ExactlyOnceOpener<'a> {
-    plan: &'a UnitPlan,
+    plan: &'a UnitPlan<'a>,
     sink: &'a KafkaSinkConfig,
     endpoint: &'a Endpoint,
     marker: &'a MarkerTarget,
@@ -1083,7 +1083,7 @@ fn timed_out_error(slot: &Slot, what: &str, transaction_timeout: Duration) -> Op
 /// one that owns none of the group's partitions carries its marker like a pipeline
 /// without Kafka sources.
 fn marker_target(
-    plan: &UnitPlan,
+    plan: &UnitPlan<'_>,
     sink: &KafkaSinkConfig,
     endpoint: &Endpoint,
 ) -> Result<MarkerTarget, KafkaError> {

@@ -17,31 +17,26 @@ use crate::connector::kafka::repartition::{self, Repartition, RepartitionPartiti
 
 /// See the module doc.
 #[derive(Debug, Clone)]
-pub struct UnitPlan {
+pub struct UnitPlan<'a> {
     pub pipeline: String,
     pub worker: Worker,
     pub layout: LayoutStamp,
     pub checkpoint_interval: Duration,
     pub checkpoint_timeout: Duration,
     /// The Kafka sinks with their operator ids (`sink-<i>`), in spec order.
-    pub sinks: Vec<(String, KafkaSinkConfig)>,
+    pub sinks: Vec<(String, &'a KafkaSinkConfig)>,
     /// The Kafka sources with their index among the worker's sources, in order.
-    pub sources: Vec<(usize, KafkaSourceConfig)>,
+    pub sources: Vec<(usize, &'a KafkaSourceConfig)>,
     /// The keyed exchanges through repartition topics (none for a single worker).
     pub repartitions: Vec<Repartition>,
     /// The repartition topics' partition count the spec asks for, or its default.
     pub repartition_partitions: RepartitionPartitions,
 }
 
-impl UnitPlan {
-    /// The sinks as `preflight` takes them.
-    pub fn sink_refs(&self) -> Vec<(String, &KafkaSinkConfig)> {
-        self.sinks.iter().map(|(id, c)| (id.clone(), c)).collect()
-    }
-
+impl<'a> UnitPlan<'a> {
     /// This plan with the repartition topics cut into `in_use` partitions (the count
     /// they have at the broker): itself when that changes nothing.
-    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, UnitPlan> {
+    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, UnitPlan<'a>> {
         let Some(count) = in_use else {
             return Cow::Borrowed(self);
         };
