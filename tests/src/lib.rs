@@ -750,16 +750,32 @@ topic = "{output}"
 
     /// Every topic on the broker whose name starts with `prefix`, sorted.
     pub fn topics_with_prefix(prefix: &str) -> Vec<String> {
+        topics_with_prefix_listing(prefix, &[])
+    }
+
+    /// `topics_with_prefix`, the metadata asked again (bounded) until it lists every
+    /// topic of `present` (which the caller knows exists) and at least one topic: once
+    /// a new client's all-topics answer listed none on the shared broker (see
+    /// `weir::connector::kafka::client::list_topics`).
+    pub fn topics_with_prefix_listing(prefix: &str, present: &[String]) -> Vec<String> {
         let consumer: BaseConsumer = config().create().expect("consumer");
-        let metadata = consumer.fetch_metadata(None, TIMEOUT).expect("metadata");
-        let mut topics: Vec<String> = metadata
-            .topics()
-            .iter()
-            .map(|t| t.name().to_owned())
-            .filter(|t| t.starts_with(prefix))
-            .collect();
-        topics.sort();
-        topics
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let metadata = consumer.fetch_metadata(None, TIMEOUT).expect("metadata");
+            let mut topics: Vec<String> = metadata
+                .topics()
+                .iter()
+                .map(|t| t.name().to_owned())
+                .filter(|t| t.starts_with(prefix))
+                .collect();
+            topics.sort();
+            let answered =
+                !metadata.topics().is_empty() && present.iter().all(|p| topics.contains(p));
+            if answered || Instant::now() >= deadline {
+                return topics;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The high watermark of every partition of `topic`, summed (records and markers).
