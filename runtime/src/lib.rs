@@ -5,8 +5,8 @@
 //! - [`cli`]: the `weir` command line; [`server`]: `weir serve`, the multi-tenant host;
 //! - [`pipeline`]: recovery, the physical plan built into tasks, its sources and sinks
 //!   opened, and the run of one pipeline;
-//! - [`spec`]: the pipeline spec (TOML) as the user wrote it, parsed and validated, and
-//!   the spec one worker of N runs (`PipelineSpec::for_worker`);
+//! - [`spec`]: the pipeline spec (TOML) as the user wrote it, parsed and validated
+//!   (what one worker of N runs, derived from it, is `pipeline::WorkerPlan`);
 //! - [`connector`]: sources and sinks (file, stdin/stdout, generator, Kafka), each with
 //!   its own config; they never see the spec;
 //! - [`checkpoint`]: the checkpoint coordinator, its metadata, retention and commits;

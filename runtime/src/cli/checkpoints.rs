@@ -10,6 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::Worker;
 use crate::pipeline::worker_layout;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::spec::PipelineSpec;
 use crate::storage::CheckpointStorage;
 
@@ -31,7 +32,7 @@ pub fn execute(args: CheckpointsArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    let spec = whole.for_worker(args.worker)?;
+    let spec = WorkerPlan::new(&whole, args.worker)?.spec;
     let storage = CheckpointStorage::open_read_only(&spec.checkpoint.dir)?;
     let ids = storage.complete_checkpoints()?;
     if ids.is_empty() {

@@ -8,7 +8,7 @@
 //!
 //! The decisions are all here, pure and unit-tested; each floor does its part of the
 //! I/O, so the N-worker story reads in this order:
-//! 1. `spec::workers` (`PipelineSpec::for_worker`): the spec worker I of N runs, with a
+//! 1. `pipeline::worker_plan` (`WorkerPlan::new`): what worker I of N runs, with a
 //!    repartition topic and its reader per keyed step, or a refusal.
 //! 2. `pipeline::worker_layout`: reads checkpoint storage and asks `layout::choose`
 //!    whether this start is the current layout's own recovery or a rescale.

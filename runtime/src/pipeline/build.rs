@@ -41,6 +41,7 @@ use crate::pipeline::plan::{self, SourceRoute, StagePlan};
 use crate::pipeline::rescale::RescaleRestore;
 use crate::pipeline::sinks::PipelineSinks;
 use crate::pipeline::sources;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::record::CheckpointId;
 use crate::record::SourcePosition;
 use crate::record::batch::BatchLimit;
@@ -55,9 +56,10 @@ use crate::storage::CheckpointStorage;
 /// backpressure reaches the sources quickly and memory stays bounded.
 pub const CHANNEL_CAPACITY: usize = 16;
 
-/// Everything `build` needs besides the spec.
+/// Everything `build` needs.
 pub struct BuildContext<'a> {
-    pub spec: &'a PipelineSpec,
+    /// What this worker runs.
+    pub plan: &'a WorkerPlan,
     /// Loaded guests by step index.
     pub modules: &'a BTreeMap<usize, Arc<GuestModule>>,
     /// Steps whose module is not the one `restored` was taken with (see `recover`).
@@ -98,9 +100,9 @@ impl BuiltPipeline {
 }
 
 pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let stages = plan::stages(spec);
-    let mut channels = Channels::new(spec, &stages);
+    let mut channels = Channels::new(cx.plan, &stages);
     let mut built = BuiltPipeline {
         source_tasks: Vec::new(),
         stage_tasks: Vec::new(),
@@ -117,9 +119,9 @@ pub fn build(cx: &BuildContext<'_>) -> Result<BuiltPipeline, PipelineError> {
         for j in 0..spec.parallelism {
             let task = ids::stage_task(stage.index, j);
             // Across workers the next keyed stage is fed through its topic.
-            let (end, output) = match spec.repartition_into(stage.index + 1) {
+            let (end, output) = match cx.plan.repartition_into(stage.index + 1) {
                 Some(exchange) => (
-                    ChainEnd::Repartition(spec.repartition_writer(exchange, j)),
+                    ChainEnd::Repartition(cx.plan.repartition_writer(exchange, j)),
                     TaskOutput::Sinks,
                 ),
                 None => (
@@ -151,7 +153,7 @@ fn source_task(
     s: usize,
     i: usize,
 ) -> Result<(SourceTask, Sender<Barrier>), PipelineError> {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let source_op = ids::source_id(s);
     let task = ids::source_task(s, i);
     let all_positions: Vec<&SourcePosition> = match (cx.rescaled, cx.restored) {
@@ -175,7 +177,7 @@ fn source_task(
         }),
         (None, None) => None,
     };
-    let reader = sources::open_source(spec, s, i, restored)
+    let reader = sources::open_source(cx.plan, s, i, restored)
         .map_err(|source| PipelineError::connector(&spec.name, &task, source))?;
     PipelineMetrics::add(
         &cx.context.metrics.records_skipped,
@@ -208,21 +210,22 @@ fn source_route(
     (s, i): (usize, usize),
     task: &str,
 ) -> Result<(Chain, TaskOutput), PipelineError> {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let stage = &stages[0];
     // This task's number among the upstream tasks of the stage it feeds.
-    let upstream = |k: usize| match plan::stage_inputs(spec, k) {
+    let upstream = |k: usize| match plan::stage_inputs(cx.plan, k) {
         plan::StageInputs::Sources(feeders) => feeders
             .iter()
             .position(|&f| f == s)
             .map(|f| f * spec.parallelism + i),
         plan::StageInputs::PreviousStage => None,
     };
-    Ok(match plan::source_route(spec, s) {
+    Ok(match plan::source_route(cx.plan, s) {
         SourceRoute::ToRepartition => {
-            let writer = spec
-                .repartition_into(1)
-                .and_then(|exchange| spec.repartition_writer(exchange, s * spec.parallelism + i));
+            let writer = cx.plan.repartition_into(1).and_then(|exchange| {
+                cx.plan
+                    .repartition_writer(exchange, s * spec.parallelism + i)
+            });
             (
                 chain(cx, stage, stages, task, ChainEnd::Repartition(writer))?,
                 TaskOutput::Sinks,
@@ -256,12 +259,12 @@ struct Channels {
 }
 
 impl Channels {
-    fn new(spec: &PipelineSpec, stages: &[StagePlan]) -> Channels {
-        let parallelism = spec.parallelism;
+    fn new(worker_plan: &WorkerPlan, stages: &[StagePlan]) -> Channels {
+        let parallelism = worker_plan.spec.parallelism;
         let mut inputs: Vec<Vec<Vec<Receiver<Message>>>> = vec![Vec::new(); stages.len()];
         let mut outputs: Vec<Vec<Vec<Sender<Message>>>> = vec![Vec::new(); stages.len()];
         for k in 1..stages.len() {
-            let upstream = plan::upstream_tasks(spec, k);
+            let upstream = plan::upstream_tasks(worker_plan, k);
             inputs[k] = (0..parallelism)
                 .map(|_| Vec::with_capacity(upstream))
                 .collect();
@@ -313,8 +316,8 @@ fn context(cx: &BuildContext<'_>, task: &str) -> TaskContext {
 /// Every step's guest limits: the spec's, with the run's one guest log budget.
 fn limits(cx: &BuildContext<'_>) -> GuestLimits {
     GuestLimits {
-        memory_bytes: cx.spec.limits.memory,
-        call_timeout: cx.spec.limits.call_timeout,
+        memory_bytes: cx.plan.spec.limits.memory,
+        call_timeout: cx.plan.spec.limits.call_timeout,
         log: cx.guest_log.clone(),
     }
 }
@@ -352,7 +355,7 @@ fn chain(
     task: &str,
     end: ChainEnd,
 ) -> Result<Chain, PipelineError> {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let mut operators = stage
         .steps
         .iter()
@@ -371,12 +374,16 @@ fn chain(
             field.clone(),
         )));
     }
-    let ends_in: Vec<Box<dyn Sink>> = match (spec.repartition_into(stage.index + 1), end) {
+    let ends_in: Vec<Box<dyn Sink>> = match (cx.plan.repartition_into(stage.index + 1), end) {
         (Some(r), ChainEnd::Repartition(writer)) => {
-            // `for_worker` gives a repartition only to a spec with a Kafka sink, and
+            // `WorkerPlan::new` gives a repartition only to a spec with a Kafka sink, and
             // `recover` opens the unit for it.
             let unit = cx.kafka.as_ref().ok_or_else(|| {
-                PipelineError::connector(&cx.spec.name, task, ConnectorError::Unavailable("kafka"))
+                PipelineError::connector(
+                    &cx.plan.spec.name,
+                    task,
+                    ConnectorError::Unavailable("kafka"),
+                )
             })?;
             vec![Box::new(KafkaSink::repartition(
                 REPARTITION_SINK_ID,
@@ -400,7 +407,7 @@ fn step_operator(
     task: &str,
     n: usize,
 ) -> Result<Box<dyn Operator>, PipelineError> {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let id = ids::step_id(n);
     let module = cx
         .modules
@@ -466,7 +473,7 @@ fn aggregate_config(
     id: String,
     module: Arc<GuestModule>,
 ) -> AggregateConfig {
-    let spec = cx.spec;
+    let spec = &cx.plan.spec;
     let state_note = state_note(cx, &id);
     AggregateConfig {
         id,
@@ -500,17 +507,17 @@ fn aggregate_config(
 
 /// `task`'s writers of the spec's sinks (it is in the last stage).
 fn sinks(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
-    let sinks = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
+    let sinks = PipelineSinks::new(cx.plan, cx.kafka.as_ref())
         .for_task(task)
-        .map_err(|source| PipelineError::connector(&cx.spec.name, task, source))?;
+        .map_err(|source| PipelineError::connector(&cx.plan.spec.name, task, source))?;
     Ok(SinkSet::new(sinks, cx.checkpoint_base))
 }
 
 /// `task`'s writer of the dead-letter output.
 fn dead_letter_sink(cx: &BuildContext<'_>, task: &str) -> Result<SinkSet, PipelineError> {
-    let sink = PipelineSinks::new(cx.spec, cx.kafka.as_ref())
+    let sink = PipelineSinks::new(cx.plan, cx.kafka.as_ref())
         .dead_letters_for_task(task)
-        .map_err(|source| PipelineError::connector(&cx.spec.name, task, source))?;
+        .map_err(|source| PipelineError::connector(&cx.plan.spec.name, task, source))?;
     Ok(SinkSet::new(vec![sink], cx.checkpoint_base))
 }
 

@@ -95,7 +95,7 @@ pub enum PipelineError {
 
     /// The spec cannot run as the requested worker (a keyed step, a non-Kafka source).
     #[error(transparent)]
-    Worker(#[from] crate::spec::WorkerSpecError),
+    Worker(#[from] crate::pipeline::worker_plan::WorkerPlanError),
 
     /// One process over workers' checkpoints (a rescale from N workers back to 1).
     #[error(

@@ -20,6 +20,7 @@ pub mod sources;
 pub mod stale_work_dirs;
 pub mod state_dir_lock;
 pub mod worker_layout;
+pub mod worker_plan;
 
 pub use error::PipelineError;
 pub use modules::compile_cache_dir;
@@ -27,3 +28,4 @@ pub use options::{RunOptions, RunSummary};
 pub use recovery::{Recovery, recover};
 pub use run::run;
 pub use running::{RunningPipeline, start};
+pub use worker_plan::{WorkerPlan, WorkerPlanError};

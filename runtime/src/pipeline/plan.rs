@@ -7,7 +7,7 @@
 //! - Steps between two shuffles are chained into the same task (no channel hop).
 //! - Tasks and operators are named by `record::ids`, stably for a given spec.
 //! - The split across workers: with repartition topics (worker I of N > 1 of a keyed
-//!   pipeline, `spec.repartitions`), every stage boundary goes through Kafka. The
+//!   pipeline, `WorkerPlan::repartitions`), every stage boundary goes through Kafka. The
 //!   stages stay the same, but the spec's own sources run stage 0 and end in the first
 //!   topic (`SourceRoute::ToRepartition`), every later stage but the last ends in the
 //!   next topic instead of a shuffle, and stage k (k >= 1) is fed only by the source
@@ -16,6 +16,7 @@
 //!   (`Local`) and each later stage is fed by the one before, exactly as before
 //!   workers existed.
 
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::spec::{PipelineSpec, StepSpec};
 
 /// One stage: the steps it chains (indices into `spec.steps`).
@@ -65,10 +66,10 @@ pub enum SourceRoute {
 }
 
 /// How source `s`'s tasks route their records (see `SourceRoute`).
-pub fn source_route(spec: &PipelineSpec, s: usize) -> SourceRoute {
-    if spec.repartitions.is_empty() {
+pub fn source_route(plan: &WorkerPlan, s: usize) -> SourceRoute {
+    if plan.repartitions.is_empty() {
         SourceRoute::Local
-    } else if let Some(r) = spec.repartition_read_by(s) {
+    } else if let Some(r) = plan.repartition_read_by(s) {
         SourceRoute::FromRepartition { stage: r.stage }
     } else {
         SourceRoute::ToRepartition
@@ -88,9 +89,9 @@ pub enum StageInputs {
 }
 
 /// What feeds stage `k` >= 1 (see `StageInputs`).
-pub fn stage_inputs(spec: &PipelineSpec, k: usize) -> StageInputs {
-    let feeders: Vec<usize> = (0..spec.sources.len())
-        .filter(|&s| match source_route(spec, s) {
+pub fn stage_inputs(plan: &WorkerPlan, k: usize) -> StageInputs {
+    let feeders: Vec<usize> = (0..plan.spec.sources.len())
+        .filter(|&s| match source_route(plan, s) {
             SourceRoute::Local => k == 1,
             SourceRoute::ToRepartition => false,
             SourceRoute::FromRepartition { stage } => stage == k,
@@ -104,10 +105,11 @@ pub fn stage_inputs(spec: &PipelineSpec, k: usize) -> StageInputs {
 }
 
 /// How many tasks feed each subtask of stage `k` >= 1: one channel each.
-pub fn upstream_tasks(spec: &PipelineSpec, k: usize) -> usize {
-    match stage_inputs(spec, k) {
-        StageInputs::Sources(sources) => sources.len() * spec.parallelism,
-        StageInputs::PreviousStage => spec.parallelism,
+pub fn upstream_tasks(plan: &WorkerPlan, k: usize) -> usize {
+    let parallelism = plan.spec.parallelism;
+    match stage_inputs(plan, k) {
+        StageInputs::Sources(sources) => sources.len() * parallelism,
+        StageInputs::PreviousStage => parallelism,
     }
 }
 

@@ -46,6 +46,7 @@ bootstrap = "127.0.0.1:1"
 fn one_process_shuffles_every_source_into_the_keyed_stage() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = spec(dir.path(), 2);
+    let one = WorkerPlan::single(&s);
     let plan = stages(&s);
     assert_eq!(plan.len(), 2);
     assert_eq!((plan[0].steps.clone(), plan[0].shuffles), (vec![0], true));
@@ -53,10 +54,10 @@ fn one_process_shuffles_every_source_into_the_keyed_stage() {
         (plan[1].steps.clone(), plan[1].shuffles),
         (vec![1, 2], false)
     );
-    assert_eq!(stage_inputs(&s, 1), StageInputs::Sources(vec![0, 1]));
-    assert_eq!(upstream_tasks(&s, 1), 4);
-    assert!((0..2).all(|n| source_route(&s, n) == SourceRoute::Local));
-    assert_eq!(s.repartitions, Vec::new());
+    assert_eq!(stage_inputs(&one, 1), StageInputs::Sources(vec![0, 1]));
+    assert_eq!(upstream_tasks(&one, 1), 4);
+    assert!((0..2).all(|n| source_route(&one, n) == SourceRoute::Local));
+    assert_eq!(one.repartitions, Vec::new());
 }
 
 /// Catches: the repartition source running stage 0's steps (records mapped twice), a
@@ -67,9 +68,7 @@ fn one_process_shuffles_every_source_into_the_keyed_stage() {
 fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = spec(dir.path(), 2);
-    let w = s
-        .for_worker(Worker::new(1, 3).expect("1/3"))
-        .expect("keyed with 3 workers");
+    let w = WorkerPlan::new(&s, Worker::new(1, 3).expect("1/3")).expect("keyed with 3 workers");
     let [r] = &w.repartitions[..] else {
         panic!("one repartition topic: {:?}", w.repartitions);
     };
@@ -77,8 +76,8 @@ fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it
     assert_eq!(r.topic, "weir.p-count-repartition");
     let ranges = crate::cluster::KeyGroupRanges::new(16, 8);
     assert_eq!((r.key_groups, r.source), (ranges, 2));
-    assert_eq!(w.sources.len(), 3, "one more source");
-    assert_eq!(stages(&w), stages(&s), "the same stages");
+    assert_eq!(w.spec.sources.len(), 3, "one more source");
+    assert_eq!(stages(&w.spec), stages(&s), "the same stages");
     assert_eq!(source_route(&w, 0), SourceRoute::ToRepartition);
     assert_eq!(source_route(&w, 1), SourceRoute::ToRepartition);
     assert_eq!(
@@ -87,7 +86,7 @@ fn a_worker_of_n_ends_its_sources_in_the_topic_and_feeds_the_keyed_stage_from_it
     );
     assert_eq!(stage_inputs(&w, 1), StageInputs::Sources(vec![2]));
     assert_eq!(upstream_tasks(&w, 1), 2, "the repartition source's 2 tasks");
-    let crate::spec::SourceConfig::Kafka(c) = &w.sources[2].config else {
+    let crate::spec::SourceConfig::Kafka(c) = &w.spec.sources[2].config else {
         panic!("a kafka source");
     };
     assert_eq!(c.topic.as_deref(), Some("weir.p-count-repartition"));
@@ -127,18 +126,18 @@ fn a_second_keyed_step_across_workers_gets_a_topic_of_its_own_between_the_two_st
     let dir = tempfile::tempdir().expect("tempdir");
     let second = "[[steps]]\ntype = \"aggregate\"\nname = \"histogram\"\nmodule = \"m.wasm\"\nkey_field = \"count\"";
     let s = spec_with(dir.path(), 1, second);
+    let one = WorkerPlan::single(&s);
     let plan = stages(&s);
     assert_eq!(plan.len(), 3);
     assert_eq!(
-        stage_inputs(&s, 2),
+        stage_inputs(&one, 2),
         StageInputs::PreviousStage,
         "one process"
     );
-    assert_eq!(upstream_tasks(&s, 2), 2);
-    let w = s
-        .for_worker(Worker::new(0, 2).expect("0/2"))
+    assert_eq!(upstream_tasks(&one, 2), 2);
+    let w = WorkerPlan::new(&s, Worker::new(0, 2).expect("0/2"))
         .expect("two keyed steps with 2 workers");
-    assert_eq!(stages(&w), plan, "the same stages");
+    assert_eq!(stages(&w.spec), plan, "the same stages");
     let exchanges: Vec<_> = w
         .repartitions
         .iter()
@@ -151,7 +150,7 @@ fn a_second_keyed_step_across_workers_gets_a_topic_of_its_own_between_the_two_st
             (3, 2, "weir.p-histogram-repartition", 2)
         ]
     );
-    assert_eq!(w.sources.len(), 3, "a source per topic");
+    assert_eq!(w.spec.sources.len(), 3, "a source per topic");
     assert_eq!(source_route(&w, 0), SourceRoute::ToRepartition);
     assert_eq!(
         source_route(&w, 1),

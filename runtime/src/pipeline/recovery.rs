@@ -1,7 +1,7 @@
 //! `recover`: everything a run does before its tasks start, in order.
 //!
-//! 0. Worker I of N (`RunOptions::worker`): the spec becomes that worker's
-//!    (`PipelineSpec::for_worker`: its own state and checkpoint subdirectories, its own
+//! 0. Worker I of N (`RunOptions::worker`): the spec becomes that worker's plan
+//!    (`WorkerPlan::new`: its own state and checkpoint subdirectories, its own
 //!    Kafka commit unit), or is refused (a keyed step or a non-Kafka source with N > 1).
 //! 1. Lock the state dir (`state_dir_lock`): a second instance on the same state dir is
 //!    refused before it can fence the first or touch its files. Then choose the layout
@@ -65,6 +65,7 @@ use crate::pipeline::sinks::{self, PipelineSinks};
 use crate::pipeline::stale_work_dirs;
 use crate::pipeline::state_dir_lock::StateDirLock;
 use crate::pipeline::worker_layout;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::record::CheckpointId;
 use crate::spec::{PipelineSpec, SinkSpec};
 use crate::storage::{CheckpointLocation, CheckpointStorage, Fence};
@@ -72,7 +73,7 @@ use crate::storage::{CheckpointLocation, CheckpointStorage, Fence};
 /// A pipeline recovered and ready to start: its guests loaded, its storage open, the
 /// checkpoint to restore chosen and its commit redone.
 pub struct Recovery {
-    pub spec: PipelineSpec,
+    pub plan: WorkerPlan,
     /// Held for the whole run (released when the running pipeline is dropped).
     pub lock: StateDirLock,
     pub modules: BTreeMap<usize, Arc<GuestModule>>,
@@ -98,25 +99,26 @@ pub struct Recovery {
 pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, PipelineError> {
     let root = &spec.checkpoint.dir;
     let root_state_dir = spec.state_dir.clone();
-    let mut spec = spec.for_worker(options.worker)?;
-    let lock = StateDirLock::acquire(&spec.state_dir).map_err(|source| PipelineError::Locked {
-        pipeline: spec.name.clone(),
-        source,
-    })?;
+    let mut plan = WorkerPlan::new(spec, options.worker)?;
+    let lock =
+        StateDirLock::acquire(&plan.spec.state_dir).map_err(|source| PipelineError::Locked {
+            pipeline: plan.spec.name.clone(),
+            source,
+        })?;
     let choice =
-        worker_layout::read_and_choose(&spec.name, spec.worker, root, options.from_scratch)?;
-    spec.layout = choice.stamp();
-    let spec = &spec;
-    if !spec.worker.is_single() {
-        tracing::info!(pipeline = %spec.name, worker = %spec.worker, layout = %spec.layout.layout(), ?choice, state_dir = %spec.state_dir.display(), checkpoints = %spec.checkpoint.dir, "running as one worker of several");
+        worker_layout::read_and_choose(&plan.spec.name, plan.worker, root, options.from_scratch)?;
+    plan.layout = choice.stamp();
+    if !plan.worker.is_single() {
+        tracing::info!(pipeline = %plan.spec.name, worker = %plan.worker, layout = %plan.layout.layout(), ?choice, state_dir = %plan.spec.state_dir.display(), checkpoints = %plan.spec.checkpoint.dir, "running as one worker of several");
     }
-    let modules = load_modules(spec, &engine(spec, options)?)?;
+    let modules = load_modules(&plan.spec, &engine(&plan.spec, options)?)?;
     // Before anything is deleted or written.
     let fence = Fence::default();
-    let (kafka, in_use) = open_commit_unit(spec, options, &fence)?;
-    let spec = &*in_use;
+    let (kafka, in_use) = open_commit_unit(&plan, options, &fence)?;
+    let plan = &*in_use;
+    let spec = &plan.spec;
     if options.from_scratch {
-        start_over(spec)?;
+        start_over(plan)?;
     }
     let storage_error = |source| PipelineError::Storage {
         pipeline: spec.name.clone(),
@@ -134,7 +136,7 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         .into_iter()
         .max();
     let exactly_once = kafka.as_deref().filter(|unit| unit.is_exactly_once());
-    let (restored, rescale_from) = restore_point(spec, &storage, exactly_once, choice, options)?;
+    let (restored, rescale_from) = restore_point(plan, &storage, exactly_once, choice, options)?;
     let changes: Vec<ModuleChange> = restored
         .iter()
         .flat_map(|m| module_changes(m, &modules))
@@ -143,15 +145,15 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         tracing::warn!(pipeline = %spec.name, "{change}");
     }
     let rescaled = match rescale_from {
-        Some(from) => Some(rescale(spec, root, &storage, exactly_once, from, options)?),
+        Some(from) => Some(rescale(plan, root, &storage, exactly_once, from, options)?),
         None => None,
     };
     let restored_id = restored.as_ref().map_or(CheckpointId::NONE, |m| m.id);
-    let mut committers = PipelineSinks::new(spec, kafka.as_ref()).committers();
+    let mut committers = PipelineSinks::new(plan, kafka.as_ref()).committers();
     redo_commit(spec, &mut committers, restored.as_ref())?;
-    stale_work_dirs::remove_other_layouts_in_background(root_state_dir, spec.worker);
+    stale_work_dirs::remove_other_layouts_in_background(root_state_dir, plan.worker);
     Ok(Recovery {
-        spec: spec.clone(),
+        plan: plan.clone(),
         lock,
         modules,
         module_changes: changes,
@@ -161,29 +163,33 @@ pub fn recover(spec: &PipelineSpec, options: &RunOptions) -> Result<Recovery, Pi
         rescaled,
         checkpoint_base: CheckpointId::numbering_base(newest, restored_id),
         committers,
-        cleanup: LayoutCleanup::for_run(&spec.name, root, spec.worker, spec.layout),
+        cleanup: LayoutCleanup::for_run(&spec.name, root, plan.worker, plan.layout),
     })
 }
 
 /// Step 3 (see the module docs): the Kafka commit unit, if the spec has a Kafka sink,
-/// and the spec with the repartition topics' partition count in use: the spec's default
+/// and the plan with the repartition topics' partition count in use: the spec's default
 /// gives way to an existing topic's count.
 fn open_commit_unit<'a>(
-    spec: &'a PipelineSpec,
+    plan: &'a WorkerPlan,
     options: &RunOptions,
     fence: &Fence,
-) -> Result<(Option<Arc<KafkaCommitUnit>>, Cow<'a, PipelineSpec>), PipelineError> {
-    let plan = spec.commit_unit_plan();
-    let kafka = KafkaCommitUnit::open(&plan, options.from_scratch, fence.clone())
-        .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
-    let in_use = spec.with_repartition_partitions(
+) -> Result<(Option<Arc<KafkaCommitUnit>>, Cow<'a, WorkerPlan>), PipelineError> {
+    let spec = &plan.spec;
+    let kafka = KafkaCommitUnit::open(
+        &plan.commit_unit_plan(),
+        options.from_scratch,
+        fence.clone(),
+    )
+    .map_err(|source| PipelineError::connector(&spec.name, "kafka-sink", source))?;
+    let in_use = plan.with_repartition_partitions(
         kafka
             .as_ref()
             .and_then(|unit| unit.repartition_partitions()),
     );
     if let Cow::Owned(adopted) = &in_use {
-        tracing::info!(pipeline = %spec.name, worker = %spec.worker,
-            partitions = adopted.repartition_partitions,
+        tracing::info!(pipeline = %spec.name, worker = %plan.worker,
+            partitions = adopted.spec.repartition_partitions,
             "the repartition topics exist with another partition count than the default: using theirs (repartition_partitions is not set)");
     }
     Ok((kafka, in_use))
@@ -192,7 +198,7 @@ fn open_commit_unit<'a>(
 /// Step 5 or 5' (see the module docs): the checkpoint of its own this worker restores,
 /// or the layout it rescales from instead.
 fn restore_point(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     storage: &CheckpointStorage,
     exactly_once: Option<&KafkaCommitUnit>,
     choice: LayoutChoice,
@@ -201,8 +207,8 @@ fn restore_point(
     Ok(match (choice, exactly_once) {
         (LayoutChoice::Rescale { from, .. }, _) => (None, Some(from)),
         (LayoutChoice::Own(stamp), Some(unit)) => {
-            refuse_handed_over(spec, unit)?;
-            let restored = committed_checkpoint(spec, storage, unit, options.from_checkpoint)?;
+            refuse_handed_over(plan, unit)?;
+            let restored = committed_checkpoint(plan, storage, unit, options.from_checkpoint)?;
             // A worker of a rescaled layout that committed nothing of its own yet (not
             // even the "nothing" of a start over) holds its units in the origin's
             // checkpoints still: it rescales, as when it first started.
@@ -215,7 +221,7 @@ fn restore_point(
             }
         }
         (LayoutChoice::Own(_), None) => (
-            chosen_checkpoint(spec, storage, options.from_checkpoint)?,
+            chosen_checkpoint(plan, storage, options.from_checkpoint)?,
             None,
         ),
     })
@@ -223,12 +229,12 @@ fn restore_point(
 
 /// Refuses a worker its progress topic says was handed over to a rescale: its own
 /// checkpoints are no longer the pipeline's state.
-fn refuse_handed_over(spec: &PipelineSpec, unit: &KafkaCommitUnit) -> Result<(), PipelineError> {
+fn refuse_handed_over(plan: &WorkerPlan, unit: &KafkaCommitUnit) -> Result<(), PipelineError> {
     if let Some(to) = unit.found_markers().and_then(|f| f.rescaled_to) {
         return Err(PipelineError::HandedOver {
-            pipeline: spec.name.clone(),
-            worker: spec.worker,
-            generation: spec.layout.generation,
+            pipeline: plan.spec.name.clone(),
+            worker: plan.worker,
+            generation: plan.layout.generation,
             to,
         });
     }
@@ -238,17 +244,18 @@ fn refuse_handed_over(spec: &PipelineSpec, unit: &KafkaCommitUnit) -> Result<(),
 /// Step 5' (see the module docs): this worker's own checkpoints discarded, the old
 /// workers of `from` taken over, and what this worker owns restored from theirs.
 fn rescale(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     root: &CheckpointLocation,
     storage: &CheckpointStorage,
     unit: Option<&KafkaCommitUnit>,
     from: Layout,
     options: &RunOptions,
 ) -> Result<RescaleRestore, PipelineError> {
+    let spec = &plan.spec;
     let fail = |failure| {
         PipelineError::Rescale(Box::new(RescaleError {
             pipeline: spec.name.clone(),
-            worker: spec.worker,
+            worker: plan.worker,
             from,
             failure: Box::new(failure),
         }))
@@ -288,14 +295,14 @@ fn rescale(
         sink,
         endpoint: &endpoint,
     };
-    let handed = takeover::take_over(&cx, from, spec.worker.count()).map_err(|e| fail(e.into()))?;
+    let handed = takeover::take_over(&cx, from, plan.worker.count()).map_err(|e| fail(e.into()))?;
     discard_after(
         spec,
         storage,
         CheckpointId::NONE,
         "this worker restores from the old layout's checkpoints (a rescale)",
     )?;
-    rescale::restore(spec, root, from, &handed).map_err(|e| PipelineError::Rescale(Box::new(e)))
+    rescale::restore(plan, root, from, &handed).map_err(|e| PipelineError::Rescale(Box::new(e)))
 }
 
 /// Redoes the restored checkpoint's commit, then drops what later checkpoints staged.
@@ -324,7 +331,8 @@ fn redo_commit(
 }
 
 /// Deletes the pipeline's checkpoints and the committed output of its file sinks.
-fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
+fn start_over(plan: &WorkerPlan) -> Result<(), PipelineError> {
+    let spec = &plan.spec;
     CheckpointStorage::remove_all(&spec.checkpoint.dir, &spec.name).map_err(|source| {
         PipelineError::Storage {
             pipeline: spec.name.clone(),
@@ -335,19 +343,20 @@ fn start_over(spec: &PipelineSpec) -> Result<(), PipelineError> {
         |source: ConnectorError| PipelineError::connector(&spec.name, "start-over", source);
     for (i, sink) in spec.sinks.iter().enumerate() {
         if let SinkSpec::File(file) = sink {
-            remove_committed(&file.path, &sinks::sink_file_name(spec, i)).map_err(connector)?;
+            remove_committed(&file.path, &sinks::sink_file_name(plan, i)).map_err(connector)?;
         }
     }
-    remove_committed(&spec.dead_letter.path, &sinks::dead_letter_file_name(spec))
+    remove_committed(&spec.dead_letter.path, &sinks::dead_letter_file_name(plan))
         .map_err(connector)?;
     Ok(())
 }
 
 /// The latest complete checkpoint, checked against the spec.
 fn latest_checkpoint(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     storage: &CheckpointStorage,
 ) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let spec = &plan.spec;
     let storage_error = |source| PipelineError::Storage {
         pipeline: spec.name.clone(),
         source,
@@ -376,7 +385,7 @@ fn latest_checkpoint(
             metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
         )));
     }
-    if let Some(reason) = rescale::repartition_partitions_changed(&metadata, spec) {
+    if let Some(reason) = rescale::repartition_partitions_changed(&metadata, plan) {
         return Err(incompatible(reason));
     }
     Ok(Some(metadata))
@@ -388,11 +397,12 @@ fn latest_checkpoint(
 /// producers), so that it is the latest complete one. `None` when nothing committed
 /// yet and storage is empty.
 fn committed_checkpoint(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     storage: &CheckpointStorage,
     unit: &KafkaCommitUnit,
     from_checkpoint: Option<CheckpointId>,
 ) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let spec = &plan.spec;
     let storage_error = |source| PipelineError::Storage {
         pipeline: spec.name.clone(),
         source,
@@ -435,7 +445,7 @@ fn committed_checkpoint(
         committed,
         "its Kafka transaction did not commit",
     )?;
-    latest_checkpoint(spec, storage)
+    latest_checkpoint(plan, storage)
 }
 
 /// Whether any complete checkpoint was taken after a commit (see
@@ -489,10 +499,11 @@ fn pipelines_own_metadata(
 /// Without an exactly-once Kafka sink: the operator's `--from-checkpoint`, with every
 /// newer checkpoint discarded, or else the latest complete checkpoint.
 fn chosen_checkpoint(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     storage: &CheckpointStorage,
     from_checkpoint: Option<CheckpointId>,
 ) -> Result<Option<CheckpointMetadata>, PipelineError> {
+    let spec = &plan.spec;
     if let Some(wanted) = from_checkpoint {
         let complete = storage
             .complete_checkpoints()
@@ -510,7 +521,7 @@ fn chosen_checkpoint(
             "--from-checkpoint names an older one",
         )?;
     }
-    latest_checkpoint(spec, storage)
+    latest_checkpoint(plan, storage)
 }
 
 /// Discards every checkpoint (complete or not) after `keep`.

@@ -58,6 +58,7 @@ use crate::dataflow::operators::aggregate::RescaledState;
 use crate::dataflow::partition::subtask_key_groups;
 use crate::pipeline::plan;
 use crate::pipeline::sinks::PipelineSinks;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::record::{CheckpointId, SourcePosition, ids};
 use crate::spec::{PipelineSpec, StepSpec};
 use crate::storage::{CheckpointLocation, CheckpointStorage, StorageError};
@@ -209,37 +210,38 @@ impl RescaleRestore {
     }
 }
 
-/// What new worker `spec.worker` restores after `from`'s workers were handed over
+/// What new worker `plan.worker` restores after `from`'s workers were handed over
 /// (`handed`, by index) from `root` (the spec's checkpoint dir, before a worker's own
 /// subdirectory is added); also redoes the old file sinks' commits.
 pub fn restore(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     root: &CheckpointLocation,
     from: Layout,
     handed: &[HandedOver],
 ) -> Result<RescaleRestore, RescaleError> {
+    let spec = &plan.spec;
     let fail = |failure| RescaleError {
         pipeline: spec.name.clone(),
-        worker: spec.worker,
+        worker: plan.worker,
         from,
         failure: Box::new(failure),
     };
     let old = handed
         .iter()
-        .map(|h| old_checkpoint(spec, root, from, h))
+        .map(|h| old_checkpoint(plan, root, from, h))
         .collect::<Result<Vec<_>, _>>()
         .map_err(fail)?;
     let positions = merged_positions(spec, &old).map_err(fail)?;
-    let states = state_slices(spec, from, &old).map_err(fail)?;
+    let states = state_slices(plan, from, &old).map_err(fail)?;
     // One new worker per old one, so that two never rename the same staged file.
     for o in old
         .iter()
-        .filter(|o| o.worker.index() % spec.worker.count() == spec.worker.index())
+        .filter(|o| o.worker.index() % plan.worker.count() == plan.worker.index())
     {
-        redo_old_commit(spec, o).map_err(fail)?;
+        redo_old_commit(plan, o).map_err(fail)?;
     }
     let slices: usize = states.values().map(Vec::len).sum();
-    tracing::info!(pipeline = %spec.name, worker = %spec.worker, %from, old_checkpoints = ?old.iter().map(|o| (o.worker.to_string(), o.metadata.id.0)).collect::<Vec<_>>(), state_slices = slices, "rescale: restoring from the old workers' last committed checkpoints");
+    tracing::info!(pipeline = %spec.name, worker = %plan.worker, %from, old_checkpoints = ?old.iter().map(|o| (o.worker.to_string(), o.metadata.id.0)).collect::<Vec<_>>(), state_slices = slices, "rescale: restoring from the old workers' last committed checkpoints");
     Ok(RescaleRestore {
         from,
         old,
@@ -250,7 +252,7 @@ pub fn restore(
 
 /// Old worker `h.old`'s checkpoint `h.checkpoint`, read and checked.
 fn old_checkpoint(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     root: &CheckpointLocation,
     from: Layout,
     h: &HandedOver,
@@ -281,6 +283,7 @@ fn old_checkpoint(
     };
     let metadata = CheckpointMetadata::read(&storage, h.checkpoint)
         .map_err(|e| incompatible(e.to_string()))?;
+    let spec = &plan.spec;
     let stamp = metadata.layout_of(old);
     if metadata.pipeline != spec.name {
         return Err(incompatible(format!(
@@ -300,7 +303,7 @@ fn old_checkpoint(
             metadata.max_parallelism, spec.max_parallelism, metadata.max_parallelism
         )));
     }
-    if let Some(reason) = repartition_partitions_changed(&metadata, spec) {
+    if let Some(reason) = repartition_partitions_changed(&metadata, plan) {
         return Err(incompatible(reason));
     }
     Ok(OldCheckpoint {
@@ -354,16 +357,16 @@ fn merged_positions(
     Ok(positions)
 }
 
-/// Why `spec` cannot restore `metadata` when the repartition topics it read had another
+/// Why `plan` cannot restore `metadata` when the repartition topics it read had another
 /// number of partitions: workers own whole partitions' key-group ranges, so the
 /// number is fixed for the life of a pipeline, like the key groups. `None` when they
 /// agree, or when the checkpoint read no repartition topic (one process).
 pub fn repartition_partitions_changed(
     metadata: &CheckpointMetadata,
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
 ) -> Option<String> {
     // Every topic has the same count: the first one the checkpoint read says it.
-    let (ours, theirs) = spec.repartitions.iter().find_map(|exchange| {
+    let (ours, theirs) = plan.repartitions.iter().find_map(|exchange| {
         let theirs = metadata.repartition_partitions_of(&ids::source_id(exchange.source))?;
         Some((exchange.key_groups.count(), theirs))
     })?;
@@ -378,19 +381,20 @@ pub fn repartition_partitions_changed(
 
 /// For every new task of a keyed stage, the old snapshots its key groups come from.
 fn state_slices(
-    spec: &PipelineSpec,
+    worker_plan: &WorkerPlan,
     from: Layout,
     old: &[OldCheckpoint],
 ) -> Result<BTreeMap<(String, String), Vec<StateSlice>>, RescaleFailure> {
+    let spec = &worker_plan.spec;
     let key_groups = u16::try_from(spec.max_parallelism).unwrap_or(u16::MAX);
     // A keyed worker owns whole ranges (its repartition topic's partitions; the old
     // workers' were the same, `old_checkpoint` checked); without an exchange a worker
     // holds no keyed state.
-    let ranges = spec
+    let ranges = worker_plan
         .repartitions
         .first()
         .map_or(KeyGroupRanges::one_per_group(key_groups), |r| r.key_groups);
-    let plan = rescale_plan::plan::<i32>(spec.worker, from.workers, &[], ranges)?;
+    let plan = rescale_plan::plan::<i32>(worker_plan.worker, from.workers, &[], ranges)?;
     let mut states = BTreeMap::new();
     for stage in plan::stages(spec).into_iter().skip(1) {
         let Some(&first) = stage.steps.first() else {
@@ -444,15 +448,16 @@ fn state_slices(
 
 /// Commits what old worker `o`'s file sinks staged for its last committed checkpoint
 /// (idempotent), and drops what they staged after it.
-fn redo_old_commit(spec: &PipelineSpec, o: &OldCheckpoint) -> Result<(), RescaleFailure> {
-    let mut old_spec = spec.clone();
-    old_spec.worker = o.worker;
+fn redo_old_commit(plan: &WorkerPlan, o: &OldCheckpoint) -> Result<(), RescaleFailure> {
+    let spec = &plan.spec;
+    let mut old_plan = plan.clone();
+    old_plan.worker = o.worker;
     // Its sinks staged files per subtask of its own parallelism.
-    old_spec.parallelism = o.metadata.parallelism;
-    old_spec.layout = o.metadata.layout_of(o.worker);
+    old_plan.spec.parallelism = o.metadata.parallelism;
+    old_plan.layout = o.metadata.layout_of(o.worker);
     // Without the Kafka unit: only file sinks and dead letters, whose names are the
     // old worker's; its Kafka transaction committed (its marker says so).
-    let mut committers = PipelineSinks::new(&old_spec, None).committers();
+    let mut committers = PipelineSinks::new(&old_plan, None).committers();
     let commit_error = |source| RescaleFailure::Commit {
         old: o.worker,
         source: Box::new(source),
@@ -483,19 +488,17 @@ mod tests {
     use super::*;
     use crate::record::OperatorSnapshot;
 
-    /// Worker `worker` of the keyed spec (map, then aggregate `step-1`): parallelism 2,
-    /// 32 key groups.
-    fn keyed_spec(dir: &std::path::Path, worker: Worker) -> PipelineSpec {
+    /// Worker `worker`'s plan of the keyed spec (map, then aggregate `step-1`):
+    /// parallelism 2, 32 key groups.
+    fn keyed_plan(dir: &std::path::Path, worker: Worker) -> WorkerPlan {
         std::fs::write(dir.join("m.wasm"), b"\0asm").expect("module");
         let text = "name = \"p\"\nparallelism = 2\nmax_parallelism = 32\n\
             [[sources]]\ntype = \"kafka\"\ntopic = \"in\"\nbootstrap = \"127.0.0.1:1\"\n\
             [[steps]]\ntype = \"map\"\nmodule = \"m.wasm\"\n\
             [[steps]]\ntype = \"aggregate\"\nname = \"count\"\nmodule = \"m.wasm\"\n\
             [[sinks]]\ntype = \"kafka\"\ntopic = \"out\"\nbootstrap = \"127.0.0.1:1\"\n";
-        PipelineSpec::parse(text, dir, "spec.toml")
-            .expect("spec")
-            .for_worker(worker)
-            .expect("worker")
+        let spec = PipelineSpec::parse(text, dir, "spec.toml").expect("spec");
+        WorkerPlan::new(&spec, worker).expect("worker")
     }
 
     /// Catches: restoring a checkpoint whose workers owned other key-group ranges (its
@@ -504,8 +507,8 @@ mod tests {
     #[test]
     fn a_checkpoint_of_another_repartition_partition_count_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let spec = keyed_spec(dir.path(), Worker::new(0, 2).expect("0/2"));
-        let exchange = spec.repartitions[0].clone();
+        let plan = keyed_plan(dir.path(), Worker::new(0, 2).expect("0/2"));
+        let exchange = plan.repartitions[0].clone();
         assert_eq!(
             exchange.key_groups.count(),
             32,
@@ -513,7 +516,7 @@ mod tests {
         );
         let mut metadata = old_checkpoint(dir.path(), Worker::new(0, 3).expect("0/3")).metadata;
         assert_eq!(
-            repartition_partitions_changed(&metadata, &spec),
+            repartition_partitions_changed(&metadata, &plan),
             None,
             "no topic read"
         );
@@ -525,16 +528,16 @@ mod tests {
             .tasks
             .insert(ids::source_task(exchange.source, 0), read);
         // Written before ranges: one partition per key group, as this spec has.
-        assert_eq!(repartition_partitions_changed(&metadata, &spec), None);
+        assert_eq!(repartition_partitions_changed(&metadata, &plan), None);
         metadata.repartition_partitions = Some(8);
         assert_eq!(
-            repartition_partitions_changed(&metadata, &spec).as_deref(),
+            repartition_partitions_changed(&metadata, &plan).as_deref(),
             Some(
                 "it was taken with repartition_partitions 8, the spec says 32; each is a range of key groups a worker owns whole, fixed for the life of a pipeline: set repartition_partitions = 8"
             )
         );
         metadata.repartition_partitions = Some(32);
-        assert_eq!(repartition_partitions_changed(&metadata, &spec), None);
+        assert_eq!(repartition_partitions_changed(&metadata, &plan), None);
     }
 
     /// Old worker `old`'s checkpoint: both stage-1 subtasks snapshot `step-1`.
@@ -586,7 +589,7 @@ mod tests {
             o.metadata.tasks.insert(ids::source_task(0, 0), ops);
             o
         };
-        let spec = keyed_spec(dir.path(), w(0, 2));
+        let spec = keyed_plan(dir.path(), w(0, 2)).spec;
         let old = [
             with_positions(w(0, 2), &[0, 1]),
             with_positions(w(1, 2), &[2]),
@@ -629,7 +632,7 @@ mod tests {
                 workers: from,
                 generation: 0,
             };
-            let states = state_slices(&keyed_spec(dir.path(), me), from, &old).expect("slices");
+            let states = state_slices(&keyed_plan(dir.path(), me), from, &old).expect("slices");
             states
                 .into_iter()
                 .map(|((task, op), slices)| {
@@ -682,9 +685,9 @@ mod tests {
             generation: 0,
         };
         let described = |me: Worker| {
-            let mut spec = keyed_spec(dir.path(), me);
-            spec.parallelism = 3;
-            let states = state_slices(&spec, from, &old).expect("slices");
+            let mut plan = keyed_plan(dir.path(), me);
+            plan.spec.parallelism = 3;
+            let states = state_slices(&plan, from, &old).expect("slices");
             states
                 .into_iter()
                 .map(|((task, _), slices)| {

@@ -34,8 +34,8 @@ use crate::pipeline::module_changes::module_hashes;
 use crate::pipeline::options::{RunOptions, RunSummary};
 use crate::pipeline::recovery::Recovery;
 use crate::pipeline::state_dir_lock::StateDirLock;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::record::CheckpointId;
-use crate::spec::PipelineSpec;
 use crate::watchdog;
 
 /// A pipeline whose tasks and coordinator are running.
@@ -57,7 +57,7 @@ pub struct RunningPipeline {
 /// Builds `recovery`'s tasks at their snapshots and starts them and the coordinator.
 pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline, PipelineError> {
     let Recovery {
-        spec,
+        plan,
         lock,
         modules,
         module_changes,
@@ -69,6 +69,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         committers,
         cleanup,
     } = recovery;
+    let spec = &plan.spec;
     let metrics = options.metrics.clone();
     let cancel = Arc::new(AtomicBool::new(false));
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
@@ -80,7 +81,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
         metrics: metrics.clone(),
     };
     let built = build::build(&BuildContext {
-        spec: &spec,
+        plan: &plan,
         modules: &modules,
         module_changes: &module_changes,
         storage: storage.clone(),
@@ -96,7 +97,7 @@ pub fn start(recovery: Recovery, options: &RunOptions) -> Result<RunningPipeline
     })?;
     let tasks: BTreeSet<String> = built.task_names().into_iter().collect();
     let coordinator = Coordinator {
-        config: coordinator_config(&spec, &modules),
+        config: coordinator_config(&plan, &modules),
         storage,
         events: events_rx,
         sources: built.barriers,
@@ -149,11 +150,12 @@ fn watchers(
     (progress, status_file)
 }
 
-/// The coordinator's settings, from the spec of the worker it runs and its modules.
+/// The coordinator's settings, from the plan of the worker it runs and its modules.
 fn coordinator_config(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     modules: &BTreeMap<usize, Arc<GuestModule>>,
 ) -> CoordinatorConfig {
+    let spec = &plan.spec;
     CoordinatorConfig {
         pipeline: spec.name.clone(),
         interval: spec.checkpoint.interval,
@@ -161,8 +163,8 @@ fn coordinator_config(
         retain: spec.checkpoint.retain,
         parallelism: spec.parallelism,
         max_parallelism: spec.max_parallelism as u16,
-        layout: spec.layout,
-        repartition_partitions: spec.repartitions.first().map(|r| r.key_groups.count()),
+        layout: plan.layout,
+        repartition_partitions: plan.repartitions.first().map(|r| r.key_groups.count()),
         modules: module_hashes(modules),
     }
 }

@@ -23,29 +23,31 @@ use crate::connector::kafka::{KafkaCommitUnit, KafkaCommitter, KafkaSink};
 use crate::connector::record_format::OutputFormat;
 use crate::connector::stdout::StdoutSink;
 use crate::dataflow::sink::Sink;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::record::ids;
-use crate::spec::{PipelineSpec, SinkSpec};
+use crate::spec::SinkSpec;
 
 /// File-name prefix of file sink `index`'s output.
-pub fn sink_file_name(spec: &PipelineSpec, index: usize) -> String {
-    format!("{}-{}", file_prefix(spec), ids::sink_id(index))
+pub fn sink_file_name(plan: &WorkerPlan, index: usize) -> String {
+    format!("{}-{}", file_prefix(plan), ids::sink_id(index))
 }
 
 /// File-name prefix of the dead-letter output.
-pub fn dead_letter_file_name(spec: &PipelineSpec) -> String {
-    format!("{}-{}", file_prefix(spec), ids::DEAD_LETTER_ID)
+pub fn dead_letter_file_name(plan: &WorkerPlan) -> String {
+    format!("{}-{}", file_prefix(plan), ids::DEAD_LETTER_ID)
 }
 
 /// The pipeline's name, and for worker I of N > 1 its `worker-<I>-of-<N>`, and for a
 /// layout after the first its generation (`-gen-<g>`): workers write into the same
 /// directories, each under names of its own, and a later layout with the same N
 /// (3 -> 2 -> 3) never takes an earlier one's committed files for its own.
-fn file_prefix(spec: &PipelineSpec) -> String {
-    let base = match spec.worker.dir_name() {
-        None => spec.name.clone(),
-        Some(worker) => format!("{}-{worker}", spec.name),
+fn file_prefix(plan: &WorkerPlan) -> String {
+    let name = &plan.spec.name;
+    let base = match plan.worker.dir_name() {
+        None => name.clone(),
+        Some(worker) => format!("{name}-{worker}"),
     };
-    match spec.layout.generation {
+    match plan.layout.generation {
         0 => base,
         g => format!("{base}-gen-{g}"),
     }
@@ -54,19 +56,19 @@ fn file_prefix(spec: &PipelineSpec) -> String {
 /// The sinks of one pipeline run.
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineSinks<'a> {
-    spec: &'a PipelineSpec,
+    plan: &'a WorkerPlan,
     /// The producers every Kafka sink shares, if the spec has a Kafka sink.
     kafka: Option<&'a Arc<KafkaCommitUnit>>,
 }
 
 impl<'a> PipelineSinks<'a> {
-    pub fn new(spec: &'a PipelineSpec, kafka: Option<&'a Arc<KafkaCommitUnit>>) -> Self {
-        PipelineSinks { spec, kafka }
+    pub fn new(plan: &'a WorkerPlan, kafka: Option<&'a Arc<KafkaCommitUnit>>) -> Self {
+        PipelineSinks { plan, kafka }
     }
 
     /// The committers of the transactional sinks, in commit order.
     pub fn committers(&self) -> Vec<Box<dyn Committer>> {
-        let spec = self.spec;
+        let spec = &self.plan.spec;
         let mut out: Vec<Box<dyn Committer>> = Vec::new();
         let first_kafka = spec
             .sinks
@@ -82,14 +84,14 @@ impl<'a> PipelineSinks<'a> {
             if let SinkSpec::File(file) = sink {
                 out.push(Box::new(FileSinkCommitter::new(
                     ids::sink_id(i),
-                    sink_file_name(spec, i),
+                    sink_file_name(self.plan, i),
                     &file.path,
                 )));
             }
         }
         out.push(Box::new(FileSinkCommitter::new(
             ids::DEAD_LETTER_ID,
-            dead_letter_file_name(spec),
+            dead_letter_file_name(self.plan),
             &spec.dead_letter.path,
         )));
         out
@@ -97,14 +99,14 @@ impl<'a> PipelineSinks<'a> {
 
     /// Task `task`'s writer of every sink in the spec, in spec order.
     pub fn for_task(&self, task: &str) -> Result<Vec<Box<dyn Sink>>, ConnectorError> {
-        let spec = self.spec;
+        let spec = &self.plan.spec;
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         for (i, sink) in spec.sinks.iter().enumerate() {
             let id = ids::sink_id(i);
             sinks.push(match sink {
                 SinkSpec::File(file) => Box::new(FileSink::new(
                     id,
-                    sink_file_name(spec, i),
+                    sink_file_name(self.plan, i),
                     task,
                     &file.path,
                     file.format,
@@ -124,9 +126,9 @@ impl<'a> PipelineSinks<'a> {
     pub fn dead_letters_for_task(&self, task: &str) -> Result<Box<dyn Sink>, ConnectorError> {
         Ok(Box::new(FileSink::new(
             ids::DEAD_LETTER_ID,
-            dead_letter_file_name(self.spec),
+            dead_letter_file_name(self.plan),
             task,
-            &self.spec.dead_letter.path,
+            &self.plan.spec.dead_letter.path,
             OutputFormat::Value,
         )?))
     }
@@ -136,22 +138,24 @@ impl<'a> PipelineSinks<'a> {
 mod tests {
     use super::*;
     use crate::cluster::Worker;
+    use crate::spec::PipelineSpec;
 
     #[test]
     fn workers_write_file_output_under_names_of_their_own() {
         let dir = tempfile::tempdir().expect("tempdir");
         let text = "name = \"p\"\n[[sources]]\ntype = \"generator\"\ncount = 1\n[[sinks]]\ntype = \"stdout\"\n";
-        let mut spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("spec");
+        let spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("spec");
+        let mut plan = WorkerPlan::single(&spec);
         assert_eq!(
-            sink_file_name(&spec, 0),
+            sink_file_name(&plan, 0),
             "p-sink-0",
             "0/1: as before workers"
         );
-        assert_eq!(dead_letter_file_name(&spec), "p-dead-letter");
-        spec.worker = Worker::new(1, 3).expect("1/3");
-        assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-sink-0");
-        assert_eq!(dead_letter_file_name(&spec), "p-worker-1-of-3-dead-letter");
-        spec.layout.generation = 2;
-        assert_eq!(sink_file_name(&spec, 0), "p-worker-1-of-3-gen-2-sink-0");
+        assert_eq!(dead_letter_file_name(&plan), "p-dead-letter");
+        plan.worker = Worker::new(1, 3).expect("1/3");
+        assert_eq!(sink_file_name(&plan, 0), "p-worker-1-of-3-sink-0");
+        assert_eq!(dead_letter_file_name(&plan), "p-worker-1-of-3-dead-letter");
+        plan.layout.generation = 2;
+        assert_eq!(sink_file_name(&plan, 0), "p-worker-1-of-3-gen-2-sink-0");
     }
 }

@@ -1,22 +1,24 @@
 //! Opening a worker's sources: each `[[sources]]` entry (and each repartition topic's
-//! reader `PipelineSpec::for_worker` adds) becomes the connector's `Source` for one subtask,
+//! reader `WorkerPlan::new` adds) becomes the connector's `Source` for one subtask,
 //! resumed at its restored positions.
 
 use crate::connector::kafka::{self, KafkaSource};
 use crate::connector::{ConnectorError, FileSource, GeneratorSource, StdinSource};
 use crate::dataflow::source::{RestoredSource, Source};
-use crate::spec::{PipelineSpec, SourceConfig};
+use crate::pipeline::worker_plan::WorkerPlan;
+use crate::spec::SourceConfig;
 
-/// Opens subtask `subtask` of source `s` of the worker spec `spec` (a Kafka source
+/// Opens subtask `subtask` of source `s` of the worker plan `plan` (a Kafka source
 /// reads only the worker's partitions, those of its key-group ranges if it reads a
 /// repartition topic back; the spec admits no other source for a worker of N > 1),
 /// resuming from the restored checkpoint's positions if there is one.
 pub fn open_source(
-    spec: &PipelineSpec,
+    plan: &WorkerPlan,
     s: usize,
     subtask: usize,
     restored: Option<RestoredSource<'_>>,
 ) -> Result<Box<dyn Source>, ConnectorError> {
+    let spec = &plan.spec;
     let parallelism = spec.parallelism;
     let own = restored.and_then(|r| r.own);
     Ok(match &spec.sources[s].config {
@@ -32,9 +34,9 @@ pub fn open_source(
                     .group()
             });
             Box::new(KafkaSource::open(
-                (c, spec.repartition_read(s)),
+                (c, plan.repartition_read(s)),
                 &group,
-                spec.worker,
+                plan.worker,
                 subtask,
                 parallelism,
                 restored.map(|r| r.all),

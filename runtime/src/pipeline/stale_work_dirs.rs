@@ -10,7 +10,7 @@
 //!   without waiting and released at once): a process still running in it, an old
 //!   worker not yet stopped, keeps it.
 //! - Which: of the pipeline's root state dir `R`, the pipeline as one process uses `R`
-//!   itself and worker I of N uses `R/worker-I-of-N` (`PipelineSpec::for_worker`). A run
+//!   itself and worker I of N uses `R/worker-I-of-N` (`WorkerPlan::new`). A run
 //!   as worker I of N removes the work of `R` and of every `R/worker-J-of-M` with
 //!   M != N; a run as one process, that of every `R/worker-J-of-M`. The workers of its
 //!   own layout are its siblings and are left alone.

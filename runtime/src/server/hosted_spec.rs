@@ -10,7 +10,7 @@
 //!   under the tenant's prefix; every step's module is one of the tenant's, by id.
 //! - It stays within the tenant's quotas: `parallelism` (per worker), guest `memory`,
 //!   `call_timeout`, and the number of workers it runs as (`workers`, at least 1).
-//! - Run as N > 1 workers, it is one `PipelineSpec::for_worker` accepts: the rules of
+//! - Run as N > 1 workers, it is one `WorkerPlan::new` accepts: the rules of
 //!   what workers can compute live there alone, and its one-line reason is the refusal.
 //! - It does not raise the host buffers a worker keeps on the tenant's behalf past the
 //!   runtime's defaults: `batch_bytes`, `limits.guest_log_rate` (what its guests may
@@ -34,6 +34,7 @@ use serde_json::{Map, Value, json};
 
 use crate::field::units;
 use crate::pipeline::error::with_article;
+use crate::pipeline::worker_plan::WorkerPlan;
 use crate::server::error::ApiError;
 use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
@@ -138,7 +139,7 @@ fn in_tenant_terms(e: &SpecError, toml: &str) -> ApiError {
 }
 
 /// Refuses a number of workers outside 1..=the tenant's quota, or more than one for a
-/// spec that cannot run as workers (`PipelineSpec::for_worker` says why).
+/// spec that cannot run as workers (`WorkerPlan::new` says why).
 fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(), ApiError> {
     let quota = quotas.workers.unwrap_or(1);
     if workers == 0 {
@@ -153,7 +154,7 @@ fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(
     }
     let worker = crate::cluster::Worker::new(0, workers)
         .map_err(|e| ApiError::bad_request(format!("workers: {e}")))?;
-    spec.for_worker(worker)
+    WorkerPlan::new(spec, worker)
         .map(drop)
         .map_err(|e| ApiError::bad_request(e.to_string()))
 }

@@ -14,7 +14,7 @@
 //!   (`worker.log`, `status.json`, checkpoints in `checkpoints/`); worker I of N > 1
 //!   has its own, named as the runtime names its places (`worker-<I>-of-<N>`):
 //!   `worker-<I>-of-<N>.log`, `worker-<I>-of-<N>.status.json`, and its checkpoints in
-//!   `checkpoints/worker-<I>-of-<N>/` (where `PipelineSpec::for_worker` puts them).
+//!   `checkpoints/worker-<I>-of-<N>/` (where `WorkerPlan::new` puts them).
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,6 @@ pub mod sink;
 pub mod source;
 pub mod step;
 mod tagged;
-pub mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -25,4 +24,3 @@ pub use pipeline::{CheckpointSpec, DeadLetterSpec, GuestLimitsSpec, PipelineSpec
 pub use sink::SinkSpec;
 pub use source::{SourceConfig, SourceSpec};
 pub use step::{AggregateStep, MapStep, StepSpec, WindowSpec};
-pub use workers::WorkerSpecError;

@@ -15,10 +15,9 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 use toml::de::DeTable;
 
-use crate::cluster::{LayoutStamp, Worker};
-use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
-use crate::connector::kafka::unit_plan::UnitPlan;
-use crate::connector::kafka::{KafkaNames, KafkaSinkConfig, KafkaSourceConfig, Repartition};
+use crate::cluster::KeyGroupRanges;
+use crate::connector::kafka::repartition::{DEFAULT_REPARTITION_PARTITIONS, RepartitionPartitions};
+use crate::connector::kafka::{KafkaNames, KafkaSinkConfig, KafkaSourceConfig};
 use crate::engine::{DEFAULT_CALL_TIMEOUT, DEFAULT_GUEST_MEMORY};
 use crate::field::checks;
 use crate::record::ids;
@@ -53,6 +52,9 @@ pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
 /// generated spec (20,000 steps once took 4.5 GB before the first record).
 pub const MAX_STEPS: usize = 64;
 
+/// A pipeline as the user wrote it, and nothing the runtime derives: which worker of N
+/// runs it, with which repartition topics and in which layout, is a
+/// `pipeline::WorkerPlan`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineSpec {
     /// `[a-z0-9_-]{1,64}`.
@@ -83,18 +85,6 @@ pub struct PipelineSpec {
     pub dead_letter: DeadLetterSpec,
     /// The directory relative paths were resolved against (the spec file's).
     pub base_dir: PathBuf,
-    /// Which worker of the pipeline this spec runs as: 0/1 as parsed (the whole
-    /// pipeline in one process); `PipelineSpec::for_worker` makes worker I of N.
-    pub worker: Worker,
-    /// The keyed exchanges through Kafka repartition topics, one per keyed step in step
-    /// order: only worker I of N > 1 of a keyed pipeline has them
-    /// (`PipelineSpec::for_worker`), never a parsed spec.
-    pub repartitions: Vec<Repartition>,
-    /// The layout of workers this spec runs in (how many, which generation, rescaled
-    /// from which): the first layout of `worker.count()` workers as parsed and as
-    /// `for_worker` makes it; `pipeline::recover` sets the one storage says is
-    /// current (see `cluster::layout`).
-    pub layout: LayoutStamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,26 +326,6 @@ impl PipelineSpec {
             .collect()
     }
 
-    /// What the commit unit of this worker spec reads of it (see `UnitPlan`).
-    pub fn commit_unit_plan(&self) -> UnitPlan<'_> {
-        UnitPlan {
-            pipeline: self.name.clone(),
-            worker: self.worker,
-            layout: self.layout,
-            checkpoint_interval: self.checkpoint.interval,
-            checkpoint_timeout: self.checkpoint.timeout,
-            sinks: self.kafka_sink_ids(),
-            sources: (self.sources.iter().enumerate())
-                .filter_map(|(i, s)| match &s.config {
-                    SourceConfig::Kafka(c) => Some((i, c)),
-                    _ => None,
-                })
-                .collect(),
-            repartitions: self.repartitions.clone(),
-            repartition_partitions: self.repartition_partitions_asked(),
-        }
-    }
-
     /// The Kafka sources, in spec order.
     pub fn kafka_sources(&self) -> impl Iterator<Item = &KafkaSourceConfig> {
         self.sources.iter().filter_map(|s| match &s.config {
@@ -367,6 +337,54 @@ impl PipelineSpec {
     /// The pipeline's Kafka names (as worker 0/1: see `KafkaNames::for_worker`).
     pub fn kafka_names(&self) -> KafkaNames {
         KafkaNames::for_sinks(&self.name, self.kafka_sinks())
+    }
+
+    /// What this spec asks of its repartition topics' partition count (see
+    /// `connector::kafka::repartition::ensure_topic`): its own if it says
+    /// `repartition_partitions`, else its default or an existing topic's.
+    pub fn repartition_partitions_asked(&self) -> RepartitionPartitions {
+        let ranges = self.key_group_ranges();
+        if self.repartition_partitions_set {
+            RepartitionPartitions::Set(ranges.count())
+        } else {
+            RepartitionPartitions::Default {
+                count: ranges.count(),
+                key_groups: ranges.key_groups(),
+            }
+        }
+    }
+
+    /// This spec's key groups cut into its `repartition_partitions` ranges.
+    pub fn key_group_ranges(&self) -> KeyGroupRanges {
+        // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
+        KeyGroupRanges::new(
+            u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
+            u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
+        )
+    }
+
+    /// The stable id of step `n`: its name, else `step-<n>`.
+    pub fn step_id(&self, n: usize) -> String {
+        self.steps[n]
+            .name()
+            .map_or_else(|| ids::step_id(n), ToOwned::to_owned)
+    }
+
+    /// The keyed steps (aggregates), in step order.
+    pub fn keyed_steps(&self) -> Vec<usize> {
+        (0..self.steps.len())
+            .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
+            .collect()
+    }
+
+    /// The repartition topic each keyed step has when the pipeline runs as N > 1
+    /// workers (under the names of its Kafka sinks), whether or not it ever did.
+    pub fn repartition_topics(&self) -> Vec<String> {
+        let names = self.kafka_names();
+        self.keyed_steps()
+            .into_iter()
+            .map(|n| names.repartition_topic(&self.step_id(n)))
+            .collect()
     }
 }
 
@@ -416,9 +434,6 @@ fn parse_located(text: &str, base_dir: &Path) -> Result<PipelineSpec, Located> {
         },
         state_dir: dirs.state,
         base_dir: base_dir.to_owned(),
-        worker: Worker::SINGLE,
-        repartitions: Vec::new(),
-        layout: LayoutStamp::first(1),
     })
 }
 

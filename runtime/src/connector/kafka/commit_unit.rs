@@ -278,7 +278,7 @@ impl KafkaCommitUnit {
     /// The partition count of the worker's repartition topics (`None` without them):
     /// the spec's, or an existing topic's the spec's default gave way to (see
     /// `repartition::ensure_topic`); the worker runs with it
-    /// (`PipelineSpec::with_repartition_partitions`).
+    /// (`pipeline::WorkerPlan::with_repartition_partitions`).
     pub fn repartition_partitions(&self) -> Option<u16> {
         self.repartition_partitions
     }

@@ -2,7 +2,7 @@
 //! them to the worker that owns their key group (Kafka Streams' model).
 //!
 //! Invariants:
-//! - Only worker I of N > 1 has one (`PipelineSpec::for_worker` adds it); a pipeline
+//! - Only worker I of N > 1 has one (`pipeline::WorkerPlan::new` adds it); a pipeline
 //!   in one process (0/1) shuffles in process exactly as before.
 //! - One topic per pipeline and keyed step, `KafkaNames::repartition_topic`, shared by
 //!   every worker. Its R partitions are key-group ranges (`cluster::key_group_ranges`,
@@ -67,7 +67,7 @@ pub const REPARTITION_TOPIC_CONFIG: [(&str, &str); 3] = [
     ("retention.bytes", "-1"),
 ];
 
-/// A worker's keyed exchange through Kafka: what `PipelineSpec::for_worker` adds.
+/// A worker's keyed exchange through Kafka: what `pipeline::WorkerPlan::new` adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repartition {
     /// The keyed step (index into `spec.steps`) whose input crosses the topic.

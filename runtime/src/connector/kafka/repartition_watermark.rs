@@ -22,7 +22,7 @@
 //!   partition (one producer per checkpoint keeps a partition's order; see `sink`).
 //! - A writer sends a marker only when its watermark advanced since its last one, so an
 //!   idle pipeline writes nothing. Only a windowed keyed step has writers at all
-//!   (`PipelineSpec::repartition_writers`): an unwindowed aggregate ignores event time.
+//!   (`pipeline::WorkerPlan::repartition_writers`): an unwindowed aggregate ignores event time.
 //! - The reader checkpoints what it knows with its offsets: each partition's position
 //!   carries its writers' watermarks (`PartitionPosition::writers`), exactly those of
 //!   the markers before the offset. A reader restored from checkpoint c therefore knows

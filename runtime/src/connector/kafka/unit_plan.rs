@@ -3,7 +3,7 @@
 //! pipeline's name, the worker and its layout, the Kafka sinks (with their operator
 //! ids), the Kafka sources (with their index among the worker's sources: the readers of
 //! the repartition topics among them), the keyed exchanges, and the checkpoint interval
-//! and timeout. `PipelineSpec::commit_unit_plan` builds it from the spec a worker runs.
+//! and timeout. `pipeline::WorkerPlan::commit_unit_plan` builds it from a worker's plan.
 //!
 //! Invariant: every exchange's reader (`Repartition::source`) is among `sources`; the
 //! exchange's key-group ranges are the partitions that reader reads.

@@ -1,7 +1,13 @@
-//! `PipelineSpec::for_worker`: the spec of worker I of N of a pipeline.
+//! `WorkerPlan`: what one worker of a pipeline runs, derived by the runtime from the
+//! spec the user wrote (`PipelineSpec`, which holds nothing else).
+//!
+//! A plan is the worker (`Worker`, I of N), its layout of workers (generation, rescaled
+//! from which), its keyed exchanges through Kafka repartition topics, and the spec it
+//! runs: the user's, with the worker's own directories and the sources reading its
+//! repartition topics back, values a user could have written for that one worker.
 //!
 //! Invariants:
-//! - Worker 0/1 is the spec unchanged: the whole pipeline in one process, with every
+//! - Worker 0/1 runs the spec unchanged: the whole pipeline in one process, with every
 //!   name and directory it had before workers existed.
 //! - Worker I of N > 1 keeps the pipeline's name (so its Kafka names stay in the
 //!   pipeline's namespace, see `KafkaNames`) but owns its own places: checkpoints in
@@ -15,7 +21,7 @@
 //!   source would be read whole by every worker). Anything else is refused, naming the
 //!   source or step, before anything is locked, fenced or written.
 //! - Every keyed step (an aggregate) with N > 1 shuffles through a Kafka repartition
-//!   topic of its own (`connector::kafka::repartition`): the worker's spec gets one
+//!   topic of its own (`connector::kafka::repartition`): the plan gets one
 //!   `repartitions` entry per keyed step, in step order (the exchange into stage k,
 //!   `pipeline::plan`), and per entry one more Kafka source, appended after the spec's
 //!   own in the same order, that reads the partitions of the worker's key groups in
@@ -34,16 +40,33 @@
 
 use std::borrow::Cow;
 
-use crate::cluster::{KeyGroupRanges, LayoutStamp, Worker};
-use crate::connector::kafka::repartition::{self, RepartitionPartitions, RepartitionRead};
+use crate::cluster::{LayoutStamp, Worker};
+use crate::connector::kafka::repartition::{self, RepartitionRead};
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
+use crate::connector::kafka::unit_plan::UnitPlan;
 use crate::connector::kafka::{KafkaNames, KafkaSourceConfig, Repartition, StartOffset};
 use crate::record::ids;
-use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SourceSpec, StepSpec};
+use crate::spec::{PipelineSpec, SourceConfig, SourceSpec, StepSpec};
+
+/// See the module doc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerPlan {
+    /// The spec this worker runs (see the module doc).
+    pub spec: PipelineSpec,
+    /// Which worker of the pipeline this is: 0/1 for the whole pipeline in one process.
+    pub worker: Worker,
+    /// The layout of workers this one runs in: the first of `worker.count()` workers as
+    /// `WorkerPlan::new` makes it; `pipeline::recover` sets the one storage says is
+    /// current (see `cluster::layout`).
+    pub layout: LayoutStamp,
+    /// The keyed exchanges through Kafka repartition topics, one per keyed step in step
+    /// order: only worker I of N > 1 of a keyed pipeline has them.
+    pub repartitions: Vec<Repartition>,
+}
 
 /// Why a spec cannot run as worker I of N.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WorkerSpecError {
+pub enum WorkerPlanError {
     #[error(
         "pipeline {pipeline}, worker {worker}: step {step} is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
     )]
@@ -63,32 +86,45 @@ pub enum WorkerSpecError {
     },
 }
 
-impl PipelineSpec {
-    /// This spec as worker `worker` (see the module invariants).
-    pub fn for_worker(&self, worker: Worker) -> Result<PipelineSpec, WorkerSpecError> {
+impl WorkerPlan {
+    /// The whole pipeline `spec` in one process: worker 0/1.
+    pub fn single(spec: &PipelineSpec) -> WorkerPlan {
+        WorkerPlan {
+            spec: spec.clone(),
+            worker: Worker::SINGLE,
+            layout: LayoutStamp::first(1),
+            repartitions: Vec::new(),
+        }
+    }
+
+    /// What worker `worker` of `spec` runs (see the module invariants).
+    pub fn new(spec: &PipelineSpec, worker: Worker) -> Result<WorkerPlan, WorkerPlanError> {
         let Some(dir) = worker.dir_name() else {
-            return Ok(self.clone());
+            return Ok(WorkerPlan::single(spec));
         };
-        if let Some((s, source)) = self
+        if let Some((s, source)) = spec
             .sources
             .iter()
             .enumerate()
             .find(|(_, source)| !matches!(source.config, SourceConfig::Kafka(_)))
         {
-            return Err(WorkerSpecError::NotKafkaSource {
-                pipeline: self.name.clone(),
+            return Err(WorkerPlanError::NotKafkaSource {
+                pipeline: spec.name.clone(),
                 worker,
                 source_id: ids::source_id(s),
                 kind: source.config.type_name(),
             });
         }
-        let mut spec = self.clone();
-        spec.worker = worker;
-        spec.layout = LayoutStamp::first(worker.count());
-        spec.state_dir = self.state_dir.join(&dir);
-        spec.checkpoint.dir = self.checkpoint.dir.child(&dir);
-        spec.add_repartitions()?;
-        Ok(spec)
+        let mut plan = WorkerPlan {
+            spec: spec.clone(),
+            worker,
+            layout: LayoutStamp::first(worker.count()),
+            repartitions: Vec::new(),
+        };
+        plan.spec.state_dir = spec.state_dir.join(&dir);
+        plan.spec.checkpoint.dir = spec.checkpoint.dir.child(&dir);
+        plan.add_repartitions()?;
+        Ok(plan)
     }
 
     /// The exchange into stage `stage` (`pipeline::plan::stages`), if it crosses Kafka.
@@ -110,7 +146,7 @@ impl PipelineSpec {
         })
     }
 
-    /// The writers of `exchange`'s topic in this spec's layout (see
+    /// The writers of `exchange`'s topic in this plan's layout (see
     /// `repartition_watermark`): every task upstream of it in every worker; `None`
     /// when no step from its keyed step on is windowed (event time matters to none).
     pub fn repartition_writers(&self, exchange: &Repartition) -> Option<RepartitionWriters> {
@@ -144,7 +180,7 @@ impl PipelineSpec {
     /// The tasks upstream of `exchange` in one worker, if a step from its keyed step on
     /// is windowed (an unwindowed pipeline ignores event time: no markers).
     fn repartition_writers_per_worker(&self, exchange: &Repartition) -> Option<u32> {
-        let windowed = self.steps[exchange.step..]
+        let windowed = self.spec.steps[exchange.step..]
             .iter()
             .any(|step| matches!(step, StepSpec::Aggregate(agg) if agg.window.is_some()));
         if !windowed {
@@ -152,108 +188,74 @@ impl PipelineSpec {
         }
         // The spec's own sources are those before the first repartition source.
         let tasks = if exchange.stage == 1 {
-            exchange.source * self.parallelism
+            exchange.source * self.spec.parallelism
         } else {
-            self.parallelism
+            self.spec.parallelism
         };
         Some(u32::try_from(tasks).unwrap_or(u32::MAX))
     }
 
-    /// What this spec asks of its repartition topics' partition count (see
-    /// `connector::kafka::repartition::ensure_topic`): its own if it says
-    /// `repartition_partitions`, else its default or an existing topic's.
-    pub fn repartition_partitions_asked(&self) -> RepartitionPartitions {
-        let ranges = self.key_group_ranges();
-        if self.repartition_partitions_set {
-            RepartitionPartitions::Set(ranges.count())
-        } else {
-            RepartitionPartitions::Default {
-                count: ranges.count(),
-                key_groups: ranges.key_groups(),
-            }
-        }
-    }
-
-    /// This spec's key groups cut into its `repartition_partitions` ranges.
-    fn key_group_ranges(&self) -> KeyGroupRanges {
-        // Both are checked by the spec's parse: K <= 32,768 and R <= 1,024.
-        KeyGroupRanges::new(
-            u16::try_from(self.max_parallelism).unwrap_or(u16::MAX),
-            u16::try_from(self.repartition_partitions).unwrap_or(u16::MAX),
-        )
-    }
-
-    /// This worker spec running with `in_use` repartition partitions (the count its
-    /// topics have, `KafkaCommitUnit::repartition_partitions`): itself when that is
-    /// its own count or `None`, else a copy in which every exchange and the source
-    /// reading it back cut the key groups into that many ranges (an existing topic's
-    /// count, adopted when the spec does not say; see
+    /// This plan running with `in_use` repartition partitions (the count its topics
+    /// have, `KafkaCommitUnit::repartition_partitions`): itself when that is its own
+    /// count or `None`, else a copy in which every exchange and the source reading it
+    /// back cut the key groups into that many ranges (an existing topic's count,
+    /// adopted when the spec does not say; see
     /// `connector::kafka::repartition::ensure_topic`).
-    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, PipelineSpec> {
+    pub fn with_repartition_partitions(&self, in_use: Option<u16>) -> Cow<'_, WorkerPlan> {
         match in_use {
-            Some(count) if usize::from(count) != self.repartition_partitions => {
-                let mut spec = self.clone();
-                spec.adopt_repartition_partitions(count);
-                Cow::Owned(spec)
+            Some(count) if usize::from(count) != self.spec.repartition_partitions => {
+                let mut plan = self.clone();
+                plan.spec.repartition_partitions = usize::from(count);
+                repartition::adopt_partitions(&mut plan.repartitions, count);
+                Cow::Owned(plan)
             }
             _ => Cow::Borrowed(self),
         }
     }
 
-    fn adopt_repartition_partitions(&mut self, partitions: u16) {
-        self.repartition_partitions = usize::from(partitions);
-        repartition::adopt_partitions(&mut self.repartitions, partitions);
-    }
-
-    /// The stable id of step `n`: its name, else `step-<n>`.
-    pub fn step_id(&self, n: usize) -> String {
-        self.steps[n]
-            .name()
-            .map_or_else(|| ids::step_id(n), ToOwned::to_owned)
-    }
-
-    /// The keyed steps (aggregates), in step order.
-    fn keyed_steps(&self) -> Vec<usize> {
-        (0..self.steps.len())
-            .filter(|&n| matches!(self.steps[n], StepSpec::Aggregate(_)))
-            .collect()
-    }
-
-    /// The repartition topic each keyed step has when the pipeline runs as N > 1
-    /// workers (under the names of its Kafka sinks), whether or not it ever did.
-    pub fn repartition_topics(&self) -> Vec<String> {
-        let names = self.kafka_names();
-        self.keyed_steps()
-            .into_iter()
-            .map(|n| names.repartition_topic(&self.step_id(n)))
-            .collect()
+    /// What the commit unit of this worker reads of its plan (see `UnitPlan`).
+    pub fn commit_unit_plan(&self) -> UnitPlan<'_> {
+        let spec = &self.spec;
+        UnitPlan {
+            pipeline: spec.name.clone(),
+            worker: self.worker,
+            layout: self.layout,
+            checkpoint_interval: spec.checkpoint.interval,
+            checkpoint_timeout: spec.checkpoint.timeout,
+            sinks: spec.kafka_sink_ids(),
+            sources: (spec.sources.iter().enumerate())
+                .filter_map(|(i, s)| match &s.config {
+                    SourceConfig::Kafka(c) => Some((i, c)),
+                    _ => None,
+                })
+                .collect(),
+            repartitions: self.repartitions.clone(),
+            repartition_partitions: spec.repartition_partitions_asked(),
+        }
     }
 
     /// Worker I of N > 1 of a keyed pipeline: an exchange through a repartition topic
     /// for each keyed step, and the source reading each back (see the module
     /// invariants).
-    fn add_repartitions(&mut self) -> Result<(), WorkerSpecError> {
-        let step_id = |n: usize| self.step_id(n);
-        let keyed = self.keyed_steps();
+    fn add_repartitions(&mut self) -> Result<(), WorkerPlanError> {
+        let spec = &self.spec;
+        let keyed = spec.keyed_steps();
         let Some(&first) = keyed.first() else {
             return Ok(());
         };
-        let Some(sink) = self.sinks.iter().find_map(|s| match s {
-            SinkSpec::Kafka(c) => Some(c),
-            _ => None,
-        }) else {
-            return Err(WorkerSpecError::NoKafkaSink {
-                pipeline: self.name.clone(),
+        let Some(sink) = spec.kafka_sinks().next() else {
+            return Err(WorkerPlanError::NoKafkaSink {
+                pipeline: spec.name.clone(),
                 worker: self.worker,
-                step: step_id(first),
+                step: spec.step_id(first),
             });
         };
-        let names = KafkaNames::for_sinks(&self.name, std::iter::once(sink));
-        let key_groups = self.key_group_ranges();
+        let names = KafkaNames::for_sinks(&spec.name, std::iter::once(sink));
+        let key_groups = spec.key_group_ranges();
         let mut exchanges = Vec::with_capacity(keyed.len());
         let mut sources = Vec::with_capacity(keyed.len());
         for (n, &step) in keyed.iter().enumerate() {
-            let topic = names.repartition_topic(&step_id(step));
+            let topic = names.repartition_topic(&spec.step_id(step));
             let mut source = KafkaSourceConfig::new(topic.clone());
             source.bootstrap = sink.bootstrap.clone();
             source.security = sink.security.clone();
@@ -265,10 +267,10 @@ impl PipelineSpec {
                 step,
                 // Every keyed step starts a stage, in order (`plan::stages`).
                 stage: n + 1,
-                step_id: step_id(step),
+                step_id: spec.step_id(step),
                 topic,
                 key_groups,
-                source: self.sources.len() + n,
+                source: spec.sources.len() + n,
             });
             sources.push(SourceSpec {
                 config: SourceConfig::Kafka(source),
@@ -276,7 +278,7 @@ impl PipelineSpec {
             });
         }
         self.repartitions = exchanges;
-        self.sources.extend(sources);
+        self.spec.sources.extend(sources);
         Ok(())
     }
 }
@@ -286,6 +288,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::cluster::KeyGroupRanges;
 
     fn spec(dir: &Path, steps: &str, source: &str) -> PipelineSpec {
         std::fs::write(dir.join("m.wasm"), b"\0asm").expect("module");
@@ -312,16 +315,25 @@ bootstrap = "127.0.0.1:1"
     fn worker_0_of_1_is_the_spec_unchanged_others_get_their_own_dirs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = spec(dir.path(), MAP, KAFKA);
-        assert_eq!(s.for_worker(Worker::SINGLE), Ok(s.clone()));
-        let w = s
-            .for_worker(Worker::new(2, 3).expect("2/3"))
-            .expect("stateless");
-        assert_eq!(w.worker.to_string(), "2/3");
-        assert_eq!(w.name, "p");
-        assert_eq!(w.state_dir, s.state_dir.join("worker-2-of-3"));
-        assert_eq!(w.checkpoint.dir, s.checkpoint.dir.child("worker-2-of-3"));
         assert_eq!(
-            w.dead_letter, s.dead_letter,
+            WorkerPlan::new(&s, Worker::SINGLE),
+            Ok(WorkerPlan::single(&s))
+        );
+        assert_eq!(
+            WorkerPlan::single(&s).spec,
+            s,
+            "0/1 runs the spec unchanged"
+        );
+        let w = WorkerPlan::new(&s, Worker::new(2, 3).expect("2/3")).expect("stateless");
+        assert_eq!(w.worker.to_string(), "2/3");
+        assert_eq!(w.spec.name, "p");
+        assert_eq!(w.spec.state_dir, s.state_dir.join("worker-2-of-3"));
+        assert_eq!(
+            w.spec.checkpoint.dir,
+            s.checkpoint.dir.child("worker-2-of-3")
+        );
+        assert_eq!(
+            w.spec.dead_letter, s.dead_letter,
             "one dead-letter dir, names per worker"
         );
     }
@@ -335,22 +347,19 @@ bootstrap = "127.0.0.1:1"
         );
         let s = spec(dir.path(), &keyed, KAFKA);
         assert_eq!(
-            s.for_worker(Worker::SINGLE)
+            WorkerPlan::new(&s, Worker::SINGLE)
                 .expect("one worker")
                 .repartitions,
             Vec::new()
         );
-        let w = s
-            .for_worker(two)
-            .expect("keyed with 2 workers: through Kafka");
+        let w = WorkerPlan::new(&s, two).expect("keyed with 2 workers: through Kafka");
         let topics: Vec<String> = w.repartitions.into_iter().map(|r| r.topic).collect();
         assert_eq!(topics, vec!["weir.p-count-repartition".to_owned()]);
         // A second keyed step gets a topic of its own.
         let two_keyed = format!(
             "{keyed}\n[[steps]]\ntype = \"aggregate\"\nmodule = \"m.wasm\"\nkey_field = \"count\""
         );
-        let w = spec(dir.path(), &two_keyed, KAFKA)
-            .for_worker(two)
+        let w = WorkerPlan::new(&spec(dir.path(), &two_keyed, KAFKA), two)
             .expect("two keyed steps with 2 workers");
         let topics: Vec<&str> = w.repartitions.iter().map(|r| r.topic.as_str()).collect();
         assert_eq!(
@@ -364,18 +373,17 @@ bootstrap = "127.0.0.1:1"
             &keyed,
             &format!("max_parallelism = 2048\n{KAFKA}"),
         );
-        let w = big.for_worker(two).expect("ranges");
+        let w = WorkerPlan::new(&big, two).expect("ranges");
         assert_eq!(w.repartitions[0].key_groups, KeyGroupRanges::new(2048, 32));
         let mut no_kafka_sink = s.clone();
         no_kafka_sink.sinks.clear();
         assert_eq!(
-            no_kafka_sink
-                .for_worker(two)
+            WorkerPlan::new(&no_kafka_sink, two)
                 .expect_err("no sink")
                 .to_string(),
             "pipeline p, worker 0/2: step count is keyed, and across workers its records travel through a Kafka repartition topic inside the transactions of the pipeline's Kafka sinks, but it has none: add a kafka sink, or run this pipeline as one worker"
         );
-        // Only `for_worker` makes a repartition source: a spec cannot.
+        // Only a worker plan makes a repartition source: a spec cannot.
         std::fs::write(dir.path().join("m.wasm"), b"\0asm").expect("module");
         let forged = format!("name = \"p\"\n{KAFKA}\nrepartition_key_groups = 4\n{MAP}");
         let error = PipelineSpec::parse(&forged, dir.path(), "spec.toml")
@@ -383,9 +391,11 @@ bootstrap = "127.0.0.1:1"
             .to_string();
         assert!(error.contains("repartition_key_groups"), "{error}");
         let generator = "[[sources]]\ntype = \"generator\"\ncount = 10";
-        let error = spec(dir.path(), MAP, generator)
-            .for_worker(Worker::new(1, 2).expect("1/2"))
-            .expect_err("generator with 2 workers");
+        let error = WorkerPlan::new(
+            &spec(dir.path(), MAP, generator),
+            Worker::new(1, 2).expect("1/2"),
+        )
+        .expect_err("generator with 2 workers");
         assert!(
             error.to_string().starts_with(
                 "pipeline p, worker 1/2: source source-0 is a generator source, which every worker would read whole"
@@ -408,11 +418,14 @@ bootstrap = "127.0.0.1:1"
             KAFKA.replace("\"in\"", "\"in2\"")
         );
         let s = spec(dir.path(), &windowed, &two_sources);
-        assert_eq!(s.repartitions, Vec::new(), "one process: no topic");
+        assert_eq!(
+            WorkerPlan::single(&s).repartitions,
+            Vec::new(),
+            "one process: no topic"
+        );
         let mut seen = std::collections::BTreeSet::new();
         for index in 0..3 {
-            let mut w = s
-                .for_worker(Worker::new(index, 3).expect("I/3"))
+            let mut w = WorkerPlan::new(&s, Worker::new(index, 3).expect("I/3"))
                 .expect("a windowed keyed step runs as workers");
             w.layout.generation = 4;
             let exchange = &w.repartitions[0];
@@ -442,9 +455,11 @@ bootstrap = "127.0.0.1:1"
         );
         let mut seen = std::collections::BTreeSet::new();
         for index in 0..3 {
-            let w = spec(dir.path(), &unwindowed_first, &two_sources)
-                .for_worker(Worker::new(index, 3).expect("I/3"))
-                .expect("two keyed steps");
+            let w = WorkerPlan::new(
+                &spec(dir.path(), &unwindowed_first, &two_sources),
+                Worker::new(index, 3).expect("I/3"),
+            )
+            .expect("two keyed steps");
             let [first, second] = &w.repartitions[..] else {
                 panic!("two exchanges: {:?}", w.repartitions);
             };
@@ -459,9 +474,11 @@ bootstrap = "127.0.0.1:1"
         assert_eq!(seen.len(), 6);
         // An unwindowed keyed step ignores event time: no writers, no markers.
         let unwindowed = windowed.replace("window = { type = \"tumbling\", size = \"1s\" }", "");
-        let w = spec(dir.path(), &unwindowed, KAFKA)
-            .for_worker(Worker::new(0, 2).expect("0/2"))
-            .expect("keyed");
+        let w = WorkerPlan::new(
+            &spec(dir.path(), &unwindowed, KAFKA),
+            Worker::new(0, 2).expect("0/2"),
+        )
+        .expect("keyed");
         let exchange = &w.repartitions[0];
         assert_eq!(w.repartition_writers(exchange), None);
         assert_eq!(w.repartition_writer(exchange, 0), None);
