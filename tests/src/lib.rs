@@ -644,31 +644,25 @@ topic = "{output}"
                 (p, high)
             })
             .collect();
-        assert!(!ends.is_empty(), "topic {topic} has no partitions");
+        assert!(
+            !ends.is_empty(),
+            "topic {topic} has no partitions: the broker does not list it"
+        );
         ends
     }
 
-    /// The partitions of `topic` as `client`'s metadata lists them, asked again
-    /// (bounded) while the broker answers for the topic with an error or none: a new
-    /// client's first answer can say so of a topic that exists (seen once, right after
-    /// `create_topic` had seen every partition listed).
+    /// The partitions of `topic` as `client`'s metadata lists them (none if the broker
+    /// has no such topic).
     fn partitions_of(client: &BaseConsumer, topic: &str) -> Vec<i32> {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let metadata = client
-                .fetch_metadata(Some(topic), TIMEOUT)
-                .expect("metadata");
-            let listed: Vec<i32> = metadata
-                .topics()
-                .iter()
-                .filter(|t| t.name() == topic && t.error().is_none())
-                .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-                .collect();
-            if !listed.is_empty() || Instant::now() >= deadline {
-                return listed;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let metadata = client
+            .fetch_metadata(Some(topic), TIMEOUT)
+            .expect("metadata");
+        metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect()
     }
 
     /// Polls `consumer` (assigned every partition of `topic` from the beginning) until
@@ -750,32 +744,16 @@ topic = "{output}"
 
     /// Every topic on the broker whose name starts with `prefix`, sorted.
     pub fn topics_with_prefix(prefix: &str) -> Vec<String> {
-        topics_with_prefix_listing(prefix, &[])
-    }
-
-    /// `topics_with_prefix`, the metadata asked again (bounded) until it lists every
-    /// topic of `present` (which the caller knows exists) and at least one topic: once
-    /// a new client's all-topics answer listed none on the shared broker (see
-    /// `weir::connector::kafka::client::list_topics`).
-    pub fn topics_with_prefix_listing(prefix: &str, present: &[String]) -> Vec<String> {
         let consumer: BaseConsumer = config().create().expect("consumer");
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let metadata = consumer.fetch_metadata(None, TIMEOUT).expect("metadata");
-            let mut topics: Vec<String> = metadata
-                .topics()
-                .iter()
-                .map(|t| t.name().to_owned())
-                .filter(|t| t.starts_with(prefix))
-                .collect();
-            topics.sort();
-            let answered =
-                !metadata.topics().is_empty() && present.iter().all(|p| topics.contains(p));
-            if answered || Instant::now() >= deadline {
-                return topics;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let metadata = consumer.fetch_metadata(None, TIMEOUT).expect("metadata");
+        let mut topics: Vec<String> = metadata
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|t| t.starts_with(prefix))
+            .collect();
+        topics.sort();
+        topics
     }
 
     /// The high watermark of every partition of `topic`, summed (records and markers).

@@ -75,8 +75,10 @@ fn fuzz(server: &TestServer, token: &str) -> u64 {
 #[test]
 fn generated_requests_never_get_a_server_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // The real broker, so the topic routes answer as they do in use (a few topics of
-    // tenant `a`, within a small quota, may be created on it).
+    // The real broker, so the topic routes answer as they do in use. The tenant is one
+    // no other test uses: the generated requests create and delete topics under its
+    // prefix (within a small quota), and with this server's principal (the broker's
+    // super user) a tenant `a` deleted the `a.` topics of tests running beside it.
     write_config(
         dir.path(),
         &format!(
@@ -85,14 +87,14 @@ fn generated_requests_never_get_a_server_error() {
         ),
     );
     let s = TestServer::start(dir.path());
-    let a = s.tenant("a", json!({}));
+    let a = s.tenant("fuzz", json!({}));
     // Something to find: a module and a pipeline that is not started.
     let module = s.push(&a, "uppercase");
     let spec = json!({
         "name": "p",
-        "sources": [{"type": "kafka", "topic": "a.in"}],
+        "sources": [{"type": "kafka", "topic": "fuzz.in"}],
         "steps": [{"type": "map", "module": module}],
-        "sinks": [{"type": "kafka", "topic": "a.out"}],
+        "sinks": [{"type": "kafka", "topic": "fuzz.out"}],
     });
     assert_eq!(
         s.post(

@@ -414,36 +414,8 @@ fn no_answer(bootstrap: &str, timeout: Duration, call: &str) -> KafkaError {
     }
 }
 
-/// How many times an all-topics answer that lists no topic is asked again.
-const EMPTY_LISTING_RETRIES: u32 = 2;
-/// Wait before asking again for an all-topics answer that listed no topic.
-const EMPTY_LISTING_WAIT: Duration = Duration::from_millis(200);
-
 /// Every topic the principal may see on the cluster, with its partition count.
-///
-/// An answer that lists no topic at all is asked again, boundedly: once in CI a new
-/// client's all-topics answer listed none on a broker holding hundreds (not
-/// reproduced in 3,000 tries since), and a reset that believed it would delete
-/// nothing and leave the old pipeline's markers to its successor. A principal that
-/// truly sees no topic pays `EMPTY_LISTING_RETRIES` waits.
 pub fn list_topics(
-    admin: &AdminClient<QuietContext>,
-    bootstrap: &str,
-    timeout: Duration,
-) -> Result<Vec<(String, usize)>, KafkaError> {
-    let mut tries = 0;
-    loop {
-        let listed = list_topics_once(admin, bootstrap, timeout)?;
-        if !listed.is_empty() || tries == EMPTY_LISTING_RETRIES {
-            return Ok(listed);
-        }
-        tries += 1;
-        std::thread::sleep(EMPTY_LISTING_WAIT);
-    }
-}
-
-/// One all-topics metadata answer, topics in error left out.
-fn list_topics_once(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     timeout: Duration,
