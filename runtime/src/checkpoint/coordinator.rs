@@ -39,7 +39,7 @@ use crate::checkpoint::layout_cleanup::LayoutCleanup;
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT, MetadataError};
 use crate::cluster::LayoutStamp;
 use crate::dataflow::error::TaskError;
-use crate::dataflow::task::TaskEvent;
+use crate::dataflow::task_context::TaskEvent;
 use crate::fault::{self, FaultPoint};
 use crate::metrics::{PipelineMetrics, unix_ms};
 use crate::record::message::Barrier;

@@ -23,7 +23,7 @@ use super::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
 use crate::checkpoint::commit::{CommitError, Committer};
 use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_FORMAT};
 use crate::dataflow::error::TaskError;
-use crate::dataflow::task::TaskEvent;
+use crate::dataflow::task_context::TaskEvent;
 use crate::metrics::PipelineMetrics;
 use crate::record::CheckpointId;
 use crate::record::OperatorSnapshot;
@@ -478,41 +478,7 @@ fn checkpoint_ids_are_never_reused_after_an_abort_and_a_restart() {
     // (aborted checkpoint left files, restart base, ids of the restarted run)
     for (uploaded, base, ids) in [(true, 3, [4, 5]), (false, 2, [3, 4])] {
         let dir = tempfile::tempdir().expect("tempdir");
-
-        // First run: 1 commits, 2 is aborted.
-        let (rig, tasks) = Rig::open(dir.path());
-        if uploaded {
-            let file = dir.path().join("CURRENT");
-            std::fs::write(&file, b"MANIFEST-000001\n").expect("write");
-            rig.storage
-                .put_private(CheckpointId(2), SOURCE, "CURRENT", &file)
-                .expect("upload");
-        }
-        let mut failing = rig.committer(SINK_A);
-        failing.fail_pre_commit = Some(2);
-        send_and_exit(tasks, [acks(1), acks(2)].into_iter().flatten());
-        let settings = Settings {
-            interval: Duration::ZERO,
-            ..Settings::default()
-        };
-        let result = rig.coordinator(settings, vec![failing.boxed()]).run();
-        assert!(
-            matches!(
-                result,
-                Err(CoordinatorError::Commit {
-                    checkpoint: CheckpointId(2),
-                    phase: "pre-commit",
-                    ..
-                })
-            ),
-            "{result:?}"
-        );
-        assert_eq!(rig.barriers(), vec![1, 2]);
-        assert_eq!(
-            rig.calls(),
-            vec![pre(SINK_A, 1), commit(SINK_A, 1), pre(SINK_A, 2)]
-        );
-        assert_eq!(rig.complete(), vec![1]);
+        commit_1_and_abort_2(dir.path(), uploaded);
 
         // Restart, numbered as `pipeline::run` numbers it.
         let (rig, tasks) = Rig::open(dir.path());
@@ -559,6 +525,45 @@ fn checkpoint_ids_are_never_reused_after_an_abort_and_a_restart() {
         assert_eq!(rig.metadata(ids[0]).committed_before, CheckpointId(1));
         assert_eq!(rig.metadata(ids[1]).committed_before, CheckpointId(ids[0]));
     }
+}
+
+/// The first run of `checkpoint_ids_are_never_reused_after_an_abort_and_a_restart`
+/// in `dir`: 1 commits, 2 is aborted (its pre-commit fails), with or without files of
+/// 2 `uploaded` to storage.
+fn commit_1_and_abort_2(dir: &Path, uploaded: bool) {
+    let (rig, tasks) = Rig::open(dir);
+    if uploaded {
+        let file = dir.join("CURRENT");
+        std::fs::write(&file, b"MANIFEST-000001\n").expect("write");
+        rig.storage
+            .put_private(CheckpointId(2), SOURCE, "CURRENT", &file)
+            .expect("upload");
+    }
+    let mut failing = rig.committer(SINK_A);
+    failing.fail_pre_commit = Some(2);
+    send_and_exit(tasks, [acks(1), acks(2)].into_iter().flatten());
+    let settings = Settings {
+        interval: Duration::ZERO,
+        ..Settings::default()
+    };
+    let result = rig.coordinator(settings, vec![failing.boxed()]).run();
+    assert!(
+        matches!(
+            result,
+            Err(CoordinatorError::Commit {
+                checkpoint: CheckpointId(2),
+                phase: "pre-commit",
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(rig.barriers(), vec![1, 2]);
+    assert_eq!(
+        rig.calls(),
+        vec![pre(SINK_A, 1), commit(SINK_A, 1), pre(SINK_A, 2)]
+    );
+    assert_eq!(rig.complete(), vec![1]);
 }
 
 /// The two-phase commit's order, for two sinks: every pre-commit comes before the

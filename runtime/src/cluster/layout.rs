@@ -243,6 +243,26 @@ mod tests {
         }
     }
 
+    fn layout(workers: u32, generation: u64) -> Layout {
+        Layout {
+            workers,
+            generation,
+        }
+    }
+
+    /// Layout `workers` x `generation`, rescaled from `from`.
+    fn stamp(workers: u32, generation: u64, from: Layout) -> LayoutStamp {
+        LayoutStamp {
+            workers,
+            generation,
+            rescaled_from: Some(from),
+        }
+    }
+
+    fn rescale(from: Layout, into: LayoutStamp) -> Result<LayoutChoice, LayoutRefusal> {
+        Ok(LayoutChoice::Rescale { from, into })
+    }
+
     /// The layouts of 3 -> 2 -> 4 -> 3 as storage holds them along the way.
     #[test]
     fn the_latest_generation_decides_own_recovery_or_a_rescale() {
@@ -258,77 +278,29 @@ mod tests {
             Ok(LayoutChoice::Own(LayoutStamp::first(3)))
         );
         // 3 -> 2: the first new worker rescales from generation 0 into 1.
-        let into_1 = LayoutStamp {
-            workers: 2,
-            generation: 1,
-            rescaled_from: Some(Layout {
-                workers: 3,
-                generation: 0,
-            }),
-        };
-        let from_0 = Layout {
-            workers: 3,
-            generation: 0,
-        };
+        let (from_0, into_1) = (layout(3, 0), stamp(2, 1, layout(3, 0)));
         let old = [g0(0), g0(1), g0(2)];
-        assert_eq!(
-            choose(w(0, 2), &old),
-            Ok(LayoutChoice::Rescale {
-                from: from_0,
-                into: into_1
-            })
-        );
+        assert_eq!(choose(w(0, 2), &old), rescale(from_0, into_1));
         // Once worker 0 of 2 checkpointed, worker 1 of 2 still rescales from 0 into 1,
         // and worker 0 of 2 restores its own.
         let mut g1 = old.to_vec();
         g1.push(at(w(0, 2), 2, 1, Some((3, 0))));
-        assert_eq!(
-            choose(w(1, 2), &g1),
-            Ok(LayoutChoice::Rescale {
-                from: from_0,
-                into: into_1
-            })
-        );
+        assert_eq!(choose(w(1, 2), &g1), rescale(from_0, into_1));
         assert_eq!(choose(w(0, 2), &g1), Ok(LayoutChoice::Own(into_1)));
         // The old layout started again: a rescale from the current one (2 -> 3).
-        let from_1 = Layout {
-            workers: 2,
-            generation: 1,
-        };
-        let into_2 = LayoutStamp {
-            workers: 3,
-            generation: 2,
-            rescaled_from: Some(from_1),
-        };
-        assert_eq!(
-            choose(w(1, 3), &g1),
-            Ok(LayoutChoice::Rescale {
-                from: from_1,
-                into: into_2
-            })
-        );
+        let from_1 = layout(2, 1);
+        assert_eq!(choose(w(1, 3), &g1), rescale(from_1, stamp(3, 2, from_1)));
         // 2 -> 4, then 4 -> 3 over the stale checkpoints of generation 0.
         g1.push(at(w(1, 2), 2, 1, Some((3, 0))));
-        let from_2 = Layout {
-            workers: 4,
-            generation: 2,
-        };
         let mut g2 = g1.clone();
         for i in 0..4 {
             g2.push(at(w(i, 4), 4, 2, Some((2, 1))));
         }
-        let into_3 = LayoutStamp {
-            workers: 3,
-            generation: 3,
-            rescaled_from: Some(from_2),
-        };
+        let (from_2, into_3) = (layout(4, 2), stamp(3, 3, layout(4, 2)));
         for i in 0..3 {
             assert_eq!(
                 choose(w(i, 3), &g2),
-                Ok(LayoutChoice::Rescale {
-                    from: from_2,
-                    into: into_3
-                }),
+                rescale(from_2, into_3),
                 "worker {i}/3 over stale generation-0 checkpoints"
             );
         }
@@ -338,13 +310,7 @@ mod tests {
         g3.retain(|o| o.worker != w(1, 3));
         g3.push(at(w(1, 3), 3, 3, Some((4, 2))));
         assert_eq!(choose(w(1, 3), &g3), Ok(LayoutChoice::Own(into_3)));
-        assert_eq!(
-            choose(w(0, 3), &g3),
-            Ok(LayoutChoice::Rescale {
-                from: from_2,
-                into: into_3
-            })
-        );
+        assert_eq!(choose(w(0, 3), &g3), rescale(from_2, into_3));
     }
 
     #[test]

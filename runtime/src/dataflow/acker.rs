@@ -19,7 +19,7 @@ use crossbeam_channel::Sender;
 
 use crate::dataflow::error::TaskError;
 use crate::dataflow::operator::DeferredSnapshot;
-use crate::dataflow::task::{TaskContext, TaskEvent};
+use crate::dataflow::task_context::{TaskContext, TaskEvent};
 use crate::record::{CheckpointId, OperatorSnapshot};
 
 /// One checkpoint's acknowledgement, waiting for its deferred snapshots.

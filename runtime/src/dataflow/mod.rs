@@ -10,6 +10,7 @@ pub mod partition;
 pub mod sink;
 pub mod source;
 pub mod task;
+pub mod task_context;
 pub mod task_panic;
 pub mod watermark_generator;
 pub mod window;

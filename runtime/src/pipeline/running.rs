@@ -22,7 +22,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::checkpoint::coordinator::{Coordinator, CoordinatorConfig, CoordinatorError, RunEnd};
-use crate::dataflow::task::{SourceTask, StageTask, TaskContext};
+use crate::dataflow::task::{SourceTask, StageTask};
+use crate::dataflow::task_context::TaskContext;
 use crate::dataflow::task_panic;
 use crate::engine::{GuestLogBudget, GuestModule};
 use crate::metrics::PipelineMetrics;

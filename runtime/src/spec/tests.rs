@@ -34,10 +34,8 @@ count = 10
 type = "stdout"
 "#;
 
-#[test]
-fn full_spec() {
-    let dir = base();
-    let text = r#"
+/// A spec setting nearly every field (the three `full_spec_*` tests read it).
+const FULL_SPEC: &str = r#"
 name = "word-count"
 parallelism = 2
 max_parallelism = 64
@@ -104,7 +102,11 @@ type = "stdout"
 [dead_letter]
 path = "dlq/"
 "#;
-    let spec = PipelineSpec::parse(text, dir.path(), "spec.toml").expect("valid spec");
+
+#[test]
+fn full_spec_top_level_settings() {
+    let dir = base();
+    let spec = PipelineSpec::parse(FULL_SPEC, dir.path(), "spec.toml").expect("valid spec");
     let base = dir.path();
     assert_eq!(spec.name, "word-count");
     assert_eq!(
@@ -133,7 +135,13 @@ path = "dlq/"
     );
     assert_eq!(spec.dead_letter.path, base.join("dlq/"));
     assert_eq!(spec.base_dir, base);
+}
 
+#[test]
+fn full_spec_sources() {
+    let dir = base();
+    let spec = PipelineSpec::parse(FULL_SPEC, dir.path(), "spec.toml").expect("valid spec");
+    let base = dir.path();
     assert_eq!(spec.sources.len(), 3);
     assert_eq!(spec.sources[0].out_of_orderness, Duration::from_millis(20));
     assert_eq!(
@@ -158,7 +166,13 @@ path = "dlq/"
     assert_eq!(file.key_field.as_deref(), Some("user"));
     assert_eq!(spec.sources[1].out_of_orderness, Duration::ZERO);
     assert!(spec.reads_stdin());
+}
 
+#[test]
+fn full_spec_steps_and_sinks() {
+    let dir = base();
+    let spec = PipelineSpec::parse(FULL_SPEC, dir.path(), "spec.toml").expect("valid spec");
+    let base = dir.path();
     let StepSpec::Map(map) = &spec.steps[0] else {
         panic!("map step")
     };

@@ -750,26 +750,19 @@ fn state_db_runs_with_weirs_column_family_options() {
     drop(state);
 }
 
-/// Catches (a rescale's state restore): a key group copied from a snapshot that is not
-/// its source, one left out or copied twice, keys of a neighbouring key group leaking
-/// in at a range's edge (prefix scans end at the next group's first key), entries of an
-/// old owner's later writes, overlapping sources accepted, a restored DB whose first
-/// checkpoint does not upload everything to the new storage, or scratch dirs left over.
-#[test]
-#[allow(clippy::single_range_in_vec_init)] // lists of key-group ranges
-fn state_restored_by_key_groups_holds_exactly_those_groups_from_their_sources() {
-    use crate::state::KeyGroupSource;
-    let dir = tempfile::tempdir().expect("tempdir");
-    // Two old workers' storages, one old subtask each, key groups 0..8 between them;
-    // each also holds (stale) entries of groups the other owns.
+/// Two old workers' storages, one old subtask each, key groups 0..8 between them (0..5
+/// and 5..8), each also holding (stale) entries of groups the other owns and one entry
+/// written after its snapshot of checkpoint 3; with what a restore of their owned
+/// groups but 2 holds.
+fn two_old_workers_snapshots(dir: &Path) -> (Vec<(Arc<CheckpointStorage>, DbSnapshot)>, Contents) {
     let entry = |group: u16, user: &str| StateKey::encode(group, user.as_bytes(), None);
     let mut snapshots = Vec::new();
     let mut expected = Contents::new();
     for (n, owned) in [(0..5_u16), (5..8_u16)].into_iter().enumerate() {
         let storage = Arc::new(
-            CheckpointStorage::open(dir.path().join(format!("old-{n}")), "test").expect("storage"),
+            CheckpointStorage::open(dir.join(format!("old-{n}")), "test").expect("storage"),
         );
-        let mut state = open(dir.path(), &format!("old-{n}-work"));
+        let mut state = open(dir, &format!("old-{n}-work"));
         for group in 0..8_u16 {
             for user in ["", "a", "a\u{0}", "zz"] {
                 let value = format!("old-{n} g{group} {user}");
@@ -789,6 +782,21 @@ fn state_restored_by_key_groups_holds_exactly_those_groups_from_their_sources() 
         state.flush().expect("flush");
         snapshots.push((storage, snapshot));
     }
+    (snapshots, expected)
+}
+
+/// Catches (a rescale's state restore): a key group copied from a snapshot that is not
+/// its source, one left out or copied twice, keys of a neighbouring key group leaking
+/// in at a range's edge (prefix scans end at the next group's first key), entries of an
+/// old owner's later writes, overlapping sources accepted, a restored DB whose first
+/// checkpoint does not upload everything to the new storage, or scratch dirs left over.
+#[test]
+#[allow(clippy::single_range_in_vec_init)] // lists of key-group ranges
+fn state_restored_by_key_groups_holds_exactly_those_groups_from_their_sources() {
+    use crate::state::KeyGroupSource;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (snapshots, mut expected) = two_old_workers_snapshots(dir.path());
+    let entry = |group: u16, user: &str| StateKey::encode(group, user.as_bytes(), None);
     // The new subtask owns 0..2 and 3..7 (not 2, nor 7): from old 0, 0..2 and 3..5;
     // from old 1, 5..7.
     let (ranges_0, ranges_1) = (vec![0..2, 3..5], vec![5..7]);

@@ -248,8 +248,17 @@ fn put_shared_is_idempotent_and_restores_byte_for_byte() {
         other => panic!("a missing file must be MissingFile: {other:?}"),
     }
     assert!(!dir.path().join("x").exists());
+}
 
-    // Larger than the upload buffer: a multipart upload, restored whole.
+/// A file larger than the upload buffer goes up as a multipart upload and comes back
+/// whole; a private file restores byte for byte; a task name that is not one plain
+/// path component is refused.
+#[test]
+fn a_multipart_upload_and_a_private_file_restore_whole_and_bad_names_are_refused() {
+    let Some(bucket) = bucket() else { return };
+    let location = fresh_location(&bucket, "multipart");
+    let storage = open(&location);
+    let dir = tempfile::tempdir().expect("tempdir");
     let big = dir.path().join("big.sst");
     let bytes: Vec<u8> = (0..(super::UPLOAD_BUFFER + 123_457))
         .map(|i| (i % 251) as u8)
@@ -279,7 +288,7 @@ fn put_shared_is_idempotent_and_restores_byte_for_byte() {
     for bad in ["", ".", "..", "a/b", "_metadata", ".hidden"] {
         assert!(
             matches!(
-                storage.put_private(CheckpointId(1), bad, "CURRENT", &src),
+                storage.put_private(CheckpointId(1), bad, "CURRENT", &private),
                 Err(StorageError::InvalidName { .. })
             ),
             "task {bad:?} accepted"

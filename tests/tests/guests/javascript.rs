@@ -242,11 +242,9 @@ fn js_uppercase_commits_what_the_rust_uppercase_commits_through_the_file_sink() 
     );
 }
 
+/// Windowed: JSON lines -> Rust split-words -> word-count over 1 s tumbling windows.
 #[test]
 fn js_word_count_commits_what_the_rust_word_count_commits_through_the_file_sink() {
-    // Windowed: JSON lines -> Rust split-words -> word-count over 1 s tumbling windows.
-    // Unwindowed, keyed by a field whose values need JSON escaping, one record per
-    // batch so that every update emits: the escaping of both guests, count by count.
     let dir = tempfile::tempdir().expect("tempdir");
     let input = write_file(dir.path(), "input.jsonl", &jsonl_input(3_000));
     let source = format!(
@@ -295,7 +293,13 @@ fn js_word_count_commits_what_the_rust_word_count_commits_through_the_file_sink(
         })
         .sum();
     assert_eq!(total, words as u64);
+}
 
+/// Unwindowed, keyed by a field whose values need JSON escaping, one record per batch
+/// so that every update emits: the escaping of both guests, count by count.
+#[test]
+fn js_word_count_escapes_odd_keys_as_the_rust_word_count_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
     let input = write_file(dir.path(), "keys.jsonl", &jsonl_input(140));
     let source = format!(
         "[[sources]]\ntype = \"file\"\npath = {}\nformat = \"jsonl\"\nkey_field = \"user\"\ntimestamp_field = \"ts\"\n",

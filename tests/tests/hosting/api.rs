@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -393,11 +394,9 @@ fn health_metrics_and_the_openapi_document_answer() {
     }
 }
 
-#[test]
-fn the_server_speaks_tls_when_configured() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path();
-    // A CA, and a server certificate for 127.0.0.1 signed by it.
+/// In `d`: a CA (`ca.pem`, `ca.key`), and a server certificate for 127.0.0.1 signed by
+/// it (`cert.pem`, `key.pem`).
+fn make_ca_and_server_certificate(d: &Path) {
     let openssl = |args: &[&str]| {
         let out = std::process::Command::new("openssl")
             .args(args)
@@ -455,7 +454,11 @@ fn the_server_speaks_tls_when_configured() {
         "-out",
         "cert.pem",
     ]);
-    write_config(d, "tls = { cert = \"cert.pem\", key = \"key.pem\" }");
+}
+
+/// `weir serve` with `d`'s server.toml, and the URL it says it serves on; its stderr
+/// is read on until it exits, so it never fills.
+fn serve_with_tls(d: &Path) -> (std::process::Child, String) {
     let mut child = weir_tests::weir()
         .arg("serve")
         .arg("--config")
@@ -471,6 +474,16 @@ fn the_server_speaks_tls_when_configured() {
         .expect("a serving line");
     // Keep reading, so the server's stderr never fills or closes.
     std::thread::spawn(move || lines.for_each(drop));
+    (child, url)
+}
+
+#[test]
+fn the_server_speaks_tls_when_configured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    make_ca_and_server_certificate(d);
+    write_config(d, "tls = { cert = \"cert.pem\", key = \"key.pem\" }");
+    let (mut child, url) = serve_with_tls(d);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     let curl = |args: &[&str]| {
         let out = std::process::Command::new("curl")

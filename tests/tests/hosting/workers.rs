@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use weir_tests::kafka;
-use weir_tests::server::{TestServer, write_config};
+use weir_tests::server::{Answer, TestServer, write_config};
 use weir_tests::word_count::{self, add_totals, assert_exact, committed_counts, total_records};
 
 const TENANT: &str = "hw";
@@ -64,6 +64,119 @@ fn wait_for_output(output: &str, at_least: usize, deadline: Instant) {
     word_count::wait_for_counts(output, at_least, deadline, || {});
 }
 
+/// The word count `name` from `input` to `output` with the tenant's modules,
+/// parallelism 2, a record per batch, slow input.
+fn keyed_spec(name: &str, (input, output): (&str, &str), split: &str, count: &str) -> Value {
+    json!({
+        "name": name,
+        "parallelism": 2,
+        "max_parallelism": KEY_GROUPS,
+        "batch_size": 1,
+        "checkpoint": {"interval": "300ms"},
+        "sources": [{"type": "kafka", "topic": input, "start": "earliest", "rate": 40}],
+        "steps": [
+            {"type": "map", "module": split},
+            {"type": "aggregate", "name": "count", "module": count},
+        ],
+        "sinks": [{"type": "kafka", "topic": output}],
+    })
+}
+
+/// SIGKILLs worker 1 (or 0, alternately) `KILLS` times: the supervisor restarts it
+/// alone; the other keeps its process. Returns the last status seen.
+fn kill_each_worker_in_turn(
+    s: &TestServer,
+    token: &str,
+    name: &str,
+    output: &str,
+    mut status: Value,
+    deadline: Instant,
+) -> Value {
+    for k in 0..KILLS {
+        wait_for_output(output, 150 * (k + 1), deadline);
+        let (victim, other) = if k % 2 == 0 { (1, 0) } else { (0, 1) };
+        let pid = pid_of(&status, victim).expect("victim runs");
+        let other_pid = pid_of(&status, other).expect("other runs");
+        let restarts = status["worker_status"][victim]["restarts"]
+            .as_u64()
+            .unwrap_or(0);
+        kill(Pid::from_raw(pid), Signal::SIGKILL).expect("SIGKILL");
+        status = s.wait_status(token, name, RUN_LIMIT, |v| {
+            pid_of(v, victim).is_some_and(|p| p != pid)
+                && v["worker_status"][victim]["restarts"].as_u64() > Some(restarts)
+        });
+        if pid_of(&status, other) != Some(other_pid) {
+            // It may only have failed on its own (a commit timing out on a loaded
+            // broker), never because of the kill: its restarts say so.
+            eprintln!("worker {other} also restarted: {status}");
+        }
+        eprintln!("kill {k}: worker {victim} restarted");
+    }
+    status
+}
+
+/// The repartition topic of pipeline `name` is the tenant's, and the 3 workers own its
+/// partitions (their markers on its committed offsets).
+fn assert_the_3_workers_own_the_repartition_topic(name: &str) {
+    let repartition = format!("{TENANT}.{name}-count-repartition");
+    let offsets = kafka::committed_offsets(&format!("{TENANT}.{name}"), &repartition);
+    assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
+    for i in 0..3 {
+        let worker = weir::cluster::Worker::new(i, 3).expect("worker");
+        let ranges = weir::cluster::KeyGroupRanges::one_per_group(KEY_GROUPS);
+        for p in weir::connector::kafka::repartition::partitions_of(worker, ranges) {
+            let (_, marker) = &offsets[&p];
+            assert!(
+                marker.starts_with(&format!("weir:{name}:{i}-of-3:checkpoint=")),
+                "partition {p} is worker {i}/3's: {marker}"
+            );
+        }
+    }
+}
+
+/// `POST /v1/pipelines/{name}/upgrade` to `workers` workers.
+fn upgrade(s: &TestServer, token: &str, name: &str, workers: u32) -> Answer {
+    s.post(
+        &format!("/v1/pipelines/{name}/upgrade"),
+        Some(token),
+        &json!({ "workers": workers }),
+    )
+}
+
+/// Over the quota is refused, naming it. Created as one process (no `workers`), the
+/// pipeline runs for a while; a savepoint stops it, and an upgrade to 2 workers
+/// rescales from it (1 -> N). Returns the status once both workers run.
+fn one_process_then_two_workers(
+    s: &TestServer,
+    token: &str,
+    (name, spec): (&str, &Value),
+    output: &str,
+    deadline: Instant,
+) -> Value {
+    let over = s.post(
+        "/v1/pipelines",
+        Some(token),
+        &json!({"spec": spec, "workers": 4}),
+    );
+    assert_eq!(over.status, 400, "{over:?}");
+    assert!(over.error().contains("(quota workers)"), "{over:?}");
+    let created = s.post("/v1/pipelines", Some(token), &json!({"spec": spec}));
+    assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(created.body["workers"], 1);
+    s.wait_status(token, name, RUN_LIMIT, |v| v["state"] == "running");
+    wait_for_output(output, 60, deadline);
+    let saved = s.post_empty(&format!("/v1/pipelines/{name}/savepoint"), Some(token));
+    assert_eq!(saved.status, 200, "{saved:?}");
+    eprintln!(
+        "1 process committed {} counts",
+        total_records(&committed_counts(output))
+    );
+    let upgraded = upgrade(s, token, name, 2);
+    assert_eq!(upgraded.status, 200, "{upgraded:?}");
+    assert_eq!(upgraded.body["workers"], 2);
+    s.wait_status(token, name, RUN_LIMIT, |v| all_running(v, 2))
+}
+
 #[test]
 fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_three_with_exact_counts()
  {
@@ -84,73 +197,11 @@ fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_thre
     );
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
-    let spec = json!({
-        "name": name,
-        "parallelism": 2,
-        "max_parallelism": KEY_GROUPS,
-        "batch_size": 1,
-        "checkpoint": {"interval": "300ms"},
-        "sources": [{"type": "kafka", "topic": input, "start": "earliest", "rate": 40}],
-        "steps": [
-            {"type": "map", "module": split},
-            {"type": "aggregate", "name": "count", "module": count},
-        ],
-        "sinks": [{"type": "kafka", "topic": output}],
-    });
+    let spec = keyed_spec(&name, (&input, &output), &split, &count);
     let mut totals = produce(&input, 0..120);
 
-    // Over the quota is refused, naming it; 2 workers are created and run.
-    let over = s.post(
-        "/v1/pipelines",
-        Some(&token),
-        &json!({"spec": spec, "workers": 4}),
-    );
-    assert_eq!(over.status, 400, "{over:?}");
-    assert!(over.error().contains("(quota workers)"), "{over:?}");
-    // Created as one process (no `workers`), it runs for a while; a savepoint stops
-    // it, and an upgrade to 2 workers rescales from it (1 -> N).
-    let created = s.post("/v1/pipelines", Some(&token), &json!({"spec": spec}));
-    assert_eq!(created.status, 201, "{created:?}");
-    assert_eq!(created.body["workers"], 1);
-    s.wait_status(&token, &name, RUN_LIMIT, |v| v["state"] == "running");
-    wait_for_output(&output, 60, deadline);
-    let saved = s.post_empty(&format!("/v1/pipelines/{name}/savepoint"), Some(&token));
-    assert_eq!(saved.status, 200, "{saved:?}");
-    eprintln!(
-        "1 process committed {} counts",
-        total_records(&committed_counts(&output))
-    );
-    let upgraded = s.post(
-        &format!("/v1/pipelines/{name}/upgrade"),
-        Some(&token),
-        &json!({"workers": 2}),
-    );
-    assert_eq!(upgraded.status, 200, "{upgraded:?}");
-    assert_eq!(upgraded.body["workers"], 2);
-    let mut status = s.wait_status(&token, &name, RUN_LIMIT, |v| all_running(v, 2));
-
-    // SIGKILL worker 1 (or 0, alternately) a few times: the supervisor restarts it
-    // alone; the other keeps its process.
-    for k in 0..KILLS {
-        wait_for_output(&output, 150 * (k + 1), deadline);
-        let (victim, other) = if k % 2 == 0 { (1, 0) } else { (0, 1) };
-        let pid = pid_of(&status, victim).expect("victim runs");
-        let other_pid = pid_of(&status, other).expect("other runs");
-        let restarts = status["worker_status"][victim]["restarts"]
-            .as_u64()
-            .unwrap_or(0);
-        kill(Pid::from_raw(pid), Signal::SIGKILL).expect("SIGKILL");
-        status = s.wait_status(&token, &name, RUN_LIMIT, |v| {
-            pid_of(v, victim).is_some_and(|p| p != pid)
-                && v["worker_status"][victim]["restarts"].as_u64() > Some(restarts)
-        });
-        if pid_of(&status, other) != Some(other_pid) {
-            // It may only have failed on its own (a commit timing out on a loaded
-            // broker), never because of the kill: its restarts say so.
-            eprintln!("worker {other} also restarted: {status}");
-        }
-        eprintln!("kill {k}: worker {victim} restarted");
-    }
+    let status = one_process_then_two_workers(&s, &token, (&name, &spec), &output, deadline);
+    let status = kill_each_worker_in_turn(&s, &token, &name, &output, status, deadline);
     let restarts = status["restarts"].as_u64().unwrap_or(0);
     assert!(restarts >= KILLS as u64, "{status}");
     assert!(
@@ -172,11 +223,7 @@ fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_thre
     eprintln!("2 workers committed {after_two} counts");
 
     // Rescale to 1 is refused; to 3 workers takes the 2 over.
-    let to_one = s.post(
-        &format!("/v1/pipelines/{name}/upgrade"),
-        Some(&token),
-        &json!({"workers": 1}),
-    );
+    let to_one = upgrade(&s, &token, &name, 1);
     assert_eq!(to_one.status, 409, "{to_one:?}");
     assert!(
         to_one
@@ -186,11 +233,7 @@ fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_thre
     );
     add_totals(&mut totals, &produce(&input, 120..180));
     let expected: u64 = totals.values().sum();
-    let upgraded = s.post(
-        &format!("/v1/pipelines/{name}/upgrade"),
-        Some(&token),
-        &json!({"workers": 3}),
-    );
+    let upgraded = upgrade(&s, &token, &name, 3);
     assert_eq!(upgraded.status, 200, "{upgraded:?}");
     assert_eq!(upgraded.body["workers"], 3);
     wait_for_output(&output, expected as usize, deadline);
@@ -203,20 +246,6 @@ fn one_process_rescales_to_two_workers_that_survive_sigkills_and_rescale_to_thre
     eprintln!("final status: {done}");
     assert_exact(&committed_counts(&output), &totals);
 
-    // The repartition topic is the tenant's, and the 3 workers own its partitions.
-    let repartition = format!("{TENANT}.{name}-count-repartition");
-    let offsets = kafka::committed_offsets(&format!("{TENANT}.{name}"), &repartition);
-    assert_eq!(offsets.len(), KEY_GROUPS as usize, "{offsets:?}");
-    for i in 0..3 {
-        let worker = weir::cluster::Worker::new(i, 3).expect("worker");
-        let ranges = weir::cluster::KeyGroupRanges::one_per_group(KEY_GROUPS);
-        for p in weir::connector::kafka::repartition::partitions_of(worker, ranges) {
-            let (_, marker) = &offsets[&p];
-            assert!(
-                marker.starts_with(&format!("weir:{name}:{i}-of-3:checkpoint=")),
-                "partition {p} is worker {i}/3's: {marker}"
-            );
-        }
-    }
+    assert_the_3_workers_own_the_repartition_topic(&name);
     let _ = s.terminate();
 }

@@ -72,6 +72,73 @@ connect_timeout = "3s"
     err
 }
 
+/// A refused configuration: (pipeline name, input topic, output topic, bootstrap, a
+/// line added to the sink, what the one-line refusal says).
+type Case<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str]);
+
+/// The refused configurations over topics `input` and `output` (which exist) and
+/// `missing` (which does not) on broker `b`; `no_topic` says how `missing` is refused.
+fn cases<'a>(
+    input: &'a str,
+    output: &'a str,
+    missing: &'a str,
+    b: &'a str,
+    no_topic: &'a [&'a str],
+) -> [Case<'a>; 7] {
+    [
+        (
+            "cfg-small",
+            input,
+            output,
+            b,
+            r#"transaction_timeout = "10s""#,
+            &[
+                "transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + 2 x checkpoint timeout 1m + restart_budget 30s = 150500ms",
+            ],
+        ),
+        (
+            "cfg-large",
+            input,
+            output,
+            b,
+            r#"transaction_timeout = "20m""#,
+            &[
+                "transaction_timeout 20m exceeds the broker's transaction.max.timeout.ms = 900000: lower transaction_timeout to at most 900000ms",
+            ],
+        ),
+        ("cfg-no-out", input, missing, b, "", no_topic),
+        ("cfg-no-in", missing, output, b, "", no_topic),
+        (
+            "cfg-unreachable",
+            input,
+            output,
+            "127.0.0.1:1",
+            "",
+            &[
+                "cannot reach Kafka at 127.0.0.1:1 within 3s",
+                "check `bootstrap` (or KAFKA_BOOTSTRAP) and that the broker is running",
+            ],
+        ),
+        (
+            "cfg-prefix",
+            input,
+            output,
+            b,
+            r#"transactional_prefix = """#,
+            &["transactional_prefix must not be empty"],
+        ),
+        // A producer queue that could not hold the largest record librdkafka sends.
+        (
+            "cfg-buffer",
+            input,
+            output,
+            b,
+            r#"buffer_bytes = "1MiB""#,
+            &["buffer_bytes must be at least 2MiB (it was 1048576 bytes)"],
+        ),
+    ]
+}
+
 #[test]
 fn bad_configurations_are_refused_and_write_nothing() {
     let _one_at_a_time = kafka::exclusive();
@@ -91,85 +158,16 @@ fn bad_configurations_are_refused_and_write_nothing() {
         }],
     );
 
-    let e = refused(
-        dir.path(),
-        "cfg-small",
-        &input,
-        &output,
-        &b,
-        r#"transaction_timeout = "10s""#,
-    );
-    assert!(
-        e.contains("transaction_timeout 10s is too small: it must exceed checkpoint interval 500ms + 2 x checkpoint timeout 1m + restart_budget 30s = 150500ms"),
-        "{e}"
-    );
-
-    let e = refused(
-        dir.path(),
-        "cfg-large",
-        &input,
-        &output,
-        &b,
-        r#"transaction_timeout = "20m""#,
-    );
-    assert!(
-        e.contains("transaction_timeout 20m exceeds the broker's transaction.max.timeout.ms = 900000: lower transaction_timeout to at most 900000ms"),
-        "{e}"
-    );
-
     let missing = kafka::unique_name("cfg-missing");
-    let e = refused(dir.path(), "cfg-no-out", &input, &missing, &b, "");
-    assert!(
-        e.contains(&format!("topic {missing} does not exist on {b}: create it")),
-        "{e}"
-    );
-
-    let e = refused(dir.path(), "cfg-no-in", &missing, &output, &b, "");
-    assert!(
-        e.contains(&format!("topic {missing} does not exist on {b}: create it")),
-        "{e}"
-    );
-
-    let e = refused(
-        dir.path(),
-        "cfg-unreachable",
-        &input,
-        &output,
-        "127.0.0.1:1",
-        "",
-    );
-    assert!(
-        e.contains("cannot reach Kafka at 127.0.0.1:1 within 3s"),
-        "{e}"
-    );
-    assert!(
-        e.contains("check `bootstrap` (or KAFKA_BOOTSTRAP) and that the broker is running"),
-        "{e}"
-    );
-
-    let e = refused(
-        dir.path(),
-        "cfg-prefix",
-        &input,
-        &output,
-        &b,
-        r#"transactional_prefix = """#,
-    );
-    assert!(e.contains("transactional_prefix must not be empty"), "{e}");
-
-    // A producer queue that could not hold the largest record librdkafka sends.
-    let e = refused(
-        dir.path(),
-        "cfg-buffer",
-        &input,
-        &output,
-        &b,
-        r#"buffer_bytes = "1MiB""#,
-    );
-    assert!(
-        e.contains("buffer_bytes must be at least 2MiB (it was 1048576 bytes)"),
-        "{e}"
-    );
+    let no_topic = format!("topic {missing} does not exist on {b}: create it");
+    let no_topic = [no_topic.as_str()];
+    let cases = cases(&input, &output, &missing, &b, &no_topic);
+    for (name, from, to, bootstrap, setting, says) in cases {
+        let e = refused(dir.path(), name, from, to, bootstrap, setting);
+        for said in says {
+            assert!(e.contains(said), "{name}: {e}");
+        }
+    }
 
     // Nothing was written: the output topic is empty, no group committed offsets.
     assert_eq!(
@@ -177,15 +175,7 @@ fn bad_configurations_are_refused_and_write_nothing() {
         0,
         "the output topic must stay empty"
     );
-    for name in [
-        "cfg-small",
-        "cfg-large",
-        "cfg-no-out",
-        "cfg-no-in",
-        "cfg-unreachable",
-        "cfg-prefix",
-        "cfg-buffer",
-    ] {
+    for (name, ..) in cases {
         assert!(
             kafka::committed_offsets(&format!("weir.{name}"), &input).is_empty(),
             "{name} committed offsets"

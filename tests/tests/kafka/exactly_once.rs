@@ -220,6 +220,74 @@ fn assert_exactly_once(t: &Topics, expected: &BTreeMap<String, usize>) {
 /// first retention pass deletes input and output mid-test.
 const CRASH_TEST_RATE: u64 = 25_000;
 
+/// Runs `spec` until it finishes, alternating a SIGKILL from outside at a random moment
+/// and a self-kill at the next fault point, until every fault point and RANDOM_KILLS
+/// external kills landed; prints how far the committed offsets of `group` over `input`
+/// (of `records`) had come at each kill.
+fn run_through_every_fault_point_and_random_kills(
+    spec: &Path,
+    group: &str,
+    input: &str,
+    records: u64,
+) {
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let (mut faults_done, mut random_kills) = (0usize, 0usize);
+    let mut attempts = 0;
+    // Input records covered by the last committed transaction's offsets (progress log).
+    let progress = || -> i64 {
+        kafka::committed_offsets(group, input)
+            .values()
+            .map(|(o, _)| o)
+            .sum()
+    };
+    loop {
+        attempts += 1;
+        assert!(
+            attempts < 60,
+            "pipeline did not finish after {attempts} attempts"
+        );
+        let want_random = random_kills < RANDOM_KILLS
+            && (random_kills <= faults_done || faults_done == FAULT_POINTS.len());
+        let fault =
+            (!want_random && faults_done < FAULT_POINTS.len()).then(|| FAULT_POINTS[faults_done]);
+        let mut child = start(spec, fault);
+        if want_random {
+            let after = rng.random_range(300..2000);
+            std::thread::sleep(Duration::from_millis(after));
+            if child.try_wait().expect("try_wait").is_none() {
+                child.kill().expect("SIGKILL");
+                let _ = child.wait();
+                random_kills += 1;
+                eprintln!(
+                    "attempt {attempts}: SIGKILL from outside after {after}ms; input committed: {}/{records}",
+                    progress()
+                );
+                continue;
+            }
+        }
+        let status = child.wait().expect("wait");
+        let err = take_stderr(&mut child);
+        if let Some(fault) = fault {
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "fault {fault} must SIGKILL the run: {err}"
+            );
+            eprintln!(
+                "attempt {attempts}: killed itself at {fault}; input committed: {}/{records}",
+                progress()
+            );
+            faults_done += 1;
+            continue;
+        }
+        assert!(status.success(), "attempt {attempts} failed: {err}");
+        eprintln!("attempt {attempts}: ran to the end: {}", err.trim());
+        if faults_done == FAULT_POINTS.len() && random_kills == RANDOM_KILLS {
+            break;
+        }
+    }
+}
+
 #[test]
 fn exactly_once_across_fault_points_and_sigkills() {
     let _one_at_a_time = kafka::exclusive();
@@ -240,64 +308,7 @@ fn exactly_once_across_fault_points_and_sigkills() {
         CRASH_TEST_RATE,
     );
 
-    // Alternate: a SIGKILL from outside at a random moment, then a self-kill at the
-    // next fault point, until every fault point and RANDOM_KILLS external kills landed.
-    let mut rng = StdRng::seed_from_u64(0x5eed);
-    let (mut faults_done, mut random_kills) = (0usize, 0usize);
-    let mut attempts = 0;
-    // Input records covered by the last committed transaction's offsets (progress log).
-    let progress = || -> i64 {
-        kafka::committed_offsets(&group, &t.input)
-            .values()
-            .map(|(o, _)| o)
-            .sum()
-    };
-    loop {
-        attempts += 1;
-        assert!(
-            attempts < 60,
-            "pipeline did not finish after {attempts} attempts"
-        );
-        let want_random = random_kills < RANDOM_KILLS
-            && (random_kills <= faults_done || faults_done == FAULT_POINTS.len());
-        let fault =
-            (!want_random && faults_done < FAULT_POINTS.len()).then(|| FAULT_POINTS[faults_done]);
-        let mut child = start(&spec, fault);
-        if want_random {
-            let after = rng.random_range(300..2000);
-            std::thread::sleep(Duration::from_millis(after));
-            if child.try_wait().expect("try_wait").is_none() {
-                child.kill().expect("SIGKILL");
-                let _ = child.wait();
-                random_kills += 1;
-                eprintln!(
-                    "attempt {attempts}: SIGKILL from outside after {after}ms; input committed: {}/{RECORDS}",
-                    progress()
-                );
-                continue;
-            }
-        }
-        let status = child.wait().expect("wait");
-        let err = take_stderr(&mut child);
-        if let Some(fault) = fault {
-            assert_eq!(
-                status.signal(),
-                Some(9),
-                "fault {fault} must SIGKILL the run: {err}"
-            );
-            eprintln!(
-                "attempt {attempts}: killed itself at {fault}; input committed: {}/{RECORDS}",
-                progress()
-            );
-            faults_done += 1;
-            continue;
-        }
-        assert!(status.success(), "attempt {attempts} failed: {err}");
-        eprintln!("attempt {attempts}: ran to the end: {}", err.trim());
-        if faults_done == FAULT_POINTS.len() && random_kills == RANDOM_KILLS {
-            break;
-        }
-    }
+    run_through_every_fault_point_and_random_kills(&spec, &group, &t.input, RECORDS);
 
     let expected = expected(RECORDS);
     assert_exactly_once(&t, &expected);

@@ -454,12 +454,12 @@ fn a_parallelism_change_is_refused_with_one_line() {
 // 2. The progress marker
 // ---------------------------------------------------------------------------------
 
+/// Pipeline A in group g is SIGKILLed mid-run; pipeline B, another name with the same
+/// `group = g` and the same input, must be refused at start with one line naming A (it
+/// would overwrite A's marker); A's bounded restart then commits every input record
+/// once.
 #[test]
 fn a_group_shared_with_another_pipeline_is_refused() {
-    // Pipeline A in group g is SIGKILLed mid-run; pipeline B, another name with the
-    // same `group = g` and the same input, must be refused at start with one line
-    // naming A (it would overwrite A's marker); A's bounded restart then commits every
-    // input record once.
     let _one_at_a_time = kafka::exclusive();
     let dir = tempfile::tempdir().expect("tempdir");
     let input = kafka::unique_name("ops-shared-in");
@@ -471,22 +471,21 @@ fn a_group_shared_with_another_pipeline_is_refused() {
     let inputs = spread("shared", PARTITIONS, 10_000);
     kafka::produce(&input, &inputs);
     let group = kafka::unique_name("g");
-    let mut a = Spec::uppercase(
-        dir.path(),
-        &kafka::unique_name("ops-shared-a"),
-        &[&input],
-        &out_a,
-        6_000,
+    let in_group = |tag: &str, output: &str| {
+        let mut spec = Spec::uppercase(
+            dir.path(),
+            &kafka::unique_name(tag),
+            &[&input],
+            output,
+            6_000,
+        );
+        spec.group = Some(group.clone());
+        spec
+    };
+    let (a, b) = (
+        in_group("ops-shared-a", &out_a),
+        in_group("ops-shared-b", &out_b),
     );
-    a.group = Some(group.clone());
-    let mut b = Spec::uppercase(
-        dir.path(),
-        &kafka::unique_name("ops-shared-b"),
-        &[&input],
-        &out_b,
-        6_000,
-    );
-    b.group = Some(group.clone());
 
     run_and_kill_after(dir.path(), &a, 8_000);
 
@@ -635,6 +634,43 @@ fn a_lost_marker_with_checkpoints_refuses_to_start() {
 // 3. Per-key order
 // ---------------------------------------------------------------------------------
 
+/// `records` records of `per_record` words drawn from `keys` words (seeded), over the
+/// partitions in turn, and how often each word occurs.
+fn random_words(records: u64, per_record: usize, keys: u64) -> (Vec<Input>, BTreeMap<String, u64>) {
+    let mut rng = StdRng::seed_from_u64(0x0de7);
+    let mut occurrences: BTreeMap<String, u64> = BTreeMap::new();
+    let inputs: Vec<Input> = (0..records)
+        .map(|i| {
+            let words: Vec<String> = (0..per_record)
+                .map(|_| format!("w{:03}", rng.random_range(0..keys)))
+                .collect();
+            for w in &words {
+                *occurrences.entry(w.clone()).or_insert(0) += 1;
+            }
+            Input {
+                partition: (i % PARTITIONS as u64) as i32,
+                key: format!("r{i}"),
+                value: words.join(" "),
+                timestamp: BASE_TIME + i as i64,
+            }
+        })
+        .collect();
+    (inputs, occurrences)
+}
+
+/// Each key's word counts in `output`, read_committed, in read order (`read_all` keeps
+/// each partition's order, and a key's updates all go to one partition).
+fn counts_by_key(output: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut updates: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (key, value) in kafka::read_all(output, "read_committed") {
+        let json: serde_json::Value = serde_json::from_str(&value).expect("word_count JSON");
+        assert_eq!(json["word"].as_str(), Some(key.as_str()), "{value}");
+        let count = json["count"].as_u64().expect("count");
+        updates.entry(key).or_default().push(count);
+    }
+    updates
+}
+
 #[test]
 fn per_key_updates_stay_in_order_across_checkpoints() {
     // Words -> split_words -> unwindowed word_count (an update per key per batch) ->
@@ -656,24 +692,7 @@ fn per_key_updates_stay_in_order_across_checkpoints() {
     let output = kafka::unique_name("ops-order-out");
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, OUTPUT_PARTITIONS);
-    let mut rng = StdRng::seed_from_u64(0x0de7);
-    let mut occurrences: BTreeMap<String, u64> = BTreeMap::new();
-    let inputs: Vec<Input> = (0..RECORDS)
-        .map(|i| {
-            let words: Vec<String> = (0..WORDS_PER_RECORD)
-                .map(|_| format!("w{:03}", rng.random_range(0..KEYS)))
-                .collect();
-            for w in &words {
-                *occurrences.entry(w.clone()).or_insert(0) += 1;
-            }
-            Input {
-                partition: (i % PARTITIONS as u64) as i32,
-                key: format!("r{i}"),
-                value: words.join(" "),
-                timestamp: BASE_TIME + i as i64,
-            }
-        })
-        .collect();
+    let (inputs, occurrences) = random_words(RECORDS, WORDS_PER_RECORD, KEYS);
     kafka::produce(&input, &inputs);
     let mut spec = Spec::uppercase(
         dir.path(),
@@ -698,15 +717,7 @@ fn per_key_updates_stay_in_order_across_checkpoints() {
         .expect("a checkpoint");
     eprintln!("ran in {:?}, last checkpoint {last:?}", started.elapsed());
 
-    // Each key's counts in read order (read_all keeps each partition's order, and a
-    // key's updates all go to one partition).
-    let mut updates: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (key, value) in kafka::read_all(&output, "read_committed") {
-        let json: serde_json::Value = serde_json::from_str(&value).expect("word_count JSON");
-        assert_eq!(json["word"].as_str(), Some(key.as_str()), "{value}");
-        let count = json["count"].as_u64().expect("count");
-        updates.entry(key).or_default().push(count);
-    }
+    let updates = counts_by_key(&output);
     let total: usize = updates.values().map(Vec::len).sum();
     let out_of_order: Vec<(&String, Vec<u64>)> = updates
         .iter()

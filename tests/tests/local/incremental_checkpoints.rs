@@ -3,7 +3,7 @@
 //! name), while the checkpoints that captured the changes did upload some.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -31,11 +31,11 @@ fn checkpoints(dir: &Path) -> Vec<(u64, u64, u64)> {
     out
 }
 
-#[test]
-fn unchanged_state_is_checkpointed_without_copying_sst_files() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write_file(
-        dir.path(),
+/// A stdin -> split-words -> word-count -> file pipeline under `dir`, checkpointing
+/// every 100 ms and keeping every checkpoint.
+fn write_spec(dir: &Path) -> PathBuf {
+    write_file(
+        dir,
         "incremental.toml",
         &format!(
             r#"
@@ -61,12 +61,18 @@ module = {count}
 type = "file"
 path = {out}
 "#,
-            state = toml_path(&dir.path().join("state")),
+            state = toml_path(&dir.join("state")),
             split = toml_path(&guest("split_words")),
             count = toml_path(&guest("word_count")),
-            out = toml_path(&dir.path().join("out")),
+            out = toml_path(&dir.join("out")),
         ),
-    );
+    )
+}
+
+#[test]
+fn unchanged_state_is_checkpointed_without_copying_sst_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path());
     let mut child = weir()
         .args(["run", "--quiet"])
         .arg(&spec)

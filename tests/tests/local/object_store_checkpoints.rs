@@ -151,6 +151,94 @@ fn lose_local_state(dir: &Path) {
     assert!(!state.exists());
 }
 
+/// Runs `spec` until storage holds a checkpoint newer than `before` and output under
+/// `dir` is committed, then SIGKILLs it.
+fn kill_after_a_newer_commit(
+    spec: &Path,
+    storage: &CheckpointStorage,
+    before: CheckpointId,
+    dir: &Path,
+) {
+    let mut child = start(spec, None);
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        let newer = storage
+            .latest_complete()
+            .expect("list")
+            .is_some_and(|id| id > before);
+        if newer && !committed_lines(&dir.join("out")).is_empty() {
+            break;
+        }
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!(
+                "the third run ended ({status}) before a new checkpoint was seen: {}",
+                take_stderr(&mut child)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new checkpoint in the bucket within {WAIT_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+}
+
+/// `weir checkpoints SPEC` lists exactly the `complete` checkpoints, the last one final.
+fn assert_weir_checkpoints_lists(spec: &Path, complete: &[CheckpointId]) {
+    let out = weir()
+        .arg("checkpoints")
+        .arg(spec)
+        .output()
+        .expect("weir checkpoints");
+    assert!(
+        out.status.success(),
+        "weir checkpoints failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<CheckpointId> = stdout
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .map(CheckpointId)
+        .collect();
+    assert_eq!(listed, complete, "weir checkpoints printed:\n{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.ends_with("(final)")),
+        "the last checkpoint is the final one:\n{stdout}"
+    );
+}
+
+/// Another pipeline on the same prefix `url`: refused at start, naming both, and the
+/// bucket's checkpoints (`complete`) are untouched.
+fn assert_another_pipeline_is_refused_on_the_prefix(
+    url: &str,
+    storage: &CheckpointStorage,
+    complete: &[CheckpointId],
+) {
+    let other = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(spec(other.path(), url)).expect("read spec");
+    let other_spec = write_file(
+        other.path(),
+        "other.toml",
+        &text.replace("name = \"s3-word-count\"", "name = \"another-pipeline\""),
+    );
+    let mut child = start(&other_spec, None);
+    let status = wait(&mut child, "another pipeline on the prefix");
+    let err = take_stderr(&mut child);
+    assert!(!status.success(), "another pipeline was let in: {err}");
+    assert!(
+        err.contains("\"s3-word-count\"") && err.contains("\"another-pipeline\""),
+        "the refusal names both pipelines: {err}"
+    );
+    assert_eq!(storage.complete_checkpoints().expect("list"), complete);
+}
+
 #[test]
 fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
     let Some(bucket) = s3_bucket() else { return };
@@ -188,30 +276,7 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
     );
 
     // 3. Killed from outside once a newer checkpoint completed and output was committed.
-    let mut child = start(&spec_crash, None);
-    let deadline = Instant::now() + WAIT_LIMIT;
-    loop {
-        let newer = storage
-            .latest_complete()
-            .expect("list")
-            .is_some_and(|id| id > before);
-        if newer && !committed_lines(&crashed.path().join("out")).is_empty() {
-            break;
-        }
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            panic!(
-                "the third run ended ({status}) before a new checkpoint was seen: {}",
-                take_stderr(&mut child)
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no new checkpoint in the bucket within {WAIT_LIMIT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("SIGKILL");
-    child.wait().expect("wait");
+    kill_after_a_newer_commit(&spec_crash, &storage, before, crashed.path());
     lose_local_state(crashed.path());
 
     // 4. To the end, from the bucket again.
@@ -243,49 +308,8 @@ fn a_worker_with_an_empty_disk_restores_from_s3_and_commits_exactly_once() {
         complete.len() >= 2 && complete.last().is_some_and(|&id| id > before),
         "the bucket holds the last run's checkpoints: {complete:?}"
     );
-    let out = weir()
-        .arg("checkpoints")
-        .arg(&spec_crash)
-        .output()
-        .expect("weir checkpoints");
-    assert!(
-        out.status.success(),
-        "weir checkpoints failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let listed: Vec<CheckpointId> = stdout
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
-        .map(CheckpointId)
-        .collect();
-    assert_eq!(listed, complete, "weir checkpoints printed:\n{stdout}");
-    assert!(
-        stdout
-            .lines()
-            .last()
-            .is_some_and(|l| l.ends_with("(final)")),
-        "the last checkpoint is the final one:\n{stdout}"
-    );
-    // Another pipeline on the same prefix: refused at start, naming both, and the
-    // bucket's checkpoints are untouched.
-    let other = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(spec(other.path(), &url)).expect("read spec");
-    let other_spec = write_file(
-        other.path(),
-        "other.toml",
-        &text.replace("name = \"s3-word-count\"", "name = \"another-pipeline\""),
-    );
-    let mut child = start(&other_spec, None);
-    let status = wait(&mut child, "another pipeline on the prefix");
-    let err = take_stderr(&mut child);
-    assert!(!status.success(), "another pipeline was let in: {err}");
-    assert!(
-        err.contains("\"s3-word-count\"") && err.contains("\"another-pipeline\""),
-        "the refusal names both pipelines: {err}"
-    );
-    assert_eq!(storage.complete_checkpoints().expect("list"), complete);
+    assert_weir_checkpoints_lists(&spec_crash, &complete);
+    assert_another_pipeline_is_refused_on_the_prefix(&url, &storage, &complete);
 }
 
 // ---------------------------------------------------------------------------------

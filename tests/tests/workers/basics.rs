@@ -167,9 +167,32 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
 
     let mut worker_0 = start_worker(&spec, "0/3", None);
     let mut worker_2 = start_worker(&spec, "2/3", None);
-    // Worker 1 dies by SIGKILL three times at points of the commit protocol (the n-th
-    // time it reaches them, so they land whatever the timing), once more from outside
-    // at a random moment if it is still running then, and finishes on its last start.
+    let kills = kill_worker_1_until_it_finishes(&spec, deadline);
+    eprintln!("worker 1 was SIGKILLed {kills} times");
+    assert!(kills >= 3, "the fault points must have killed worker 1");
+
+    // Restarting worker 1 (same transactional ids as itself, none of theirs) fenced
+    // neither of the others: their first processes finish on their own.
+    for (i, worker) in [(0, &mut worker_0), (2, &mut worker_2)] {
+        let (status, err) = wait_until(worker, deadline, &format!("worker {i}"));
+        assert!(status.success(), "worker {i} failed: {err}");
+        assert!(!err.contains("fenced"), "worker {i}: {err}");
+        assert!(
+            err.contains(&format!("pipeline {name} (worker {i}/3) finished")),
+            "worker {i}: {err}"
+        );
+    }
+
+    assert_each_record_once_in_order(&output, PER_PARTITION);
+
+    assert_each_worker_is_a_unit_of_its_own(dir.path(), &name, &input_topic, PER_PARTITION);
+}
+
+/// Worker 1 of `spec` dies by SIGKILL three times at points of the commit protocol
+/// (the n-th time it reaches them, so they land whatever the timing), once more from
+/// outside at a random moment if it is still running then, and finishes on its last
+/// start; returns how many times it was killed.
+fn kill_worker_1_until_it_finishes(spec: &Path, deadline: Instant) -> usize {
     let faults = [
         Some("after-pre-commit:2"),
         Some("before-commit:1"),
@@ -180,7 +203,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
     let mut rng = StdRng::seed_from_u64(12);
     let mut kills = 0;
     for (attempt, fault) in faults.iter().enumerate() {
-        let mut worker_1 = start_worker(&spec, "1/3", *fault);
+        let mut worker_1 = start_worker(spec, "1/3", *fault);
         let last = attempt + 1 == faults.len();
         if fault.is_none() && !last {
             std::thread::sleep(Duration::from_millis(rng.random_range(1_000..3_000)));
@@ -204,36 +227,28 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
             }
         }
     }
-    eprintln!("worker 1 was SIGKILLed {kills} times");
-    assert!(kills >= 3, "the fault points must have killed worker 1");
+    kills
+}
 
-    // Restarting worker 1 (same transactional ids as itself, none of theirs) fenced
-    // neither of the others: their first processes finish on their own.
-    for (i, worker) in [(0, &mut worker_0), (2, &mut worker_2)] {
-        let (status, err) = wait_until(worker, deadline, &format!("worker {i}"));
-        assert!(status.success(), "worker {i} failed: {err}");
-        assert!(!err.contains("fenced"), "worker {i}: {err}");
-        assert!(
-            err.contains(&format!("pipeline {name} (worker {i}/3) finished")),
-            "worker {i}: {err}"
-        );
-    }
-
-    assert_each_record_once_in_order(&output, PER_PARTITION);
-
-    // Each worker is a commit unit of its own: its own two transactional ids, its own
-    // offsets in the shared group (the marker naming pipeline and worker), its own
-    // checkpoints and state.
+/// Each worker is a commit unit of its own: its own two transactional ids, its own
+/// offsets in the shared group (the marker naming pipeline and worker), its own
+/// checkpoints and state.
+fn assert_each_worker_is_a_unit_of_its_own(
+    dir: &Path,
+    name: &str,
+    input_topic: &str,
+    per_partition: u64,
+) {
     let expected_ids: Vec<String> = (0..WORKERS)
         .flat_map(|i| [0, 1].map(|slot| format!("weir.{name}.{i}-of-{WORKERS}.{slot}")))
         .collect();
-    assert_eq!(transactional_ids(&name), expected_ids);
-    let offsets = kafka::committed_offsets(&format!("weir.{name}"), &input_topic);
+    assert_eq!(transactional_ids(name), expected_ids);
+    let offsets = kafka::committed_offsets(&format!("weir.{name}"), input_topic);
     assert_eq!(offsets.len(), PARTITIONS as usize, "{offsets:?}");
     let mut units: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for (p, (offset, metadata)) in &offsets {
         assert_eq!(
-            *offset, PER_PARTITION as i64,
+            *offset, per_partition as i64,
             "partition {p} read to its end"
         );
         let unit = metadata
@@ -244,7 +259,9 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
         units.entry(unit).or_default().push(*p);
     }
     // The assignment's shares, as `weir::cluster::assignment` defines them.
-    let all: Vec<(String, i32)> = (0..PARTITIONS).map(|p| (input_topic.clone(), p)).collect();
+    let all: Vec<(String, i32)> = (0..PARTITIONS)
+        .map(|p| (input_topic.to_owned(), p))
+        .collect();
     let shares = weir::cluster::assignment::assign(
         WORKERS,
         &all,
@@ -258,7 +275,7 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
             Some(&mine),
             "worker {i}'s partitions"
         );
-        let checkpoints = dir.path().join(format!("checkpoints/worker-{i}-of-3"));
+        let checkpoints = dir.join(format!("checkpoints/worker-{i}-of-3"));
         let storage = weir::storage::CheckpointStorage::open_read_only(&checkpoints)
             .expect("worker checkpoints");
         assert!(
@@ -267,11 +284,53 @@ fn three_workers_commit_each_record_exactly_once_while_one_is_killed() {
             checkpoints.display()
         );
         assert!(
-            dir.path()
-                .join(format!("state/worker-{i}-of-3/weir.lock"))
+            dir.join(format!("state/worker-{i}-of-3/weir.lock"))
                 .is_file()
         );
     }
+}
+
+/// Waits (bounded) until `worker` of pipeline `name` has committed (its marker is in
+/// the group's offsets of `input_topic`), failing if it ends first.
+fn wait_for_a_commit(
+    worker: &mut std::process::Child,
+    name: &str,
+    input_topic: &str,
+    deadline: Instant,
+) {
+    let group = format!("weir.{name}");
+    while kafka::committed_offsets(&group, input_topic).is_empty() {
+        assert!(Instant::now() < deadline, "the worker committed nothing");
+        assert!(
+            worker.try_wait().expect("try_wait").is_none(),
+            "the worker ended early: {}",
+            take_stderr(worker)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// On the same machine (same spec, same state dir) as the running `first`, worker 1/2
+/// of `spec` is refused by the state dir lock, before it fences anything.
+fn assert_refused_on_the_same_machine(spec: &Path, first: &mut std::process::Child) {
+    let same_machine = weir()
+        .args(["run", "--quiet", "--worker", "1/2"])
+        .arg(spec)
+        .output()
+        .expect("run");
+    assert!(!same_machine.status.success());
+    let line = refusal_line(&same_machine);
+    assert!(
+        line.contains(&format!(
+            "is in use by another weir process (pid {})",
+            first.id()
+        )) && line.contains("worker-1-of-2"),
+        "{line}"
+    );
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first still runs"
+    );
 }
 
 #[test]
@@ -297,38 +356,9 @@ fn a_second_process_of_the_same_worker_is_refused_or_fences_the_first() {
     );
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut first = start_worker(&spec_a, "1/2", None);
-    // Wait until the first has committed (its marker is in the group).
-    let group = format!("weir.{name}");
-    while kafka::committed_offsets(&group, &input_topic).is_empty() {
-        assert!(Instant::now() < deadline, "worker 1/2 committed nothing");
-        assert!(
-            first.try_wait().expect("try_wait").is_none(),
-            "the first process ended early: {}",
-            take_stderr(&mut first)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_a_commit(&mut first, &name, &input_topic, deadline);
 
-    // On the same machine (same spec, same state dir): refused by the state dir lock,
-    // before it fences anything.
-    let same_machine = weir()
-        .args(["run", "--quiet", "--worker", "1/2"])
-        .arg(&spec_a)
-        .output()
-        .expect("run");
-    assert!(!same_machine.status.success());
-    let line = refusal_line(&same_machine);
-    assert!(
-        line.contains(&format!(
-            "is in use by another weir process (pid {})",
-            first.id()
-        )) && line.contains("worker-1-of-2"),
-        "{line}"
-    );
-    assert!(
-        first.try_wait().expect("try_wait").is_none(),
-        "the first still runs"
-    );
+    assert_refused_on_the_same_machine(&spec_a, &mut first);
 
     // Worker 0/2 (another commit unit) does not disturb it either: it runs to the end
     // of its partitions, and the first keeps running.

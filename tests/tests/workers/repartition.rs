@@ -28,6 +28,8 @@
 //! Without the S3 server's environment the test fails, saying how to start it, unless
 //! `WEIR_SKIP_S3=1` asks to skip it (the convention of `local/object_store_checkpoints.rs`).
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -65,20 +67,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
     kafka::produce(&input_topic, &records);
     let deadline = Instant::now() + WAIT_LIMIT;
 
-    // The reference: one process, in-process shuffle, bounded, uninterrupted.
-    let reference = tempfile::tempdir().expect("tempdir");
-    let single_out = kafka::unique_name("repartition-single-out");
-    kafka::create_topic(&single_out, PARTITIONS);
-    let single = word_count::spec(
-        reference.path(),
-        &kafka::unique_name("wc-single"),
-        (&input_topic, &single_out),
-        &toml_path(&reference.path().join("checkpoints")).replace('"', ""),
-        0,
-        true,
-    );
-    run_spec_ok(&single, "the one-process run");
-    assert_exact(&committed_counts(&single_out), &totals);
+    assert_one_process_counts_exactly(&input_topic, &totals);
 
     // The workers, checkpointing into the bucket.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -97,28 +86,7 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         false,
     );
     let mut workers = Workers::start(&spec, WORKERS, MAX_FAILURES);
-    let mut rng = StdRng::seed_from_u64(12);
-    let mut kills = 0;
-    let mut restored_from_bucket = None;
-    while kills < KILLS {
-        assert!(Instant::now() < deadline, "{kills} kills in time");
-        std::thread::sleep(Duration::from_millis(rng.random_range(700..2_500)));
-        workers.restart_failed();
-        let i = rng.random_range(0..WORKERS) as usize;
-        workers.children[i].kill().expect("SIGKILL");
-        workers.children[i].wait().expect("reap");
-        kills += 1;
-        if kills == KILLS / 2 {
-            // As on a new machine: the restart can only restore from the bucket.
-            let local = dir.path().join(format!("state/worker-{i}-of-{WORKERS}"));
-            std::fs::remove_dir_all(&local).expect("delete the local state");
-            restored_from_bucket = Some(i);
-        }
-        workers.restart(i, None);
-    }
-    eprintln!(
-        "{kills} SIGKILLs; worker {restored_from_bucket:?} restarted with an empty local state dir"
-    );
+    kill_random_workers(&mut workers, dir.path(), deadline);
 
     // Every worker runs until stopped: wait (bounded) until the committed output holds
     // as many records as the input has words, then stop them all with SIGTERM.
@@ -134,37 +102,8 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    // Each worker purges what it read of its repartition partitions once no retained
-    // checkpoint needs it: with the input done, every partition's log start reaches
-    // the offset its owner committed, and never passes it.
     let topic = format!("weir.{name}-count-repartition");
-    let group = format!("weir.{name}");
-    loop {
-        let committed = kafka::committed_offsets(&group, &topic);
-        let starts = kafka::watermarks(&topic);
-        for (p, &(start, _)) in &starts {
-            let next = committed.get(p).map_or(0, |(offset, _)| *offset);
-            assert!(
-                start <= next,
-                "partition {p} purged to {start}, past its committed {next}"
-            );
-        }
-        if committed.len() == usize::from(word_count::REPARTITION.count())
-            && starts
-                .iter()
-                .all(|(p, (start, _))| committed[p].0 == *start)
-        {
-            let purged: i64 = starts.values().map(|(start, _)| start).sum();
-            eprintln!("the repartition topic was purged of {purged} offsets, up to what was read");
-            break;
-        }
-        workers.restart_failed();
-        assert!(
-            Instant::now() < deadline,
-            "the repartition topic purged up to the committed offsets in time: starts {starts:?}, committed {committed:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_until_purged_to_the_committed_offsets(&mut workers, &name, &topic, deadline);
     workers.stop_all(deadline);
     eprintln!(
         "{} restarts of workers that failed on their own: {:?}",
@@ -188,6 +127,90 @@ fn three_workers_count_words_exactly_once_through_the_repartition_topic_while_ki
         assert!(described.contains(says), "{says}: {described}");
     }
     assert_owned_by_the_workers(&name, &topic, WORKERS);
+}
+
+/// The reference: the word count of `input_topic` as one process (in-process
+/// shuffle), bounded and uninterrupted, commits exactly `totals`.
+fn assert_one_process_counts_exactly(input_topic: &str, totals: &BTreeMap<String, u64>) {
+    let reference = tempfile::tempdir().expect("tempdir");
+    let single_out = kafka::unique_name("repartition-single-out");
+    kafka::create_topic(&single_out, PARTITIONS);
+    let single = word_count::spec(
+        reference.path(),
+        &kafka::unique_name("wc-single"),
+        (input_topic, &single_out),
+        &toml_path(&reference.path().join("checkpoints")).replace('"', ""),
+        0,
+        true,
+    );
+    run_spec_ok(&single, "the one-process run");
+    assert_exact(&committed_counts(&single_out), totals);
+}
+
+/// SIGKILLs a random worker `KILLS` times, at random moments, restarting it each time
+/// (halfway, with its local state directory under `dir` deleted, as on a new machine:
+/// it can only restore from the bucket).
+fn kill_random_workers(workers: &mut Workers, dir: &Path, deadline: Instant) {
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut kills = 0;
+    let mut restored_from_bucket = None;
+    while kills < KILLS {
+        assert!(Instant::now() < deadline, "{kills} kills in time");
+        std::thread::sleep(Duration::from_millis(rng.random_range(700..2_500)));
+        workers.restart_failed();
+        let i = rng.random_range(0..WORKERS) as usize;
+        workers.children[i].kill().expect("SIGKILL");
+        workers.children[i].wait().expect("reap");
+        kills += 1;
+        if kills == KILLS / 2 {
+            // As on a new machine: the restart can only restore from the bucket.
+            let local = dir.join(format!("state/worker-{i}-of-{WORKERS}"));
+            std::fs::remove_dir_all(&local).expect("delete the local state");
+            restored_from_bucket = Some(i);
+        }
+        workers.restart(i, None);
+    }
+    eprintln!(
+        "{kills} SIGKILLs; worker {restored_from_bucket:?} restarted with an empty local state dir"
+    );
+}
+
+/// Each worker purges what it read of its repartition partitions once no retained
+/// checkpoint needs it: with the input done, every partition's log start of `topic`
+/// reaches the offset its owner committed, and never passes it. Waits (bounded) for it.
+fn wait_until_purged_to_the_committed_offsets(
+    workers: &mut Workers,
+    name: &str,
+    topic: &str,
+    deadline: Instant,
+) {
+    let group = format!("weir.{name}");
+    loop {
+        let committed = kafka::committed_offsets(&group, topic);
+        let starts = kafka::watermarks(topic);
+        for (p, &(start, _)) in &starts {
+            let next = committed.get(p).map_or(0, |(offset, _)| *offset);
+            assert!(
+                start <= next,
+                "partition {p} purged to {start}, past its committed {next}"
+            );
+        }
+        if committed.len() == usize::from(word_count::REPARTITION.count())
+            && starts
+                .iter()
+                .all(|(p, (start, _))| committed[p].0 == *start)
+        {
+            let purged: i64 = starts.values().map(|(start, _)| start).sum();
+            eprintln!("the repartition topic was purged of {purged} offsets, up to what was read");
+            break;
+        }
+        workers.restart_failed();
+        assert!(
+            Instant::now() < deadline,
+            "the repartition topic purged up to the committed offsets in time: starts {starts:?}, committed {committed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Each of the `workers` workers of pipeline `name` committed the offsets of its own
@@ -353,6 +376,17 @@ fn a_repartition_topic_with_another_partition_count_is_refused_if_set_else_adopt
     }
 }
 
+/// Worker 0 of 2 of `spec`, its stderr piped.
+fn spawn_worker_0_of_2(spec: &Path) -> std::process::Child {
+    weir()
+        .args(["run", "--quiet", "--worker", "0/2"])
+        .arg(spec)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker 0 of 2")
+}
+
 /// Catches: a worker that resumes a repartition partition whose unread records were
 /// deleted from outside Weir (a retention or DeleteRecords on the topic) at the
 /// partition's new start, as the Kafka source does for an input topic: those records
@@ -378,20 +412,9 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
         false,
     );
     let deadline = Instant::now() + Duration::from_secs(120);
-    let worker = || {
-        let mut command = weir();
-        command
-            .args(["run", "--quiet", "--worker", "0/2"])
-            .arg(&spec);
-        command
-    };
     // Worker 0 alone reads its input partition, shuffles it and counts its own key
     // groups' words: run it until some counts are committed, then stop it.
-    let mut first = worker()
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("worker 0");
+    let mut first = spawn_worker_0_of_2(&spec);
     while total_records(&committed_counts(&output)) == 0 {
         assert!(
             Instant::now() < deadline,
@@ -426,11 +449,7 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
 
     // Refused at start, with one line; a worker that skipped the deleted records would
     // run on until the deadline.
-    let mut second = worker()
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("worker 0 again");
+    let mut second = spawn_worker_0_of_2(&spec);
     let (status, err) = wait_until(&mut second, deadline, "worker 0 over deleted records");
     assert_eq!(status.code(), Some(1), "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -200,9 +200,15 @@ fn rescaling_three_to_two_to_four_workers_with_savepoints_keeps_every_count_exac
     );
     assert_exact(&committed_counts(&output), &totals);
 
-    // Each layout checkpointed in its own locations; once every worker of the last
-    // one (generation 2) had committed, its worker 0 removed the earlier layouts'
-    // checkpoints (the locations stay, empty).
+    assert_layouts_3_2_4_handed_over_in_turn(&spec, &name);
+}
+
+/// After 3 -> 2 -> 4: each layout checkpointed in its own locations, and once every
+/// worker of the last one (generation 2) had committed, its worker 0 removed the
+/// earlier layouts' checkpoints (the locations stay, empty); the old workers were
+/// handed over in Kafka, each to the next layout; the 4 workers own the repartition
+/// partitions now, and committed their offsets.
+fn assert_layouts_3_2_4_handed_over_in_turn(spec: &Path, name: &str) {
     let listed = run_weir(&["checkpoints", spec.to_str().expect("utf-8")]);
     assert!(listed.status.success(), "{}", stderr_of(&listed));
     let text = String::from_utf8_lossy(&listed.stdout).into_owned();
@@ -388,10 +394,14 @@ fn one_process_rescales_to_three_workers_with_exact_counts() {
         "the process's working directory is removed, the workers' stay"
     );
 
-    // The way back is refused, with one line.
+    assert_the_way_back_is_refused(&spec);
+}
+
+/// Run as one process again after workers, `spec` is refused with one line.
+fn assert_the_way_back_is_refused(spec: &Path) {
     let again = weir_tests::weir()
         .args(["run", "--quiet"])
-        .arg(&spec)
+        .arg(spec)
         .output()
         .expect("run");
     let line = refusal_line(&again);

@@ -341,8 +341,15 @@ mod tests {
         std::fs::read_to_string(path).expect("read")
     }
 
+    /// The sink's snapshot at barrier `n`.
+    fn staged(sink: &mut FileSink, n: u64) -> OperatorSnapshot {
+        sink.barrier(barrier(n))
+            .expect("barrier")
+            .expect("snapshot")
+    }
+
     #[test]
-    fn stage_commit_recommit_discard() {
+    fn stage_commit_and_recommit() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("out");
         let mut sink =
@@ -351,10 +358,7 @@ mod tests {
 
         sink.write(CheckpointId(1), &batch(&["a", "b"]))
             .expect("write");
-        let s1 = sink
-            .barrier(barrier(1))
-            .expect("barrier")
-            .expect("snapshot");
+        let s1 = staged(&mut sink, 1);
         assert_eq!(
             s1.state,
             serde_json::json!({"v": 1, "files": [{
@@ -370,10 +374,7 @@ mod tests {
         );
 
         // Checkpoint 2 has no records: no file, nothing to commit.
-        let s2 = sink
-            .barrier(barrier(2))
-            .expect("barrier")
-            .expect("snapshot");
+        let s2 = staged(&mut sink, 2);
         assert_eq!(s2.state, serde_json::json!({"v": 1, "files": []}));
 
         committer
@@ -391,14 +392,26 @@ mod tests {
             .commit_files(CheckpointId(1), &[&s1])
             .expect("idempotent commit");
         assert_eq!(read(&committed[0]), "a\nb\n");
+    }
 
-        // Checkpoint 3 is staged but never completes: discarded on recovery from 2, and
-        // a committed file of a later checkpoint is removed too.
+    /// Checkpoint 3 is staged but never completes: discarded on recovery from 2 (a
+    /// committed file of a later checkpoint removed too, another sink's left alone);
+    /// its commit cannot be redone then, and a restarted sink stages it again.
+    #[test]
+    fn a_discard_drops_later_checkpoints_and_a_restarted_sink_stages_them_again() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("out");
+        let mut sink =
+            FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Value).expect("sink");
+        let committer = FileSinkCommitter::new("sink-0", "wc-0", &dir);
+        sink.write(CheckpointId(1), &batch(&["a"])).expect("write");
+        let s1 = staged(&mut sink, 1);
+        committer
+            .commit_files(CheckpointId(1), &[&s1])
+            .expect("commit");
+
         sink.write(CheckpointId(3), &batch(&["c"])).expect("write");
-        let s3 = sink
-            .barrier(barrier(3))
-            .expect("barrier")
-            .expect("snapshot");
+        let s3 = staged(&mut sink, 3);
         sink.write(CheckpointId(4), &batch(&["d"])).expect("write");
         sink.close().expect("close");
         std::fs::write(dir.join("wc-0-1-0-0000000007.txt"), "zombie\n").expect("write");
@@ -427,10 +440,7 @@ mod tests {
         let mut sink =
             FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Json).expect("sink");
         sink.write(CheckpointId(3), &batch(&["c"])).expect("write");
-        let s3 = sink
-            .barrier(barrier(3))
-            .expect("barrier")
-            .expect("snapshot");
+        let s3 = staged(&mut sink, 3);
         committer
             .commit_files(CheckpointId(3), &[&s3])
             .expect("commit");

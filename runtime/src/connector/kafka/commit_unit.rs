@@ -19,21 +19,20 @@ use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
-use rdkafka::client::ClientContext;
-use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::KeyGroupRanges;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
-    self, Endpoint, QuietContext, client_config, log_quietly, topic_partitions,
+    self, Endpoint, QuietContext, client_config, topic_partitions,
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
-use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::delivery_context::DeliveryContext;
+use crate::connector::kafka::error::KafkaError;
 use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced, is_timeout};
 use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
@@ -62,67 +61,6 @@ const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 /// How often a sink subtask waiting for acknowledgements looks whether the run was
 /// abandoned.
 const ABANDON_POLL: Duration = Duration::from_millis(50);
-
-/// Records the first failed delivery of a producer, and whether it was fenced; counts
-/// every delivery report against the sending subtask's `InFlight`.
-#[derive(Default)]
-pub struct DeliveryContext {
-    failure: Mutex<Option<String>>,
-    fenced: AtomicBool,
-    /// Raised with `fenced`: stops every checkpoint storage write of this instance.
-    fence: Fence,
-    /// What fencing means for this producer, as the fence's reason.
-    fenced_reason: String,
-}
-
-impl DeliveryContext {
-    fn new(fence: Fence, fenced_reason: String) -> Self {
-        DeliveryContext {
-            fence,
-            fenced_reason,
-            ..DeliveryContext::default()
-        }
-    }
-
-    fn failure(&self) -> MutexGuard<'_, Option<String>> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set_fenced(&self) {
-        self.fenced.store(true, Ordering::SeqCst);
-        self.fence.raise(self.fenced_reason.clone());
-    }
-}
-
-impl ClientContext for DeliveryContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        log_quietly(level, fac, message);
-    }
-
-    fn error(&self, error: RdKafkaError, reason: &str) {
-        if is_fenced(&error) {
-            self.set_fenced();
-        }
-        tracing::debug!(%error, reason, "librdkafka producer error event");
-    }
-}
-
-impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = Arc<InFlight>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, in_flight: Arc<InFlight>) {
-        if let Err((error, message)) = result {
-            if is_fenced(error) {
-                self.set_fenced();
-            }
-            let mut failure = self.failure();
-            if failure.is_none() {
-                *failure = Some(format!("topic {}: {}", message.topic(), reason(error)));
-            }
-        }
-        in_flight.done();
-    }
-}
 
 type KafkaProducer = ThreadedProducer<DeliveryContext>;
 
@@ -419,7 +357,7 @@ impl KafkaCommitUnit {
     /// Fails if the slot's producer already reported a failed delivery or was fenced.
     fn check_deliveries(&self, slot: &Slot, checkpoint: CheckpointId) -> Result<(), KafkaError> {
         let context = slot.producer().context();
-        if context.fenced.load(Ordering::SeqCst) || fatal_fenced(slot) {
+        if context.fenced() || fatal_fenced(slot) {
             return Err(fenced_error(
                 &self.pipeline,
                 slot,

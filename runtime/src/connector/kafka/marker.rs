@@ -50,7 +50,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::kafka::client::{Endpoint, QuietContext, client_config, committed_offsets};
 use crate::connector::kafka::error::KafkaError;
-use crate::connector::kafka::source::KafkaPosition;
+use crate::connector::kafka::position::KafkaPosition;
 use crate::record::CheckpointId;
 
 /// Topic configuration of a progress topic: compaction keeps the latest marker forever.

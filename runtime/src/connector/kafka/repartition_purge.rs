@@ -43,8 +43,8 @@ use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::cluster::{LayoutStamp, Worker};
 use crate::connector::kafka::client::{self, QuietContext};
 use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::position::KafkaPosition;
 use crate::connector::kafka::repartition::Repartition;
-use crate::connector::kafka::source::KafkaPosition;
 use crate::record::ids;
 
 /// The offset below which each of `topic`'s partitions may be purged, given the
@@ -253,7 +253,7 @@ mod tests {
 
     use super::*;
     use crate::connector::kafka::client::Endpoint;
-    use crate::connector::kafka::source::PartitionPosition;
+    use crate::connector::kafka::position::PartitionPosition;
     use crate::record::OperatorSnapshot;
 
     const SOURCE: &str = "source-1";

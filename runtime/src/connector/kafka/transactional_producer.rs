@@ -17,7 +17,7 @@ use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError as RdKafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
-use crate::connector::kafka::commit_unit::DeliveryContext;
+use crate::connector::kafka::delivery_context::DeliveryContext;
 use crate::connector::kafka::in_flight::InFlight;
 
 /// A record as the commit unit sends it: its delivery report counts it in `InFlight`.
