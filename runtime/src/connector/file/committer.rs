@@ -348,13 +348,19 @@ mod tests {
             .expect("snapshot")
     }
 
+    /// Subtask `1-0` of file sink `sink-0` of pipeline `wc-0` writing into `out` under
+    /// `tmp`, and its committer.
+    fn sink_and_committer(tmp: &Path) -> (PathBuf, FileSink, FileSinkCommitter) {
+        let dir = tmp.join("out");
+        let sink = FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Value).expect("sink");
+        let committer = FileSinkCommitter::new("sink-0", "wc-0", &dir);
+        (dir, sink, committer)
+    }
+
     #[test]
     fn stage_commit_and_recommit() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().join("out");
-        let mut sink =
-            FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Value).expect("sink");
-        let committer = FileSinkCommitter::new("sink-0", "wc-0", &dir);
+        let (dir, mut sink, committer) = sink_and_committer(tmp.path());
 
         sink.write(CheckpointId(1), &batch(&["a", "b"]))
             .expect("write");
@@ -400,10 +406,7 @@ mod tests {
     #[test]
     fn a_discard_drops_later_checkpoints_and_a_restarted_sink_stages_them_again() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().join("out");
-        let mut sink =
-            FileSink::new("sink-0", "wc-0", "1-0", &dir, OutputFormat::Value).expect("sink");
-        let committer = FileSinkCommitter::new("sink-0", "wc-0", &dir);
+        let (dir, mut sink, committer) = sink_and_committer(tmp.path());
         sink.write(CheckpointId(1), &batch(&["a"])).expect("write");
         let s1 = staged(&mut sink, 1);
         committer
