@@ -38,7 +38,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_tests::kafka;
 use weir_tests::word_count::{self, Workers, assert_exact, committed_counts, total_records};
-use weir_tests::{refusal_line, run_spec_ok, s3_bucket, toml_path, wait_until, weir};
+use weir_tests::{refusal_line, run_spec_ok, s3_bucket, start_worker, toml_path, wait_until, weir};
 
 const PARTITIONS: i32 = 6;
 const WORKERS: u32 = 3;
@@ -376,17 +376,6 @@ fn a_repartition_topic_with_another_partition_count_is_refused_if_set_else_adopt
     }
 }
 
-/// Worker 0 of 2 of `spec`, its stderr piped.
-fn spawn_worker_0_of_2(spec: &Path) -> std::process::Child {
-    weir()
-        .args(["run", "--quiet", "--worker", "0/2"])
-        .arg(spec)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("worker 0 of 2")
-}
-
 /// Catches: a worker that resumes a repartition partition whose unread records were
 /// deleted from outside Weir (a retention or DeleteRecords on the topic) at the
 /// partition's new start, as the Kafka source does for an input topic: those records
@@ -414,7 +403,7 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
     let deadline = Instant::now() + Duration::from_secs(120);
     // Worker 0 alone reads its input partition, shuffles it and counts its own key
     // groups' words: run it until some counts are committed, then stop it.
-    let mut first = spawn_worker_0_of_2(&spec);
+    let mut first = start_worker(&spec, "0/2", None);
     while total_records(&committed_counts(&output)) == 0 {
         assert!(
             Instant::now() < deadline,
@@ -449,7 +438,7 @@ fn a_repartition_offset_deleted_from_outside_is_refused_not_skipped() {
 
     // Refused at start, with one line; a worker that skipped the deleted records would
     // run on until the deadline.
-    let mut second = spawn_worker_0_of_2(&spec);
+    let mut second = start_worker(&spec, "0/2", None);
     let (status, err) = wait_until(&mut second, deadline, "worker 0 over deleted records");
     assert_eq!(status.code(), Some(1), "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
