@@ -145,6 +145,12 @@ mod tests {
                 "step-0 runs split_words.wasm ({now}), not the module checkpoint 7 was taken with ({was}): resuming with the new module and the old state; rerun with --from-scratch to process the input again from the start"
             )
         );
+        assert_eq!(
+            change.state_note(),
+            format!(
+                " (this step's state was written by module {was} and is read now by {now}: if the accumulator's type changed, rerun with --from-scratch)"
+            )
+        );
         restored.is_final = true;
         assert!(
             module_changes(&restored, &after)[0]

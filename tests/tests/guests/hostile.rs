@@ -6,9 +6,9 @@
 //! environment, TCP to a port really listening, UDP, DNS), in `weir run` and through
 //! the engine alone, is denied each inside the guest and gets no data; a component
 //! importing a foreign interface or wasi:http and a core module are refused at load.
-//! A panic message cannot forge an error line; `weir validate` refuses devices, FIFOs
-//! and oversized files without reading them, and prints one line for a component
-//! wasmtime would warn about.
+//! A map's panic names the record by its index and key. A panic message cannot forge
+//! an error line; `weir validate` refuses devices, FIFOs and oversized files without
+//! reading them, and prints one line for a component wasmtime would warn about.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -528,6 +528,32 @@ fn a_record_that_traps_alone_is_a_dead_letter_when_the_step_says_so() {
         "on input record 1 of this subtask: panicker.wasm: guest panicked: \
          panicked at panicker/src/lib.rs:22:9: weir-test: guest panicked on purpose"
     );
+}
+
+/// Issue 35 item 5: a map's panic on a record with a key names the record by its index
+/// in the step's input and its key. `split_words` keys each word by itself; `panicker`
+/// after it panics on the word `boom`, the second record it is given.
+#[test]
+fn a_map_panic_names_the_record_by_its_index_and_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(dir.path(), "in.txt", "a boom b\n");
+    let text = file_map_spec("keyed-panic", dir.path(), &input, &guest("split_words")).replacen(
+        "[[sinks]]",
+        &format!(
+            "[[steps]]\ntype = \"map\"\nmodule = {}\n\n[[sinks]]",
+            toml_path(&guest("panicker"))
+        ),
+        1,
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8")]);
+    assert_eq!(
+        refusal_line(&out),
+        "weir: error: pipeline keyed-panic, task src0-0, operator step-1: \
+         on input record 1 (key \"boom\") of this subtask: panicker.wasm: guest panicked: \
+         panicked at panicker/src/lib.rs:22:9: weir-test: guest panicked on purpose"
+    );
+    assert!(committed_lines(&dir.path().join("out")).is_empty());
 }
 
 /// A guest that fails on every record is a bug, not bad records: past

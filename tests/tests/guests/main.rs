@@ -5,6 +5,7 @@
 //! Kafka cases in `python` and `javascript` need the test run's broker
 //! (`KAFKA_BOOTSTRAP`: without it they fail saying so).
 
+mod doc_commands;
 mod hostile;
 mod javascript;
 mod python;

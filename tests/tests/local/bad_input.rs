@@ -3,12 +3,18 @@
 //! the runtime represents (event time, window fan-out, guest limits) and a file sink
 //! path that is a file each end the run with one clear line on stderr and a non-zero
 //! exit, with nothing in the output dir. Event times at the ends of `i64` in the input
-//! are windowed, not a panic.
+//! are windowed, not a panic. A rerun with another module says so, naming both
+//! modules' hashes, and so does a guest failure on state another module wrote; a
+//! `key_field` or `timestamp_field` the records lack is counted in a warning.
 
+use std::io::Write;
 use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use weir_tests::{
-    committed_lines, file_map_spec, guest, refusal_line, run_weir, stderr_of, toml_path, write_file,
+    committed_lines, file_map_spec, guest, refusal_line, run_weir, stderr_of, toml_path,
+    wait_until, weir, write_file,
 };
 
 fn spec_text(dir: &Path, source_path: &Path, module: &Path) -> String {
@@ -321,6 +327,17 @@ path = {out}
     );
 }
 
+/// The first 12 hex digits of guest `name`'s SHA-256, as `weir validate` prints it.
+fn short_sha(name: &str) -> String {
+    let out = run_weir(&["validate", guest(name).to_str().expect("utf-8")]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = stdout
+        .find("sha256 ")
+        .expect("a sha256 in weir validate's output")
+        + 7;
+    stdout[at..at + 12].to_owned()
+}
+
 /// Issue 35 item 4: a pipeline rerun after its step's module was rebuilt resumed from
 /// the old checkpoint, printed "0 records in" and left the old output, without a word.
 /// Now one line names the step, the new module, both hashes (first 12 hex digits) and
@@ -345,15 +362,6 @@ fn a_rerun_with_another_module_says_so_and_what_to_do() {
         stderr_of(&first)
     );
 
-    let sha = |name: &str| {
-        let out = run_weir(&["validate", guest(name).to_str().expect("utf-8")]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let at = stdout
-            .find("sha256 ")
-            .expect("a sha256 in weir validate's output")
-            + 7;
-        stdout[at..at + 12].to_owned()
-    };
     std::fs::copy(guest("split_words"), &module).expect("copy split_words");
     let second = run_weir(&["run", "--quiet", path]);
     let err = stderr_of(&second);
@@ -366,8 +374,8 @@ fn a_rerun_with_another_module_says_so_and_what_to_do() {
     assert!(
         notices[0].contains(&format!(
             "step-0 runs step.wasm ({}), not the module checkpoint 1 was taken with ({}): that checkpoint ended the run, so nothing is left to read; rerun with --from-scratch to process the input again with the new module",
-            sha("split_words"),
-            sha("uppercase")
+            short_sha("split_words"),
+            short_sha("uppercase")
         )),
         "{err}"
     );
@@ -397,5 +405,138 @@ fn a_key_field_missing_from_the_records_is_counted_in_a_warning() {
     assert!(
         err.contains("file source: 2 of 3 records had no top-level field `usr` (their key is empty): is `key_field` spelt as in the data?"),
         "{err}"
+    );
+}
+
+/// Issue 35 item 5: as for `key_field`, a `timestamp_field` the records do not have as a
+/// top-level integer (misspelt, or a string) is counted in one warning once drained.
+#[test]
+fn a_timestamp_field_missing_from_the_records_is_counted_in_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "in.jsonl",
+        "{\"ts\":1}\n{\"tss\":2}\n{\"tss\":\"3\"}\n",
+    );
+    let text = spec_text(dir.path(), &input, &guest("uppercase")).replacen(
+        "type = \"file\"\npath",
+        "type = \"file\"\nformat = \"jsonl\"\ntimestamp_field = \"tss\"\npath",
+        1,
+    );
+    let spec = write_file(dir.path(), "spec.toml", &text);
+    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("records had no"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].ends_with("file source: 2 of 3 records had no top-level integer field `tss` (their event time is 0): is `timestamp_field` spelt as in the data?"),
+        "{err}"
+    );
+}
+
+/// A stdin -> unwindowed aggregate (`module`) -> file sink spec in `dir`, checkpointed
+/// every 100 ms.
+fn stdin_aggregate_spec(dir: &Path, module: &str) -> std::path::PathBuf {
+    let text = format!(
+        r#"
+name = "resumed"
+state_dir = {state}
+
+[checkpoint]
+interval = "100ms"
+
+[[sources]]
+type = "stdin"
+
+[[steps]]
+type = "aggregate"
+module = {module}
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+        state = toml_path(&dir.join("state")),
+        module = toml_path(&guest(module)),
+        out = toml_path(&dir.join("out")),
+    );
+    write_file(dir, "spec.toml", &text)
+}
+
+/// `weir run` of `spec` with `input` on its stdin, which stays open until the child is
+/// waited for or killed.
+fn start_on_stdin(spec: &Path, input: &[u8]) -> std::process::Child {
+    let mut child = weir()
+        .args(["run", "--quiet"])
+        .arg(spec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weir");
+    let stdin = child.stdin.as_mut().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    stdin.flush().expect("flush stdin");
+    child
+}
+
+/// Issue 35 item 4: a rebuilt aggregate whose accumulator type changed failed with "does
+/// not decode as ... written by another version of the guest?" without saying what to
+/// do. A run killed after a checkpoint of `word_count` (a `u64` count per key) is
+/// resumed, not finished, with `acc_grower` (a `String`): its guest panic says which
+/// modules wrote and read the state, and what to do.
+#[test]
+fn an_accumulator_another_module_wrote_names_both_modules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut first = start_on_stdin(&stdin_aggregate_spec(dir.path(), "word_count"), b"a\nb\n");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !committed_lines(&dir.path().join("out")).contains(&r#"{"word":"","count":2}"#.to_owned())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint committed the counts"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().expect("kill the first run");
+    first.wait().expect("wait for the first run");
+
+    let spec = stdin_aggregate_spec(dir.path(), "acc_grower");
+    let mut second = start_on_stdin(&spec, b"c\n");
+    drop(second.stdin.take());
+    let (status, err) = wait_until(
+        &mut second,
+        Instant::now() + Duration::from_secs(60),
+        "the resumed run",
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("weir: error:"))
+        .collect();
+    let [line] = errors[..] else {
+        panic!("one error line: {err}")
+    };
+    let (start, end) = (
+        "weir: error: pipeline resumed, task stage1-0, operator step-0: on input record 0 of \
+         this subtask: acc_grower.wasm: guest panicked: panicked at ",
+        format!(
+            ": weir-guest: the accumulator of a group of this batch does not decode as \
+             alloc::string::String: Hit the end of buffer, expected more data (was this state \
+             written by another version of the guest?) (this step's state was written by \
+             module {} and is read now by {}: if the accumulator's type changed, rerun with \
+             --from-scratch)",
+            short_sha("word_count"),
+            short_sha("acc_grower")
+        ),
+    );
+    let place = line.strip_prefix(start).and_then(|l| l.strip_suffix(&end));
+    assert!(
+        place.is_some_and(|p| p.contains("sdk/src/aggregator.rs:")),
+        "{line}"
     );
 }

@@ -1,8 +1,8 @@
 //! `weir test MODULE --input FILE` (issue 35 item 3): a guest over sample records with no
 //! spec and no state dir. Exact stdout for a map (output and a dead letter with its
 //! reason), for a windowed aggregate (windows as the watermark fires them, event time
-//! from a field) and for the same aggregate unwindowed; a guest failure exits 1 with one
-//! line naming the module.
+//! from a field) and for the same aggregate unwindowed; `--config` as the step's config;
+//! a guest failure exits 1 with one line naming the module.
 
 use weir_tests::{guest, refusal_line, stderr_of, weir, write_file};
 
@@ -102,5 +102,45 @@ fn a_guest_failure_exits_1_with_one_line_naming_the_module() {
     assert_eq!(
         refusal_line(&out),
         "weir: error: --window is for an aggregator guest; uppercase.wasm is a mapper"
+    );
+}
+
+/// `--config K=V` (repeatable) is the step's config, as `[steps.config]` is in a spec:
+/// `filter_json` keeps the records whose field `field` (default `kind`) is `equals`.
+#[test]
+fn config_sets_what_the_guest_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = write_file(
+        dir.path(),
+        "in.jsonl",
+        "{\"type\":\"click\",\"n\":1}\n{\"type\":\"view\",\"n\":2}\n{\"kind\":\"click\",\"n\":3}\n",
+    );
+    let out = test_command(
+        "filter_json",
+        &input,
+        &["--config", "equals=click", "--config", "field=type"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_lines(&out),
+        [r#"out {"key":null,"timestamp":0,"value":"{\"type\":\"click\",\"n\":1}"}"#]
+    );
+    let out = test_command("filter_json", &input, &["--config", "equals=click"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_lines(&out),
+        [r#"out {"key":null,"timestamp":2,"value":"{\"kind\":\"click\",\"n\":3}"}"#]
+    );
+    let out = test_command("filter_json", &input, &[]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let dead = stdout_lines(&out);
+    assert_eq!(
+        dead.len(),
+        3,
+        "without config every record is refused: {dead:?}"
+    );
+    assert_eq!(
+        dead[0],
+        r#"dead {"key":null,"reason":"filter-json: config `equals` is not set; set it (and optionally `field`, default \"kind\") in the step's [config]","timestamp":0,"value":"{\"type\":\"click\",\"n\":1}"}"#
     );
 }
