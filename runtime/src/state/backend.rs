@@ -266,13 +266,19 @@ impl KeyedState {
     /// Like [`get`](Self::get) with `hash` = [`key_hash`](Self::key_hash)`(key)`, with
     /// the cache slot that now holds `key`: a hint for the [`put_at`](Self::put_at) of
     /// the same key that follows (the aggregate reads a group's accumulator, calls the
-    /// guest, stores the new one).
+    /// guest, stores the new one). `hint` is where the caller last saw `key` (a slot a
+    /// [`prefetch`](Self::prefetch) gave): tried first, trusted only if it holds `key`,
+    /// so a key a prefetch found costs no second probe of the cache.
     pub fn get_with_slot(
         &mut self,
+        hint: Option<SlotId>,
         hash: KeyHash,
         key: &[u8],
     ) -> Result<(Option<&[u8]>, SlotId), StateError> {
-        let slot = self.cached_slot(hash, key)?;
+        let slot = match self.cache.touch_hinted(hint, key) {
+            Some(slot) => slot,
+            None => self.cached_slot(hash, key)?,
+        };
         Ok((self.cache.value(slot), slot))
     }
 
@@ -311,10 +317,15 @@ impl KeyedState {
     /// filter probes of the whole batch) faster than one by one. Skipped when the last
     /// batch found (almost) everything cached, so a cache-resident state pays nothing.
     /// Only a hint: an entry evicted again before its `get` is read again then.
+    /// `slots` gets, per key in order, the slot now holding it (`None`: in a write-back
+    /// in flight), for the [`get_with_slot`](Self::get_with_slot) that follows; left
+    /// empty when skipped.
     pub fn prefetch<'k>(
         &mut self,
         keys: impl IntoIterator<Item = (KeyHash, &'k [u8])>,
+        slots: &mut Vec<Option<SlotId>>,
     ) -> Result<(), StateError> {
+        slots.clear();
         let worth_it = self.read_from_db >= PREFETCH_MIN_READS;
         self.read_from_db = 0;
         if !worth_it {
@@ -322,23 +333,24 @@ impl KeyedState {
         }
         self.in_flight.prune(self.writer.applied());
         let (cache, in_flight) = (&mut self.cache, &self.in_flight);
-        let mut misses: Vec<(KeyHash, &[u8])> = keys
-            .into_iter()
-            .filter(|&(hash, key)| {
-                cache.find_touch_hashed(hash.0, key).is_none()
-                    && in_flight.lookup(hash.0, key).is_none()
-            })
-            .collect();
+        let mut misses: Vec<(usize, KeyHash, &[u8])> = Vec::new();
+        for (n, (hash, key)) in keys.into_iter().enumerate() {
+            let slot = cache.find_touch_hashed(hash.0, key);
+            if slot.is_none() && in_flight.lookup(hash.0, key).is_none() {
+                misses.push((n, hash, key));
+            }
+            slots.push(slot);
+        }
         self.read_from_db = misses.len();
         let db = self.writer.db();
         let Some(default) = db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME) else {
             return Ok(());
         };
-        misses.sort_unstable_by(|a, b| a.1.cmp(b.1));
+        misses.sort_unstable_by(|a, b| a.2.cmp(b.2));
         let values = db
             .batched_multi_get_cf_opt(
                 default,
-                misses.iter().map(|m| m.1),
+                misses.iter().map(|m| m.2),
                 true,
                 &self.read_options,
             )
@@ -346,13 +358,15 @@ impl KeyedState {
             .map(|value| value.map(|v| v.map(|v| v.to_vec())))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StateError::db("multi-get", &self.db_dir, e))?;
-        for ((hash, key), value) in misses.into_iter().zip(values) {
+        for ((n, hash, key), value) in misses.into_iter().zip(values) {
             let incoming = slot_bytes(key, value.as_deref());
             if self.cache.would_overflow(incoming) {
                 self.evict(incoming, true)?;
             }
-            self.cache
-                .insert_clean_hashed(hash.0, key, value.as_deref());
+            slots[n] = Some(
+                self.cache
+                    .insert_clean_hashed(hash.0, key, value.as_deref()),
+            );
         }
         Ok(())
     }

@@ -39,11 +39,12 @@
 //!   the cache's memory, for large and small values alike.
 //! - Recency is CLOCK (second chance), an approximation of LRU that costs no allocation
 //!   and no ordered-index update on a hit: every use of a slot (lookup with touch, insert,
-//!   put, delete) sets its `referenced` bit; eviction sweeps `hand` over the slot array,
-//!   clearing set bits and evicting the first slots found with a clear bit. A slot used
-//!   since the hand last passed it therefore survives the next sweep; among slots not
-//!   used since, the sweep takes them in array order. One slot larger than the whole
-//!   budget stays until the next eviction.
+//!   put) sets its `referenced` bit, and a delete clears it (so a fired window's
+//!   tombstones leave before the live keys of the next window); eviction sweeps `hand`
+//!   over the slot array, clearing set bits and evicting the first slots found with a
+//!   clear bit. A slot used since the hand last passed it therefore survives the next
+//!   sweep; among slots not used since, the sweep takes them in array order. One slot
+//!   larger than the whole budget stays until the next eviction.
 //!
 //! [`copy_out_dirty`]: StateCache::copy_out_dirty
 //! [`owe_dirty`]: StateCache::owe_dirty
@@ -316,6 +317,14 @@ impl StateCache {
         Some(SlotId(i))
     }
 
+    /// Slot `hint` if it holds `key` (a slot kept from an earlier probe, maybe reused
+    /// since by another key), marked as recently used; `None` if not: the caller probes.
+    pub(crate) fn touch_hinted(&mut self, hint: Option<SlotId>, key: &[u8]) -> Option<SlotId> {
+        let i = self.hinted(hint, key)?;
+        self.slot_mut(i).referenced = true;
+        Some(SlotId(i))
+    }
+
     /// The value of a slot [`find_touch`](Self::find_touch) returned, the cache unchanged
     /// since.
     pub(crate) fn value(&self, id: SlotId) -> Option<&[u8]> {
@@ -451,12 +460,15 @@ impl StateCache {
     /// [`delete`](Self::delete) with `hash` = [`hash`](Self::hash)`(key)` and a slot
     /// `hint` as [`put_hashed`](Self::put_hashed) takes it.
     pub(crate) fn delete_hashed(&mut self, hint: Option<SlotId>, hash: u64, key: &[u8]) {
-        match self.hinted(hint, key).or_else(|| self.find(hash, key)) {
-            Some(i) => self.replace(i, true, None),
-            None => {
-                self.insert_new(hash, key, None, true);
+        let i = match self.hinted(hint, key).or_else(|| self.find(hash, key)) {
+            Some(i) => {
+                self.replace(i, true, None);
+                i
             }
-        }
+            None => self.insert_new(hash, key, None, true),
+        };
+        // Not a use: a tombstone, once written back, is the first slot a sweep takes.
+        self.slot_mut(i).referenced = false;
     }
 
     /// Replaces the value of live slot `i` with `value`, re-counting bytes and dirtiness.
@@ -652,13 +664,19 @@ mod tests {
     }
 
     #[test]
-    fn a_put_trusts_its_slot_hint_only_while_the_slot_holds_its_key() {
+    fn a_slot_hint_is_trusted_only_while_the_slot_holds_its_key() {
         let mut cache = StateCache::new(1, 1 << 20);
         let a = cache.insert_clean_hashed(cache.hash(b"a"), b"a", Some(b"1"));
         // "a" evicted (clean, dropped), and its slot taken by "b".
         assert!(cache.take_victims(0, true).is_empty());
         let b = cache.insert_clean_hashed(cache.hash(b"b"), b"b", Some(b"5"));
         assert_eq!(a, b, "the freed slot is reused, so the hint of a is stale");
+        assert_eq!(
+            cache.touch_hinted(Some(a), b"a"),
+            None,
+            "a read does not trust it"
+        );
+        assert_eq!(cache.touch_hinted(Some(b), b"b"), Some(b));
 
         cache.put_hashed(Some(a), cache.hash(b"a"), b"a", b"2");
         assert_eq!(cache.lookup(b"a"), Some(Some(&b"2"[..])));
@@ -761,6 +779,25 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_key_is_evicted_before_the_keys_used_before_it() {
+        let mut cache = StateCache::new(8, usize::MAX);
+        for k in 0..7u8 {
+            cache.put(&[b'k', b'0' + k], b"v");
+        }
+        // k5's deletion is its last use: the sweep (down to 7 slots) takes its tombstone
+        // at once, instead of clearing every bit and coming round to take k0.
+        cache.delete(b"k5");
+        cache.put(b"k7", b"v");
+        let victims = cache.take_victims(0, false);
+        assert_eq!(entries(&victims), [(b"k5".to_vec(), None)]);
+        assert!(cache.lookup(b"k0").is_some());
+        assert!(
+            cache.lookup(b"k5").is_none(),
+            "its tombstone is in the write-back"
+        );
+    }
+
+    #[test]
     fn take_victims_returns_the_dirty_slots_and_drops_the_clean_ones() {
         let mut cache = StateCache::new(8, usize::MAX);
         // Inserted out of key order; clean and dirty mixed.
@@ -783,14 +820,15 @@ mod tests {
         cache.delete(b"b");
         assert_eq!(cache.dirty_len(), 5);
         assert!(cache.would_overflow(0) && !cache.over_budget());
-        // Room for one more slot within 7/8 of 8: down to 6 slots. The hand first clears
-        // every bit, then takes the first two in array order: e (dirty), a (clean).
+        // Room for one more slot within 7/8 of 8: down to 6 slots. The hand takes b's
+        // tombstone on its way (a delete is not a use), clears every other bit, then
+        // takes the first slot in array order: e.
         let victims = cache.take_victims(0, true);
         assert_eq!(
             entries(&victims),
-            vec![(b"e".to_vec(), Some(b"e".to_vec()))]
+            vec![(b"b".to_vec(), None), (b"e".to_vec(), Some(b"e".to_vec()))]
         );
-        assert_eq!((cache.len(), cache.dirty_len()), (6, 4));
+        assert_eq!((cache.len(), cache.dirty_len()), (6, 3));
         // Everything left, down to nothing: tombstones as None.
         let mut tiny = StateCache::new(1, usize::MAX);
         tiny.put(b"z", b"1");

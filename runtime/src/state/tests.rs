@@ -462,7 +462,7 @@ fn state_reads_and_snapshots_agree_with_a_model_under_constant_eviction() {
                     .collect();
                 let keys: BTreeSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
                 let hashed: Vec<_> = keys.iter().map(|k| (state.key_hash(k), *k)).collect();
-                state.prefetch(hashed).expect("prefetch");
+                state.prefetch(hashed, &mut Vec::new()).expect("prefetch");
             }
             _ => assert_eq!(
                 state.get(&k).expect("get"),
@@ -521,16 +521,22 @@ fn state_prefetch_caches_a_batch_of_misses_and_reads_agree() {
         .iter()
         .map(|k| (state.key_hash(k), k.as_slice()))
         .collect();
-    state.prefetch(hashed).expect("prefetch");
+    let mut slots = Vec::new();
+    state
+        .prefetch(hashed.clone(), &mut slots)
+        .expect("prefetch");
     assert_eq!(
         state.reads_from_db(),
         batch.len(),
         "one batched read of the misses"
     );
-    for (n, k) in batch.iter().enumerate() {
+    assert_eq!(slots.len(), batch.len(), "a slot per key, in order");
+    for (n, (hash, k)) in hashed.into_iter().enumerate() {
         let i = 1_000 + n;
         let expected = (i % 10 != 0).then(|| format!("v{i}").into_bytes());
-        assert_eq!(state.get(k).expect("get"), expected.as_deref(), "key {i}");
+        let (value, slot) = state.get_with_slot(slots[n], hash, k).expect("get");
+        assert_eq!(value, expected.as_deref(), "key {i}");
+        assert_eq!(Some(slot), slots[n], "key {i} is where the prefetch put it");
     }
     assert_eq!(
         state.reads_from_db(),

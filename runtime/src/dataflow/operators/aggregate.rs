@@ -174,6 +174,8 @@ pub struct AggregateOperator {
     groups: Groups,
     /// How each group of the current guest call was read from the state (its `get`).
     reads: Vec<GroupRead>,
+    /// Where the state's prefetch found each group of the current guest call.
+    slot_hints: Vec<Option<SlotId>>,
 }
 
 /// A group's accumulator as the state gave it before a guest call.
@@ -458,6 +460,7 @@ impl AggregateOperator {
             failed_alone: 0,
             groups: Groups::default(),
             reads: Vec::new(),
+            slot_hints: Vec::new(),
         };
         op.rebuild_window_index()?;
         Ok(op)
@@ -476,9 +479,9 @@ impl AggregateOperator {
             let w = self.window_ending_at(end);
             let hash = self.state.key_hash(&key);
             if !window::has_fired(w, self.watermark.0) {
-                self.pending.insert(end, hash, &key);
+                self.pending.insert(end, hash, &key, None);
             } else if !window::is_late(w, self.config.allowed_lateness_ms, self.watermark.0) {
-                self.fired.insert(end, hash, &key);
+                self.fired.insert(end, hash, &key, None);
             } else {
                 expired.push(key);
             }
@@ -718,8 +721,8 @@ impl AggregateOperator {
         range: Range<usize>,
     ) -> Result<GroupBatch, OperatorError> {
         let members = groups.members_of(range.clone());
-        self.state
-            .prefetch(range.clone().map(|g| (groups.hash(g), groups.key(g))))?;
+        let hashed_keys = range.clone().map(|g| (groups.hash(g), groups.key(g)));
+        self.state.prefetch(hashed_keys, &mut self.slot_hints)?;
         let mut input = GroupBatch {
             accumulator_ends: Vec::with_capacity(range.len()),
             accumulators: Vec::new(),
@@ -728,8 +731,11 @@ impl AggregateOperator {
         };
         let first_member = groups.members_start(range.start);
         self.reads.clear();
-        for g in range {
-            let (acc, slot) = self.state.get_with_slot(groups.hash(g), groups.key(g))?;
+        for (n, g) in range.enumerate() {
+            let hint = self.slot_hints.get(n).copied().flatten();
+            let (acc, slot) = self
+                .state
+                .get_with_slot(hint, groups.hash(g), groups.key(g))?;
             if let Some(acc) = acc {
                 input.accumulators.extend_from_slice(acc);
             }
@@ -847,7 +853,7 @@ impl AggregateOperator {
                         } else {
                             &mut self.pending
                         };
-                        index.insert(end, groups.hash(g), state_key);
+                        index.insert(end, groups.hash(g), state_key, Some(read.slot));
                     }
                 }
             }
@@ -987,8 +993,8 @@ impl AggregateOperator {
             .take_while(|&end| window::is_late(self.window_ending_at(end), lateness, wm))
             .collect();
         for end in expired {
-            for (hash, key) in self.fired.remove(end).unwrap_or_default().iter() {
-                self.state.delete_at(None, hash, key)?;
+            for (hash, slot, key) in self.fired.remove(end).unwrap_or_default().iter() {
+                self.state.delete_at(slot, hash, key)?;
             }
         }
         Ok(())
@@ -996,12 +1002,13 @@ impl AggregateOperator {
 
     /// Emits the accumulators of the window ending at `end` held under `keys` (in key
     /// order, see `WindowKeys::sorted`), `batch_size` per guest call, each read from
-    /// the state straight into the call's input, and deleted at once if `delete` (one
-    /// probe of the cache for both).
+    /// the state straight into the call's input (at the slot the index kept, if the key
+    /// is still there: no probe), and deleted at once if `delete` (at the slot the read
+    /// found).
     fn fire_window(
         &mut self,
         end: i64,
-        keys: &[(KeyHash, &[u8])],
+        keys: &[(KeyHash, Option<SlotId>, &[u8])],
         delete: bool,
         out: &mut Output,
     ) -> Result<(), OperatorError> {
@@ -1009,8 +1016,8 @@ impl AggregateOperator {
         let chunk_size = self.config.batch_size.max(1);
         for chunk in keys.chunks(chunk_size) {
             let mut input = EmitBatch::default();
-            for &(hash, key) in chunk {
-                let (acc, slot) = self.state.get_with_slot(hash, key)?;
+            for &(hash, hint, key) in chunk {
+                let (acc, slot) = self.state.get_with_slot(hint, hash, key)?;
                 if let Some(acc) = acc {
                     push_emit_entry(&mut input, StateKey::user_key(key)?, Some(window), acc);
                 }
