@@ -164,20 +164,24 @@ fn watch_until_finished(s: &TestServer, pipelines: &[Pipeline], data: &str) -> P
         peaks.workers = peaks
             .workers
             .max(pids.iter().map(|p| rss_kib(*p)).sum::<u64>());
-        let finished = pipelines
+        let unfinished: Vec<String> = pipelines
             .iter()
-            .filter(|p| {
+            .filter_map(|p| {
                 let status = s.get(&format!("/v1/pipelines/{}", p.name), Some(&p.token));
-                status.body["state"] == "finished"
+                (status.body["state"] != "finished").then(|| format!("{}: {}", p.name, status.body))
             })
-            .count();
-        if finished == pipelines.len() {
+            .collect();
+        if unfinished.is_empty() {
             return peaks;
         }
+        // What an operator would look at: each unfinished pipeline's status (its state,
+        // restarts and last error).
         assert!(
             started.elapsed() < Duration::from_secs(600),
-            "{finished} of {} finished",
-            pipelines.len()
+            "{} of {} finished; the others' status:\n{}",
+            pipelines.len() - unfinished.len(),
+            pipelines.len(),
+            unfinished.join("\n")
         );
         std::thread::sleep(Duration::from_secs(1));
     }
