@@ -75,7 +75,10 @@
 #                               format time); default "admin-secret". A dev broker only.
 #   WEIR_KAFKA_START_TIMEOUT    seconds `up` waits for the broker; default 60.
 #   WEIR_KAFKA_STOP_TIMEOUT     seconds `down` waits after SIGTERM before SIGKILL; default 30.
-#   WEIR_KAFKA_HEAP_OPTS        broker heap; default "-Xmx512m -Xms256m".
+#   WEIR_KAFKA_HEAP_OPTS        broker heap; default "-Xmx1g -Xms1g": a whole `make test`
+#                               (hundreds of topics and transactional ids) fills 512 MiB's
+#                               old generation, and the serial GC's full collections then
+#                               stop the broker for seconds each on 2 busy cores.
 #   WEIR_KAFKA_JVM_OPTS         other broker JVM flags; default keeps the JVM light
 #                               (serial GC, C1 JIT only) since it runs beside cargo on 2 cores.
 #   WEIR_KAFKA_BROKER_PROPS     extra server.properties lines appended verbatim
@@ -121,7 +124,7 @@ SASL_PORT=${WEIR_KAFKA_SASL_PORT:-$((PORT + 2))}
 ADMIN_PASSWORD=${WEIR_KAFKA_ADMIN_PASSWORD:-admin-secret}
 START_TIMEOUT=${WEIR_KAFKA_START_TIMEOUT:-60}
 STOP_TIMEOUT=${WEIR_KAFKA_STOP_TIMEOUT:-30}
-HEAP_OPTS=${WEIR_KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
+HEAP_OPTS=${WEIR_KAFKA_HEAP_OPTS:--Xmx1g -Xms1g}
 JVM_OPTS=${WEIR_KAFKA_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}
 # Short-lived tool JVMs (format, CLI tools): small heap, fast start.
 TOOL_JVM_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
@@ -362,7 +365,10 @@ cmd_up() {
 
   say "starting Kafka $VERSION on $HOST:$PORT (SASL $SASL_PORT, controller $CONTROLLER_PORT), log: $LOGFILE"
   # shellcheck disable=SC2086
+  # GC and safepoint pauses go to gc.log beside kafka.log: a broker that stops
+  # answering for seconds says there whether its JVM was stopped.
   nohup "$JAVA" $HEAP_OPTS $JVM_OPTS \
+    "-Xlog:gc,safepoint:file=$DIR/gc.log:time,uptime:filecount=2,filesize=20m" \
     -Dlog4j2.configurationFile="$SCRIPT_DIR/log4j2-server.properties" \
     -Dlog4j2.shutdownHookEnabled=false \
     -Dkafka.logs.dir="$DIR" \
