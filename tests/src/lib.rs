@@ -148,6 +148,19 @@ pub fn take_stderr(child: &mut std::process::Child) -> String {
     text
 }
 
+/// `weir run --quiet <spec>` reading its stdin from the caller (piped), stderr piped,
+/// stdout discarded.
+pub fn start_on_stdin(spec: &Path) -> std::process::Child {
+    weir()
+        .args(["run", "--quiet"])
+        .arg(spec)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn weir")
+}
+
 /// `weir run --quiet --worker <worker> <spec>`, stderr piped, with `WEIR_FAULT=fault`
 /// if given.
 pub fn start_worker(spec: &Path, worker: &str, fault: Option<&str>) -> std::process::Child {

@@ -13,14 +13,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use weir::engine::{GuestLimits, WasmEngine};
 use weir::record::batch::RecordBatch;
 use weir_tests::{
     FOREIGN_IMPORT_REFUSAL, FOREIGN_IMPORTER_WAT, SandboxProbes, committed_lines, file_map_spec,
-    guest, refusal_line, run_weir, stderr_of, toml_path, weir, write_file,
+    guest, refusal_line, run_weir, start_on_stdin, stderr_of, toml_path, weir, write_file,
 };
 
 /// Far above the 1 s CPU deadline: only a stuck process takes this long.
@@ -74,17 +73,6 @@ path = {out}
     )
 }
 
-fn start(spec: &Path) -> Child {
-    weir()
-        .args(["run", "--quiet"])
-        .arg(spec)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weir")
-}
-
 /// Waits until the committed output holds `lines`.
 fn wait_for_output(dir: &Path, lines: &[&str]) {
     let started = Instant::now();
@@ -109,7 +97,7 @@ fn run_until_guest_fails(
     stop_within: Duration,
 ) -> GuestFailure {
     let spec = spec(dir, module);
-    let mut child = start(&spec);
+    let mut child = start_on_stdin(&spec);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"first\nsecond\n").expect("write");
     stdin.flush().expect("flush");
@@ -164,7 +152,7 @@ fn error_lines(stderr: &str) -> Vec<&str> {
 /// `uppercase` guest and one more record: the earlier output stays, once.
 fn resume_with_a_fixed_guest(dir: &Path) {
     let spec = spec(dir, &guest("uppercase"));
-    let mut child = start(&spec);
+    let mut child = start_on_stdin(&spec);
     child
         .stdin
         .take()

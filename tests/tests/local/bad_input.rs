@@ -9,12 +9,11 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use weir_tests::{
-    committed_lines, file_map_spec, guest, refusal_line, run_weir, stderr_of, toml_path,
-    wait_until, weir, write_file,
+    committed_lines, file_map_spec, guest, refusal_line, run_weir, start_on_stdin, stderr_of,
+    toml_path, wait_until, write_file,
 };
 
 fn spec_text(dir: &Path, source_path: &Path, module: &Path) -> String {
@@ -381,27 +380,33 @@ fn a_rerun_with_another_module_says_so_and_what_to_do() {
     );
 }
 
-/// Issue 35 item 5: a `key_field` that the records do not have (misspelt) gave every
-/// record the empty key without a word (5,001 records became 2 outputs). Now the source
-/// says how many records lacked it, once drained.
-#[test]
-fn a_key_field_missing_from_the_records_is_counted_in_a_warning() {
+/// A file source of JSON lines `lines` with `setting` (e.g. `key_field = "usr"`) through
+/// `uppercase`, run to its end, which succeeds: its stderr.
+fn run_jsonl_source(lines: &str, setting: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
-    let input = write_file(
-        dir.path(),
-        "in.jsonl",
-        "{\"user\":\"a\"}\n{\"user\":\"b\"}\n{\"usr\":\"c\"}\n",
-    );
-    // The source's table comes first: only it gets the fields.
+    let input = write_file(dir.path(), "in.jsonl", lines);
+    // The source's table comes first: only it gets the setting.
     let text = spec_text(dir.path(), &input, &guest("uppercase")).replacen(
         "type = \"file\"\npath",
-        "type = \"file\"\nformat = \"jsonl\"\nkey_field = \"usr\"\npath",
+        &format!("type = \"file\"\nformat = \"jsonl\"\n{setting}\npath"),
         1,
     );
     let spec = write_file(dir.path(), "spec.toml", &text);
     let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
+    err
+}
+
+/// Issue 35 item 5: a `key_field` that the records do not have (misspelt) gave every
+/// record the empty key without a word (5,001 records became 2 outputs). Now the source
+/// says how many records lacked it, once drained.
+#[test]
+fn a_key_field_missing_from_the_records_is_counted_in_a_warning() {
+    let err = run_jsonl_source(
+        "{\"user\":\"a\"}\n{\"user\":\"b\"}\n{\"usr\":\"c\"}\n",
+        "key_field = \"usr\"",
+    );
     assert!(
         err.contains("file source: 2 of 3 records had no top-level field `usr` (their key is empty): is `key_field` spelt as in the data?"),
         "{err}"
@@ -412,21 +417,10 @@ fn a_key_field_missing_from_the_records_is_counted_in_a_warning() {
 /// top-level integer (misspelt, or a string) is counted in one warning once drained.
 #[test]
 fn a_timestamp_field_missing_from_the_records_is_counted_in_a_warning() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = write_file(
-        dir.path(),
-        "in.jsonl",
+    let err = run_jsonl_source(
         "{\"ts\":1}\n{\"tss\":2}\n{\"tss\":\"3\"}\n",
+        "timestamp_field = \"tss\"",
     );
-    let text = spec_text(dir.path(), &input, &guest("uppercase")).replacen(
-        "type = \"file\"\npath",
-        "type = \"file\"\nformat = \"jsonl\"\ntimestamp_field = \"tss\"\npath",
-        1,
-    );
-    let spec = write_file(dir.path(), "spec.toml", &text);
-    let out = run_weir(&["run", "--quiet", spec.to_str().expect("utf-8 path")]);
-    let err = stderr_of(&out);
-    assert!(out.status.success(), "{err}");
     let warnings: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("records had no"))
@@ -469,15 +463,8 @@ path = {out}
 
 /// `weir run` of `spec` with `input` on its stdin, which stays open until the child is
 /// waited for or killed.
-fn start_on_stdin(spec: &Path, input: &[u8]) -> std::process::Child {
-    let mut child = weir()
-        .args(["run", "--quiet"])
-        .arg(spec)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weir");
+fn start_with_input(spec: &Path, input: &[u8]) -> std::process::Child {
+    let mut child = start_on_stdin(spec);
     let stdin = child.stdin.as_mut().expect("stdin");
     stdin.write_all(input).expect("write stdin");
     stdin.flush().expect("flush stdin");
@@ -492,7 +479,7 @@ fn start_on_stdin(spec: &Path, input: &[u8]) -> std::process::Child {
 #[test]
 fn an_accumulator_another_module_wrote_names_both_modules() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut first = start_on_stdin(&stdin_aggregate_spec(dir.path(), "word_count"), b"a\nb\n");
+    let mut first = start_with_input(&stdin_aggregate_spec(dir.path(), "word_count"), b"a\nb\n");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !committed_lines(&dir.path().join("out")).contains(&r#"{"word":"","count":2}"#.to_owned())
     {
@@ -506,7 +493,7 @@ fn an_accumulator_another_module_wrote_names_both_modules() {
     first.wait().expect("wait for the first run");
 
     let spec = stdin_aggregate_spec(dir.path(), "acc_grower");
-    let mut second = start_on_stdin(&spec, b"c\n");
+    let mut second = start_with_input(&spec, b"c\n");
     drop(second.stdin.take());
     let (status, err) = wait_until(
         &mut second,

@@ -4,10 +4,9 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use weir_tests::{committed_lines, guest, toml_path, weir, write_file};
+use weir_tests::{committed_lines, guest, start_on_stdin, toml_path, write_file};
 
 /// (checkpoint id, files added, bytes added) of every checkpoint in storage.
 fn checkpoints(dir: &Path) -> Vec<(u64, u64, u64)> {
@@ -73,14 +72,7 @@ path = {out}
 fn unchanged_state_is_checkpointed_without_copying_sst_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = write_spec(dir.path());
-    let mut child = weir()
-        .args(["run", "--quiet"])
-        .arg(&spec)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weir");
+    let mut child = start_on_stdin(&spec);
     let mut stdin = child.stdin.take().expect("stdin");
     for i in 0..2000 {
         writeln!(stdin, "word{} common words here", i % 500).expect("write");
