@@ -4,7 +4,9 @@
 //! - A worker's stderr is appended to its log (`PipelineDir::log`) through a file the
 //!   worker holds open with `O_APPEND`. Once the log passes `[workers] log_max_bytes`,
 //!   its supervisor thread copies it to `<log>.1` (replacing the older copy) and
-//!   truncates it to zero; the worker's next write lands at the new end. So a worker's
+//!   truncates it to zero; the worker's next write lands at the new end. The copy is
+//!   written under another name and renamed, so `<log>.1`, once there, is always a
+//!   whole copy; it appears before the log is emptied. So a worker's
 //!   logs take at most about twice `log_max_bytes` on disk, whatever its guests write
 //!   (they are held to `[limits] guest_log_rate` besides). Lines written between the
 //!   copy and the truncation are lost: the rotation of `logrotate`'s `copytruncate`.
@@ -37,7 +39,10 @@ pub fn rotate_if_over(log: &Path, max: u64) -> std::io::Result<bool> {
     if len <= max {
         return Ok(false);
     }
-    std::fs::copy(log, rotated(log))?;
+    let mut partial = rotated(log).into_os_string();
+    partial.push(".partial");
+    std::fs::copy(log, &partial)?;
+    std::fs::rename(&partial, rotated(log))?;
     OpenOptions::new().write(true).open(log)?.set_len(0)?;
     Ok(true)
 }
@@ -94,6 +99,8 @@ mod tests {
             111,
             "the copy has everything"
         );
+        let files = std::fs::read_dir(dir.path()).expect("dir").count();
+        assert_eq!(files, 2, "the log and its copy, nothing written on the way");
         writer.write_all(b"after\n").expect("write");
         assert_eq!(std::fs::read_to_string(&log).expect("log"), "after\n");
         assert!(!rotate_if_over(&dir.path().join("none.log"), 1).expect("missing"));
