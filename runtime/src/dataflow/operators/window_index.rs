@@ -2,25 +2,26 @@
 //! fires (and its state is dropped) without scanning the state.
 //!
 //! Invariants:
-//! - A window end maps to a [`WindowKeys`]: a set of state keys (`key group | key |
-//!   window end`, see `state::key`), each once. The keys lie end to end in one buffer,
-//!   found by a hash table of their indices filed under the hash the state gave them
-//!   ([`KeyHash`]): adding a key already there is one probe and allocates nothing, and
-//!   a new key costs its bytes and some 16 bytes more (no allocation of its own). A new
+//! - A window end maps to a [`WindowKeys`]: the state keys (`key group | key | window
+//!   end`, see `state::key`) filed under that window, end to end in one buffer, each
+//!   with the hash the state gave it ([`KeyHash`]) and the state cache slot it was
+//!   stored in. Filing a key appends it: no probe, no table, no allocation of its own
+//!   (its bytes and some 16 bytes more). The caller files a key when its accumulator
+//!   is created (the state had none), which happens once per window and key; a key
+//!   filed twice anyway (two windows' sets merged, a restore) is harmless:
+//!   [`WindowKeys::sorted`], the firing order, hands each key out once, and
+//!   [`WindowKeys::iter`] may repeat it (deleting a key twice deletes it). A new
 //!   window's set starts sized for as many keys as the last window removed held.
-//! - The index only names keys; their accumulators are in the state. Adding a key whose
+//! - The index only names keys; their accumulators are in the state. Filing a key whose
 //!   accumulator is then deleted is harmless (the firing finds none), so the index may
-//!   hold more keys than the state, never fewer. Each key keeps the state cache slot it
-//!   was stored in, a hint the state checks before it trusts it (see
-//!   `KeyedState::get_with_slot`): a firing finds a key still cached there without a
-//!   probe of the cache's table.
-//! - [`WindowKeys::sorted`] hands the keys out in key order, the order a firing emits
-//!   them in, so a window's output does not depend on the order its records came in or
-//!   on whether the index was rebuilt by a restore.
+//!   hold more keys than the state, never fewer. A key's cache slot is a hint the state
+//!   checks before it trusts it (see `KeyedState::get_with_slot`): a firing finds a key
+//!   still cached there without a probe of the cache's table.
+//! - [`WindowKeys::sorted`] hands the keys out in key order, each once, the order a
+//!   firing emits them in, so a window's output does not depend on the order its
+//!   records came in or on whether the index was rebuilt by a restore.
 
 use std::collections::BTreeMap;
-
-use hashbrown::HashTable;
 
 use crate::state::{KeyHash, SlotId};
 
@@ -30,7 +31,7 @@ pub(super) struct WindowIndex {
     windows: BTreeMap<i64, WindowKeys>,
     /// How many keys, and of how many bytes, the last window removed held: a new
     /// window is sized for as many, so a window of a million keys (like the one before
-    /// it) does not grow its table twenty times as they come.
+    /// it) does not grow its buffers twenty times as they come.
     last_size: (usize, usize),
 }
 
@@ -42,7 +43,7 @@ impl WindowIndex {
         self.windows
             .entry(end)
             .or_insert_with(|| WindowKeys::with_capacity(keys, bytes))
-            .insert(hash, key, slot);
+            .push(hash, key, slot);
     }
 
     /// The window ends, in order.
@@ -66,25 +67,23 @@ impl WindowIndex {
             std::collections::btree_map::Entry::Occupied(mut occupied) => {
                 let into = occupied.get_mut();
                 for (hash, slot, key) in keys.iter() {
-                    into.insert(hash, key, slot);
+                    into.push(hash, key, slot);
                 }
             }
         }
     }
 }
 
-/// The state keys of one window: a set, see the module doc.
+/// The state keys of one window, in the order they were filed: see the module doc.
 #[derive(Debug, Default)]
 pub(super) struct WindowKeys {
     /// Key `i` is `bytes[ends[i-1]..ends[i]]`.
     bytes: Vec<u8>,
     ends: Vec<u32>,
-    /// The state's hash of key `i`: the table's, kept so that growing it reads no key.
+    /// The state's hash of key `i`.
     hashes: Vec<u64>,
     /// The state cache slot key `i` was stored in (a hint, see the module doc).
     slots: Vec<Option<SlotId>>,
-    /// Key indices, filed under `hashes`.
-    table: HashTable<u32>,
 }
 
 impl WindowKeys {
@@ -94,7 +93,6 @@ impl WindowKeys {
             ends: Vec::with_capacity(keys),
             hashes: Vec::with_capacity(keys),
             slots: Vec::with_capacity(keys),
-            table: HashTable::with_capacity(keys),
         }
     }
 
@@ -110,20 +108,12 @@ impl WindowKeys {
         &self.bytes[start..self.ends[i] as usize]
     }
 
-    /// Adds `key` (hashed `hash`, in cache slot `slot`) unless it is there.
-    fn insert(&mut self, hash: KeyHash, key: &[u8], slot: Option<SlotId>) {
-        let hash = hash.value();
-        let found = self.table.find(hash, |&i| self.key_at(i) == key).is_some();
-        if found {
-            return;
-        }
-        let i = self.ends.len() as u32;
+    /// Files `key` (hashed `hash`, in cache slot `slot`).
+    fn push(&mut self, hash: KeyHash, key: &[u8], slot: Option<SlotId>) {
         self.bytes.extend_from_slice(key);
         self.ends.push(self.bytes.len() as u32);
-        self.hashes.push(hash);
+        self.hashes.push(hash.value());
         self.slots.push(slot);
-        let hashes = &self.hashes;
-        self.table.insert_unique(hash, i, |&i| hashes[i as usize]);
     }
 
     /// Every key with its hash and slot, in the order they were added.
@@ -139,13 +129,10 @@ impl WindowKeys {
         )
     }
 
-    fn key_at(&self, i: u32) -> &[u8] {
-        self.key(i as usize)
-    }
-
-    /// Every key with its hash and slot, in key order. Keys are compared by their first 8 bytes
-    /// (key group and the key's start) as one number first, so most comparisons touch
-    /// no key bytes.
+    /// Every key with its hash and slot, in key order, each once. Keys are compared by
+    /// their first 8 bytes (key group and the key's start) as one number first, so most
+    /// comparisons touch no key bytes; neighbours are the same key only if their hashes
+    /// are equal too.
     pub(super) fn sorted(&self) -> Vec<(KeyHash, Option<SlotId>, &[u8])> {
         let mut order: Vec<(u64, usize)> = (0..self.len())
             .map(|i| {
@@ -157,6 +144,9 @@ impl WindowKeys {
             })
             .collect();
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
+        order.dedup_by(|a, b| {
+            a.0 == b.0 && self.hashes[a.1] == self.hashes[b.1] && self.key(a.1) == self.key(b.1)
+        });
         order.into_iter().map(|(_, i)| self.entry(i)).collect()
     }
 }
@@ -175,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_is_filed_once_per_window() {
+    fn a_key_filed_twice_fires_once() {
         let mut index = WindowIndex::default();
         for key in [&b"b"[..], b"a", b"b", b"ab", b"a"] {
             index.insert(10, hash(key), key, None);
@@ -183,12 +173,12 @@ mod tests {
         index.insert(20, hash(b"a"), b"a", None);
         assert_eq!(index.ends().collect::<Vec<_>>(), vec![10, 20]);
         let ten = index.remove(10).expect("window 10");
+        assert_eq!(ten.len(), 5, "filed as they came");
         assert_eq!(
-            ten.len(),
-            3,
-            "colliding hashes are told apart by their keys"
+            keys_of(&ten.sorted()),
+            vec![&b"a"[..], b"ab", b"b"],
+            "each once, colliding hashes told apart by their keys"
         );
-        assert_eq!(keys_of(&ten.sorted()), vec![&b"a"[..], b"ab", b"b"]);
         assert!(index.remove(10).is_none());
         assert_eq!(index.ends().collect::<Vec<_>>(), vec![20]);
     }
@@ -209,10 +199,10 @@ mod tests {
         let mut forward = WindowKeys::default();
         let mut backward = WindowKeys::default();
         for key in &keys {
-            forward.insert(hash(key), key, None);
+            forward.push(hash(key), key, None);
         }
         for key in keys.iter().rev() {
-            backward.insert(hash(key), key, None);
+            backward.push(hash(key), key, None);
         }
         let mut expected: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         expected.sort();
@@ -225,12 +215,12 @@ mod tests {
     fn extend_moves_a_window_or_merges_it() {
         let mut index = WindowIndex::default();
         let mut keys = WindowKeys::default();
-        keys.insert(hash(b"x"), b"x", None);
-        keys.insert(hash(b"y"), b"y", None);
+        keys.push(hash(b"x"), b"x", None);
+        keys.push(hash(b"y"), b"y", None);
         index.extend(5, keys);
         let mut more = WindowKeys::default();
-        more.insert(hash(b"y"), b"y", None);
-        more.insert(hash(b"z"), b"z", None);
+        more.push(hash(b"y"), b"y", None);
+        more.push(hash(b"z"), b"z", None);
         index.extend(5, more);
         let five = index.remove(5).expect("window 5");
         assert_eq!(keys_of(&five.sorted()), vec![&b"x"[..], b"y", b"z"]);
