@@ -282,6 +282,12 @@ impl KeyedState {
         Ok((self.cache.value(slot), slot))
     }
 
+    /// Reads the cache slots of `hints` into the CPU's caches (see `state::cache`):
+    /// before the [`get_with_slot`](Self::get_with_slot)s of many keys at once.
+    pub fn warm(&self, hints: impl Iterator<Item = Option<SlotId>>) {
+        self.cache.warm_hinted(hints);
+    }
+
     /// The cache slot of `key`, read from a write-back in flight or RocksDB into the
     /// cache (clean) if it was not cached.
     fn cached_slot(&mut self, hash: KeyHash, key: &[u8]) -> Result<SlotId, StateError> {
@@ -315,17 +321,24 @@ impl KeyedState {
     /// the `get`s that follow hit the cache. A batch's keys new to the cache are mostly new
     /// to the state too, and RocksDB answers such misses together (memtable and bloom
     /// filter probes of the whole batch) faster than one by one. Skipped when the last
-    /// batch found (almost) everything cached, so a cache-resident state pays nothing.
+    /// batch found (almost) everything cached, so a cache-resident state pays nothing;
+    /// the keys' slots are warmed first all the same (see `state::cache`).
     /// Only a hint: an entry evicted again before its `get` is read again then.
     /// `slots` gets, per key in order, the slot now holding it (`None`: in a write-back
     /// in flight), for the [`get_with_slot`](Self::get_with_slot) that follows; left
     /// empty when skipped.
-    pub fn prefetch<'k>(
+    pub fn prefetch<'k, K>(
         &mut self,
-        keys: impl IntoIterator<Item = (KeyHash, &'k [u8])>,
+        keys: K,
         slots: &mut Vec<Option<SlotId>>,
-    ) -> Result<(), StateError> {
+    ) -> Result<(), StateError>
+    where
+        K: IntoIterator<Item = (KeyHash, &'k [u8])>,
+        K::IntoIter: Clone,
+    {
         slots.clear();
+        let keys = keys.into_iter();
+        self.cache.warm(keys.clone().map(|(hash, _)| hash.0));
         let worth_it = self.read_from_db >= PREFETCH_MIN_READS;
         self.read_from_db = 0;
         if !worth_it {
@@ -334,7 +347,7 @@ impl KeyedState {
         self.in_flight.prune(self.writer.applied());
         let (cache, in_flight) = (&mut self.cache, &self.in_flight);
         let mut misses: Vec<(usize, KeyHash, &[u8])> = Vec::new();
-        for (n, (hash, key)) in keys.into_iter().enumerate() {
+        for (n, (hash, key)) in keys.enumerate() {
             let slot = cache.find_touch_hashed(hash.0, key);
             if slot.is_none() && in_flight.lookup(hash.0, key).is_none() {
                 misses.push((n, hash, key));

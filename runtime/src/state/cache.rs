@@ -45,6 +45,12 @@
 //!   clear bit. A slot used since the hand last passed it therefore survives the next
 //!   sweep; among slots not used since, the sweep takes them in array order. One slot
 //!   larger than the whole budget stays until the next eviction.
+//! - A large cache is read out of the CPU's caches: a million slots do not fit in them,
+//!   and a probe that reads a slot and compares its key has about one memory read in
+//!   flight at a time. [`warm`] and [`warm_hinted`] read the slots a batch of keys will
+//!   probe in loops that only read, so the memory reads overlap and the probes that
+//!   follow hit the CPU's caches. They change nothing (a slot they read in vain costs
+//!   one read), and a cache smaller than [`WARM_MIN_SLOTS`] skips them.
 //!
 //! [`copy_out_dirty`]: StateCache::copy_out_dirty
 //! [`owe_dirty`]: StateCache::owe_dirty
@@ -52,6 +58,8 @@
 //! [`over_budget`]: StateCache::over_budget
 //! [`would_overflow`]: StateCache::would_overflow
 //! [`take_victims`]: StateCache::take_victims
+//! [`warm`]: StateCache::warm
+//! [`warm_hinted`]: StateCache::warm_hinted
 
 use std::hash::BuildHasher;
 
@@ -67,6 +75,10 @@ pub(crate) const INLINE_BYTES: usize = 30;
 /// table's spare room (8), roughly. Makes a cache of many tiny accumulators count for
 /// what it costs.
 pub(crate) const SLOT_BYTES: usize = 48;
+
+/// Slots below which the cache does not warm a batch's slots (see the module doc): some
+/// 3 MiB of slots, about what a core's own caches hold.
+pub(crate) const WARM_MIN_SLOTS: usize = 1 << 16;
 
 /// What a heap buffer counts for besides its bytes: the allocator's header and rounding.
 const HEAP_OVERHEAD_BYTES: usize = 16;
@@ -232,6 +244,8 @@ pub(crate) struct StateCache {
     owed_cursor: usize,
     /// The owed slots copied so far.
     owed_layer: WriteLayer,
+    /// [`warm`](Self::warm)'s slots to read, kept for its allocation.
+    to_warm: Vec<u32>,
 }
 
 impl StateCache {
@@ -254,6 +268,7 @@ impl StateCache {
             owed: 0,
             owed_cursor: 0,
             owed_layer: WriteLayer::default(),
+            to_warm: Vec::new(),
         }
     }
 
@@ -308,6 +323,37 @@ impl StateCache {
     #[cfg(test)]
     pub(crate) fn find_touch(&mut self, key: &[u8]) -> Option<SlotId> {
         self.find_touch_hashed(self.hash(key), key)
+    }
+
+    /// Reads into the CPU's caches the slots the keys of `hashes` (each
+    /// [`hash`](Self::hash) of a key) are most likely in, if the cache is large (see the
+    /// module doc): first the table finds each hash's first candidate slot (its keys
+    /// unread), then one loop reads the candidates.
+    pub(crate) fn warm(&mut self, hashes: impl Iterator<Item = u64>) {
+        if self.table.len() < WARM_MIN_SLOTS {
+            return;
+        }
+        let mut to_warm = std::mem::take(&mut self.to_warm);
+        to_warm.clear();
+        to_warm.extend(hashes.filter_map(|hash| self.table.find(hash, |_| true).copied()));
+        self.warm_hinted(to_warm.iter().map(|&i| Some(SlotId(i))));
+        self.to_warm = to_warm;
+    }
+
+    /// Reads into the CPU's caches the slots of `hints` (see
+    /// [`warm`](Self::warm)), if the cache is large.
+    pub(crate) fn warm_hinted(&self, hints: impl Iterator<Item = Option<SlotId>>) {
+        if self.table.len() < WARM_MIN_SLOTS {
+            return;
+        }
+        let mut read = 0u32;
+        for SlotId(i) in hints.flatten() {
+            if let Some(Some(slot)) = self.slots.get(i as usize) {
+                read ^= slot.key_len;
+            }
+        }
+        // Reads whose values nothing uses would be optimised away.
+        std::hint::black_box(read);
     }
 
     /// [`find_touch`](Self::find_touch) with `hash` = [`hash`](Self::hash)`(key)`.
@@ -776,6 +822,41 @@ mod tests {
         let before = cache.bytes();
         cache.put(b"k2", b"");
         assert_eq!(cache.bytes(), before - slot + SLOT_BYTES);
+    }
+
+    #[test]
+    fn warming_reads_slots_and_changes_nothing() {
+        // Two caches above the warming threshold, swept once (every clock bit cleared,
+        // the first slots evicted); one warmed with keys present and absent and hints
+        // live, stale and past the array. The next sweep takes the same slots from both.
+        let keys = 2 * WARM_MIN_SLOTS as u32;
+        let swept = || {
+            let mut cache = StateCache::new(keys as usize, usize::MAX);
+            for k in 0..keys {
+                cache.put(&k.to_be_bytes(), b"v");
+            }
+            cache.delete(&3u32.to_be_bytes());
+            cache.capacity = keys as usize - 1;
+            cache.take_victims(0, false);
+            assert!(cache.len() >= WARM_MIN_SLOTS && cache.lookup(&1u32.to_be_bytes()).is_none());
+            cache
+        };
+        let (mut warmed, mut plain) = (swept(), swept());
+        let (live, evicted) = (keys / 2, 1u32);
+        let hint = warmed.find(warmed.hash(&live.to_be_bytes()), &live.to_be_bytes());
+        let hashes: Vec<u64> = [&live.to_be_bytes()[..], b"absent", &evicted.to_be_bytes()]
+            .iter()
+            .map(|key| warmed.hash(key))
+            .collect();
+        warmed.warm(hashes.into_iter());
+        let hints = [hint.map(SlotId), Some(SlotId(3)), None, Some(SlotId(u32::MAX))];
+        warmed.warm_hinted(hints.into_iter());
+        for cache in [&mut warmed, &mut plain] {
+            cache.capacity = 16;
+        }
+        let (a, b) = (warmed.take_victims(0, false), plain.take_victims(0, false));
+        assert!(entries(&a).contains(&(live.to_be_bytes().to_vec(), Some(b"v".to_vec()))));
+        assert_eq!(entries(&a), entries(&b), "the same slots: no clock bit set");
     }
 
     #[test]
