@@ -26,6 +26,8 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
+use crate::state::StateKey;
+
 /// One entry of a layer: where its key and value lie in the layer's buffer.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -116,11 +118,15 @@ impl WriteLayer {
         self.entries.iter().map(|entry| self.entry(entry))
     }
 
-    /// Every entry in key order (RocksDB's bytewise order), for the writer.
+    /// Every entry in key order (RocksDB's bytewise order), for the writer; keys are
+    /// compared by [`StateKey::order_prefix`] first.
     pub(crate) fn sorted(&self) -> Vec<(&[u8], Option<&[u8]>)> {
-        let mut entries: Vec<_> = self.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        entries
+        let mut entries: Vec<_> = self
+            .iter()
+            .map(|(key, value)| (StateKey::order_prefix(key), key, value))
+            .collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        entries.into_iter().map(|(_, key, value)| (key, value)).collect()
     }
 }
 

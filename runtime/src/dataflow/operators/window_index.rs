@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::state::{KeyHash, SlotId};
+use crate::state::{KeyHash, SlotId, StateKey};
 
 /// Window end -> the state keys of that window, windows in order of their ends.
 #[derive(Debug, Default)]
@@ -130,18 +130,11 @@ impl WindowKeys {
     }
 
     /// Every key with its hash and slot, in key order, each once. Keys are compared by
-    /// their first 8 bytes (key group and the key's start) as one number first, so most
-    /// comparisons touch no key bytes; neighbours are the same key only if their hashes
-    /// are equal too.
+    /// [`StateKey::order_prefix`] first, so most comparisons touch no key bytes;
+    /// neighbours are the same key only if their hashes are equal too.
     pub(super) fn sorted(&self) -> Vec<(KeyHash, Option<SlotId>, &[u8])> {
         let mut order: Vec<(u64, usize)> = (0..self.len())
-            .map(|i| {
-                let key = self.key(i);
-                let mut prefix = [0u8; 8];
-                let n = key.len().min(8);
-                prefix[..n].copy_from_slice(&key[..n]);
-                (u64::from_be_bytes(prefix), i)
-            })
+            .map(|i| (StateKey::order_prefix(self.key(i)), i))
             .collect();
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| self.key(a.1).cmp(self.key(b.1))));
         order.dedup_by(|a, b| {
