@@ -6,9 +6,9 @@
 //!   end`, see `state::key`) filed under that window, end to end in one buffer, each
 //!   with the hash the state gave it ([`KeyHash`]) and the state cache slot it was
 //!   stored in. Filing a key appends it: no probe, no table, no allocation of its own
-//!   (its bytes and some 16 bytes more). The caller files a key when its accumulator
-//!   is created (the state had none), which happens once per window and key; a key
-//!   filed twice anyway (two windows' sets merged, a restore) is harmless:
+//!   (its bytes and 20 bytes more: its end, hash and slot). The caller files a key when
+//!   its accumulator is created (the state had none), which happens once per window and
+//!   key; a key filed twice anyway (two windows' sets merged, a restore) is harmless:
 //!   [`WindowKeys::sorted`], the firing order, hands each key out once, and
 //!   [`WindowKeys::iter`] may repeat it (deleting a key twice deletes it). A new
 //!   window's set starts sized for as many keys as the last window removed held.
