@@ -51,7 +51,7 @@ use rocksdb::{
 };
 
 use crate::record::CheckpointId;
-use crate::state::cache::{SlotId, StateCache, WARM_MIN_SLOTS, slot_bytes};
+use crate::state::cache::{SlotId, StateCache, slot_bytes};
 use crate::state::shared_names::SharedNames;
 use crate::state::write_layer::InFlight;
 use crate::state::writer::{
@@ -287,12 +287,7 @@ impl KeyedState {
     /// [`get_with_slot`](Self::get_with_slot)s of many keys at once whose bytes lie
     /// scattered too (a window's keys in key order).
     pub fn warm<'k>(&self, keys: impl Iterator<Item = (Option<SlotId>, &'k [u8])> + Clone) {
-        if self.cache.len() < WARM_MIN_SLOTS {
-            return;
-        }
-        self.cache.warm_hinted(keys.clone().map(|(hint, _)| hint));
-        let read = keys.fold(0u8, |read, (_, key)| read ^ key.first().copied().unwrap_or(0));
-        std::hint::black_box(read);
+        self.cache.warm_hinted(keys);
     }
 
     /// The cache slot of `key`, read from a write-back in flight or RocksDB into the

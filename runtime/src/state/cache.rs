@@ -78,7 +78,7 @@ pub(crate) const SLOT_BYTES: usize = 48;
 
 /// Slots below which the cache does not warm a batch's slots (see the module doc): some
 /// 3 MiB of slots, about what a core's own caches hold.
-pub(crate) const WARM_MIN_SLOTS: usize = 1 << 16;
+const WARM_MIN_SLOTS: usize = 1 << 16;
 
 /// What a heap buffer counts for besides its bytes: the allocator's header and rounding.
 const HEAP_OVERHEAD_BYTES: usize = 16;
@@ -327,27 +327,46 @@ impl StateCache {
 
     /// Reads into the CPU's caches the slots the keys of `hashes` (each
     /// [`hash`](Self::hash) of a key) are most likely in, if the cache is large (see the
-    /// module doc): first the table finds each hash's first candidate slot (its keys
+    /// module doc): first the table finds each hash's first candidate slot (its key
     /// unread), then one loop reads the candidates.
     pub(crate) fn warm(&mut self, hashes: impl Iterator<Item = u64>) {
-        if self.table.len() < WARM_MIN_SLOTS {
+        if !self.worth_warming() {
             return;
         }
         let mut to_warm = std::mem::take(&mut self.to_warm);
         to_warm.clear();
         to_warm.extend(hashes.filter_map(|hash| self.table.find(hash, |_| true).copied()));
-        self.warm_hinted(to_warm.iter().map(|&i| Some(SlotId(i))));
+        self.read_slots(to_warm.iter().copied());
         self.to_warm = to_warm;
     }
 
-    /// Reads into the CPU's caches the slots of `hints` (see
-    /// [`warm`](Self::warm)), if the cache is large.
-    pub(crate) fn warm_hinted(&self, hints: impl Iterator<Item = Option<SlotId>>) {
-        if self.table.len() < WARM_MIN_SLOTS {
+    /// Reads into the CPU's caches the keys of `keys` and the slots their hints name (see
+    /// [`warm`](Self::warm)), if the cache is large: for probes by hint of keys whose
+    /// bytes lie scattered too (a window's keys in key order).
+    pub(crate) fn warm_hinted<'k>(
+        &self,
+        keys: impl Iterator<Item = (Option<SlotId>, &'k [u8])> + Clone,
+    ) {
+        if !self.worth_warming() {
             return;
         }
+        self.read_slots(keys.clone().filter_map(|(hint, _)| hint.map(|SlotId(i)| i)));
+        let read = keys.fold(0u8, |read, (_, key)| {
+            read ^ key.first().copied().unwrap_or(0)
+        });
+        std::hint::black_box(read);
+    }
+
+    /// Whether the cache is large enough to warm (see the module doc).
+    fn worth_warming(&self) -> bool {
+        self.table.len() >= WARM_MIN_SLOTS
+    }
+
+    /// Reads the slots `indices` name (those past the array or free skipped), in a loop
+    /// that does nothing else.
+    fn read_slots(&self, indices: impl Iterator<Item = u32>) {
         let mut read = 0u32;
-        for SlotId(i) in hints.flatten() {
+        for i in indices {
             if let Some(Some(slot)) = self.slots.get(i as usize) {
                 read ^= slot.key_len;
             }
@@ -849,9 +868,17 @@ mod tests {
     #[test]
     fn a_large_cache_grows_eightfold_up_to_its_bounds() {
         let cache = StateCache::new(usize::MAX, 1_000_000 * SLOT_BYTES);
-        assert_eq!(cache.growth(1_000), 1, "small: the collections' own doubling");
+        assert_eq!(
+            cache.growth(1_000),
+            1,
+            "small: the collections' own doubling"
+        );
         assert_eq!(cache.growth(WARM_MIN_SLOTS), 7 * WARM_MIN_SLOTS);
-        assert_eq!(cache.growth(500_000), 500_000, "up to the most slots the bytes allow");
+        assert_eq!(
+            cache.growth(500_000),
+            500_000,
+            "up to the most slots the bytes allow"
+        );
         assert_eq!(cache.growth(1_000_000), 1, "at the bound: one more");
         let few = StateCache::new(100_000, usize::MAX);
         assert_eq!(few.growth(WARM_MIN_SLOTS), 100_000 - WARM_MIN_SLOTS);
@@ -882,8 +909,13 @@ mod tests {
             .map(|key| warmed.hash(key))
             .collect();
         warmed.warm(hashes.into_iter());
-        let hints = [hint.map(SlotId), Some(SlotId(3)), None, Some(SlotId(u32::MAX))];
-        warmed.warm_hinted(hints.into_iter());
+        let hints = [
+            hint.map(SlotId),
+            Some(SlotId(3)),
+            None,
+            Some(SlotId(u32::MAX)),
+        ];
+        warmed.warm_hinted(hints.into_iter().map(|hint| (hint, &b""[..])));
         for cache in [&mut warmed, &mut plain] {
             cache.capacity = 16;
         }

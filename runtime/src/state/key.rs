@@ -121,6 +121,8 @@ fn decode_window(bytes: [u8; StateKey::WINDOW_LEN]) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_order_prefix_never_contradicts_the_bytes() {
         let keys: Vec<Vec<u8>> = vec![
@@ -144,8 +146,6 @@ mod tests {
             }
         }
     }
-
-    use super::*;
 
     #[test]
     fn state_key_round_trips() {

@@ -126,7 +126,10 @@ impl WriteLayer {
             .map(|(key, value)| (StateKey::order_prefix(key), key, value))
             .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        entries.into_iter().map(|(_, key, value)| (key, value)).collect()
+        entries
+            .into_iter()
+            .map(|(_, key, value)| (key, value))
+            .collect()
     }
 }
 

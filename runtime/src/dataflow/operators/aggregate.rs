@@ -1015,7 +1015,8 @@ impl AggregateOperator {
         let window = self.window_ending_at(end);
         let chunk_size = self.config.batch_size.max(1);
         for chunk in keys.chunks(chunk_size) {
-            self.state.warm(chunk.iter().map(|&(_, hint, key)| (hint, key)));
+            self.state
+                .warm(chunk.iter().map(|&(_, hint, key)| (hint, key)));
             let mut input = EmitBatch::default();
             for &(hash, hint, key) in chunk {
                 let (acc, slot) = self.state.get_with_slot(hint, hash, key)?;
