@@ -71,13 +71,18 @@ pub enum Liveness {
     },
 }
 
+/// When the pipeline whose counters are `m` last made progress (started running, or
+/// completed a checkpoint), in Unix milliseconds; 0 before it started.
+pub fn progress_unix_ms(m: &MetricsSnapshot) -> u64 {
+    m.started_unix_ms.max(m.last_checkpoint_unix_ms)
+}
+
 /// The liveness of a pipeline whose counters are `m`, at `now_ms` (Unix milliseconds).
 pub fn liveness(m: &MetricsSnapshot, now_ms: u64, stall_after: Duration) -> Liveness {
     if m.started_unix_ms == 0 {
         return Liveness::Starting;
     }
-    let progress = m.started_unix_ms.max(m.last_checkpoint_unix_ms);
-    let idle = now_ms.saturating_sub(progress);
+    let idle = now_ms.saturating_sub(progress_unix_ms(m));
     if u128::from(idle) > stall_after.as_millis() {
         Liveness::Stalled { for_ms: idle }
     } else {

@@ -4,9 +4,10 @@
 //!
 //! Invariants:
 //! - At most one process per worker: `start` of a pipeline whose workers all run is a
-//!   no-op, and starts only the workers whose thread ended (one that failed past its
-//!   limit) when some still run (the worker's state-dir lock would refuse a second one
-//!   anyway).
+//!   no-op, and starts only the workers that ended (one that failed past its limit)
+//!   when some still run (the worker's state-dir lock would refuse a second one
+//!   anyway). A worker has ended once its view says so (`WorkerView::has_ended`), even
+//!   if its thread has not returned yet: whoever saw it failed can start it again.
 //! - Each worker is supervised on its own: one that exits non-zero without being asked
 //!   to is restarted alone, after a backoff that starts at `restart_backoff` and
 //!   doubles up to `max_backoff`, while the others keep running; it resumes from its
@@ -92,6 +93,23 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(
+        key: Key,
+        launches: &[Launch],
+        catalog: Arc<Catalog>,
+        metrics: Arc<ServerMetrics>,
+    ) -> Self {
+        Shared {
+            key,
+            request: AtomicU8::new(Request::None as u8),
+            views: Mutex::new(launches.iter().map(|l| WorkerView::new(l.worker)).collect()),
+            over_quota: Mutex::new(None),
+            measured_at: Mutex::new(Instant::now()),
+            catalog,
+            metrics,
+        }
+    }
+
     fn request(&self) -> Request {
         match self.request.load(Ordering::SeqCst) {
             1 => Request::Stop,
@@ -158,8 +176,17 @@ struct Supervised {
 }
 
 impl Supervised {
+    /// Whether worker `index` has ended: it recorded the state it ends in (its thread
+    /// returns right after, doing nothing more), or its thread returned.
+    fn ended(&self, index: usize) -> bool {
+        self.threads[index].is_finished()
+            || lock(&self.shared.views)
+                .get(index)
+                .is_some_and(WorkerView::has_ended)
+    }
+
     fn alive(&self) -> usize {
-        self.threads.iter().filter(|t| !t.is_finished()).count()
+        (0..self.threads.len()).filter(|&i| !self.ended(i)).count()
     }
 }
 
@@ -267,10 +294,12 @@ impl Supervisor {
                 ));
             }
             for (index, launch) in launches.into_iter().enumerate() {
-                if s.threads[index].is_finished() {
+                if s.ended(index) {
                     s.shared
                         .update(index, false, |v| *v = WorkerView::new(launch.worker));
-                    s.threads[index] = self.spawn(&s.shared, index, launch)?;
+                    let new = self.spawn(&s.shared, index, launch)?;
+                    // The old thread is returning, if it has not yet.
+                    let _ = std::mem::replace(&mut s.threads[index], new).join();
                 }
             }
             return Ok(());
@@ -278,15 +307,12 @@ impl Supervisor {
         let Some(dir) = launches.first().map(|l| l.dir.clone()) else {
             return Err("a pipeline runs as one worker at least".into());
         };
-        let shared = Arc::new(Shared {
-            key: key.clone(),
-            request: AtomicU8::new(Request::None as u8),
-            views: Mutex::new(launches.iter().map(|l| WorkerView::new(l.worker)).collect()),
-            over_quota: Mutex::new(None),
-            measured_at: Mutex::new(Instant::now()),
-            catalog: self.catalog.clone(),
-            metrics: self.metrics.clone(),
-        });
+        let shared = Arc::new(Shared::new(
+            key.clone(),
+            &launches,
+            self.catalog.clone(),
+            self.metrics.clone(),
+        ));
         let mut threads = Vec::with_capacity(launches.len());
         for (index, launch) in launches.into_iter().enumerate() {
             match self.spawn(&shared, index, launch) {

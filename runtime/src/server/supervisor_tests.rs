@@ -164,6 +164,51 @@ fn a_failing_worker_is_restarted_alone_and_fails_the_pipeline_naming_it() {
 }
 
 #[test]
+fn a_worker_that_recorded_its_failure_has_ended_before_its_thread_returns() {
+    // A worker's thread records `failed` and then returns. Whoever saw the state (the
+    // tenant, through the API) may start the worker again at once: the pipeline is no
+    // longer fully supervised, and a start starts the worker, waiting for the old
+    // thread (CI once saw the pipeline still fully supervised in between).
+    let s = setup(1);
+    let key = Supervisor::key("t", "p");
+    let shared = Arc::new(Shared::new(
+        key.clone(),
+        &s.launches,
+        s.catalog.clone(),
+        s.metrics.clone(),
+    ));
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let returning = std::thread::spawn(move || {
+        let _ = held.recv();
+    });
+    shared.update(0, false, |v| v.state = PipelineState::Running);
+    s.supervisor.running().insert(
+        key,
+        Supervised {
+            shared: shared.clone(),
+            dir: s.launches[0].dir.clone(),
+            threads: vec![returning],
+        },
+    );
+    assert!(s.supervisor.is_fully_supervised("t", "p"), "running");
+    shared.update(0, true, |v| v.state = PipelineState::Failed);
+    assert!(!s.supervisor.is_fully_supervised("t", "p"), "failed");
+    assert!(!s.supervisor.is_supervised("t", "p"));
+
+    let releasing = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = release.send(());
+    });
+    s.supervisor
+        .start("t", "p", s.launches.clone())
+        .expect("start");
+    let views = wait_for(&s, "started again", |v| v[0].pid.is_some());
+    assert_eq!(views[0].state, PipelineState::Running);
+    releasing.join().expect("releaser");
+    s.supervisor.kill("t", "p");
+}
+
+#[test]
 fn every_worker_runs_before_the_pipeline_does_and_a_stop_ends_them_all() {
     // Workers of three never take the stand-in's failing branch.
     let s = setup(3);

@@ -42,6 +42,15 @@ impl WorkerView {
         }
     }
 
+    /// Whether it is in a state its thread ends in (failed past its limit, finished,
+    /// stopped): the thread records that state last and returns.
+    pub fn has_ended(&self) -> bool {
+        matches!(
+            self.state,
+            PipelineState::Failed | PipelineState::Finished | PipelineState::Stopped
+        )
+    }
+
     /// Its error as the pipeline reports it: naming the worker when there are several.
     fn error_line(&self) -> Option<String> {
         let error = self.last_error.as_deref()?;

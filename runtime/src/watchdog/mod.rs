@@ -29,6 +29,13 @@
 //!   [`waiting`] (what a timed-out checkpoint names as blocked); nothing exits.
 //! - The watchdog never fires before a watch's bound + [`GRACE`]: a wait that keeps its
 //!   bound always fails first, through its own error path and line.
+//! - Time the process did not run (SIGSTOP, a frozen VM: [`pauses`]) is not counted
+//!   against a wait or the stall bound: no wait could return then, and the wait's own
+//!   error (a transaction the broker aborted meanwhile) is the line to fail with.
+
+mod pauses;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,9 +43,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::metrics::PipelineMetrics;
-use crate::metrics::endpoint::{Liveness, liveness};
-use crate::metrics::unix_ms;
+use crate::metrics::endpoint::{Liveness, liveness, progress_unix_ms};
+use crate::metrics::{MetricsSnapshot, PipelineMetrics, unix_ms};
+
+use pauses::Pauses;
 
 /// How long past its bound a watched wait may last before the watchdog fires: time
 /// for a wait that keeps its bound to return and for its error to end the run.
@@ -121,12 +129,18 @@ pub fn waiting(pipeline: &str) -> Vec<String> {
         .collect()
 }
 
-/// The first of `waits` past its bound + [`GRACE`] at `now`, if any.
-fn overdue<'a>(waits: impl IntoIterator<Item = &'a Waiting>, now: Instant) -> Option<&'a Waiting> {
+/// The first of `waits` past its bound + [`GRACE`] at `now`, not counting the time the
+/// process was paused while it lasted, if any; with that time.
+fn overdue<'a>(
+    waits: impl IntoIterator<Item = &'a Waiting>,
+    now: Instant,
+    pauses: &Pauses,
+) -> Option<(&'a Waiting, Duration)> {
     waits
         .into_iter()
-        .filter(|w| now > w.bound + GRACE)
-        .min_by_key(|w| w.bound)
+        .map(|w| (w, pauses.since(w.since)))
+        .filter(|(w, paused)| now > w.bound + *paused + GRACE)
+        .min_by_key(|(w, paused)| w.bound + *paused)
 }
 
 /// Watches one pipeline of this process (see the module doc); stops when dropped.
@@ -155,11 +169,14 @@ impl Watchdog {
         let thread = std::thread::Builder::new()
             .name("weir-watchdog".into())
             .spawn(move || {
+                let mut watcher = Watcher::new(config);
+                let mut planned = Instant::now();
                 while !flag.load(Ordering::Relaxed) {
-                    if let Some(line) = stall_line(&config) {
-                        (config.on_stall)(line);
+                    if let Some(line) = watcher.look(planned, Instant::now(), unix_ms()) {
+                        (watcher.config.on_stall)(line);
                         return;
                     }
+                    planned = Instant::now() + LOOK_EVERY;
                     std::thread::sleep(LOOK_EVERY);
                 }
             })
@@ -181,144 +198,87 @@ impl Drop for Watchdog {
     }
 }
 
-/// The line the watchdog fires with, if the pipeline is stuck now.
-fn stall_line(config: &WatchdogConfig) -> Option<String> {
-    let pipeline = &config.pipeline;
-    let next = "exiting, so that a restart resumes from the last committed checkpoint";
-    {
-        let waits = registry().waits();
-        let mine = waits.values().filter(|w| &w.pipeline == pipeline);
-        if let Some(w) = overdue(mine, Instant::now()) {
-            let past = Instant::now().saturating_duration_since(w.bound).as_secs();
-            let bound = w.bound.saturating_duration_since(w.since).as_secs_f64();
-            return Some(format!(
-                "pipeline {pipeline}: {} has not returned {past} s past its bound of {bound:.1} s; {next}",
-                w.what
-            ));
-        }
-    }
-    let Liveness::Stalled { for_ms } =
-        liveness(&config.metrics.snapshot(), unix_ms(), config.stall_after)
-    else {
-        return None;
-    };
-    let waits = waiting(pipeline);
-    let blocked = if waits.is_empty() {
-        String::new()
-    } else {
-        format!(" (waiting on: {})", waits.join("; "))
-    };
-    Some(format!(
-        "pipeline {pipeline}: no checkpoint completed for {} s (the bound is {} s: two rounds of checkpoint interval + timeout){blocked}; {next}",
-        for_ms / 1000,
-        config.stall_after.as_secs()
-    ))
+/// What the watchdog's thread looks at, and the pauses it has seen.
+struct Watcher {
+    config: WatchdogConfig,
+    pauses: Pauses,
 }
 
-#[cfg(test)]
-mod tests {
-    use std::sync::mpsc;
+/// What a stuck pipeline's line ends with.
+const NEXT: &str = "exiting, so that a restart resumes from the last committed checkpoint";
 
-    use super::*;
-
-    fn waiting_until(bound: Instant) -> Waiting {
-        Waiting {
-            pipeline: "p".into(),
-            what: format!("{bound:?}"),
-            since: bound - Duration::from_secs(1),
-            bound,
+impl Watcher {
+    fn new(config: WatchdogConfig) -> Self {
+        Watcher {
+            config,
+            pauses: Pauses::default(),
         }
     }
 
-    #[test]
-    fn a_wait_is_overdue_only_past_its_bound_and_the_grace() {
-        let now = Instant::now();
-        let early = waiting_until(now - GRACE - Duration::from_secs(2));
-        let late = waiting_until(now - GRACE - Duration::from_secs(1));
-        let in_grace = waiting_until(now - GRACE + Duration::from_millis(100));
-        assert_eq!(
-            overdue([&in_grace, &late, &early], now).map(|w| &w.what),
-            Some(&early.what),
-            "the one furthest past its bound"
-        );
-        assert!(overdue([&in_grace], now).is_none());
-        assert!(overdue([], now).is_none());
+    /// One look, planned for `planned` and made at `now` (`now_ms` in Unix
+    /// milliseconds): the line to fire with, if the pipeline is stuck.
+    fn look(&mut self, planned: Instant, now: Instant, now_ms: u64) -> Option<String> {
+        self.pauses.look(planned, now, now_ms);
+        let snapshot = self.config.metrics.snapshot();
+        let (line, oldest) = self.overdue_line(now);
+        let line = line.or_else(|| self.stalled_line(&snapshot, now_ms));
+        self.pauses
+            .forget_before(oldest, progress_unix_ms(&snapshot));
+        line
     }
 
-    #[test]
-    fn a_watch_is_listed_while_it_lasts_and_only_for_its_pipeline() {
-        let pipeline = "watchdog-test-listed";
-        let watch = watch(pipeline, "flush to broker b".into(), Instant::now());
-        assert_eq!(waiting(pipeline).len(), 1);
-        assert!(waiting(pipeline)[0].starts_with("flush to broker b (for "));
-        assert!(waiting("another-pipeline").is_empty());
-        drop(watch);
-        assert!(waiting(pipeline).is_empty());
+    /// The line naming the pipeline's wait furthest past its bound + [`GRACE`], if
+    /// one is; and when its oldest wait began.
+    fn overdue_line(&self, now: Instant) -> (Option<String>, Option<Instant>) {
+        let pipeline = &self.config.pipeline;
+        let waits = registry().waits();
+        let mine: Vec<&Waiting> = waits.values().filter(|w| &w.pipeline == pipeline).collect();
+        let oldest = mine.iter().map(|w| w.since).min();
+        let line = overdue(mine, now, &self.pauses).map(|(w, paused)| {
+            let past = now.saturating_duration_since(w.bound + paused).as_secs();
+            let bound = w.bound.saturating_duration_since(w.since).as_secs_f64();
+            format!(
+                "pipeline {pipeline}: {} has not returned {past} s past its bound of {bound:.1} s{}; {NEXT}",
+                w.what,
+                not_counting(paused)
+            )
+        });
+        (line, oldest)
     }
 
-    fn start(pipeline: &str, stall_after: Duration) -> (Watchdog, mpsc::Receiver<String>) {
-        let (tx, rx) = mpsc::channel();
-        let tx = Mutex::new(tx);
-        let metrics = Arc::new(PipelineMetrics::default());
-        metrics.started_unix_ms.store(unix_ms(), Ordering::Relaxed);
-        let dog = Watchdog::start(WatchdogConfig {
-            pipeline: pipeline.into(),
-            metrics,
-            stall_after,
-            on_stall: Box::new(move |line| {
-                let _ = tx.lock().unwrap_or_else(|e| e.into_inner()).send(line);
-            }),
-        })
-        .expect("watchdog thread");
-        (dog, rx)
+    /// The line saying the running pipeline completed no checkpoint for the stall
+    /// bound (not counting pauses since its last progress), if it did not.
+    fn stalled_line(&self, snapshot: &MetricsSnapshot, now_ms: u64) -> Option<String> {
+        let pipeline = &self.config.pipeline;
+        let paused = self.pauses.since_unix_ms(progress_unix_ms(snapshot));
+        let running_ms = now_ms.saturating_sub(paused.as_millis() as u64);
+        let Liveness::Stalled { for_ms } = liveness(snapshot, running_ms, self.config.stall_after)
+        else {
+            return None;
+        };
+        let waits = waiting(pipeline);
+        let blocked = if waits.is_empty() {
+            String::new()
+        } else {
+            format!(" (waiting on: {})", waits.join("; "))
+        };
+        Some(format!(
+            "pipeline {pipeline}: no checkpoint completed for {} s{} (the bound is {} s: two rounds of checkpoint interval + timeout){blocked}; {NEXT}",
+            for_ms / 1000,
+            not_counting(paused),
+            self.config.stall_after.as_secs()
+        ))
     }
+}
 
-    #[test]
-    fn fires_once_with_a_line_naming_the_overdue_wait() {
-        let pipeline = "watchdog-test-overdue";
-        let (_dog, fired) = start(pipeline, Duration::from_secs(3600));
-        let stuck = Instant::now() - GRACE - Duration::from_secs(1);
-        let _watch = watch(
-            pipeline,
-            "send_offsets_to_transaction to Kafka at b:9092".into(),
-            stuck,
-        );
-        let line = fired.recv_timeout(Duration::from_secs(30)).expect("fired");
-        assert!(
-            line.starts_with(&format!(
-                "pipeline {pipeline}: send_offsets_to_transaction to Kafka at b:9092 has not returned"
-            )),
-            "{line}"
-        );
-        assert!(
-            line.ends_with("resumes from the last committed checkpoint"),
-            "{line}"
-        );
-        assert!(!line.contains('\n'));
-        assert!(
-            fired.recv_timeout(Duration::from_millis(600)).is_err(),
-            "fires once"
-        );
-    }
-
-    #[test]
-    fn fires_when_no_checkpoint_completes_for_the_stall_bound() {
-        let pipeline = "watchdog-test-no-checkpoint";
-        let (_dog, fired) = start(pipeline, Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(5));
-        let line = fired.recv_timeout(Duration::from_secs(30)).expect("fired");
-        assert!(
-            line.starts_with(&format!("pipeline {pipeline}: no checkpoint completed for")),
-            "{line}"
-        );
-    }
-
-    #[test]
-    fn a_wait_within_its_bound_and_a_pipeline_making_progress_do_not_fire() {
-        let pipeline = "watchdog-test-quiet";
-        let (dog, fired) = start(pipeline, Duration::from_secs(3600));
-        let _watch = watch(pipeline, "flush".into(), Instant::now());
-        assert!(fired.recv_timeout(Duration::from_millis(600)).is_err());
-        drop(dog);
+/// " (not counting the 25 s this process did not run)", or nothing.
+fn not_counting(paused: Duration) -> String {
+    if paused.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " (not counting the {} s this process did not run)",
+            paused.as_secs()
+        )
     }
 }
