@@ -45,18 +45,19 @@ impl Pauses {
 
     /// How long the process was paused since `since`.
     pub fn since(&self, since: Instant) -> Duration {
-        self.list
-            .iter()
-            .filter(|p| p.ended > since)
-            .map(|p| p.lasted)
-            .sum()
+        self.lasted(|p| p.ended > since)
     }
 
     /// How long the process was paused since `since_unix_ms`.
     pub fn since_unix_ms(&self, since_unix_ms: u64) -> Duration {
+        self.lasted(|p| p.ended_unix_ms > since_unix_ms)
+    }
+
+    /// How long the pauses that `counted` picks lasted, together.
+    fn lasted(&self, counted: impl Fn(&Pause) -> bool) -> Duration {
         self.list
             .iter()
-            .filter(|p| p.ended_unix_ms > since_unix_ms)
+            .filter(|p| counted(p))
             .map(|p| p.lasted)
             .sum()
     }
@@ -93,14 +94,20 @@ mod tests {
         assert_eq!(pauses.since_unix_ms(MS0), Duration::from_secs(25));
     }
 
-    #[test]
-    fn a_pause_is_charged_only_to_what_was_in_progress_when_it_ended() {
+    /// Two pauses seen from `t0`: 5 s ending at `first`, then 3 s ending at `second`.
+    fn two_pauses() -> (Pauses, Instant, Instant, Instant) {
         let t0 = Instant::now();
         let mut pauses = Pauses::default();
         let first = t0 + Duration::from_secs(5);
         pauses.look(t0, first, ms(first - t0));
         let second = first + Duration::from_secs(3);
         pauses.look(first, second, ms(second - t0));
+        (pauses, t0, first, second)
+    }
+
+    #[test]
+    fn a_pause_is_charged_only_to_what_was_in_progress_when_it_ended() {
+        let (pauses, t0, first, second) = two_pauses();
         assert_eq!(pauses.since(t0), Duration::from_secs(8), "both");
         assert_eq!(pauses.since(first), Duration::from_secs(3), "the second");
         assert_eq!(pauses.since(second), Duration::ZERO, "neither");
@@ -109,12 +116,7 @@ mod tests {
 
     #[test]
     fn pauses_nothing_in_progress_can_use_are_forgotten() {
-        let t0 = Instant::now();
-        let mut pauses = Pauses::default();
-        let first = t0 + Duration::from_secs(5);
-        pauses.look(t0, first, ms(first - t0));
-        let second = first + Duration::from_secs(3);
-        pauses.look(first, second, ms(second - t0));
+        let (mut pauses, t0, first, second) = two_pauses();
         // A wait that began before the first pause keeps both.
         pauses.forget_before(Some(t0), ms(second - t0));
         assert_eq!(pauses.since(t0), Duration::from_secs(8));
