@@ -740,8 +740,8 @@ mod tests {
 
     /// A write-back's entries in key order, owned.
     fn entries(layer: &WriteLayer) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let sorted = layer.sorted().into_iter();
-        sorted
+        layer
+            .sorted()
             .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
             .collect()
     }

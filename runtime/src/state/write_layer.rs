@@ -120,16 +120,13 @@ impl WriteLayer {
 
     /// Every entry in key order (RocksDB's bytewise order), for the writer; keys are
     /// compared by [`StateKey::order_prefix`] first.
-    pub(crate) fn sorted(&self) -> Vec<(&[u8], Option<&[u8]>)> {
+    pub(crate) fn sorted(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         let mut entries: Vec<_> = self
             .iter()
             .map(|(key, value)| (StateKey::order_prefix(key), key, value))
             .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        entries
-            .into_iter()
-            .map(|(_, key, value)| (key, value))
-            .collect()
+        entries.into_iter().map(|(_, key, value)| (key, value))
     }
 }
 
@@ -211,7 +208,7 @@ mod tests {
         );
         assert_eq!(layer.lookup(SAME, b"d"), None);
         assert_eq!(
-            layer.sorted(),
+            layer.sorted().collect::<Vec<_>>(),
             vec![
                 (&b"a"[..], None),
                 (&b"b"[..], Some(&b""[..])),

@@ -218,12 +218,17 @@ impl Watcher {
     /// One look, planned for `planned` and made at `now` (`now_ms` in Unix
     /// milliseconds): the line to fire with, if the pipeline is stuck.
     fn look(&mut self, planned: Instant, now: Instant, now_ms: u64) -> Option<String> {
-        self.pauses.look(planned, now, now_ms);
+        self.pauses.look(planned, now);
         let snapshot = self.config.metrics.snapshot();
+        // The pipeline's last progress on the pauses' clock (`now` before it started).
+        let since_progress = now_ms.saturating_sub(progress_unix_ms(&snapshot));
+        let progress = now
+            .checked_sub(Duration::from_millis(since_progress))
+            .unwrap_or(now);
         let (line, oldest) = self.overdue_line(now);
-        let line = line.or_else(|| self.stalled_line(&snapshot, now_ms));
+        let line = line.or_else(|| self.stalled_line(&snapshot, now_ms, progress));
         self.pauses
-            .forget_before(oldest, progress_unix_ms(&snapshot));
+            .forget_before(oldest.map_or(progress, |o| o.min(progress)));
         line
     }
 
@@ -247,10 +252,16 @@ impl Watcher {
     }
 
     /// The line saying the running pipeline completed no checkpoint for the stall
-    /// bound (not counting pauses since its last progress), if it did not.
-    fn stalled_line(&self, snapshot: &MetricsSnapshot, now_ms: u64) -> Option<String> {
+    /// bound (not counting pauses since its last progress, at `progress`), if it did
+    /// not.
+    fn stalled_line(
+        &self,
+        snapshot: &MetricsSnapshot,
+        now_ms: u64,
+        progress: Instant,
+    ) -> Option<String> {
         let pipeline = &self.config.pipeline;
-        let paused = self.pauses.since_unix_ms(progress_unix_ms(snapshot));
+        let paused = self.pauses.since(progress);
         let running_ms = now_ms.saturating_sub(paused.as_millis() as u64);
         let Liveness::Stalled { for_ms } = liveness(snapshot, running_ms, self.config.stall_after)
         else {
