@@ -157,9 +157,6 @@ pub struct KeyedState {
     in_flight: InFlight,
     /// Owns the DB; dropped (thread joined) before anything else of the state goes.
     writer: StateWriter,
-    /// Most dirty entries kept between barriers once the cache is nearly full (see
-    /// [`dirty_limit`]).
-    dirty_limit: usize,
     /// The checkpoint whose entries the cache is copying out (see
     /// [`begin_snapshot`](Self::begin_snapshot)): sent once they all are.
     snapshot_due: Option<CheckpointRequest>,
@@ -241,7 +238,6 @@ impl KeyedState {
             cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
             in_flight: InFlight::default(),
             writer,
-            dirty_limit: dirty_limit(cache_capacity.entries),
             snapshot_due: None,
             max_bytes: cache_capacity.bytes,
             read_from_db: 0,
@@ -392,8 +388,7 @@ impl KeyedState {
         self.read_from_db
     }
 
-    /// Sets `key` to `value` in the cache (written back at the next barrier or eviction,
-    /// or when too many entries are dirty).
+    /// Sets `key` to `value` in the cache (written back at the next barrier or eviction).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         self.cache
             .put_hashed(None, self.key_hash(key).0, key, value);
@@ -443,6 +438,17 @@ impl KeyedState {
         self.in_flight.prune(self.writer.applied());
         debug_assert!(self.in_flight.is_empty());
         Ok(())
+    }
+
+    /// Puts and deletes in RocksDB's active memtable (what write-backs wrote since the
+    /// last flush of the memtable).
+    #[cfg(test)]
+    pub(crate) fn memtable_entries(&self) -> u64 {
+        let entries = self
+            .writer
+            .db()
+            .property_int_value("rocksdb.num-entries-active-mem-table");
+        entries.ok().flatten().unwrap_or(0)
     }
 
     /// Every live entry, cache merged over RocksDB, in key order. Waits until RocksDB
@@ -507,7 +513,8 @@ impl KeyedState {
     /// The synchronous part of a snapshot, done at the barrier: the dirty entries as of
     /// now are what the snapshot adds to RocksDB. At most [`SYNC_COPY_ENTRIES`] are
     /// copied into one write-back at once and the writer asked for the checkpoint; more
-    /// are only marked owed (`StateCache::owe_dirty`) and copied a stretch at a time as
+    /// are only marked owed (`StateCache::owe_dirty`), after an eviction that makes room
+    /// if the cache is nearly full, and copied a stretch at a time as
     /// the task goes on ([`continue_snapshot_copy`](Self::continue_snapshot_copy) after
     /// each batch; each entry before it changes, copy on write), and the layer and the
     /// checkpoint go to the writer when the last is copied, before any other write-back,
@@ -528,6 +535,13 @@ impl KeyedState {
             if state.cache.dirty_len() <= SYNC_COPY_ENTRIES {
                 state.write_back_dirty()?;
                 return state.writer.checkpoint(storage, checkpoint_id, task);
+            }
+            if state.cache.nearly_full() {
+                // Room first (an eighth of the cache): an eviction while slots are owed
+                // copies all of them at once (see `evict`), and the copy looks at
+                // `COPY_SLOTS_PER_RECORD` slots a record while a record adds about one,
+                // so it is done long before the room is used up.
+                state.evict(0, false)?;
             }
             let (request, progress) = checkpoint_request(storage, checkpoint_id, task);
             state.cache.owe_dirty();
@@ -581,14 +595,10 @@ impl KeyedState {
             .write_back(layer, &mut self.in_flight, self.max_bytes)
     }
 
-    /// Evicts down to the cache's bounds if an insert took it past them; writes the
-    /// dirty entries back if there are more than `dirty_limit` in a nearly full cache.
+    /// Evicts down to the cache's bounds if an insert took it past them.
     fn shrink(&mut self) -> Result<(), StateError> {
         if self.cache.over_budget() {
             self.evict(0, false)?;
-        }
-        if self.cache.dirty_len() > self.dirty_limit && self.cache.nearly_full() {
-            self.write_back_dirty()?;
         }
         Ok(())
     }
@@ -605,17 +615,6 @@ impl KeyedState {
     }
 }
 
-/// Most dirty entries a nearly full cache of `capacity` entries keeps between barriers:
-/// past it, every dirty entry is written back (and stays cached, clean). A full cache
-/// evicts, and an eviction sends a snapshot being copied at once: this bounds what that
-/// copy may still hold. A cache with room keeps its dirty entries until the barrier, so
-/// a key updated many times in between is written once, and the barrier's copy is
-/// spread over the batches that follow. An eighth of the cache (an eviction's worth),
-/// between 1,024 and [`MAX_DIRTY_ENTRIES`].
-fn dirty_limit(capacity: usize) -> usize {
-    (capacity / 8).clamp(1_024, MAX_DIRTY_ENTRIES)
-}
-
 /// Most dirty entries a barrier copies at once (some 5 ms); more are copied a stretch
 /// at a time after it (see [`KeyedState::begin_snapshot`]).
 const SYNC_COPY_ENTRIES: usize = 65_536;
@@ -627,9 +626,6 @@ const COPY_SLOTS_PER_RECORD: usize = 16;
 /// Fewest RocksDB reads in a batch that make the next [`KeyedState::prefetch`] worth its
 /// cache probes.
 const PREFETCH_MIN_READS: usize = 16;
-
-/// The largest dirty limit: some 10 ms of copying at a barrier.
-const MAX_DIRTY_ENTRIES: usize = 65_536;
 
 fn db_options(memtable_bytes: usize) -> Options {
     let mut options = Options::default();

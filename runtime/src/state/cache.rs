@@ -18,7 +18,12 @@
 //! - `table` holds exactly one index per live slot, stored under its key's hash; no two
 //!   live slots have equal keys.
 //! - A slot is dirty iff it differs from what RocksDB holds; a dirty `None` is a tombstone
-//!   that must reach RocksDB as a delete. A dirty slot leaves the cache only through
+//!   that must reach RocksDB as a delete. A slot is *stored* if RocksDB may hold a value
+//!   for its key once the write-backs sent so far are applied: it was read with a value,
+//!   a value of it was copied into a write-back, or it was written without being read
+//!   (unknown, so assumed). Deleting a slot that is not stored leaves it a clean `None`:
+//!   an entry created and deleted between two write-backs (a window's accumulator that
+//!   fires before the next checkpoint) never reaches RocksDB, not even as a tombstone. A dirty slot leaves the cache only through
 //!   [`take_victims`], which hands its key and value to the caller in a write-back to
 //!   write; [`copy_out_dirty`] copies every dirty slot into one and marks them clean. So
 //!   no update or deletion is ever lost.
@@ -166,32 +171,53 @@ impl SlotData {
 #[derive(Debug)]
 struct Slot {
     data: SlotData,
-    /// The key is `data`'s first `key_len` bytes, the value (if `has_value`) the rest.
+    /// The key is `data`'s first `key_len` bytes, the value (if [`HAS_VALUE`]) the rest.
     key_len: u32,
-    has_value: bool,
-    dirty: bool,
-    /// The cache's epoch when the slot was last made dirty: a dirty slot of an earlier
-    /// epoch is owed to the snapshot being copied (see the module doc).
-    epoch: bool,
-    /// Used since the CLOCK hand last passed this slot.
-    referenced: bool,
+    /// One bit per flag (five `bool`s would make a slot 48 bytes instead of 40).
+    flags: u8,
 }
 
+/// The slot holds a value (else `None`: known absent, or a tombstone if dirty).
+const HAS_VALUE: u8 = 1;
+/// The slot differs from what RocksDB holds.
+const DIRTY: u8 = 1 << 1;
+/// RocksDB may hold a value for the key (see the module doc).
+const STORED: u8 = 1 << 2;
+/// The cache's epoch when the slot was last made dirty: a dirty slot of an earlier
+/// epoch is owed to the snapshot being copied (see the module doc).
+const EPOCH: u8 = 1 << 3;
+/// Used since the CLOCK hand last passed this slot.
+const REFERENCED: u8 = 1 << 4;
+
 impl Slot {
-    fn new(key: &[u8], value: Option<&[u8]>, dirty: bool, epoch: bool) -> Self {
-        Slot {
+    fn new(key: &[u8], value: Option<&[u8]>, dirty: bool, stored: bool, epoch: bool) -> Self {
+        let mut slot = Slot {
             data: SlotData::new(key, value),
             key_len: u32::try_from(key.len()).expect("a state key shorter than 4 GiB"),
-            has_value: value.is_some(),
-            dirty,
-            epoch,
-            referenced: true,
+            flags: REFERENCED,
+        };
+        slot.set(HAS_VALUE, value.is_some());
+        slot.set(DIRTY, dirty);
+        slot.set(STORED, stored);
+        slot.set(EPOCH, epoch);
+        slot
+    }
+
+    fn is(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
         }
     }
 
     /// Whether the slot is owed to the snapshot copied under the cache's `epoch`.
     fn owed(&self, epoch: bool) -> bool {
-        self.dirty && self.epoch != epoch
+        self.is(DIRTY) && self.is(EPOCH) != epoch
     }
 
     fn key(&self) -> &[u8] {
@@ -199,14 +225,14 @@ impl Slot {
     }
 
     fn value(&self) -> Option<&[u8]> {
-        self.has_value
+        self.is(HAS_VALUE)
             .then(|| &self.data.bytes()[self.key_len as usize..])
     }
 
     fn set_value(&mut self, value: Option<&[u8]>) {
         self.data
             .set_value(self.key_len as usize, value.unwrap_or_default());
-        self.has_value = value.is_some();
+        self.set(HAS_VALUE, value.is_some());
     }
 
     fn bytes(&self) -> usize {
@@ -378,7 +404,7 @@ impl StateCache {
     /// [`find_touch`](Self::find_touch) with `hash` = [`hash`](Self::hash)`(key)`.
     pub(crate) fn find_touch_hashed(&mut self, hash: u64, key: &[u8]) -> Option<SlotId> {
         let i = self.find(hash, key)?;
-        self.slot_mut(i).referenced = true;
+        self.slot_mut(i).set(REFERENCED, true);
         Some(SlotId(i))
     }
 
@@ -386,7 +412,7 @@ impl StateCache {
     /// since by another key), marked as recently used; `None` if not: the caller probes.
     pub(crate) fn touch_hinted(&mut self, hint: Option<SlotId>, key: &[u8]) -> Option<SlotId> {
         let i = self.hinted(hint, key)?;
-        self.slot_mut(i).referenced = true;
+        self.slot_mut(i).set(REFERENCED, true);
         Some(SlotId(i))
     }
 
@@ -440,8 +466,8 @@ impl StateCache {
             let Some(slot) = self.slots[i].as_mut() else {
                 continue;
             };
-            if slot.referenced {
-                slot.referenced = false;
+            if slot.is(REFERENCED) {
+                slot.set(REFERENCED, false);
                 continue;
             }
             let slot = self.slots[i].take().expect("checked live above");
@@ -452,7 +478,7 @@ impl StateCache {
                 .remove();
             self.free.push(i as u32);
             self.bytes -= slot.bytes();
-            if slot.dirty {
+            if slot.is(DIRTY) {
                 self.dirty -= 1;
                 victims.push(hash, slot.key(), slot.value());
             }
@@ -479,7 +505,7 @@ impl StateCache {
                 self.replace(i, false, value);
                 i
             }
-            None => self.insert_new(hash, key, value, false),
+            None => self.insert_new(hash, key, value, false, value.is_some()),
         };
         SlotId(i)
     }
@@ -501,7 +527,7 @@ impl StateCache {
         match self.hinted(hint, key).or_else(|| self.find(hash, key)) {
             Some(i) => self.replace(i, true, Some(value)),
             None => {
-                self.insert_new(hash, key, Some(value), true);
+                self.insert_new(hash, key, Some(value), true, true);
             }
         }
     }
@@ -530,13 +556,15 @@ impl StateCache {
                 self.replace(i, true, None);
                 i
             }
-            None => self.insert_new(hash, key, None, true),
+            None => self.insert_new(hash, key, None, true, true),
         };
         // Not a use: a tombstone, once written back, is the first slot a sweep takes.
-        self.slot_mut(i).referenced = false;
+        self.slot_mut(i).set(REFERENCED, false);
     }
 
-    /// Replaces the value of live slot `i` with `value`, re-counting bytes and dirtiness.
+    /// Replaces the value of live slot `i` with `value`, re-counting bytes and dirtiness:
+    /// a write (`dirty`), or what RocksDB holds (a reload). A deletion of a key RocksDB
+    /// cannot hold (not stored) is no write: the slot becomes a clean `None`.
     fn replace(&mut self, i: u32, dirty: bool, value: Option<&[u8]>) {
         let slot = self.slots[i as usize]
             .as_mut()
@@ -545,24 +573,37 @@ impl StateCache {
             // Copy on write: the snapshot gets the value the slot had when it was owed.
             let hash = self.hasher.hash_one(slot.key());
             self.owed_layer.push(hash, slot.key(), slot.value());
-            slot.dirty = false;
+            slot.set(DIRTY, false);
+            slot.set(STORED, slot.is(HAS_VALUE));
             self.dirty -= 1;
             self.owed -= 1;
         }
+        if !dirty {
+            slot.set(STORED, value.is_some());
+        }
+        let dirty = dirty && (value.is_some() || slot.is(STORED));
         let old_bytes = slot.bytes();
-        let was_dirty = slot.dirty;
+        let was_dirty = slot.is(DIRTY);
         slot.set_value(value);
-        slot.dirty = dirty;
-        slot.epoch = self.epoch;
-        slot.referenced = true;
+        slot.set(DIRTY, dirty);
+        slot.set(EPOCH, self.epoch);
+        slot.set(REFERENCED, true);
         let new_bytes = slot.bytes();
         self.bytes = self.bytes - old_bytes + new_bytes;
         self.dirty = self.dirty - usize::from(was_dirty) + usize::from(dirty);
     }
 
-    /// Adds a slot for `key`, known not cached; returns its index.
-    fn insert_new(&mut self, hash: u64, key: &[u8], value: Option<&[u8]>, dirty: bool) -> u32 {
-        let slot = Slot::new(key, value, dirty, self.epoch);
+    /// Adds a slot for `key`, known not cached (`stored`: see the module doc); returns
+    /// its index.
+    fn insert_new(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        value: Option<&[u8]>,
+        dirty: bool,
+        stored: bool,
+    ) -> u32 {
+        let slot = Slot::new(key, value, dirty, stored, self.epoch);
         self.bytes += slot.bytes();
         self.dirty += usize::from(dirty);
         let i = match self.free.pop() {
@@ -619,7 +660,7 @@ impl StateCache {
     #[cfg(test)]
     pub(crate) fn dirty(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         self.live()
-            .filter(|slot| slot.dirty)
+            .filter(|slot| slot.is(DIRTY))
             .map(|slot| (slot.key(), slot.value()))
     }
 
@@ -627,7 +668,7 @@ impl StateCache {
     #[cfg(test)]
     pub(crate) fn is_dirty(&self, key: &[u8]) -> bool {
         self.find(self.hash(key), key)
-            .is_some_and(|i| self.slot(i).dirty)
+            .is_some_and(|i| self.slot(i).is(DIRTY))
     }
 
     pub(crate) fn dirty_len(&self) -> usize {
@@ -645,9 +686,15 @@ impl StateCache {
         if self.dirty == 0 {
             return layer;
         }
-        for slot in self.slots.iter_mut().flatten().filter(|slot| slot.dirty) {
+        for slot in self
+            .slots
+            .iter_mut()
+            .flatten()
+            .filter(|slot| slot.is(DIRTY))
+        {
             layer.push(self.hasher.hash_one(slot.key()), slot.key(), slot.value());
-            slot.dirty = false;
+            slot.set(DIRTY, false);
+            slot.set(STORED, slot.is(HAS_VALUE));
         }
         self.dirty = 0;
         layer
@@ -682,7 +729,8 @@ impl StateCache {
             if slot.owed(epoch) {
                 let hash = self.hasher.hash_one(slot.key());
                 self.owed_layer.push(hash, slot.key(), slot.value());
-                slot.dirty = false;
+                slot.set(DIRTY, false);
+                slot.set(STORED, slot.is(HAS_VALUE));
                 self.dirty -= 1;
                 self.owed -= 1;
             }
@@ -922,6 +970,63 @@ mod tests {
         let (a, b) = (warmed.take_victims(0, false), plain.take_victims(0, false));
         assert!(entries(&a).contains(&(live.to_be_bytes().to_vec(), Some(b"v".to_vec()))));
         assert_eq!(entries(&a), entries(&b), "the same slots: no clock bit set");
+    }
+
+    /// A deletion writes a tombstone only for a key RocksDB may hold: one read with a
+    /// value, written back (directly or through a snapshot's copy, copy on write
+    /// included), or written without being read; a key read as absent and deleted
+    /// before any write-back leaves a clean `None`.
+    #[test]
+    fn a_key_never_written_back_is_deleted_without_a_tombstone() {
+        let mut cache = StateCache::new(64, usize::MAX);
+        // (Whether the tombstone is dirty, what a read finds.)
+        fn delete_after(cache: &mut StateCache, key: &[u8]) -> (bool, Option<Option<Vec<u8>>>) {
+            cache.delete(key);
+            let found = cache.lookup(key).map(|v| v.map(<[u8]>::to_vec));
+            (cache.is_dirty(key), found)
+        }
+        // Read as absent, written, deleted: nothing for RocksDB.
+        cache.insert_clean(b"fresh", None);
+        cache.put(b"fresh", b"1");
+        assert_eq!(delete_after(&mut cache, b"fresh"), (false, Some(None)));
+        assert_eq!(cache.dirty_len(), 0);
+        // Read with a value, or written blind: a tombstone.
+        cache.insert_clean(b"read", Some(b"1"));
+        assert_eq!(delete_after(&mut cache, b"read"), (true, Some(None)));
+        cache.put(b"blind", b"1");
+        assert_eq!(delete_after(&mut cache, b"blind"), (true, Some(None)));
+        cache.delete(b"blind-delete");
+        assert!(cache.is_dirty(b"blind-delete"));
+        // Written back: a tombstone; a tombstone written back: absent again.
+        cache.insert_clean(b"written", None);
+        cache.put(b"written", b"1");
+        assert_eq!(entries(&cache.copy_out_dirty()).len(), 4);
+        assert_eq!(delete_after(&mut cache, b"written"), (true, Some(None)));
+        assert_eq!(entries(&cache.copy_out_dirty()).len(), 1);
+        cache.put(b"written", b"2");
+        assert_eq!(delete_after(&mut cache, b"written"), (false, Some(None)));
+        // Owed to a snapshot: copied before the delete (copy on write) or by the copy.
+        for key in [&b"owed-cow"[..], b"owed-copied"] {
+            cache.insert_clean(key, None);
+            cache.put(key, b"1");
+        }
+        cache.owe_dirty();
+        assert_eq!(delete_after(&mut cache, b"owed-cow"), (true, Some(None)));
+        cache.copy_owed(usize::MAX);
+        assert_eq!(delete_after(&mut cache, b"owed-copied"), (true, Some(None)));
+        let snapshot = entries(&cache.take_owed_layer());
+        assert_eq!(
+            snapshot,
+            [
+                (b"owed-copied".to_vec(), Some(b"1".to_vec())),
+                (b"owed-cow".to_vec(), Some(b"1".to_vec()))
+            ]
+        );
+        assert_eq!(
+            cache.dirty_len(),
+            2,
+            "their tombstones, for after the snapshot"
+        );
     }
 
     #[test]
