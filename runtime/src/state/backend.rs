@@ -27,6 +27,10 @@
 //!   RocksDB holds every write-back and merges the cache over it. `prefetch` reads a
 //!   batch's keys unknown to both in one batched MultiGet and caches them (clean), so
 //!   the `get`s that follow hit: it changes what is cached, never what is read.
+//! - A state opened empty knows every key while its cache has evicted none that RocksDB
+//!   may hold (see `cache`: a clean entry it holds, or a dirty one with a value): a key
+//!   not cached is then absent, and a miss reads neither the write-backs nor RocksDB.
+//!   A restored state, or one that has evicted such a key, reads them on every miss.
 //! - A snapshot has a short synchronous part on the task thread, at the barrier (copy
 //!   the dirty entries into one write-back, mark them clean, and ask the writer for
 //!   checkpoint n), and an asynchronous part on the writer thread (sort and write
@@ -157,6 +161,10 @@ pub struct KeyedState {
     in_flight: InFlight,
     /// Owns the DB; dropped (thread joined) before anything else of the state goes.
     writer: StateWriter,
+    /// The state started empty (`open_fresh`): while the cache has evicted no key
+    /// RocksDB may hold (`StateCache::evicted_stored`), a key it does not hold is
+    /// absent, and a miss reads neither the write-backs in flight nor RocksDB.
+    started_empty: bool,
     /// The checkpoint whose entries the cache is copying out (see
     /// [`begin_snapshot`](Self::begin_snapshot)): sent once they all are.
     snapshot_due: Option<CheckpointRequest>,
@@ -192,7 +200,9 @@ impl KeyedState {
         let work_dir = work_dir.as_ref().to_path_buf();
         let db_dir = prepare_work_dir(&work_dir)?;
         let db = open_db(&db_dir, cache_capacity.memtable_bytes)?;
-        Self::from_parts(db, work_dir, db_dir, cache_capacity, SharedNames::new())
+        let mut state = Self::from_parts(db, work_dir, db_dir, cache_capacity, SharedNames::new())?;
+        state.started_empty = true;
+        Ok(state)
     }
 
     /// Rebuilds `<work_dir>/db` from `snapshot`'s files in `storage` and opens it. The cache
@@ -238,6 +248,7 @@ impl KeyedState {
             cache: StateCache::new(cache_capacity.entries, cache_capacity.bytes),
             in_flight: InFlight::default(),
             writer,
+            started_empty: false,
             snapshot_due: None,
             max_bytes: cache_capacity.bytes,
             read_from_db: 0,
@@ -293,17 +304,10 @@ impl KeyedState {
         if let Some(slot) = self.cache.find_touch_hashed(hash.0, key) {
             return Ok(slot);
         }
-        self.in_flight.prune(self.writer.applied());
-        let value = match self.in_flight.lookup(hash.0, key) {
-            Some(value) => value.map(<[u8]>::to_vec),
-            None => {
-                self.read_from_db += 1;
-                self.writer
-                    .db()
-                    .get_pinned_opt(key, &self.read_options)
-                    .map_err(|e| StateError::db("get", &self.db_dir, e))?
-                    .map(|v| v.to_vec())
-            }
+        let value = if self.cache_knows_every_key() {
+            None
+        } else {
+            self.read_uncached(hash, key)?
         };
         let incoming = slot_bytes(key, value.as_deref());
         if self.cache.would_overflow(incoming) {
@@ -312,6 +316,21 @@ impl KeyedState {
         Ok(self
             .cache
             .insert_clean_hashed(hash.0, key, value.as_deref()))
+    }
+
+    /// `key`'s value from the newest write-back in flight that writes it, else RocksDB.
+    fn read_uncached(&mut self, hash: KeyHash, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.in_flight.prune(self.writer.applied());
+        if let Some(value) = self.in_flight.lookup(hash.0, key) {
+            return Ok(value.map(<[u8]>::to_vec));
+        }
+        self.read_from_db += 1;
+        let value = self
+            .writer
+            .db()
+            .get_pinned_opt(key, &self.read_options)
+            .map_err(|e| StateError::db("get", &self.db_dir, e))?;
+        Ok(value.map(|v| v.to_vec()))
     }
 
     /// Reads every key of `keys` that neither the cache nor a write-back in flight knows
@@ -337,7 +356,7 @@ impl KeyedState {
         slots.clear();
         let keys = keys.into_iter();
         self.cache.warm(keys.clone().map(|(hash, _)| hash.0));
-        let worth_it = self.read_from_db >= PREFETCH_MIN_READS;
+        let worth_it = self.read_from_db >= PREFETCH_MIN_READS && !self.cache_knows_every_key();
         self.read_from_db = 0;
         if !worth_it {
             return Ok(());
@@ -380,6 +399,11 @@ impl KeyedState {
             );
         }
         Ok(())
+    }
+
+    /// Whether a key the cache does not hold is absent (see `started_empty`).
+    fn cache_knows_every_key(&self) -> bool {
+        self.started_empty && !self.cache.evicted_stored()
     }
 
     /// Keys RocksDB was asked for since the last `prefetch`.

@@ -272,6 +272,9 @@ pub(crate) struct StateCache {
     owed_layer: WriteLayer,
     /// [`warm`](Self::warm)'s slots to read, kept for its allocation.
     to_warm: Vec<u32>,
+    /// A slot whose key RocksDB may hold (once the write-backs sent are applied) has
+    /// left the cache: see [`evicted_stored`](Self::evicted_stored).
+    evicted_stored: bool,
 }
 
 impl StateCache {
@@ -295,6 +298,7 @@ impl StateCache {
             owed_cursor: 0,
             owed_layer: WriteLayer::default(),
             to_warm: Vec::new(),
+            evicted_stored: false,
         }
     }
 
@@ -478,12 +482,27 @@ impl StateCache {
                 .remove();
             self.free.push(i as u32);
             self.bytes -= slot.bytes();
-            if slot.is(DIRTY) {
+            // RocksDB holds the key once the victims are written back if the slot has a
+            // value to write, or (clean) if it is stored.
+            let dirty = slot.is(DIRTY);
+            self.evicted_stored |= if dirty {
+                slot.is(HAS_VALUE)
+            } else {
+                slot.is(STORED)
+            };
+            if dirty {
                 self.dirty -= 1;
                 victims.push(hash, slot.key(), slot.value());
             }
         }
         victims
+    }
+
+    /// Whether a slot whose key RocksDB may hold has ever been evicted. Until one is, a
+    /// cache that started with an empty RocksDB knows every key that has a value: a key
+    /// it does not hold is absent, and need not be looked up.
+    pub(crate) fn evicted_stored(&self) -> bool {
+        self.evicted_stored
     }
 
     /// Caches what RocksDB holds for `key` (clean) and returns it.

@@ -552,6 +552,73 @@ fn state_prefetch_caches_a_batch_of_misses_and_reads_agree() {
     );
 }
 
+/// A state opened empty answers a miss without reading RocksDB (the key is absent)
+/// until the cache evicts a key RocksDB may hold: a clean one written back before, or a
+/// dirty one with a value; a negative lookup or a tombstone leaving changes nothing.
+/// Reads stay exact throughout; a restored state reads RocksDB from the start.
+#[test]
+fn a_fresh_state_reads_rocksdb_only_once_it_has_evicted_a_key_rocksdb_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let k = |name: &str| key(name, None);
+    // Each case: the victim's history, in a cache of one entry; the next miss evicts it.
+    type Setup = fn(&mut KeyedState, &[u8]);
+    let cases: [(&str, Setup, bool); 4] = [
+        (
+            "a negative lookup",
+            |s, v| {
+                s.get(v).expect("get");
+            },
+            false,
+        ),
+        ("a tombstone", |s, v| s.delete(v).expect("delete"), false),
+        ("a dirty value", |s, v| s.put(v, b"1").expect("put"), true),
+        (
+            "a value written back",
+            |s, v| {
+                s.put(v, b"1").expect("put");
+                s.flush().expect("flush");
+            },
+            true,
+        ),
+    ];
+    for (n, (history, setup, stored)) in cases.into_iter().enumerate() {
+        let mut state = KeyedState::open_fresh(dir.path().join(format!("s{n}")), 1).expect("open");
+        let victim = k("victim");
+        setup(&mut state, &victim);
+        assert_eq!(state.get(&k("other")).expect("get"), None, "{history}");
+        assert_eq!(
+            state.reads_from_db(),
+            0,
+            "{history}: the victim was still cached"
+        );
+        // RocksDB holds every write-back, so a read of the victim would go to it.
+        state.flush().expect("flush");
+        let expected = stored.then_some(&b"1"[..]);
+        assert_eq!(state.get(&victim).expect("get"), expected, "{history}");
+        let read = usize::from(stored);
+        assert_eq!(
+            state.reads_from_db(),
+            read,
+            "{history}: RocksDB asked once it may hold it"
+        );
+    }
+    let storage = storage(dir.path());
+    let mut written = open(dir.path(), "written");
+    written.put(&k("a"), b"1").expect("put");
+    let snapshot = written
+        .snapshot(&storage, CheckpointId(1), "agg-0")
+        .expect("snapshot");
+    let mut restored =
+        KeyedState::restore(dir.path().join("restored"), &storage, &snapshot, 4).expect("restore");
+    assert_eq!(restored.get(&k("a")).expect("get"), Some(&b"1"[..]));
+    assert_eq!(restored.get(&k("b")).expect("get"), None);
+    assert_eq!(
+        restored.reads_from_db(),
+        2,
+        "a restored state reads RocksDB"
+    );
+}
+
 /// A cache keeps its dirty entries until the barrier (a key updated many times is
 /// written once), nearly full or not, unless they are evicted; a barrier that leaves
 /// more than it copies at once in a nearly full cache first evicts down to 7/8, so the
