@@ -23,12 +23,15 @@
 //!   a value of it was copied into a write-back, or it was written without being read
 //!   (unknown, so assumed). Deleting a slot that is not stored leaves it a clean `None`:
 //!   an entry created and deleted between two write-backs (a window's accumulator that
-//!   fires before the next checkpoint) never reaches RocksDB, not even as a tombstone. A dirty slot leaves the cache only through
-//!   [`take_victims`], which hands its key and value to the caller in a write-back to
-//!   write; [`copy_out_dirty`] copies every dirty slot into one and marks them clean. So
-//!   no update or deletion is ever lost.
+//!   fires before the next checkpoint) never reaches RocksDB, not even as a tombstone.
+//! - A dirty slot leaves the cache only through [`take_victims`], which hands its key and
+//!   value to the caller in a write-back to write; [`copy_out_dirty`] copies every dirty
+//!   slot into one and marks them clean. So no update or deletion is ever lost. Once a
+//!   victim's key is one RocksDB may hold (a dirty value, or a clean stored slot),
+//!   [`evicted_stored`] says so for good: until then, a cache in front of a RocksDB that
+//!   started empty holds every key that has a value.
 //! - A snapshot may copy the dirty slots out over time instead of at once: [`owe_dirty`]
-//!   makes every dirty slot *owed* (dirty in an earlier epoch: `slot.epoch` differs
+//!   makes every dirty slot *owed* (dirty in an earlier epoch: its `EPOCH` bit differs
 //!   from the cache's) and [`copy_owed`] copies owed slots into the snapshot's layer a
 //!   stretch of the slot array at a time. An owed slot about to change (put, delete,
 //!   clean reload) is copied first, copy on write, so the layer ends up holding each
@@ -63,6 +66,7 @@
 //! [`over_budget`]: StateCache::over_budget
 //! [`would_overflow`]: StateCache::would_overflow
 //! [`take_victims`]: StateCache::take_victims
+//! [`evicted_stored`]: StateCache::evicted_stored
 //! [`warm`]: StateCache::warm
 //! [`warm_hinted`]: StateCache::warm_hinted
 
