@@ -338,7 +338,8 @@ impl KeyedState {
     /// the `get`s that follow hit the cache. A batch's keys new to the cache are mostly new
     /// to the state too, and RocksDB answers such misses together (memtable and bloom
     /// filter probes of the whole batch) faster than one by one. Skipped when the last
-    /// batch found (almost) everything cached, so a cache-resident state pays nothing;
+    /// batch found (almost) everything cached, so a cache-resident state pays nothing,
+    /// and while the cache knows every key (a miss is absent: see `started_empty`);
     /// the keys' slots are warmed first all the same (see `state::cache`).
     /// Only a hint: an entry evicted again before its `get` is read again then.
     /// `slots` gets, per key in order, the slot now holding it (`None`: in a write-back
