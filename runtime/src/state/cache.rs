@@ -219,6 +219,14 @@ impl Slot {
         }
     }
 
+    /// Copies the key and value (filed under `hash`) into the write-back `layer`:
+    /// RocksDB will hold them, so the slot is clean, and stored iff it has a value.
+    fn write_into(&mut self, hash: u64, layer: &mut WriteLayer) {
+        layer.push(hash, self.key(), self.value());
+        self.set(DIRTY, false);
+        self.set(STORED, self.is(HAS_VALUE));
+    }
+
     /// Whether the slot is owed to the snapshot copied under the cache's `epoch`.
     fn owed(&self, epoch: bool) -> bool {
         self.is(DIRTY) && self.is(EPOCH) != epoch
@@ -478,7 +486,7 @@ impl StateCache {
                 slot.set(REFERENCED, false);
                 continue;
             }
-            let slot = self.slots[i].take().expect("checked live above");
+            let mut slot = self.slots[i].take().expect("checked live above");
             let hash = self.hasher.hash_one(slot.key());
             self.table
                 .find_entry(hash, |&j| j as usize == i)
@@ -486,18 +494,12 @@ impl StateCache {
                 .remove();
             self.free.push(i as u32);
             self.bytes -= slot.bytes();
-            // RocksDB holds the key once the victims are written back if the slot has a
-            // value to write, or (clean) if it is stored.
-            let dirty = slot.is(DIRTY);
-            self.evicted_stored |= if dirty {
-                slot.is(HAS_VALUE)
-            } else {
-                slot.is(STORED)
-            };
-            if dirty {
+            if slot.is(DIRTY) {
                 self.dirty -= 1;
-                victims.push(hash, slot.key(), slot.value());
+                slot.write_into(hash, &mut victims);
             }
+            // Once the victims are written, RocksDB holds the key iff the slot is stored.
+            self.evicted_stored |= slot.is(STORED);
         }
         victims
     }
@@ -594,10 +596,7 @@ impl StateCache {
             .expect("the table indexes only live slots");
         if slot.owed(self.epoch) {
             // Copy on write: the snapshot gets the value the slot had when it was owed.
-            let hash = self.hasher.hash_one(slot.key());
-            self.owed_layer.push(hash, slot.key(), slot.value());
-            slot.set(DIRTY, false);
-            slot.set(STORED, slot.is(HAS_VALUE));
+            slot.write_into(self.hasher.hash_one(slot.key()), &mut self.owed_layer);
             self.dirty -= 1;
             self.owed -= 1;
         }
@@ -715,9 +714,7 @@ impl StateCache {
             .flatten()
             .filter(|slot| slot.is(DIRTY))
         {
-            layer.push(self.hasher.hash_one(slot.key()), slot.key(), slot.value());
-            slot.set(DIRTY, false);
-            slot.set(STORED, slot.is(HAS_VALUE));
+            slot.write_into(self.hasher.hash_one(slot.key()), &mut layer);
         }
         self.dirty = 0;
         layer
@@ -750,10 +747,7 @@ impl StateCache {
                 break;
             }
             if slot.owed(epoch) {
-                let hash = self.hasher.hash_one(slot.key());
-                self.owed_layer.push(hash, slot.key(), slot.value());
-                slot.set(DIRTY, false);
-                slot.set(STORED, slot.is(HAS_VALUE));
+                slot.write_into(self.hasher.hash_one(slot.key()), &mut self.owed_layer);
                 self.dirty -= 1;
                 self.owed -= 1;
             }
