@@ -579,6 +579,7 @@ mod tests {
                         offset: 10 + i64::from(p),
                         max_timestamp: None,
                         writers: None,
+                        frame_read: 0,
                     })
                     .collect(),
             };

@@ -8,3 +8,4 @@ mod acl;
 mod config;
 mod exactly_once;
 mod operations;
+mod repartition_frames;

@@ -25,7 +25,6 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::cluster::KeyGroupRanges;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, topic_partitions,
@@ -38,7 +37,8 @@ use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
 use crate::connector::kafka::preflight;
-use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime};
+use crate::connector::kafka::repartition;
+use crate::connector::kafka::repartition_frame::{FRAME_HEADER, FRAME_VERSION};
 use crate::connector::kafka::repartition_purge::RepartitionPurger;
 use crate::connector::kafka::repartition_watermark::{WATERMARK_HEADER, WatermarkMarker};
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
@@ -419,15 +419,13 @@ impl KafkaCommitUnit {
     }
 
     /// Sends `batch` to `topic` as part of checkpoint `checkpoint`'s output (inside
-    /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full. Every
-    /// record is counted in `in_flight` until the broker acknowledges it. `key_groups`:
-    /// `topic` is a repartition topic of these key-group ranges, and each record goes
-    /// to its key group's partition (`repartition::partition_of_key`); else the
-    /// producer's partitioner picks.
+    /// T(checkpoint) for exactly-once), blocking while librdkafka's queue is full; the
+    /// producer's partitioner picks each record's partition. Every record is counted in
+    /// `in_flight` until the broker acknowledges it.
     pub fn send_batch(
         &self,
         checkpoint: CheckpointId,
-        (topic, key_groups): (&str, Option<KeyGroupRanges>),
+        topic: &str,
         batch: &RecordBatch,
         in_flight: &Arc<InFlight>,
     ) -> Result<(), KafkaError> {
@@ -438,25 +436,41 @@ impl KafkaCommitUnit {
             let r = batch.get(i);
             let mut record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
                 BaseRecord::with_opaque_to(topic, in_flight.clone()).payload(r.value);
-            if let Some(key_groups) = key_groups {
-                record = record.partition(repartition::partition_of_key(r.key, key_groups));
-            }
             if !r.key.is_empty() {
                 record = record.key(r.key);
             }
-            if key_groups.is_some() && EventTime::needs_header(r.timestamp) {
-                // Its owner reads the event time from here (see `repartition`).
-                record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
-                    key: EVENT_TIME_HEADER,
-                    value: Some(&EventTime::encode(r.timestamp)),
-                }));
-            } else if r.timestamp >= 0 {
+            if r.timestamp >= 0 {
                 record = record.timestamp(r.timestamp);
             }
             in_flight.add(1);
             self.send_record(slot, record, topic)?;
         }
         Ok(())
+    }
+
+    /// Sends `frame` (`repartition_frame`) to `partition` of repartition topic `topic`
+    /// as part of checkpoint `checkpoint`'s output, as `send_batch` sends a record.
+    pub fn send_frame(
+        &self,
+        checkpoint: CheckpointId,
+        (topic, partition): (&str, i32),
+        frame: &[u8],
+        in_flight: &Arc<InFlight>,
+    ) -> Result<(), KafkaError> {
+        let slot = self.slot(checkpoint);
+        self.check_deliveries(slot, checkpoint)?;
+        self.ensure_open(slot, checkpoint)?;
+        let headers = OwnedHeaders::new_with_capacity(1).insert(Header {
+            key: FRAME_HEADER,
+            value: Some(FRAME_VERSION),
+        });
+        let record: BaseRecord<'_, [u8], [u8], Arc<InFlight>> =
+            BaseRecord::with_opaque_to(topic, in_flight.clone())
+                .partition(partition)
+                .payload(frame)
+                .headers(headers);
+        in_flight.add(1);
+        self.send_record(slot, record, topic)
     }
 
     /// Writes `marker` to every partition of repartition topic `topic` (`partitions`

@@ -5,12 +5,19 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
+use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, TopicPartitionList};
 
 use super::*;
+use crate::cluster::KeyGroupRanges;
 use crate::connector::kafka::client::QuietContext;
+use crate::connector::kafka::repartition_frame::{self, FRAME_HEADER, FrameReader};
+use crate::connector::kafka::repartition_watermark::{RepartitionWriter, RepartitionWriters};
+use crate::connector::kafka::sink::KafkaSink;
 use crate::connector::kafka::transactional_producer::UnitRecord;
+use crate::dataflow::sink::Sink;
 use crate::record::batch::RecordBatch;
+use crate::record::message::{Barrier, Watermark};
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -62,8 +69,7 @@ impl TransactionalProducer for FakeProducer {
                 record,
             ));
         }
-        let payload = String::from_utf8_lossy(record.payload.unwrap_or_default());
-        self.note(format!("send {} {payload}", record.topic));
+        self.note(format!("send {}", describe(&record)));
         if self.fail_deliveries.load(Ordering::SeqCst) {
             let mut failure = self.context.failure();
             failure.get_or_insert_with(|| format!("topic {}: broker said no", record.topic));
@@ -98,6 +104,34 @@ impl TransactionalProducer for FakeProducer {
     }
 }
 
+/// A record the fake sends, for its log: `<topic> <value>`; a repartition frame
+/// `<topic>/<partition> frame <key>,<key>,...`, a watermark marker
+/// `<topic>/<partition> watermark <ms>`.
+fn describe(record: &UnitRecord<'_>) -> String {
+    let (topic, partition) = (record.topic, record.partition.unwrap_or(-1));
+    let payload = record.payload.unwrap_or_default();
+    let header = |name: &str| {
+        record.headers.as_ref().and_then(|h| {
+            h.iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value.map(<[u8]>::to_vec))
+        })
+    };
+    if header(FRAME_HEADER).is_some() {
+        let mut frame = FrameReader::new(payload.to_vec());
+        let mut keys = Vec::new();
+        while let Some((key, _, _)) = frame.next_record().expect("a frame") {
+            keys.push(String::from_utf8_lossy(key).into_owned());
+        }
+        return format!("{topic}/{partition} frame {}", keys.join(","));
+    }
+    if let Some(marker) = header(WATERMARK_HEADER) {
+        let marker = WatermarkMarker::decode(&marker).expect("a marker");
+        return format!("{topic}/{partition} watermark {}", marker.watermark.0);
+    }
+    format!("{topic} {}", String::from_utf8_lossy(payload))
+}
+
 /// An exactly-once unit of pipeline `p` over fake producers `p.0` and `p.1`, the last
 /// committed checkpoint `committed`; and the log of their calls.
 fn unit(committed: u64) -> (KafkaCommitUnit, Log) {
@@ -111,6 +145,19 @@ fn unit_failing(committed: u64, failing: Option<&str>) -> (KafkaCommitUnit, Log)
 
 /// The same, each producer's queue refusing its first `queue_full` sends as full.
 fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCommitUnit, Log) {
+    unit_of(
+        committed,
+        (failing, queue_full),
+        DeliveryGuarantee::ExactlyOnce,
+    )
+}
+
+/// The same, at `delivery`: at-least-once, one producer `p.0`.
+fn unit_of(
+    committed: u64,
+    (failing, queue_full): (Option<&str>, u64),
+    delivery: DeliveryGuarantee,
+) -> (KafkaCommitUnit, Log) {
     let log = Log::default();
     let fence = Fence::default();
     let slot = |name: &'static str| Slot {
@@ -124,26 +171,9 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         })),
         open: Mutex::new(None),
     };
-    let group_consumer: BaseConsumer<QuietContext> = ClientConfig::new()
-        .set("bootstrap.servers", "127.0.0.1:9")
-        .set("group.id", "weir.p")
-        .create_with_context(QuietContext)
-        .expect("an offline consumer");
-    let mode = Mode::ExactlyOnce {
-        slots: [slot("p.0"), slot("p.1")],
-        marker: MarkerTarget {
-            pipeline: "p".into(),
-            unit: LOCAL_UNIT.into(),
-            generation: 0,
-            group: "weir.p".into(),
-            sources: Vec::new(),
-            source_partitions: Vec::new(),
-            progress_topic: "weir.p.progress".into(),
-        },
-        group_consumer,
-        committed: Mutex::new(CheckpointId(committed)),
-        found: FoundMarkers::default(),
-        marker_records: Arc::new(InFlight::default()),
+    let mode = match delivery {
+        DeliveryGuarantee::ExactlyOnce => exactly_once([slot("p.0"), slot("p.1")], committed),
+        DeliveryGuarantee::AtLeastOnce => Mode::AtLeastOnce { slot: slot("p.0") },
     };
     let unit = KafkaCommitUnit {
         pipeline: "p".into(),
@@ -158,6 +188,32 @@ fn unit_with(committed: u64, failing: Option<&str>, queue_full: u64) -> (KafkaCo
         repartition_partitions: None,
     };
     (unit, log)
+}
+
+/// The exactly-once mode of pipeline `p` over `slots`, `committed` the last committed
+/// checkpoint.
+fn exactly_once(slots: [Slot; 2], committed: u64) -> Mode {
+    let group_consumer: BaseConsumer<QuietContext> = ClientConfig::new()
+        .set("bootstrap.servers", "127.0.0.1:9")
+        .set("group.id", "weir.p")
+        .create_with_context(QuietContext)
+        .expect("an offline consumer");
+    Mode::ExactlyOnce {
+        slots,
+        marker: MarkerTarget {
+            pipeline: "p".into(),
+            unit: LOCAL_UNIT.into(),
+            generation: 0,
+            group: "weir.p".into(),
+            sources: Vec::new(),
+            source_partitions: Vec::new(),
+            progress_topic: "weir.p.progress".into(),
+        },
+        group_consumer,
+        committed: Mutex::new(CheckpointId(committed)),
+        found: FoundMarkers::default(),
+        marker_records: Arc::new(InFlight::default()),
+    }
 }
 
 fn batch(values: &[&str]) -> RecordBatch {
@@ -188,14 +244,14 @@ fn far() -> Instant {
 fn transactions_alternate_between_the_two_producers() {
     let (unit, log) = unit(0);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
         .expect("send 1");
-    unit.send_batch(CheckpointId(2), ("out", None), &batch(&["b"]), &in_flight)
+    unit.send_batch(CheckpointId(2), "out", &batch(&["b"]), &in_flight)
         .expect("send 2");
     unit.pre_commit(CheckpointId(1), far())
         .expect("pre-commit 1");
     unit.commit(&metadata(1), far()).expect("commit 1");
-    unit.send_batch(CheckpointId(3), ("out", None), &batch(&["c"]), &in_flight)
+    unit.send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
         .expect("send 3");
     unit.pre_commit(CheckpointId(2), far())
         .expect("pre-commit 2");
@@ -256,10 +312,10 @@ fn a_committed_checkpoint_is_not_committed_again() {
 fn a_transaction_still_open_two_checkpoints_later_is_a_protocol_error() {
     let (unit, log) = unit(0);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
         .expect("send 1");
     let err = unit
-        .send_batch(CheckpointId(3), ("out", None), &batch(&["c"]), &in_flight)
+        .send_batch(CheckpointId(3), "out", &batch(&["c"]), &in_flight)
         .expect_err("T(1) is open on p.1");
     assert_eq!(
         err.to_string(),
@@ -276,7 +332,7 @@ fn a_transaction_still_open_two_checkpoints_later_is_a_protocol_error() {
 fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
     let (unit, log) = unit_failing(0, Some("p.1"));
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
         .expect("handed over; the report comes later");
     let err = unit
         .pre_commit(CheckpointId(1), far())
@@ -302,13 +358,8 @@ fn a_failed_delivery_fails_the_pre_commit_of_its_checkpoint() {
 fn a_full_queue_makes_the_sink_wait_and_loses_nothing() {
     let (unit, log) = unit_with(0, None, 3);
     let in_flight = Arc::new(InFlight::default());
-    unit.send_batch(
-        CheckpointId(1),
-        ("out", None),
-        &batch(&["a", "b"]),
-        &in_flight,
-    )
-    .expect("the send waits for room, then succeeds");
+    unit.send_batch(CheckpointId(1), "out", &batch(&["a", "b"]), &in_flight)
+        .expect("the send waits for room, then succeeds");
     assert_eq!(
         take(&log),
         [
@@ -334,7 +385,7 @@ fn a_queue_that_stays_full_fails_the_send_after_the_checkpoint_timeout() {
     unit.checkpoint_timeout = Duration::from_millis(30);
     let in_flight = Arc::new(InFlight::default());
     let err = unit
-        .send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &in_flight)
+        .send_batch(CheckpointId(1), "out", &batch(&["a"]), &in_flight)
         .expect_err("the queue never has room");
     assert!(
         matches!(&err, KafkaError::BrokerStalled { bootstrap, waited, .. }
@@ -371,7 +422,7 @@ fn abandoning_the_unit_ends_every_wait_of_its_sinks() {
                     unit.await_acknowledged(CheckpointId(2), "out", &in_flight)
                 } else {
                     let fresh = Arc::new(InFlight::default());
-                    unit.send_batch(CheckpointId(1), ("out", None), &batch(&["a"]), &fresh)
+                    unit.send_batch(CheckpointId(1), "out", &batch(&["a"]), &fresh)
                 };
                 let _ = done_tx.send(result);
             })
@@ -391,4 +442,134 @@ fn abandoning_the_unit_ends_every_wait_of_its_sinks() {
     for waiter in waiters {
         waiter.join().expect("waiter");
     }
+}
+
+/// Keys `k0`, `k1`, ... whose key groups fall in partition 0 and partition 1 of
+/// `ranges`, `n` of each, alternating (a batch of them), and the frames that carry
+/// them (`r/<partition> frame <keys>`).
+fn keyed_batch(ranges: KeyGroupRanges, n: usize, tag: &str) -> (RecordBatch, [String; 2]) {
+    let mut by_partition: [Vec<String>; 2] = Default::default();
+    for i in 0.. {
+        let key = format!("{tag}{i}");
+        let p = repartition::partition_of_key(key.as_bytes(), ranges) as usize;
+        if by_partition[p].len() < n {
+            by_partition[p].push(key);
+        }
+        if by_partition.iter().all(|keys| keys.len() == n) {
+            break;
+        }
+    }
+    let mut batch = RecordBatch::default();
+    for i in 0..n {
+        for keys in &by_partition {
+            batch.push(keys[i].as_bytes(), b"1", 1_000);
+        }
+    }
+    let frames = [0, 1].map(|p| format!("r/{p} frame {}", by_partition[p].join(",")));
+    (batch, frames)
+}
+
+fn repartition_sink(unit: KafkaCommitUnit, ranges: KeyGroupRanges) -> KafkaSink {
+    let writer = RepartitionWriter {
+        set: RepartitionWriters {
+            generation: 1,
+            count: 1,
+        },
+        index: 0,
+    };
+    KafkaSink::repartition("repartition", "r", ranges, Some(writer), Arc::new(unit))
+}
+
+/// Catches: a repartition frame held past its barrier (sent in the next checkpoint's
+/// transaction), sent before it is full or the barrier comes (no packing), or after
+/// the checkpoint's watermark marker (the reader would pass the records' event time
+/// before reading them).
+#[test]
+fn a_repartition_writer_sends_its_frames_at_the_barrier_before_its_watermark() {
+    let (unit, log) = unit(0);
+    let ranges = KeyGroupRanges::new(4, 2);
+    let mut sink = repartition_sink(unit, ranges);
+    let (first, frames) = keyed_batch(ranges, 3, "a");
+    sink.write(CheckpointId(1), &first).expect("write");
+    sink.write(CheckpointId(1), &first).expect("write");
+    sink.watermark(Watermark(900)).expect("watermark");
+    assert_eq!(
+        take(&log),
+        Vec::<String>::new(),
+        "held in frames until the barrier"
+    );
+    let barrier = |id| Barrier {
+        id: CheckpointId(id),
+        is_final: false,
+    };
+    sink.barrier(barrier(1)).expect("barrier 1");
+    let both = |f: &str| format!("{f},{}", f.split(' ').next_back().unwrap_or_default());
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin".to_owned(),
+            format!("p.1 send {}", both(&frames[0])),
+            format!("p.1 send {}", both(&frames[1])),
+            "p.1 send r/0 watermark 900".to_owned(),
+            "p.1 send r/1 watermark 900".to_owned(),
+        ]
+    );
+    // The next checkpoint's records: on the other producer, its own frames, and no
+    // marker where the watermark did not move.
+    let (second, frames) = keyed_batch(ranges, 1, "b");
+    sink.write(CheckpointId(2), &second).expect("write");
+    sink.barrier(barrier(2)).expect("barrier 2");
+    assert_eq!(
+        take(&log),
+        [
+            "p.0 begin".to_owned(),
+            format!("p.0 send {}", frames[0]),
+            format!("p.0 send {}", frames[1]),
+        ]
+    );
+}
+
+/// Catches: at-least-once, where a record is visible as soon as it is written, a
+/// repartition writer holding records back until the barrier (a checkpoint interval
+/// of latency) instead of sending its frames at the end of each batch.
+#[test]
+fn an_at_least_once_repartition_writer_sends_its_frames_with_each_batch() {
+    let (unit, log) = unit_of(0, (None, 0), DeliveryGuarantee::AtLeastOnce);
+    let ranges = KeyGroupRanges::new(4, 2);
+    let mut sink = repartition_sink(unit, ranges);
+    let (batch, frames) = keyed_batch(ranges, 2, "a");
+    sink.write(CheckpointId(1), &batch).expect("write");
+    assert_eq!(
+        take(&log),
+        [
+            format!("p.0 send {}", frames[0]),
+            format!("p.0 send {}", frames[1])
+        ]
+    );
+}
+
+/// Catches: a frame growing past its bound while records keep coming within one
+/// checkpoint (a writer's memory unbounded, a Kafka record too large): a full frame
+/// goes before the barrier.
+#[test]
+fn a_full_frame_is_sent_without_waiting_for_the_barrier() {
+    let (unit, log) = unit(0);
+    let ranges = KeyGroupRanges::new(1, 1);
+    let mut sink = repartition_sink(unit, ranges);
+    let mut batch = RecordBatch::default();
+    let value = vec![b'v'; 1_000];
+    let per_frame = repartition_frame::frame_bytes(1) / 1_000;
+    for i in 0..per_frame * 3 {
+        batch.push(format!("k{i}").as_bytes(), &value, 1);
+    }
+    sink.write(CheckpointId(1), &batch).expect("write");
+    let sent = take(&log);
+    assert_eq!(sent[0], "p.1 begin");
+    assert!(
+        sent.len() - 1 >= 2
+            && sent[1..]
+                .iter()
+                .all(|s| s.starts_with("p.1 send r/0 frame")),
+        "{sent:?}"
+    );
 }

@@ -58,6 +58,16 @@ pub enum KafkaError {
     },
 
     #[error(
+        "repartition topic {topic}, partition {partition}, offset {offset}: {reason}; Weir writes this topic's records only as frames of its own format, so the topic was written by something else or damaged, and the records of these key groups cannot be read: restore the topic, or start the pipeline over"
+    )]
+    RepartitionFrame {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        reason: String,
+    },
+
+    #[error(
         "topic {topic} does not exist on {bootstrap}: create it (e.g. `kafka.sh topics --create --topic {topic} --partitions 3`) or fix `topic` in the spec"
     )]
     MissingTopic { topic: String, bootstrap: String },

@@ -15,6 +15,7 @@ pub mod names;
 pub mod position;
 pub mod preflight;
 pub mod repartition;
+pub mod repartition_frame;
 pub mod repartition_purge;
 pub mod repartition_watermark;
 pub mod reset;

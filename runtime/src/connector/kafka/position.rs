@@ -3,9 +3,10 @@
 //!
 //! Invariants: the position `{"v": 1, "partitions": [{"topic": t, "partition": p,
 //! "offset": o, ...}, ...]}` lists every partition the subtask was assigned with the
-//! offset of the next record to read (see `source` for when it is exact); merged over
-//! the subtasks of a source, a partition is listed once, and should two subtasks ever
-//! list it, the larger offset wins (its records reached the checkpoint).
+//! offset of the next record to read (see `source` for when it is exact), and in a
+//! repartition topic how many records of the frame there were read; merged over the
+//! subtasks of a source, a partition is listed once, and should two subtasks ever list
+//! it, the larger position wins (its records reached the checkpoint).
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -31,6 +32,15 @@ pub struct PartitionPosition {
     /// markers before `offset` (`repartition_watermark`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writers: Option<PartitionWatermarks>,
+    /// A repartition partition read up to the middle of a frame (`repartition_frame`):
+    /// how many of the records of the frame at `offset` were read (0: none, which is
+    /// also every position written before frames).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frame_read: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A Kafka source subtask's position (see the module docs).
@@ -87,7 +97,9 @@ impl KafkaPosition {
                     Entry::Vacant(e) => {
                         e.insert(p);
                     }
-                    Entry::Occupied(mut e) if e.get().offset < p.offset => {
+                    Entry::Occupied(mut e)
+                        if (e.get().offset, e.get().frame_read) < (p.offset, p.frame_read) =>
+                    {
                         e.insert(p);
                     }
                     Entry::Occupied(_) => {}
@@ -116,6 +128,7 @@ mod tests {
                     offset: 42,
                     max_timestamp: None,
                     writers: None,
+                    frame_read: 0,
                 },
                 PartitionPosition {
                     topic: "in".into(),
@@ -123,6 +136,7 @@ mod tests {
                     offset: 7,
                     max_timestamp: None,
                     writers: None,
+                    frame_read: 0,
                 },
             ],
         };
@@ -171,6 +185,7 @@ mod tests {
                     offset,
                     max_timestamp: Some(w + 7),
                     writers: Some(writers),
+                    frame_read: 0,
                 }],
             }
             .to_value()
@@ -195,6 +210,7 @@ mod tests {
                 offset: 1,
                 max_timestamp: None,
                 writers: None,
+                frame_read: 0,
             }],
         };
         let text = plain.to_value().to_string();

@@ -25,13 +25,15 @@
 //!   before its owner read it, however long that worker is down. The owner purges
 //!   what none of its retained checkpoints can read again (`repartition_purge`, Kafka
 //!   Streams' DeleteRecords), so the topic does not grow with the input.
-//! - Writing: upstream of the exchange, every record (key, value, event time as the
-//!   Kafka timestamp; an event time at or below zero, which a Kafka timestamp cannot
-//!   carry (librdkafka reads 0 as "now"), in header `weir.event_time` instead,
-//!   `EventTime`) goes to the partition of its key group's range (`partition_of_key`,
-//!   the same `dataflow::partition::key_group` as the in-process shuffle), through the
+//! - Writing: upstream of the exchange, every record (key, value, event time) goes to
+//!   the partition of its key group's range (`partition_of_key`, the same
+//!   `dataflow::partition::key_group` as the in-process shuffle), packed with the other
+//!   records of its writer subtask and partition into frames (`repartition_frame`: one
+//!   Kafka record holds thousands, and none spans two checkpoints), through the
 //!   worker's own transactional producers (`KafkaCommitUnit`), so repartition records,
-//!   output records and the source offsets commit or abort together in T(n).
+//!   output records and the source offsets commit or abort together in T(n). A record
+//!   of its own, as a Weir before frames wrote it (its event time the Kafka timestamp,
+//!   or at or below zero in header `weir.event_time`, `EventTime`), is still read.
 //! - Reading: the owner of range `r` reads partition `r` (`partitions_of`) as one
 //!   more Kafka source, `read_committed`, from the earliest offset the first time,
 //!   else from its checkpoint; those offsets ride in its own T(n)'s offset commit like
@@ -135,24 +137,16 @@ pub fn worker_partitions(
     mine
 }
 
-/// The header of a repartition record whose event time is at or below zero: the event
-/// time, 8 bytes big-endian. The record's Kafka timestamp is left to the producer.
+/// The header of a repartition record of its own (written before frames) whose event
+/// time is at or below zero: the event time, 8 bytes big-endian.
 pub const EVENT_TIME_HEADER: &str = "weir.event_time";
 
-/// How a record's event time crosses the repartition topic (see the module docs).
+/// How the event time of a record of its own crossed the repartition topic before
+/// frames (see the module docs).
 pub struct EventTime;
 
 impl EventTime {
-    /// Whether `timestamp` needs the header (a Kafka timestamp carries the others).
-    pub fn needs_header(timestamp: i64) -> bool {
-        timestamp <= 0
-    }
-
-    pub fn encode(timestamp: i64) -> [u8; 8] {
-        timestamp.to_be_bytes()
-    }
-
-    /// `None` for a value of another length (not one this weir wrote).
+    /// `None` for a value of another length (not one a weir wrote).
     pub fn decode(value: &[u8]) -> Option<i64> {
         Some(i64::from_be_bytes(value.try_into().ok()?))
     }
@@ -321,15 +315,12 @@ mod tests {
         }
     }
 
-    /// Catches: an event time a Kafka timestamp cannot carry sent without the header
-    /// (0 turns into the producer's "now"), or the header misread.
+    /// Catches: the event time of a record written before frames misread.
     #[test]
-    fn event_times_at_or_below_zero_go_in_the_header() {
+    fn an_event_time_header_of_a_record_before_frames_is_read() {
         for t in [0, -1, -2_999, i64::MIN] {
-            assert!(EventTime::needs_header(t));
-            assert_eq!(EventTime::decode(&EventTime::encode(t)), Some(t));
+            assert_eq!(EventTime::decode(&t.to_be_bytes()), Some(t));
         }
-        assert!(!EventTime::needs_header(1));
         assert_eq!(EventTime::decode(b"1234567"), None);
     }
 

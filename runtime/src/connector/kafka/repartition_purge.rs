@@ -281,6 +281,7 @@ mod tests {
                         offset,
                         max_timestamp: None,
                         writers: None,
+                        frame_read: 0,
                     })
                     .collect(),
             };

@@ -86,12 +86,15 @@
 //! until the restart fences it (or the timeout aborts it).
 //!
 //! A repartition topic (`repartition`, worker I of N > 1) is written by a `KafkaSink`
-//! too (`KafkaSink::repartition`: each record to its key group's partition), so its
-//! records are in T(n) with the output and the source offsets, and the owner of the key
-//! group, reading it read_committed, sees them exactly when T(n) commits. For a
-//! windowed step, at a barrier n after its task's watermark advanced, it also states
-//! that watermark in every partition of the topic, inside T(n) after its records
-//! (`repartition_watermark`): event time crosses the topic with the records.
+//! too (`KafkaSink::repartition`: each record to its key group's partition, packed into
+//! frames, `repartition_frame`), so its records are in T(n) with the output and the
+//! source offsets, and the owner of the key group, reading it read_committed, sees them
+//! exactly when T(n) commits. At barrier n the sink sends every frame it holds, so none
+//! spans two checkpoints. For a windowed step, at a barrier n after its task's
+//! watermark advanced, it then states that watermark in every partition of the topic,
+//! inside T(n) after its records (`repartition_watermark`): event time crosses the
+//! topic with the records. At-least-once, where records are visible as soon as they
+//! are written, it sends its frames at the end of every batch instead of holding them.
 //!
 //! `delivery = "at-least-once"` uses one idempotent, non-transactional producer flushed
 //! at pre-commit: nothing is lost, a replay after a crash may duplicate.
@@ -101,6 +104,7 @@ use std::sync::Arc;
 use crate::cluster::KeyGroupRanges;
 use crate::connector::kafka::commit_unit::KafkaCommitUnit;
 use crate::connector::kafka::in_flight::InFlight;
+use crate::connector::kafka::repartition_frame::FrameWriter;
 use crate::connector::kafka::repartition_watermark::{RepartitionWriter, WatermarkMarker};
 use crate::dataflow::operator::OperatorError;
 use crate::dataflow::sink::Sink;
@@ -117,6 +121,8 @@ pub struct KafkaSink {
     /// A repartition topic's key-group ranges (each record to its key group's
     /// partition).
     key_groups: Option<KeyGroupRanges>,
+    /// A repartition topic's open frames, one per partition.
+    frames: Option<FrameWriter>,
     /// A repartition topic's writer this subtask is (see `repartition_watermark`).
     writer: Option<RepartitionWriter>,
     /// The last watermark the chain passed on (`Watermark::START` before the first).
@@ -141,6 +147,7 @@ impl KafkaSink {
             id: id.into(),
             topic: topic.into(),
             key_groups: None,
+            frames: None,
             writer: None,
             watermark: Watermark::START,
             stated: Watermark::START,
@@ -164,6 +171,7 @@ impl KafkaSink {
     ) -> Self {
         KafkaSink {
             key_groups: Some(key_groups),
+            frames: Some(FrameWriter::new(key_groups)),
             writer,
             ..KafkaSink::new(id, topic, unit)
         }
@@ -186,12 +194,23 @@ impl Sink for KafkaSink {
                 .await_acknowledged(checkpoint, &self.topic, &self.in_flight)?;
             self.drain_before_next = false;
         }
-        self.unit.send_batch(
-            checkpoint,
-            (&self.topic, self.key_groups),
-            batch,
-            &self.in_flight,
-        )?;
+        let Some(frames) = &mut self.frames else {
+            self.unit
+                .send_batch(checkpoint, &self.topic, batch, &self.in_flight)?;
+            return Ok(());
+        };
+        let (unit, topic, in_flight) = (&self.unit, &self.topic, &self.in_flight);
+        let mut send = |partition, frame: &[u8]| {
+            unit.send_frame(checkpoint, (topic, partition), frame, in_flight)
+        };
+        for i in 0..batch.len() {
+            let r = batch.get(i);
+            frames.push((r.key, r.value, r.timestamp), &mut send)?;
+        }
+        if !unit.is_exactly_once() {
+            // Visible once written: hold nothing back (see the module docs).
+            frames.flush(&mut send)?;
+        }
         Ok(())
     }
 
@@ -201,6 +220,13 @@ impl Sink for KafkaSink {
     }
 
     fn barrier(&mut self, barrier: Barrier) -> Result<Option<OperatorSnapshot>, OperatorError> {
+        if let Some(frames) = &mut self.frames {
+            // The last of this checkpoint's records, before its watermark.
+            let (unit, topic, in_flight) = (&self.unit, &self.topic, &self.in_flight);
+            frames.flush(&mut |partition, frame: &[u8]| {
+                unit.send_frame(barrier.id, (topic, partition), frame, in_flight)
+            })?;
+        }
         if let (Some(writer), Some(key_groups)) = (self.writer, self.key_groups)
             && self.watermark > self.stated
         {

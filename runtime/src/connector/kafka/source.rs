@@ -76,6 +76,7 @@ use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::marker::Marker;
 use crate::connector::kafka::position::{KafkaPosition, MergedPositions, PartitionPosition};
 use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime, RepartitionRead};
+use crate::connector::kafka::repartition_frame::{FRAME_HEADER, FRAME_VERSION, FrameReader};
 use crate::connector::kafka::repartition_watermark::{
     PartitionWatermarks, WATERMARK_HEADER, WatermarkMarker,
 };
@@ -88,82 +89,50 @@ use crate::record::batch::{BatchLimit, RecordBatch};
 struct PartitionState {
     topic: String,
     partition: i32,
-    queue: PartitionQueue<SourceContext>,
-    /// Offset of the next record to return.
+    /// Offset of the next record to return; while a frame is open, the frame's.
     next: i64,
     /// Bounded mode: the end offset captured at open.
     end: Option<i64>,
     done: bool,
     /// Largest event time read from this partition.
     max_timestamp: Option<i64>,
-    /// A repartition partition: its records with a watermark header are markers, not
-    /// records (see `repartition_watermark`).
+    /// A repartition partition: its records are frames, and those with a watermark
+    /// header markers (see `repartition_frame`, `repartition_watermark`).
     repartition: bool,
     /// A windowed step's repartition partition: its writers' watermarks, from their
     /// markers, its event time instead of `max_timestamp`.
     writers: Option<PartitionWatermarks>,
+    /// The frame at `next`, read up to the middle (a poll's room ran out in it).
+    frame: Option<FrameReader>,
+    /// Restored inside a frame: how many records of the frame at `next` were read
+    /// before (0 once that frame is open).
+    frame_skip: u32,
 }
 
 impl PartitionState {
-    /// Reads at most `room` records from this partition's queue into `out`, stopping at
-    /// the bounded end, an empty queue, end-of-partition or a full batch; returns how
-    /// many it read.
+    /// Reads at most `room` records from this partition (its open frame first, then
+    /// `queue`, its librdkafka queue) into `out`, stopping at the bounded end, an empty
+    /// queue, end-of-partition or a full batch; returns how many it read.
     fn read(
         &mut self,
-        consumer: &BaseConsumer<SourceContext>,
+        (consumer, queue): (&BaseConsumer<SourceContext>, &PartitionQueue<SourceContext>),
         out: &mut RecordBatch,
         limit: BatchLimit,
         room: usize,
     ) -> Result<usize, ConnectorError> {
         let mut read = 0usize;
         while read < room && !self.done && !limit.is_full(out) {
-            let Some(result) = self.queue.poll(Duration::ZERO) else {
+            if self.frame.is_some() {
+                read += self.read_frame(out, limit, room - read)?;
+                continue;
+            }
+            let Some(result) = queue.poll(Duration::ZERO) else {
                 break;
             };
             match result {
-                Ok(m) => {
-                    let offset = m.offset();
-                    if self.end.is_some_and(|end| offset >= end) {
-                        // Past the bounded end: not ours to return.
-                        self.next = self.end.unwrap_or(self.next);
-                        self.done = true;
-                        break;
-                    }
-                    let mut ts = m.timestamp().to_millis().unwrap_or(0);
-                    if self.repartition {
-                        match repartition_headers(&m) {
-                            RepartitionHeader::Marker(marker) => {
-                                // A writer's watermark, not a record (see the module docs).
-                                if let (Some(writers), Some(marker)) = (&mut self.writers, marker) {
-                                    writers.observe(marker);
-                                }
-                                self.next = offset + 1;
-                                continue;
-                            }
-                            RepartitionHeader::EventTime(t) => ts = t,
-                            RepartitionHeader::None => {}
-                        }
-                    }
-                    out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
-                    self.next = offset + 1;
-                    self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
-                    read += 1;
-                    if self.end.is_some_and(|end| self.next >= end) {
-                        self.done = true;
-                    }
-                }
+                Ok(m) => read += self.take(&m, out)?,
                 Err(RdKafkaError::PartitionEOF(_)) => {
-                    // The consumer reached the partition's current end. Its position has
-                    // moved past transaction markers, which carry no record, so it is the
-                    // true next offset; never jump to `end` on the event alone: an EOF
-                    // seen before the end would skip input.
-                    if let Some(position) = consumer_position(consumer, &self.topic, self.partition)
-                    {
-                        self.next = self.next.max(position);
-                    }
-                    if self.end.is_some_and(|end| self.next >= end) {
-                        self.done = true;
-                    }
+                    self.reached_eof(consumer);
                     break;
                 }
                 Err(e) => {
@@ -176,16 +145,152 @@ impl PartitionState {
         }
         Ok(read)
     }
+
+    /// Takes message `m`: returns it as a record (1), or opens it as a frame, observes
+    /// it as a marker or finds it past the bounded end (0).
+    fn take(
+        &mut self,
+        m: &BorrowedMessage<'_>,
+        out: &mut RecordBatch,
+    ) -> Result<usize, ConnectorError> {
+        let offset = m.offset();
+        if let Some(end) = self.end.filter(|&end| offset >= end) {
+            // Past the bounded end: not ours to return.
+            self.next = end;
+            self.done = true;
+            return Ok(0);
+        }
+        let mut ts = m.timestamp().to_millis().unwrap_or(0);
+        let header = if self.repartition {
+            repartition_headers(m)
+        } else {
+            RepartitionHeader::None
+        };
+        if self.frame_skip > 0
+            && !(matches!(header, RepartitionHeader::Frame) && offset == self.next)
+        {
+            return Err(self.frame_error(offset, format!(
+                "the checkpoint resumes after record {} of a frame at offset {}, but the record there is not that frame",
+                self.frame_skip, self.next
+            )));
+        }
+        match header {
+            RepartitionHeader::Frame => {
+                self.open_frame(offset, m.payload().unwrap_or(&[]))?;
+                return Ok(0);
+            }
+            RepartitionHeader::Marker(marker) => {
+                // A writer's watermark, not a record (see the module docs).
+                if let (Some(writers), Some(marker)) = (&mut self.writers, marker) {
+                    writers.observe(marker);
+                }
+                self.next = offset + 1;
+                return Ok(0);
+            }
+            RepartitionHeader::EventTime(t) => ts = t,
+            RepartitionHeader::None => {}
+        }
+        out.push(m.key().unwrap_or(&[]), m.payload().unwrap_or(&[]), ts);
+        self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
+        self.passed(offset);
+        Ok(1)
+    }
+
+    /// Opens the frame at `offset`, skipping what a restored position says was read.
+    fn open_frame(&mut self, offset: i64, value: &[u8]) -> Result<(), ConnectorError> {
+        let mut frame = FrameReader::new(value.to_vec());
+        frame
+            .skip(self.frame_skip)
+            .map_err(|e| self.frame_error(offset, e.to_string()))?;
+        self.frame_skip = 0;
+        // Offsets between `next` and here were transaction markers.
+        self.next = offset;
+        if frame.is_finished() {
+            self.passed(offset);
+        } else {
+            self.frame = Some(frame);
+        }
+        Ok(())
+    }
+
+    /// Reads at most `room` records of the open frame into `out`; closes it after its
+    /// last.
+    fn read_frame(
+        &mut self,
+        out: &mut RecordBatch,
+        limit: BatchLimit,
+        room: usize,
+    ) -> Result<usize, ConnectorError> {
+        let Some(frame) = &mut self.frame else {
+            return Ok(0);
+        };
+        let mut read = 0usize;
+        while read < room && !limit.is_full(out) {
+            match frame.next_record() {
+                Ok(Some((key, value, ts))) => {
+                    out.push(key, value, ts);
+                    self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
+                    read += 1;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let reason = e.to_string();
+                    return Err(self.frame_error(self.next, reason));
+                }
+            }
+            if frame.is_finished() {
+                self.frame = None;
+                self.passed(self.next);
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    /// The record (or frame) at `offset` is all returned.
+    fn passed(&mut self, offset: i64) {
+        self.next = offset + 1;
+        if self.end.is_some_and(|end| self.next >= end) {
+            self.done = true;
+        }
+    }
+
+    /// The consumer reached the partition's current end. Its position has moved past
+    /// transaction markers, which carry no record, so it is the true next offset; never
+    /// jump to `end` on the event alone: an EOF seen before the end would skip input.
+    /// (Never while a frame is open: its queue is not polled then.)
+    fn reached_eof(&mut self, consumer: &BaseConsumer<SourceContext>) {
+        if let Some(position) = consumer_position(consumer, &self.topic, self.partition) {
+            self.next = self.next.max(position);
+        }
+        if self.end.is_some_and(|end| self.next >= end) {
+            self.done = true;
+        }
+    }
+
+    fn frame_error(&self, offset: i64, reason: String) -> ConnectorError {
+        KafkaError::RepartitionFrame {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset,
+            reason,
+        }
+        .into()
+    }
 }
 
 /// What a repartition record's headers say about it.
 enum RepartitionHeader {
+    /// A frame of records (`repartition_frame`).
+    Frame,
     /// A writer's watermark marker, not a record; `None`: one this weir cannot decode
     /// (a newer weir's), skipped all the same.
     Marker(Option<WatermarkMarker>),
-    /// A record whose event time its Kafka timestamp could not carry.
+    /// A record of its own (written before frames) whose event time its Kafka
+    /// timestamp could not carry.
     EventTime(i64),
-    /// A record whose event time is its Kafka timestamp.
+    /// A record of its own (written before frames) whose event time is its Kafka
+    /// timestamp.
     None,
 }
 
@@ -194,6 +299,9 @@ fn repartition_headers(m: &BorrowedMessage<'_>) -> RepartitionHeader {
         return RepartitionHeader::None;
     };
     for h in headers.iter() {
+        if h.key == FRAME_HEADER && h.value == Some(FRAME_VERSION) {
+            return RepartitionHeader::Frame;
+        }
         if h.key == WATERMARK_HEADER {
             return RepartitionHeader::Marker(h.value.and_then(WatermarkMarker::decode));
         }
@@ -225,6 +333,8 @@ fn consumer_position(
 pub struct KafkaSource {
     consumer: Arc<BaseConsumer<SourceContext>>,
     partitions: Vec<PartitionState>,
+    /// Each partition's librdkafka queue (`partitions[i]`'s is `queues[i]`).
+    queues: Vec<PartitionQueue<SourceContext>>,
     bounded: bool,
     /// Records lost to retention between the checkpoint and this open.
     skipped: u64,
@@ -295,9 +405,12 @@ impl KafkaSource {
             skipped: 0,
         };
         let mut partitions = Vec::with_capacity(mine.len());
+        let mut queues = Vec::with_capacity(mine.len());
         let mut assigned = TopicPartitionList::new();
         for (topic, partition) in mine {
-            partitions.push(opener.open(topic, partition, &mut assigned)?);
+            let (state, queue) = opener.open(topic, partition, &mut assigned)?;
+            partitions.push(state);
+            queues.push(queue);
         }
         let skipped = opener.skipped;
         consumer
@@ -306,6 +419,7 @@ impl KafkaSource {
         Ok(KafkaSource {
             consumer,
             partitions,
+            queues,
             skipped,
             bounded: config.bounded,
             next_queue: 0,
@@ -460,13 +574,14 @@ struct PartitionOpener<'a> {
 }
 
 impl PartitionOpener<'_> {
-    /// Opens `topic`-`partition` at its start offset and adds it to `assigned`.
+    /// Opens `topic`-`partition` at its start offset and adds it to `assigned`: its
+    /// state and its queue.
     fn open(
         &mut self,
         topic: String,
         partition: i32,
         assigned: &mut TopicPartitionList,
-    ) -> Result<PartitionState, ConnectorError> {
+    ) -> Result<(PartitionState, PartitionQueue<SourceContext>), ConnectorError> {
         let (low, high) = self.watermarks(&topic, partition)?;
         let next = self.start(&topic, partition, low, high)?;
         let end = self.config.bounded.then_some(high);
@@ -491,17 +606,19 @@ impl PartitionOpener<'_> {
         // Even where retention deleted records after the restored offset: the ones
         // before it were read.
         let max_timestamp = restored.and_then(|p| p.max_timestamp);
-        Ok(PartitionState {
+        let state = PartitionState {
             done: end.is_some_and(|end| next >= end),
             topic,
             partition,
-            queue,
             next,
             end,
             max_timestamp,
             repartition: self.repartition.is_some(),
             writers,
-        })
+            frame: None,
+            frame_skip: restored.map_or(0, |p| p.frame_read),
+        };
+        Ok((state, queue))
     }
 
     /// The partition's (earliest, high) offsets.
@@ -603,7 +720,8 @@ impl Source for KafkaSource {
         let mut read = 0usize;
         for i in 0..n {
             let idx = (self.next_queue + i) % n;
-            read += self.partitions[idx].read(&self.consumer, out, limit, max - read)?;
+            let queue = (&*self.consumer, &self.queues[idx]);
+            read += self.partitions[idx].read(queue, out, limit, max - read)?;
         }
         self.next_queue = (self.next_queue + 1) % n.max(1);
         self.pacer.released(read);
@@ -632,6 +750,7 @@ impl Source for KafkaSource {
                     offset: p.next,
                     max_timestamp: p.max_timestamp,
                     writers: p.writers.clone(),
+                    frame_read: p.frame.as_ref().map_or(p.frame_skip, FrameReader::read),
                 })
                 .collect(),
         };
