@@ -108,7 +108,7 @@ fn read_to_end(source: &mut KafkaSource, per_poll: usize) -> Vec<(Vec<Record>, S
             .poll(&mut batch, BatchLimit::records(per_poll))
             .expect("a poll");
         assert!(batch.len() <= per_poll, "a poll returns at most its limit");
-        if batch.len() > 0 {
+        if !batch.is_empty() {
             let records = (0..batch.len())
                 .map(|i| {
                     let r = batch.get(i);
