@@ -96,7 +96,7 @@ fn gauges(m: &MetricsSnapshot) -> [Row; 4] {
     [
         (
             "consumer_lag",
-            "Records in the sources' input not read yet",
+            "Kafka records in the sources' input not read yet (in a repartition topic, frames of many records)",
             m.consumer_lag,
         ),
         (

@@ -275,7 +275,8 @@ pub struct PipelineStatus {
     pub records_out: u64,
     pub dead_letters: u64,
     /// Records in the Kafka sources' partitions not read yet, as the worker last saw
-    /// them (0 without Kafka sources; none before the worker first reported).
+    /// them (0 without Kafka sources; none before the worker first reported); in a
+    /// repartition topic, Kafka records are frames of many records.
     pub consumer_lag: Option<u64>,
     /// Worker restarts after failures, since the last start on request (all workers).
     pub restarts: u32,

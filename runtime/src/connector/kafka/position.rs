@@ -215,7 +215,9 @@ mod tests {
         };
         let text = plain.to_value().to_string();
         assert!(
-            !text.contains("writers") && !text.contains("max_timestamp"),
+            !text.contains("writers")
+                && !text.contains("max_timestamp")
+                && !text.contains("frame_read"),
             "{text}"
         );
         let old = serde_json::json!({"v": 1, "partitions": [{"topic": "in", "partition": 0, "offset": 1}]});
@@ -223,5 +225,34 @@ mod tests {
             KafkaPosition::from_value(&old).expect("old position"),
             plain
         );
+    }
+
+    /// Catches: of two subtasks' positions at one frame's offset, the one that read
+    /// fewer of its records restored (those after it read twice), or the frame count
+    /// lost through a checkpoint.
+    #[test]
+    fn the_position_further_into_a_frame_wins_the_merge() {
+        let at = |offset: i64, frame_read: u32| {
+            KafkaPosition {
+                partitions: vec![PartitionPosition {
+                    topic: "r".into(),
+                    partition: 1,
+                    offset,
+                    max_timestamp: None,
+                    writers: None,
+                    frame_read,
+                }],
+            }
+            .to_value()
+        };
+        let cases = [((9, 40), (9, 3), (9, 40)), ((9, 40), (10, 0), (10, 0))];
+        for (a, b, wins) in cases {
+            let (a, b) = (at(a.0, a.1), at(b.0, b.1));
+            for positions in [[&a, &b], [&b, &a]] {
+                let merged = KafkaPosition::merged_positions(&positions).expect("merge");
+                let p = &merged[&("r".to_owned(), 1)];
+                assert_eq!((p.offset, p.frame_read), wins);
+            }
+        }
     }
 }

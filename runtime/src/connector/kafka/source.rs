@@ -761,6 +761,8 @@ impl Source for KafkaSource {
         self.skipped
     }
 
+    /// In offsets: in a repartition topic each is a frame of many records, so its lag
+    /// says how many frames are behind, not how many records.
     fn lag(&self) -> Option<u64> {
         let context = self.consumer.context();
         let lag = self
