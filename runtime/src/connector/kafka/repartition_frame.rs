@@ -131,6 +131,11 @@ impl FrameWriter {
         Ok(())
     }
 
+    /// The partitions of the topic: one frame each.
+    pub fn partitions(&self) -> u16 {
+        self.key_groups.count()
+    }
+
     /// Whether no frame holds a record.
     pub fn is_empty(&self) -> bool {
         self.frames.iter().all(Vec::is_empty)

@@ -118,10 +118,8 @@ use crate::record::message::{Barrier, Watermark};
 pub struct KafkaSink {
     id: String,
     topic: String,
-    /// A repartition topic's key-group ranges (each record to its key group's
-    /// partition).
-    key_groups: Option<KeyGroupRanges>,
-    /// A repartition topic's open frames, one per partition.
+    /// A repartition topic's open frames, one per partition (each record to its key
+    /// group's range's partition).
     frames: Option<FrameWriter>,
     /// A repartition topic's writer this subtask is (see `repartition_watermark`).
     writer: Option<RepartitionWriter>,
@@ -146,7 +144,6 @@ impl KafkaSink {
         KafkaSink {
             id: id.into(),
             topic: topic.into(),
-            key_groups: None,
             frames: None,
             writer: None,
             watermark: Watermark::START,
@@ -170,7 +167,6 @@ impl KafkaSink {
         unit: Arc<KafkaCommitUnit>,
     ) -> Self {
         KafkaSink {
-            key_groups: Some(key_groups),
             frames: Some(FrameWriter::new(key_groups)),
             writer,
             ..KafkaSink::new(id, topic, unit)
@@ -203,8 +199,7 @@ impl Sink for KafkaSink {
         let mut send = |partition, frame: &[u8]| {
             unit.send_frame(checkpoint, (topic, partition), frame, in_flight)
         };
-        for i in 0..batch.len() {
-            let r = batch.get(i);
+        for r in batch.iter() {
             frames.push((r.key, r.value, r.timestamp), &mut send)?;
         }
         if !unit.is_exactly_once() {
@@ -227,7 +222,7 @@ impl Sink for KafkaSink {
                 unit.send_frame(barrier.id, (topic, partition), frame, in_flight)
             })?;
         }
-        if let (Some(writer), Some(key_groups)) = (self.writer, self.key_groups)
+        if let (Some(writer), Some(frames)) = (self.writer, &self.frames)
             && self.watermark > self.stated
         {
             // After this checkpoint's records, in its transaction (see
@@ -235,7 +230,7 @@ impl Sink for KafkaSink {
             let marker = WatermarkMarker::of(writer, self.watermark);
             self.unit.send_watermark(
                 barrier.id,
-                (&self.topic, key_groups.count()),
+                (&self.topic, frames.partitions()),
                 &marker,
                 &self.in_flight,
             )?;

@@ -213,8 +213,7 @@ impl PartitionState {
         Ok(())
     }
 
-    /// Reads at most `room` records of the open frame into `out`; closes it after its
-    /// last.
+    /// Reads at most `room` records of the open frame into `out`; closes it at its end.
     fn read_frame(
         &mut self,
         out: &mut RecordBatch,
@@ -232,7 +231,7 @@ impl PartitionState {
                     self.max_timestamp = Some(self.max_timestamp.map_or(ts, |t| t.max(ts)));
                     read += 1;
                 }
-                Ok(None) => break,
+                Ok(None) => {}
                 Err(e) => {
                     let reason = e.to_string();
                     return Err(self.frame_error(self.next, reason));
