@@ -2,8 +2,9 @@
 //! one Kafka record) and records of their own (as a Weir before frames wrote them)
 //! come back exactly, in order, with their event times; a position taken inside a
 //! frame resumes after exactly the records returned, at every cut; a value that is not
-//! a frame, or a position that says more of a frame was read than it holds, fails the
-//! source with one line naming the partition and offset.
+//! a frame, a frame of another format version, or a position that says more of a frame
+//! was read than it holds, fails the source with one line naming the partition and
+//! offset.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,8 @@ enum Written {
     Own(Record),
     Frame(Vec<Record>),
     Bytes(Vec<u8>),
+    /// A frame header of another format version over these bytes.
+    Version(&'static [u8], Vec<u8>),
 }
 
 fn frame_bytes(records: &[Record]) -> Vec<u8> {
@@ -62,6 +65,13 @@ fn produce(topic: &str, written: &[Written]) {
         let (frame, record) = match w {
             Written::Frame(records) => (frame_bytes(records), record.headers(frame_headers())),
             Written::Bytes(bytes) => (bytes.clone(), record.headers(frame_headers())),
+            Written::Version(version, bytes) => {
+                let headers = OwnedHeaders::new().insert(Header {
+                    key: FRAME_HEADER,
+                    value: Some(*version),
+                });
+                (bytes.clone(), record.headers(headers))
+            }
             Written::Own((k, v, t)) if *t <= 0 => {
                 let headers = OwnedHeaders::new().insert(Header {
                     key: EVENT_TIME_HEADER,
@@ -223,6 +233,23 @@ fn a_value_that_is_not_a_frame_or_a_position_past_a_frame_fails_with_where() {
     assert!(
         error.contains(&format!(
             "repartition topic {topic}, partition 0, offset 0: the frame holds 1 records, but the position says 2 of them were read"
+        )),
+        "{error}"
+    );
+}
+
+/// Catches: a frame of another format (a newer weir's, in a rolling upgrade) taken for
+/// a record of its own, its bytes handed to the aggregate as one record's value.
+#[test]
+fn a_frame_of_another_format_fails_with_where_never_read_as_a_record() {
+    let topic = kafka::unique_name("frames-version");
+    kafka::create_topic(&topic, 1);
+    let bytes = frame_bytes(&[record(1, 5)]);
+    produce(&topic, &[Written::Version(b"2", bytes)]);
+    let error = poll_error(&mut open(&topic, None));
+    assert!(
+        error.contains(&format!(
+            "repartition topic {topic}, partition 0, offset 0: a frame of format \"2\", but this weir reads format \"1\""
         )),
         "{error}"
     );

@@ -26,7 +26,9 @@
 //!   x `frame_bytes` ([`frame_bytes`]).
 //! - Decoding checks every length against the bytes left: a value that is not a frame
 //!   (written by something other than Weir) is a [`FrameError`] saying what is wrong
-//!   with it, never a panic or a read out of bounds.
+//!   with it, never a panic or a read out of bounds. A frame header of another
+//!   version (a newer Weir's) is refused the same way: its bytes are never taken for a
+//!   record of their own.
 //! - A reader may return a frame's records over several polls; its position is then the
 //!   frame's offset and how many of its records it returned
 //!   (`PartitionPosition::frame_read`), and a reader restored from it skips those.

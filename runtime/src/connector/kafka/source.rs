@@ -167,7 +167,7 @@ impl PartitionState {
             RepartitionHeader::None
         };
         if self.frame_skip > 0
-            && !(matches!(header, RepartitionHeader::Frame) && offset == self.next)
+            && !(matches!(header, RepartitionHeader::Frame(_)) && offset == self.next)
         {
             return Err(self.frame_error(offset, format!(
                 "the checkpoint resumes after record {} of a frame at offset {}, but the record there is not that frame",
@@ -175,9 +175,15 @@ impl PartitionState {
             )));
         }
         match header {
-            RepartitionHeader::Frame => {
+            RepartitionHeader::Frame(Ok(())) => {
                 self.open_frame(offset, m.payload().unwrap_or(&[]))?;
                 return Ok(0);
+            }
+            RepartitionHeader::Frame(Err(version)) => {
+                return Err(self.frame_error(offset, format!(
+                    "a frame of format {version:?}, but this weir reads format {:?} (written by a newer weir? run the same version on every worker)",
+                    String::from_utf8_lossy(FRAME_VERSION)
+                )));
             }
             RepartitionHeader::Marker(marker) => {
                 // A writer's watermark, not a record (see the module docs).
@@ -280,8 +286,9 @@ impl PartitionState {
 
 /// What a repartition record's headers say about it.
 enum RepartitionHeader {
-    /// A frame of records (`repartition_frame`).
-    Frame,
+    /// A frame of records (`repartition_frame`); `Err`: of a format this weir does not
+    /// read (its version, as text), never to be taken for a record of its own.
+    Frame(Result<(), String>),
     /// A writer's watermark marker, not a record; `None`: one this weir cannot decode
     /// (a newer weir's), skipped all the same.
     Marker(Option<WatermarkMarker>),
@@ -298,8 +305,13 @@ fn repartition_headers(m: &BorrowedMessage<'_>) -> RepartitionHeader {
         return RepartitionHeader::None;
     };
     for h in headers.iter() {
-        if h.key == FRAME_HEADER && h.value == Some(FRAME_VERSION) {
-            return RepartitionHeader::Frame;
+        if h.key == FRAME_HEADER {
+            let version = h.value.unwrap_or_default();
+            return RepartitionHeader::Frame(if version == FRAME_VERSION {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(version).into_owned())
+            });
         }
         if h.key == WATERMARK_HEADER {
             return RepartitionHeader::Marker(h.value.and_then(WatermarkMarker::decode));
