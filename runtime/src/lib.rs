@@ -23,7 +23,8 @@
 //! Beside the floors, imported from anywhere: [`metrics`], counters and terminal
 //! progress; [`fault`], crash injection for tests (the `fault-injection` feature);
 //! [`watchdog`], which turns a worker stuck on its broker into a failed one;
-//! [`child_process`], a child process run to its end within a deadline.
+//! [`child_process`], a child process run to its end within a deadline; [`periodic`], a
+//! background thread that runs a task every period and stops at once when dropped.
 
 pub mod checkpoint;
 pub mod child_process;
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod fault;
 pub mod field;
 pub mod metrics;
+pub mod periodic;
 pub mod pipeline;
 pub mod record;
 pub mod server;

@@ -2,64 +2,55 @@
 //! once a second on stderr. Stops and clears its line when dropped.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::metrics::PipelineMetrics;
+use crate::metrics::{MetricsSnapshot, PipelineMetrics};
+use crate::periodic::Periodic;
 
 const REDRAW_EVERY: Duration = Duration::from_secs(1);
 
+/// The progress line's thread; clears the line and stops when dropped.
 #[derive(Debug)]
 pub struct Progress {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Option<Periodic>,
 }
 
 impl Progress {
     pub fn start(metrics: Arc<PipelineMetrics>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("weir-progress".into())
-            .spawn(move || {
-                let mut last = metrics.snapshot();
-                let mut at = Instant::now();
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if at.elapsed() < REDRAW_EVERY {
-                        continue;
-                    }
-                    let now = metrics.snapshot();
-                    let secs = at.elapsed().as_secs_f64();
-                    let rate = |a: u64, b: u64| (a.saturating_sub(b)) as f64 / secs;
-                    eprint!(
-                        "\r\x1b[2K{:>10.0} rec/s in  {:>10.0} rec/s out  {} in  {} out  {} dead  checkpoint {} ({} ms)",
-                        rate(now.records_in, last.records_in),
-                        rate(now.records_out, last.records_out),
-                        now.records_in,
-                        now.records_out,
-                        now.dead_letters,
-                        now.last_checkpoint_id,
-                        now.last_checkpoint_duration_ms,
-                    );
-                    let _ = std::io::stderr().flush();
-                    last = now;
-                    at = Instant::now();
-                }
-                eprint!("\r\x1b[2K");
-            })
-            .ok();
-        Self { stop, thread }
+        let mut last = metrics.snapshot();
+        let mut at = Instant::now();
+        let redraw = move || {
+            // The first tick comes at start, with no interval to take a rate over.
+            if at.elapsed() < REDRAW_EVERY / 2 {
+                return ControlFlow::Continue(());
+            }
+            let now = metrics.snapshot();
+            draw(&now, &last, at.elapsed().as_secs_f64());
+            last = now;
+            at = Instant::now();
+            ControlFlow::Continue(())
+        };
+        let clear = || eprint!("\r\x1b[2K");
+        Self {
+            _thread: Periodic::start("weir-progress", REDRAW_EVERY, redraw, clear).ok(),
+        }
     }
 }
 
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// One redraw: the rates since `last`, `secs` ago, and the counters of `now`.
+fn draw(now: &MetricsSnapshot, last: &MetricsSnapshot, secs: f64) {
+    let rate = |a: u64, b: u64| (a.saturating_sub(b)) as f64 / secs;
+    eprint!(
+        "\r\x1b[2K{:>10.0} rec/s in  {:>10.0} rec/s out  {} in  {} out  {} dead  checkpoint {} ({} ms)",
+        rate(now.records_in, last.records_in),
+        rate(now.records_out, last.records_out),
+        now.records_in,
+        now.records_out,
+        now.dead_letters,
+        now.last_checkpoint_id,
+        now.last_checkpoint_duration_ms,
+    );
+    let _ = std::io::stderr().flush();
 }

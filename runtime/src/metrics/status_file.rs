@@ -5,37 +5,33 @@
 //! Invariant: the file is replaced by rename, so a reader sees a whole snapshot, never
 //! a torn one.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::metrics::PipelineMetrics;
+use crate::periodic::Periodic;
 
 const WRITE_EVERY: Duration = Duration::from_millis(500);
 
+/// The status file's writer; writes once more and stops when dropped.
 #[derive(Debug)]
 pub struct StatusFile {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Option<Periodic>,
 }
 
 impl StatusFile {
     pub fn start(metrics: Arc<PipelineMetrics>, path: PathBuf) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("weir-status".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    write(&metrics, &path);
-                    std::thread::sleep(WRITE_EVERY);
-                }
-                write(&metrics, &path);
-            })
-            .ok();
-        StatusFile { stop, thread }
+        let (m, p) = (metrics.clone(), path.clone());
+        let tick = move || {
+            write(&m, &p);
+            ControlFlow::Continue(())
+        };
+        let last = move || write(&metrics, &path);
+        StatusFile {
+            _thread: Periodic::start("weir-status", WRITE_EVERY, tick, last).ok(),
+        }
     }
 }
 
@@ -47,14 +43,5 @@ fn write(metrics: &PipelineMetrics, path: &Path) {
     // Best effort: a status file is a report, never a reason to fail the pipeline.
     if std::fs::write(&tmp, text).is_ok() {
         let _ = std::fs::rename(&tmp, path);
-    }
-}
-
-impl Drop for StatusFile {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }

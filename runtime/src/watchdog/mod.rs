@@ -38,13 +38,14 @@ mod pauses;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::metrics::endpoint::{Liveness, liveness, progress_unix_ms};
 use crate::metrics::{MetricsSnapshot, PipelineMetrics, unix_ms};
+use crate::periodic::Periodic;
 
 use pauses::Pauses;
 
@@ -143,11 +144,11 @@ fn overdue<'a>(
         .min_by_key(|(w, paused)| w.bound + *paused)
 }
 
-/// Watches one pipeline of this process (see the module doc); stops when dropped.
+/// Watches one pipeline of this process (see the module doc); stops when dropped,
+/// at once (`Periodic`).
 #[derive(Debug)]
 pub struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: Periodic,
 }
 
 /// What a watchdog watches, and what it does when it fires.
@@ -164,37 +165,20 @@ impl Watchdog {
     /// Starts the watchdog's thread; `None` if the thread cannot be started (the run
     /// goes on unwatched, which it survives: every wait still has its own bound).
     pub fn start(config: WatchdogConfig) -> Option<Watchdog> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("weir-watchdog".into())
-            .spawn(move || {
-                let mut watcher = Watcher::new(config);
-                let mut planned = Instant::now();
-                while !flag.load(Ordering::Relaxed) {
-                    if let Some(line) = watcher.look(planned, Instant::now(), unix_ms()) {
-                        (watcher.config.on_stall)(line);
-                        return;
-                    }
-                    planned = Instant::now() + LOOK_EVERY;
-                    std::thread::sleep(LOOK_EVERY);
-                }
-            })
+        let mut watcher = Watcher::new(config);
+        let mut planned = Instant::now();
+        let look = move || {
+            if let Some(line) = watcher.look(planned, Instant::now(), unix_ms()) {
+                (watcher.config.on_stall)(line);
+                return ControlFlow::Break(());
+            }
+            planned = Instant::now() + LOOK_EVERY;
+            ControlFlow::Continue(())
+        };
+        let thread = Periodic::start("weir-watchdog", LOOK_EVERY, look, || {})
             .map_err(|e| tracing::warn!("cannot start the watchdog's thread: {e}"))
             .ok()?;
-        Some(Watchdog {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        Some(Watchdog { _thread: thread })
     }
 }
 
