@@ -42,7 +42,8 @@ pub struct Disconnected;
 pub struct ShuffleWriter {
     outputs: Vec<Sender<Message>>,
     max_parallelism: u16,
-    /// Reused per-target buffers.
+    /// Per-target parts of the batch being sent, each replaced by an empty one sized
+    /// like it when sent.
     pending: Vec<RecordBatch>,
 }
 
@@ -73,7 +74,8 @@ impl ShuffleWriter {
         }
         for (target, out) in self.outputs.iter().enumerate() {
             if !self.pending[target].is_empty() {
-                let part = std::mem::take(&mut self.pending[target]);
+                let next = self.pending[target].sized_like();
+                let part = std::mem::replace(&mut self.pending[target], next);
                 out.send(Message::Batch(part)).map_err(|_| Disconnected)?;
             }
         }

@@ -304,7 +304,9 @@ impl SourceTask {
             if !batch.is_empty() {
                 PipelineMetrics::add(&self.ctx.metrics.records_in, batch.len() as u64);
                 watermarks.observe(&batch.timestamps);
-                let full = std::mem::replace(&mut batch, new_batch(self.input.batch_limit));
+                // The next batch is sized like this one (its bytes within the limit).
+                let next = batch.sized_like();
+                let full = std::mem::replace(&mut batch, next);
                 self.pipe.batch(&self.ctx, full)?;
             }
             // The source's own event-time frontier, when it tracks one, is preferred

@@ -118,6 +118,19 @@ impl RecordBatch {
         }
     }
 
+    /// An empty batch with room for as many records, key bytes and value bytes as this
+    /// one holds: the next batch of a stream of like batches fills it without growing
+    /// (a batch grown from empty copies its bytes again at every doubling).
+    pub fn sized_like(&self) -> Self {
+        Self {
+            timestamps: Vec::with_capacity(self.len()),
+            key_ends: Vec::with_capacity(self.len()),
+            keys: Vec::with_capacity(self.keys.len()),
+            value_ends: Vec::with_capacity(self.len()),
+            values: Vec::with_capacity(self.values.len()),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.timestamps.len()
     }

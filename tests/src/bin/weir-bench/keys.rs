@@ -71,6 +71,7 @@ fn workloads(keys: u64) -> Vec<Workload> {
                 records,
                 keys,
                 zipf,
+                aligned_window_hours: None,
             });
         }
     }

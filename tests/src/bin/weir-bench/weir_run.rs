@@ -40,7 +40,7 @@ impl Shape {
         }
     }
 
-    fn step(self, guests: &Path) -> String {
+    fn step(self, guests: &Path, window_hours: u64) -> String {
         let module = |file: &str| weir_tests::toml_path(&guests.join(file));
         match self {
             Shape::Map => format!(
@@ -48,7 +48,7 @@ impl Shape {
                 module("uppercase.wasm")
             ),
             Shape::WindowedCount => format!(
-                "[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"1h\" }}\n",
+                "[[steps]]\ntype = \"aggregate\"\nmodule = {}\nwindow = {{ type = \"tumbling\", size = \"{window_hours}h\" }}\n",
                 module("word_count.wasm")
             ),
             Shape::Count => format!(
@@ -70,6 +70,11 @@ pub struct Workload {
     pub keys: u64,
     /// `None`: keys drawn uniformly; `Some(s)`: by Zipf's law with exponent `s`.
     pub zipf: Option<f64>,
+    /// The windowed count's windows: `None`, one hour long over the generator's default
+    /// event times (which start 800,000 ms into an hour); `Some(h)`, `h` hours long over
+    /// event times from 0, so a run of at most `h` hours of event time (at 1 ms a
+    /// record, 3,600,000 records an hour) falls in one window.
+    pub aligned_window_hours: Option<u64>,
 }
 
 /// Wall time and CPU time (all threads) of one run.
@@ -84,19 +89,23 @@ pub struct Timed {
 pub fn run_once(guests: &Path, work: &Workload) -> anyhow::Result<Timed> {
     let dir = scratch_dir()?;
     let out = dir.path().join("out");
-    let distribution = match work.zipf {
+    let mut generator = match work.zipf {
         None => String::new(),
         Some(s) => format!("key_distribution = {{ zipf = {s} }}\n"),
     };
+    if work.aligned_window_hours.is_some() {
+        generator.push_str("start_time = 0\n");
+    }
     let spec = format!(
         "name = \"bench\"\nparallelism = {}\nstate_dir = {}\n\
-         [[sources]]\ntype = \"generator\"\ncount = {}\nkeys = {}\n{distribution}value_size = 64\n\
+         [[sources]]\ntype = \"generator\"\ncount = {}\nkeys = {}\n{generator}value_size = 64\n\
          {}[[sinks]]\ntype = \"file\"\npath = {}\n[checkpoint]\ninterval = \"1s\"\n",
         work.parallelism,
         weir_tests::toml_path(&dir.path().join("state")),
         work.records,
         work.keys,
-        work.shape.step(guests),
+        work.shape
+            .step(guests, work.aligned_window_hours.unwrap_or(1)),
         weir_tests::toml_path(&out),
     );
     let spec_path = dir.path().join("spec.toml");
