@@ -201,7 +201,7 @@ impl GeneratorConfig {
 
     /// Appends record `i` to `out`; `scratch` is reused between calls.
     ///
-    /// Written without `fmt`, a word at a time (see [`PADDED`]): most of what a
+    /// Written without `fmt`, a word at a time (see `PADDED`): most of what a
     /// generated record costs is its making, which a benchmark must not mistake for the
     /// pipeline's work. The bytes are pinned by `records_are_the_same_bytes_in_every_version`.
     pub fn push_record(&self, i: u64, out: &mut RecordBatch, scratch: &mut Scratch) {
@@ -247,8 +247,8 @@ impl GeneratorConfig {
 /// Every word of [`VOCABULARY`] twice, in 8 bytes padded with zeros: alone (the text's
 /// first word) and after a space (every other). A word is appended as all 8 bytes, one
 /// store, and the padding cut off again, instead of a copy of 3 to 8 bytes of its own.
-const PADDED: [[([u8; 8], usize); 2]; 50] = {
-    let mut padded = [[([0u8; 8], 0usize); 2]; 50];
+const PADDED: [[([u8; 8], usize); 2]; VOCABULARY.len()] = {
+    let mut padded = [[([0u8; 8], 0usize); 2]; VOCABULARY.len()];
     let mut w = 0;
     while w < VOCABULARY.len() {
         let word = VOCABULARY[w].as_bytes();
