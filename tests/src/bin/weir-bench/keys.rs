@@ -19,7 +19,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::measure::RUNS;
+use crate::measure::{RUNS, spread};
 use crate::weir_run::{self, Shape, Timed, Workload};
 
 /// Keys of the baseline, every one of which stays hot.
@@ -80,11 +80,7 @@ fn workloads(keys: u64) -> Vec<Workload> {
 
 /// One row's figures: medians, lowest and highest over its runs.
 fn row(work: &Workload, runs: &[Timed]) -> Value {
-    let spread = |per_run: &dyn Fn(&Timed) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(per_run).collect();
-        v.sort_by(f64::total_cmp);
-        (crate::measure::median(v.clone()), v[0], v[v.len() - 1])
-    };
+    let spread = |per_run: &dyn Fn(&Timed) -> f64| spread(runs.iter().map(per_run).collect());
     let records = work.records;
     let rate = spread(&|r| records as f64 / r.wall.as_secs_f64());
     let cpu = spread(&|r| r.cpu.as_nanos() as f64 / records as f64);

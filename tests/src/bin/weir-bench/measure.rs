@@ -78,6 +78,13 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// The median, lowest and highest of `values`.
+pub fn spread(values: Vec<f64>) -> (f64, f64, f64) {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (median(values), min, max)
+}
+
 impl Figures {
     /// The figures of `samples`, each over `records` records.
     pub fn of(records: u64, samples: &[Sample]) -> Figures {

@@ -10,24 +10,23 @@
 //! fire a window midway and hold 1.4 times the entries it holds at 1: more work per
 //! subtask, which a weak-scaling figure must not hide.)
 //!
-//! What is measured, per parallelism, the median of [`SCALING_RUNS`] runs of
-//! `weir_run::run_once` (wall time of the whole `weir run` and its CPU time over all
-//! threads; its output checked).
+//! What is measured, per parallelism, the median, lowest and highest of
+//! [`SCALING_RUNS`] runs of `weir_run::run_once` (wall time of the whole `weir run` and
+//! its CPU time over all threads; its output checked).
 //!
 //! records/s = `parallelism x records / wall`; efficiency = records/s at P divided by
 //! P x records/s at 1 (1.0: perfect weak scaling).
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::measure::median;
+use crate::measure::spread;
 use crate::weir_run::{self, Shape, Timed, Workload};
 
-/// Runs per parallelism; the figures are medians.
-const SCALING_RUNS: usize = 3;
+/// Runs per parallelism; the figures are medians, with the lowest and highest.
+const SCALING_RUNS: usize = 5;
 
 /// The parallelisms measured: 1, 2, 4, ... up to `cores`, and `cores` itself.
 pub fn parallelisms(cores: usize) -> Vec<usize> {
@@ -69,20 +68,7 @@ pub fn scaling_figures(guests: &Path, records: u64, keys: u64) -> anyhow::Result
             let runs = (0..SCALING_RUNS)
                 .map(|_| weir_run::run_once(guests, &work))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let (wall, cpu) = medians(&runs);
-            let total = work.records;
-            let rate = total as f64 / wall.as_secs_f64();
-            let per_subtask = *base.get_or_insert(rate);
-            rows.push(json!({
-                "pipeline": name(shape),
-                "parallelism": p,
-                "records": total,
-                "keys": if shape == Shape::Map { 0 } else { work.keys },
-                "wall_s": wall.as_secs_f64(),
-                "records_per_s": rate,
-                "process_cpu_ns_per_record": cpu.as_nanos() as f64 / total as f64,
-                "efficiency": rate / (p as f64 * per_subtask),
-            }));
+            rows.push(row(&work, &runs, &mut base));
         }
     }
     Ok(json!({ "cores": cores, "runs": SCALING_RUNS, "rows": rows }))
@@ -96,30 +82,55 @@ fn name(shape: Shape) -> &'static str {
     }
 }
 
-/// Median wall time and median CPU time of `runs` (`measure::median`).
-fn medians(runs: &[Timed]) -> (Duration, Duration) {
-    let median_of = |part: fn(&Timed) -> Duration| {
-        Duration::from_secs_f64(median(runs.iter().map(|r| part(r).as_secs_f64()).collect()))
-    };
-    (median_of(|r| r.wall), median_of(|r| r.cpu))
+/// One parallelism's row: records/s and process CPU per record, median, lowest and
+/// highest over `runs`; efficiency from the medians, against `base`, the median
+/// records/s at parallelism 1 (set by the first row of a pipeline).
+fn row(work: &Workload, runs: &[Timed], base: &mut Option<f64>) -> Value {
+    let records = work.records as f64;
+    let rate = spread(
+        runs.iter()
+            .map(|r| records / r.wall.as_secs_f64())
+            .collect(),
+    );
+    let cpu = spread(
+        runs.iter()
+            .map(|r| r.cpu.as_nanos() as f64 / records)
+            .collect(),
+    );
+    let p = work.parallelism;
+    let per_subtask = *base.get_or_insert(rate.0);
+    json!({
+        "pipeline": name(work.shape),
+        "kind": if p == 1 { "baseline: the same pipeline at parallelism 1" } else { "weir" },
+        "parallelism": p,
+        "records": work.records,
+        "keys": if work.shape == Shape::Map { 0 } else { work.keys },
+        "records_per_s": rate.0, "records_per_s_min": rate.1, "records_per_s_max": rate.2,
+        "process_cpu_ns_per_record": cpu.0, "cpu_min": cpu.1, "cpu_max": cpu.2,
+        "efficiency": rate.0 / (p as f64 * per_subtask),
+    })
 }
 
 /// The scaling table.
 pub fn print(f: &Value) {
     let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     println!(
-        "| weak scaling, `weir run`, {} cores, medians of {} runs | parallelism | records | records/s | process CPU ns/record | efficiency |",
+        "| weak scaling, `weir run`, {} cores, medians of {} runs | parallelism | records | records/s (min-max) | process CPU ns/record (min-max) | efficiency |",
         f["cores"], f["runs"]
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for row in f["rows"].as_array().into_iter().flatten() {
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {} | {:.0} ({:.0}-{:.0}) | {:.0} ({:.0}-{:.0}) | {:.2} |",
             row["pipeline"].as_str().unwrap_or("?"),
             row["parallelism"],
             row["records"],
             num(&row["records_per_s"]),
+            num(&row["records_per_s_min"]),
+            num(&row["records_per_s_max"]),
             num(&row["process_cpu_ns_per_record"]),
+            num(&row["cpu_min"]),
+            num(&row["cpu_max"]),
             num(&row["efficiency"]),
         );
     }
