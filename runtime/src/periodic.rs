@@ -67,25 +67,35 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    /// A `Periodic` counting its ticks and its `on_stop` calls; its `n`th tick breaks
+    /// when `break_at` is `Some(n)`.
+    fn counting(
+        period: Duration,
+        break_at: Option<u32>,
+    ) -> (Periodic, Arc<AtomicU32>, Arc<AtomicU32>) {
+        let ticks = Arc::new(AtomicU32::new(0));
+        let stops = Arc::new(AtomicU32::new(0));
+        let (t, s) = (ticks.clone(), stops.clone());
+        let tick = move || {
+            let n = t.fetch_add(1, Ordering::SeqCst) + 1;
+            if break_at == Some(n) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let on_stop = move || {
+            s.fetch_add(1, Ordering::SeqCst);
+        };
+        let periodic = Periodic::start("test-periodic", period, tick, on_stop).expect("start");
+        (periodic, ticks, stops)
+    }
+
     /// Catches: a drop that waits out the period (a `sleep` in the loop), which would
     /// hold this test for an hour instead of returning; `on_stop` not run, or run twice.
     #[test]
     fn drop_stops_the_thread_at_once_and_runs_on_stop() {
-        let ticks = Arc::new(AtomicU32::new(0));
-        let stops = Arc::new(AtomicU32::new(0));
-        let (t, s) = (ticks.clone(), stops.clone());
-        let periodic = Periodic::start(
-            "test-periodic",
-            Duration::from_secs(3600),
-            move || {
-                t.fetch_add(1, Ordering::SeqCst);
-                ControlFlow::Continue(())
-            },
-            move || {
-                s.fetch_add(1, Ordering::SeqCst);
-            },
-        )
-        .unwrap();
+        let (periodic, ticks, stops) = counting(Duration::from_secs(3600), None);
         // The first tick runs at start: wait for it, so the drop lands in the wait.
         while ticks.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
@@ -106,24 +116,7 @@ mod tests {
     /// Catches: a tick that breaks not ending the thread, or `on_stop` run after it.
     #[test]
     fn a_tick_that_breaks_ends_the_thread_without_on_stop() {
-        let ticks = Arc::new(AtomicU32::new(0));
-        let stops = Arc::new(AtomicU32::new(0));
-        let (t, s) = (ticks.clone(), stops.clone());
-        let periodic = Periodic::start(
-            "test-periodic",
-            Duration::from_millis(1),
-            move || {
-                if t.fetch_add(1, Ordering::SeqCst) == 2 {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            },
-            move || {
-                s.fetch_add(1, Ordering::SeqCst);
-            },
-        )
-        .unwrap();
+        let (periodic, ticks, stops) = counting(Duration::from_millis(1), Some(3));
         // The third tick breaks; the thread ends with it, so the drop finds it ended.
         while ticks.load(Ordering::SeqCst) < 3 {
             std::thread::yield_now();

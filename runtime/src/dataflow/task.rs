@@ -254,13 +254,13 @@ impl SourceTask {
     fn run_inner(&mut self) -> Result<(), TaskError> {
         let mut watermarks = WatermarkGenerator::new(self.input.out_of_orderness);
         let mut drained = false;
-        let new_batch = |limit: BatchLimit| {
-            RecordBatch::with_capacity(
-                limit.records,
-                limit.records.saturating_mul(64).min(limit.bytes),
-            )
-        };
-        let mut batch = new_batch(self.input.batch_limit);
+        // The first batch with room for 64 bytes a record; each next one sized like the
+        // last sent.
+        let limit = self.input.batch_limit;
+        let mut batch = RecordBatch::with_capacity(
+            limit.records,
+            limit.records.saturating_mul(64).min(limit.bytes),
+        );
         let mut lag = LagShare::default();
         loop {
             lag.report(self.input.source.as_ref(), &self.ctx.metrics);
@@ -304,7 +304,6 @@ impl SourceTask {
             if !batch.is_empty() {
                 PipelineMetrics::add(&self.ctx.metrics.records_in, batch.len() as u64);
                 watermarks.observe(&batch.timestamps);
-                // The next batch is sized like this one (its bytes within the limit).
                 let next = batch.sized_like();
                 let full = std::mem::replace(&mut batch, next);
                 self.pipe.batch(&self.ctx, full)?;

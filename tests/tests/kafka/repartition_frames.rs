@@ -55,22 +55,21 @@ fn produce(topic: &str, written: &[Written]) {
         .create()
         .expect("producer");
     for w in written {
-        let frame_headers = || {
+        let frame_header = |version: &'static [u8]| {
             OwnedHeaders::new().insert(Header {
                 key: FRAME_HEADER,
-                value: Some(FRAME_VERSION),
+                value: Some(version),
             })
         };
         let record = BaseRecord::<[u8], [u8]>::to(topic).partition(0);
         let (frame, record) = match w {
-            Written::Frame(records) => (frame_bytes(records), record.headers(frame_headers())),
-            Written::Bytes(bytes) => (bytes.clone(), record.headers(frame_headers())),
+            Written::Frame(records) => (
+                frame_bytes(records),
+                record.headers(frame_header(FRAME_VERSION)),
+            ),
+            Written::Bytes(bytes) => (bytes.clone(), record.headers(frame_header(FRAME_VERSION))),
             Written::Version(version, bytes) => {
-                let headers = OwnedHeaders::new().insert(Header {
-                    key: FRAME_HEADER,
-                    value: Some(*version),
-                });
-                (bytes.clone(), record.headers(headers))
+                (bytes.clone(), record.headers(frame_header(version)))
             }
             Written::Own((k, v, t)) if *t <= 0 => {
                 let headers = OwnedHeaders::new().insert(Header {

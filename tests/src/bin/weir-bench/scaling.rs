@@ -60,9 +60,7 @@ pub fn scaling_figures(guests: &Path, records: u64, keys: u64) -> anyhow::Result
                     p as u64 * keys
                 },
                 zipf: None,
-                // A subtask reads every p-th record, so its records span p times the
-                // event time they do at 1: windows p times as long keep its work the
-                // same (one window of its `keys` keys, fired at the end).
+                // p-hour windows: the same work per subtask (see the module doc).
                 aligned_window_hours: Some(p as u64),
             };
             let runs = (0..SCALING_RUNS)
