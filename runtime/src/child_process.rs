@@ -1,10 +1,13 @@
 //! A child process run to its end within a deadline: what it is given on stdin, what
 //! it says on stderr (bounded), and how it ended. Shared by the module compile
-//! (`engine::compile_isolation`) and a server's Kafka reset (`server::retire`).
+//! (`engine::compile_isolation`) and a server's Kafka reset (`server::retire`). And the
+//! child's side of the bond: `die_with_parent`.
 //!
 //! Invariants: the child's stderr is read on a thread of its own while the child runs
 //! (a full pipe never blocks it), at most `max_stderr` bytes of it; a child still running
-//! at the deadline is killed and reaped, and its status is `None`.
+//! at the deadline is killed and reaped, and its status is `None`. A child that called
+//! `die_with_parent` does not outlive the thread that started it (and waits for it),
+//! however that thread's process ends: SIGKILL included.
 
 use std::io::{Read, Write};
 use std::process::{Child, ExitStatus};
@@ -12,6 +15,20 @@ use std::time::{Duration, Instant};
 
 /// How often the child is looked at.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The child's side, first thing: asks the kernel for SIGKILL when the thread that
+/// started this process ends, then checks that its parent is still `parent` (had the
+/// parent ended before the request, the signal would never come). Linux only.
+pub fn die_with_parent(parent: i32) -> Result<(), String> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| format!("cannot ask to die with the parent process: {e}"))?;
+    if nix::unistd::getppid().as_raw() != parent {
+        return Err(format!(
+            "the parent process (pid {parent}) is gone; not starting"
+        ));
+    }
+    Ok(())
+}
 
 /// How a bounded child ended.
 #[derive(Debug)]

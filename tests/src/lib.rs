@@ -227,6 +227,20 @@ pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The pids of the processes whose command line (its arguments joined by NUL bytes,
+/// read lossily) satisfies `matches`; processes that end meanwhile are passed over.
+pub fn pids_where(matches: impl Fn(&str) -> bool) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            matches(&String::from_utf8_lossy(&cmdline)).then_some(pid)
+        })
+        .collect()
+}
+
 /// stderr as text, for assertions.
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

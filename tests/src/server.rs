@@ -24,6 +24,8 @@ pub struct TestServer {
 pub struct Answer {
     pub status: u16,
     pub body: Value,
+    /// The `Retry-After` header, if the answer has one.
+    pub retry_after: Option<String>,
 }
 
 impl Answer {
@@ -142,9 +144,18 @@ impl TestServer {
     fn answer(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
         let mut response = result.expect("the server answers");
         let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let text = response.body_mut().read_to_string().unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Answer { status, body }
+        Answer {
+            status,
+            body,
+            retry_after,
+        }
     }
 
     fn with_token<B>(req: ureq::RequestBuilder<B>, token: Option<&str>) -> ureq::RequestBuilder<B> {

@@ -22,6 +22,9 @@ pub struct CompileModuleArgs {
     /// The compiled-code cache to compile into.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// The pid of the process that started this one: this one dies with it.
+    #[arg(long)]
+    pub parent: Option<i32>,
 }
 
 pub fn execute(args: CompileModuleArgs) -> ExitCode {
@@ -29,7 +32,10 @@ pub fn execute(args: CompileModuleArgs) -> ExitCode {
         cpu: Duration::from_millis(args.cpu_ms),
         memory_bytes: args.memory_bytes,
     };
-    match compile(limits, args.cache_dir.as_deref()) {
+    let bonded = args
+        .parent
+        .map_or(Ok(()), crate::child_process::die_with_parent);
+    match bonded.and_then(|()| compile(limits, args.cache_dir.as_deref())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(reason) => {
             // The parent reads this one line as the reason for the refusal.

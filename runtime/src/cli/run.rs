@@ -69,7 +69,8 @@ pub struct RunArgs {
 
 pub fn execute(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(supervisor) = args.supervised_by {
-        die_with(supervisor)?;
+        // SIGKILL when the supervisor's thread that started this worker ends.
+        crate::child_process::die_with_parent(supervisor).map_err(anyhow::Error::msg)?;
     }
     let spec = PipelineSpec::load(&args.spec)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
@@ -176,18 +177,6 @@ fn failed(e: anyhow::Error, asked_to_stop: &AtomicUsize, who: &str) -> anyhow::R
             Ok(ExitCode::from(exit_code(signal)))
         }
     }
-}
-
-/// Asks the kernel for SIGKILL when the parent (the supervisor's thread that started
-/// this worker) ends, then checks the parent is still `supervisor`: had it ended before
-/// the request, the signal would never come.
-fn die_with(supervisor: i32) -> anyhow::Result<()> {
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-        .context("cannot ask to die with the supervisor")?;
-    if nix::unistd::getppid().as_raw() != supervisor {
-        anyhow::bail!("the supervisor (pid {supervisor}) is gone; not starting");
-    }
-    Ok(())
 }
 
 /// A flag set to the signal's number by the first SIGINT or SIGTERM; the second one

@@ -5,7 +5,9 @@
 //!
 //! Invariants:
 //! - The child is the `weir` binary itself (`weir compile-module`, hidden), given the
-//!   module's bytes on stdin. Before it reads them it lowers its own RLIMIT_CPU (soft =
+//!   module's bytes on stdin. It dies with the thread that started it and waits for it
+//!   (`child_process::die_with_parent`), so a `weir` or a server killed with -9 leaves
+//!   no compile running. Before it reads them it lowers its own RLIMIT_CPU (soft =
 //!   the limit: SIGXCPU; hard = one second more: SIGKILL) and RLIMIT_DATA (heap and
 //!   private writable mappings: the memory it can actually use, unlike RLIMIT_AS, which
 //!   also counts reserved address space such as malloc arenas); limits only go down,
@@ -139,6 +141,8 @@ impl CompileIsolation {
             .arg(self.limits.cpu.as_millis().to_string())
             .arg("--memory-bytes")
             .arg(self.limits.memory_bytes.to_string())
+            .arg("--parent")
+            .arg(std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

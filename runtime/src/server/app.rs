@@ -14,20 +14,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
-use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
 use serde_json::json;
 
 use crate::connector::kafka::client::Endpoint;
 use crate::connector::kafka::security::SecurityConfig;
 use crate::server::admission::Admission;
+use crate::server::api::fairness::TenantShares;
 use crate::server::catalog::{Catalog, PipelineRow, RunRecord, TenantRow};
 use crate::server::config::{ServerConfig, TenantConfig, quotas_over};
 use crate::server::error::{ApiError, ServerError};
 use crate::server::hosted_spec::{
     HostedContext, HostedSpec, KafkaAccess, TenantModule, WORKER_PASSWORD_ENV,
 };
+use crate::server::lifecycle::KeyedLocks;
 use crate::server::metrics::ServerMetrics;
 use crate::server::module_store::ModuleStore;
 use crate::server::namespace::TenantNamespace;
@@ -52,9 +54,17 @@ pub struct App {
     /// The `weir` executable the workers run.
     pub program: PathBuf,
     pub ready: AtomicBool,
-    /// Held while a topic is checked against its tenant's quota and created, so two
-    /// creates at once cannot both fit the same room.
-    pub topic_creates: std::sync::Mutex<()>,
+    /// One lock per pipeline (tenant, name), held by every change of it (`lifecycle`).
+    pub lifecycles: KeyedLocks<(String, String)>,
+    /// One lock per tenant, held from the check that a pipeline's own topics are free
+    /// (`api::pipelines`) until its row is written.
+    pub pipeline_names: KeyedLocks<String>,
+    /// One lock per tenant, held while a topic is checked against the tenant's quota and
+    /// created, so two creates at once cannot both fit the same room; other tenants'
+    /// creates do not wait.
+    pub topic_creates: KeyedLocks<String>,
+    /// Each tenant's share of requests in flight (`api::fairness`).
+    pub tenant_shares: TenantShares,
 }
 
 pub type SharedApp = Arc<App>;
@@ -68,8 +78,11 @@ pub struct TenantAuth(pub TenantRow);
 pub struct AdminAuth;
 
 fn bearer(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
+    bearer_of(&parts.headers)
+}
+
+fn bearer_of(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(AUTHORIZATION)?
         .to_str()
         .ok()?
@@ -81,13 +94,9 @@ impl FromRequestParts<SharedApp> for TenantAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &SharedApp) -> Result<Self, ApiError> {
-        let (key, secret) = bearer(parts)
-            .and_then(tokens::split)
+        let tenant = app
+            .tenant_of(&parts.headers)?
             .ok_or_else(ApiError::unauthorized)?;
-        let (tenant, hash) = app.catalog.token(key)?.ok_or_else(ApiError::unauthorized)?;
-        if !tokens::verify(secret, &hash) {
-            return Err(ApiError::unauthorized());
-        }
         let row = app
             .catalog
             .tenant(&tenant)?
@@ -123,6 +132,19 @@ impl OptionalFromRequestParts<SharedApp> for AdminAuth {
 }
 
 impl App {
+    /// The tenant whose token the request bears, if it bears one that is valid: its key
+    /// names a row, and its secret matches that row's hash (compared in constant time).
+    pub fn tenant_of(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+        let Some((key, secret)) = bearer_of(headers).and_then(tokens::split) else {
+            return Ok(None);
+        };
+        Ok(self
+            .catalog
+            .token(key)?
+            .filter(|(_, hash)| tokens::verify(secret, hash))
+            .map(|(tenant, _)| tenant))
+    }
+
     pub fn namespace(&self, tenant: &str) -> TenantNamespace {
         TenantNamespace::new(&self.config.data_dir, tenant)
     }
@@ -318,10 +340,21 @@ impl App {
             .map_err(ApiError::conflict)
     }
 
-    /// Starts every pipeline whose desired state is running (at server start).
+    /// Starts every pipeline whose desired state is running (at server start, on a
+    /// blocking thread, while the API already answers): each under its lifecycle lock,
+    /// its row read again under it, so a tenant's delete or stop meanwhile wins.
     pub fn resume_pipelines(&self) -> Result<usize, ServerError> {
         let mut started = 0;
         for row in self.catalog.all_pipelines()? {
+            if row.desired != Desired::Running {
+                continue;
+            }
+            let _lock = self
+                .lifecycles
+                .hold_blocking((row.tenant.clone(), row.name.clone()));
+            let Some(row) = self.catalog.pipeline(&row.tenant, &row.name)? else {
+                continue;
+            };
             if row.desired != Desired::Running {
                 continue;
             }

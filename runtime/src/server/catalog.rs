@@ -607,6 +607,7 @@ pub fn state_text(state: PipelineState) -> &'static str {
 fn parse_desired(text: &str) -> Desired {
     match text {
         "running" => Desired::Running,
+        "deleted" => Desired::Deleted,
         _ => Desired::Stopped,
     }
 }

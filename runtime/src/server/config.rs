@@ -73,6 +73,8 @@ pub struct ServerConfig {
     /// Quotas of tenants that set none of their own.
     pub quotas: Quotas,
     pub tenants: Vec<TenantConfig>,
+    /// Requests of one tenant served at once; past it, 429 (`api::fairness`).
+    pub tenant_requests: usize,
     /// Serve HTTPS with this certificate chain and key (PEM), absolute paths.
     pub tls: Option<TlsConfig>,
 }
@@ -108,6 +110,8 @@ struct RawServerConfig {
     quotas: Quotas,
     #[serde(default)]
     tenants: Vec<TenantConfig>,
+    #[serde(default = "default_tenant_requests")]
+    tenant_requests: usize,
     #[serde(default)]
     tls: Option<TlsConfig>,
 }
@@ -263,6 +267,13 @@ pub fn quotas_over(quotas: &Quotas, defaults: &Quotas) -> Quotas {
     }
 }
 
+/// The default share of requests one tenant has in flight (`tenant_requests`).
+pub const DEFAULT_TENANT_REQUESTS: usize = 16;
+
+fn default_tenant_requests() -> usize {
+    DEFAULT_TENANT_REQUESTS
+}
+
 fn default_listen() -> String {
     "127.0.0.1:8080".into()
 }
@@ -285,6 +296,11 @@ impl ServerConfig {
         let admin_token = admin_token(&raw, base).map_err(invalid)?;
         let mut seen = std::collections::BTreeSet::new();
         check_quotas(&raw.quotas).map_err(&invalid)?;
+        if raw.tenant_requests == 0 {
+            return Err(invalid(
+                "tenant_requests: at least 1 (requests of one tenant served at once)".into(),
+            ));
+        }
         for t in &raw.tenants {
             ids::tenant_id(&t.id).map_err(|e| invalid(e.message().to_owned()))?;
             check_quotas(&t.quotas).map_err(|e| invalid(format!("tenant {:?}: {e}", t.id)))?;
@@ -310,6 +326,7 @@ impl ServerConfig {
             kafka: raw.kafka,
             quotas: quotas_over(&raw.quotas, &builtin_quotas()),
             tenants: raw.tenants,
+            tenant_requests: raw.tenant_requests,
             tls: raw.tls.map(|t| TlsConfig {
                 cert: base.join(t.cert),
                 key: base.join(t.key),

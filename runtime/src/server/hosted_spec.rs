@@ -19,7 +19,15 @@
 //!   (lower is allowed); nor the partitions of the repartition topics its workers
 //!   create on the shared cluster (`repartition_partitions`, at most the default 32:
 //!   tenants reach the brokers only through their specs, the server holds their Kafka
-//!   credentials).
+//!   credentials); nor an aggregate's `max_accumulator_bytes`.
+//! - Nothing it asks for outlasts what a shared server keeps: a window and its
+//!   `allowed_lateness` at most [`MAX_HOSTED_WINDOW`] (a window's state stays until it
+//!   fires), a Kafka sink's `transaction_timeout` at most the runtime's default (a dead
+//!   worker's open transaction holds back read_committed readers that long), a Kafka
+//!   client's `connect_timeout` at most [`MAX_HOSTED_CONNECT_TIMEOUT`].
+//! - No topic it names is named as pipelines name their own (`names::is_derived_topic`:
+//!   `.progress`, `_progress`, `-repartition`), so no tenant topic is another
+//!   pipeline's progress or repartition topic, or the same name to Kafka.
 //! - The server then sets the namespace: state and checkpoints under the pipeline's
 //!   directory, the Kafka sinks' `transactional_prefix` to the tenant's prefix (so
 //!   `KafkaNames` derives its groups, transactional ids and progress topic from it), the
@@ -32,6 +40,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::connector::kafka::names::is_derived_topic;
 use crate::field::units;
 use crate::pipeline::error::with_article;
 use crate::pipeline::worker_plan::WorkerPlan;
@@ -40,7 +49,7 @@ use crate::server::ids;
 use crate::server::namespace::{PipelineDir, TenantNamespace};
 use crate::server::spec_paths::json_path_of_line;
 use crate::server::wire::Quotas;
-use crate::spec::{PipelineSpec, SinkSpec, SourceConfig, SpecError, StepSpec};
+use crate::spec::{AggregateStep, PipelineSpec, SinkSpec, SourceConfig, SpecError, StepSpec};
 
 /// The environment variable a worker reads its tenant's Kafka password from.
 pub const WORKER_PASSWORD_ENV: &str = "WEIR_TENANT_KAFKA_PASSWORD";
@@ -79,6 +88,10 @@ pub struct HostedSpec {
     pub name: String,
     pub modules: BTreeMap<String, String>,
     pub toml: String,
+    /// The topics the pipeline makes for itself as this many workers (progress, and
+    /// repartition with several: `KafkaNames::topics`), which no other pipeline of the
+    /// tenant may share.
+    pub topics: Vec<String>,
 }
 
 fn refuse(field: &str, reason: impl std::fmt::Display) -> ApiError {
@@ -118,10 +131,17 @@ impl HostedSpec {
             .map_err(|e| in_tenant_terms(&e, &toml))?;
         check_host_buffers(&parsed)?;
         check_workers(&parsed, ctx.workers, ctx.quotas)?;
+        let keyed: Vec<String> = parsed
+            .keyed_steps()
+            .into_iter()
+            .map(|n| parsed.step_id(n))
+            .collect();
+        let topics = ctx.namespace.kafka_names(&name).topics(&keyed, ctx.workers);
         Ok(HostedSpec {
             name,
             modules,
             toml,
+            topics,
         })
     }
 }
@@ -166,7 +186,7 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
     use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
     use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
     use crate::spec::pipeline::DEFAULT_BATCH_BYTES;
-    use crate::spec::step::DEFAULT_CACHE_BYTES;
+    use crate::spec::step::{DEFAULT_CACHE_BYTES, DEFAULT_MAX_ACCUMULATOR_BYTES};
     let at_most = |field: String, value: usize, max: usize| {
         if value > max {
             Err(refuse(
@@ -196,6 +216,12 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
                 a.cache_bytes,
                 DEFAULT_CACHE_BYTES,
             )?;
+            at_most(
+                format!("{at}.max_accumulator_bytes"),
+                a.max_accumulator_bytes,
+                DEFAULT_MAX_ACCUMULATOR_BYTES,
+            )?;
+            check_window(a, &at)?;
         }
     }
     for (i, source) in spec.sources.iter().enumerate() {
@@ -208,6 +234,70 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
         if let SinkSpec::Kafka(k) = sink {
             let field = format!("sinks[{i}].buffer_bytes");
             at_most(field, k.buffer_bytes, DEFAULT_SINK_BUFFER_BYTES)?;
+        }
+    }
+    check_kafka_timeouts(spec)
+}
+
+/// The longest a hosted window, or its allowed lateness, may be: a window keeps its
+/// state on the server's disk until it fires.
+pub const MAX_HOSTED_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest a hosted Kafka client may take to reach the cluster at start.
+pub const MAX_HOSTED_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn at_most_duration(
+    field: String,
+    value: Duration,
+    max: Duration,
+    why: &str,
+) -> Result<(), ApiError> {
+    if value <= max {
+        return Ok(());
+    }
+    Err(refuse(
+        &field,
+        format!(
+            "{} exceeds {}, the most a shared server allows ({why})",
+            units::format_duration(value),
+            units::format_duration(max)
+        ),
+    ))
+}
+
+/// Refuses a window or lateness longer than [`MAX_HOSTED_WINDOW`].
+fn check_window(a: &AggregateStep, at: &str) -> Result<(), ApiError> {
+    let why = "a window keeps its state until it fires";
+    if let Some(window) = &a.window {
+        let field = format!("{at}.window.size");
+        at_most_duration(field, window.size(), MAX_HOSTED_WINDOW, why)?;
+    }
+    let field = format!("{at}.allowed_lateness");
+    at_most_duration(field, a.allowed_lateness, MAX_HOSTED_WINDOW, why)
+}
+
+/// Refuses a transaction timeout past the runtime's default (an open transaction of a
+/// dead worker holds back every read_committed reader of its partitions that long) and
+/// a connect timeout past [`MAX_HOSTED_CONNECT_TIMEOUT`].
+fn check_kafka_timeouts(spec: &PipelineSpec) -> Result<(), ApiError> {
+    use crate::connector::kafka::config::DEFAULT_TRANSACTION_TIMEOUT;
+    let connect = |field: String, value| {
+        let why = "a worker that cannot reach Kafka fails and is restarted instead";
+        at_most_duration(field, value, MAX_HOSTED_CONNECT_TIMEOUT, why)
+    };
+    for (i, source) in spec.sources.iter().enumerate() {
+        if let SourceConfig::Kafka(k) = &source.config {
+            connect(format!("sources[{i}].connect_timeout"), k.connect_timeout)?;
+        }
+    }
+    for (i, sink) in spec.sinks.iter().enumerate() {
+        if let SinkSpec::Kafka(k) = sink {
+            connect(format!("sinks[{i}].connect_timeout"), k.connect_timeout)?;
+            at_most_duration(
+                format!("sinks[{i}].transaction_timeout"),
+                k.transaction_timeout,
+                DEFAULT_TRANSACTION_TIMEOUT,
+                "a dead worker's open transaction holds back read_committed readers that long",
+            )?;
         }
     }
     Ok(())
@@ -390,6 +480,12 @@ fn check_world(step: &Map<String, Value>, at: &str, id: &str, world: &str) -> Re
 
 fn check_topic(ns: &TenantNamespace, at: &str, topic: &Value) -> Result<(), ApiError> {
     match topic {
+        Value::String(t) if is_derived_topic(t) => Err(refuse(
+            at,
+            format!(
+                "topic {t:?} is named as pipelines name their own progress and repartition topics (.progress, _progress, -repartition): choose another name"
+            ),
+        )),
         Value::String(t) if ns.owns_topic(t) => Ok(()),
         Value::String(t) => Err(refuse(
             at,

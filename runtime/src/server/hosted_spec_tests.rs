@@ -269,6 +269,65 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
     build_in(dir.path(), &s).expect("smaller buffers are accepted");
 }
 
+/// Issue 50: knobs that held the shared server's disk, the broker's readers or a worker's
+/// start for as long as a tenant liked (a 4 GiB accumulator, 900 s transactions, an
+/// hour's connect timeout, windows and lateness of 1000 days) are capped, each refusal
+/// naming the field, the cap and why; at the caps they are accepted.
+#[test]
+fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
+    let aggregate = |s: &mut Value, field: &str, value: Value| {
+        s["steps"][0] = json!({"type": "aggregate", "module": AGGREGATOR});
+        s["steps"][0][field] = value;
+    };
+    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+        (
+            Box::new(move |s| aggregate(s, "max_accumulator_bytes", json!("4GiB"))),
+            "spec field steps[0].max_accumulator_bytes: 4294967296 exceeds 1048576",
+        ),
+        (
+            Box::new(move |s| {
+                aggregate(s, "window", json!({"type": "tumbling", "size": "24000h"}))
+            }),
+            "spec field steps[0].window.size: 24000h exceeds 168h, the most a shared server allows (a window keeps its state until it fires)",
+        ),
+        (
+            Box::new(move |s| {
+                aggregate(s, "window", json!({"type": "tumbling", "size": "1h"}));
+                s["steps"][0]["allowed_lateness"] = json!("24000h");
+            }),
+            "spec field steps[0].allowed_lateness: 24000h exceeds 168h",
+        ),
+        (
+            Box::new(|s| s["sinks"][0]["transaction_timeout"] = json!("900s")),
+            "spec field sinks[0].transaction_timeout: 15m exceeds 5m, the most a shared server allows (a dead worker's open transaction holds back read_committed readers that long)",
+        ),
+        (
+            Box::new(|s| s["sources"][0]["connect_timeout"] = json!("3600s")),
+            "spec field sources[0].connect_timeout: 1h exceeds 1m",
+        ),
+        (
+            Box::new(|s| s["sinks"][0]["connect_timeout"] = json!("61s")),
+            "spec field sinks[0].connect_timeout: 61s exceeds 1m",
+        ),
+    ];
+    for (edit, expected) in cases {
+        let e = refusal(edit);
+        assert!(e.starts_with(expected), "{e}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec();
+    aggregate(
+        &mut s,
+        "window",
+        json!({"type": "tumbling", "size": "168h"}),
+    );
+    s["steps"][0]["allowed_lateness"] = json!("168h");
+    s["steps"][0]["max_accumulator_bytes"] = json!("1MiB");
+    s["sinks"][0]["transaction_timeout"] = json!("5m");
+    s["sources"][0]["connect_timeout"] = json!("60s");
+    build_in(dir.path(), &s).expect("at the caps");
+}
+
 fn workers_refusal(spec: &Value, workers: u32) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     build_as_workers(dir.path(), spec, workers)

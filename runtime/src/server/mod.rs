@@ -28,6 +28,7 @@ pub mod config;
 pub mod error;
 pub mod hosted_spec;
 pub mod ids;
+pub mod lifecycle;
 pub mod metrics;
 pub mod module_store;
 pub mod namespace;
@@ -44,6 +45,7 @@ pub mod worker_log;
 pub mod worker_states;
 
 use crate::server::admission::Admission;
+use crate::server::api::fairness::TenantShares;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -89,6 +91,7 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
     let metrics = Arc::new(ServerMetrics::default());
     let supervisor = Supervisor::new(config.workers.clone(), catalog.clone(), metrics.clone());
     let walls = Walls::open(&config.isolation, data_dir)?;
+    let tenant_shares = TenantShares::new(config.tenant_requests);
     Ok(Arc::new(App {
         config,
         catalog,
@@ -99,7 +102,10 @@ pub fn open(config: ServerConfig, program: PathBuf) -> Result<Arc<App>, ServerEr
         metrics,
         program,
         ready: AtomicBool::new(false),
-        topic_creates: std::sync::Mutex::new(()),
+        lifecycles: Default::default(),
+        pipeline_names: Default::default(),
+        topic_creates: Default::default(),
+        tenant_shares,
     }))
 }
 
@@ -122,7 +128,10 @@ pub async fn serve(
         None => None,
     };
     let resuming = app.clone();
-    let resumed = tokio::task::spawn_blocking(move || resuming.resume_pipelines());
+    let resumed = tokio::task::spawn_blocking(move || {
+        resuming.resume_pipelines()?;
+        retire::finish_deletes(&resuming)
+    });
     bound(format!(
         "{}://{addr}",
         if tls.is_some() { "https" } else { "http" }
@@ -159,6 +168,11 @@ async fn tls_config(tls: &config::TlsConfig) -> Result<RustlsConfig, ServerError
 /// previous request on the connection), else its connection is closed: half-sent
 /// headers cannot hold connections, and their file descriptors, open.
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often an HTTP/2 connection is pinged ...
+pub const HTTP2_PING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// ... and how long the ping's answer may take before the connection is closed: a
+/// connection whose peer stopped mid-frame is let go within their sum.
+pub const HTTP2_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves `router` on `listener`, over TLS if `tls` is given, until `shutdown`
 /// resolves (then waits up to 10 s for requests in progress).
@@ -192,7 +206,10 @@ async fn serve_on(
     .map_err(failed)
 }
 
-/// Sets [`HEADER_READ_TIMEOUT`] on HTTP/1 connections (hyper needs a timer for it).
+/// Sets [`HEADER_READ_TIMEOUT`] on HTTP/1 connections, and on HTTP/2 ones a ping every
+/// [`HTTP2_PING_EVERY`] that must be answered within [`HTTP2_PING_TIMEOUT`]: HTTP/2 has
+/// no header-read timeout of its own, and a peer that sent half a frame and stopped
+/// answers no ping, so its connection is let go (hyper needs a timer for both).
 fn with_header_timeout(
     builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
 ) {
@@ -200,4 +217,9 @@ fn with_header_timeout(
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Some(HTTP2_PING_EVERY))
+        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
 }

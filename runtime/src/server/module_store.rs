@@ -4,7 +4,8 @@
 //! Invariants:
 //! - An upload is streamed to a part file while it is hashed and counted; it is never
 //!   held in memory whole, and it stops (413) the moment it passes the tenant's
-//!   remaining module quota, or at once when `Content-Length` says it will.
+//!   remaining module quota, or at once when `Content-Length` says it will. A part
+//!   file outlives its upload only if the server is killed; the next start removes it.
 //! - A module is admitted only if it is a component of a weir world whose imports the
 //!   runtime allows (`WasmEngine::load`, the same check as `weir validate`), compiled in
 //!   a child process under the server's compile limits so a compile bomb costs a
@@ -62,8 +63,19 @@ impl Drop for Received {
 }
 
 impl ModuleStore {
+    /// Opens the store in `dir`, removing the part files of uploads a killed server left
+    /// (no upload is in progress before the server listens).
     pub fn open(dir: PathBuf, compiles: UploadCompiles) -> Result<Self, ServerError> {
         std::fs::create_dir_all(&dir).map_err(|e| ServerError::io("cannot create", &dir, e))?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| ServerError::io("cannot read", &dir, e))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if is_part_file(&path) {
+                std::fs::remove_file(&path)
+                    .map_err(|e| ServerError::io("cannot remove", &path, e))?;
+            }
+        }
         Ok(ModuleStore { dir, compiles })
     }
 
@@ -152,6 +164,14 @@ fn describe(module: &GuestModule, sha256: &str, name: &str, size: u64) -> Module
 }
 
 /// The engine names the file it loaded; the client knows its upload as "the module".
+/// Whether `path` is an upload's part file (`upload-<16 hex>.part`, see `receive`).
+fn is_part_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("upload-")?.strip_suffix(".part"))
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 fn without_part_name(message: &str, part: &Path) -> String {
     let name = part
         .file_name()
@@ -160,4 +180,39 @@ fn without_part_name(message: &str, part: &Path) -> String {
     message
         .replace(&format!("{name}: "), "module: ")
         .replace(&name, "module")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::CompileLimits;
+
+    #[test]
+    fn opening_the_store_removes_the_part_files_a_killed_server_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let names = [
+            "upload-0123456789abcdef.part",
+            "upload-fedcba9876543210.part",
+            "upload-x.part",
+            "0123.wasm",
+        ];
+        for name in names {
+            std::fs::write(dir.path().join(name), b"bytes").expect("write");
+        }
+        let compiles = UploadCompiles {
+            cache_root: None,
+            isolation: CompileIsolation {
+                program: PathBuf::from("weir"),
+                limits: CompileLimits::default(),
+            },
+        };
+        ModuleStore::open(dir.path().to_path_buf(), compiles).expect("open");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["0123.wasm", "upload-x.part"]);
+    }
 }

@@ -36,6 +36,11 @@ impl TenantNamespace {
         }
     }
 
+    /// The directory every file of the tenant lies under.
+    pub fn root(&self) -> &Path {
+        &self.dir
+    }
+
     /// The prefix of every Kafka name of the tenant.
     pub fn kafka_prefix(&self) -> String {
         format!("{}.", self.tenant)

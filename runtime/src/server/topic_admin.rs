@@ -16,6 +16,7 @@ use rdkafka::error::RDKafkaErrorCode;
 
 use crate::connector::kafka::KafkaError;
 use crate::connector::kafka::client::{self, Endpoint, block_on};
+use crate::connector::kafka::names::is_derived_topic;
 use crate::server::wire::TopicInfo;
 
 /// Bound on each call to the broker.
@@ -23,9 +24,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest topic name Kafka accepts.
 const MAX_TOPIC_NAME: usize = 249;
 
-/// Whether `name` is one of the names pipelines make for themselves.
+/// Whether `name` is one of the names pipelines make for themselves, or the same name
+/// to Kafka (`.` and `_` are one to it: see `KafkaNames`).
 pub fn is_internal(name: &str) -> bool {
-    name.ends_with(".progress") || name.ends_with("-repartition")
+    is_derived_topic(name)
 }
 
 /// Why `name` cannot be one of the tenant's topics (prefix `prefix`), if it cannot.
@@ -44,7 +46,7 @@ pub fn check_name(name: &str, prefix: &str) -> Result<(), String> {
     }
     if is_internal(name) {
         return Err(format!(
-            "topic {name:?}: names ending in .progress or -repartition are pipelines' own"
+            "topic {name:?}: names ending in .progress (or _progress, the same name to Kafka) or -repartition are pipelines' own"
         ));
     }
     Ok(())

@@ -242,20 +242,24 @@ pub enum PipelineState {
 }
 
 /// What the tenant asked a pipeline to be: the supervisor makes it so (and a server
-/// restart starts every `running` one again).
+/// restart starts every `running` one again, and finishes every `deleted` one's delete).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Desired {
     Running,
     Stopped,
+    /// A delete was asked and has not finished (it is under way, or failed and waits
+    /// for the next delete or server start): nothing else may change the pipeline.
+    Deleted,
 }
 
 impl Desired {
-    /// `running` or `stopped`, as the API and the catalog write it.
+    /// `running`, `stopped` or `deleted`, as the API and the catalog write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Desired::Running => "running",
             Desired::Stopped => "stopped",
+            Desired::Deleted => "deleted",
         }
     }
 }

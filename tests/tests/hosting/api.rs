@@ -624,42 +624,135 @@ fn concurrent_uploads_never_pass_the_module_quota_together() {
     );
 }
 
-/// Issue 33: connections that never finish their request headers are closed after the
-/// server's header-read timeout (10 s), so they cannot pile up (500 such connections
-/// stayed open 45 s and more on the previous main). 20 half-sent requests: each is
-/// closed (or answered) within the timeout plus a generous slack.
-#[test]
-fn half_sent_request_headers_are_cut_off_after_the_header_read_timeout() {
-    let (_dir, s) = server("");
+/// Opens 20 connections to the server of `s`, sends `head` on each (a request it never
+/// finishes), and asserts that the server lets every one go within `within`: each is
+/// read (the server's own bytes, a 408 or its HTTP/2 frames, passed over) until it is
+/// closed or reset. Then the server still serves.
+fn assert_half_sent_requests_cut_off(s: &TestServer, head: &[u8], within: Duration) {
     let addr = s.url.trim_start_matches("http://").to_owned();
     let started = std::time::Instant::now();
     let mut held: Vec<TcpStream> = (0..20)
         .map(|_| {
             let mut stream = TcpStream::connect(&addr).expect("connect");
-            write!(
-                stream,
-                "POST /v1/modules HTTP/1.1\r\nHost: {addr}\r\nX-Half: "
-            )
-            .expect("head");
-            stream
-                .set_read_timeout(Some(Duration::from_secs(25)))
-                .expect("timeout");
+            stream.write_all(head).expect("head");
+            stream.set_read_timeout(Some(within)).expect("timeout");
             stream
         })
         .collect();
     for stream in &mut held {
-        let mut buf = [0u8; 256];
-        match stream.read(&mut buf) {
-            // Closed, or a 408 before closing: either way the connection is let go.
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!(
-                "a half-sent request still held its connection after {:?}: {e}",
-                started.elapsed()
-            ),
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!(
+                    "a half-sent request still held its connection after {:?}: {e}",
+                    started.elapsed()
+                ),
+            }
         }
     }
-    // The server serves on.
+    assert_eq!(s.get("/healthz", None).status, 200);
+}
+
+/// Issue 33: connections that never finish their request headers are closed after the
+/// server's header-read timeout (10 s), so they cannot pile up (500 such connections
+/// stayed open 45 s and more on the previous main). 20 half-sent requests: each is
+/// closed (or answered 408, then closed) within the timeout plus a generous slack.
+#[test]
+fn half_sent_request_headers_are_cut_off_after_the_header_read_timeout() {
+    let (_dir, s) = server("");
+    let head = format!(
+        "POST /v1/modules HTTP/1.1\r\nHost: {}\r\nX-Half: ",
+        s.url.trim_start_matches("http://")
+    );
+    assert_half_sent_requests_cut_off(&s, head.as_bytes(), Duration::from_secs(25));
+}
+
+/// Issue 50: the same for cleartext HTTP/2, which has no header-read timeout of its own
+/// (500 half-sent HTTP/2 requests were still open after 122 s): each of 20 connections
+/// sends the preface, its SETTINGS and the first 3 bytes of a 64-byte HEADERS frame,
+/// then nothing; the server's pings go unanswered and it closes every one (within its
+/// ping interval and timeout, 10 s each, plus slack).
+#[test]
+fn half_sent_http2_requests_are_cut_off_when_their_pings_go_unanswered() {
+    let (_dir, s) = server("");
+    let mut head = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS, empty: length 0, type 4, no flags, stream 0.
+    head.extend([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    // HEADERS (type 1, END_HEADERS) on stream 1, said to be 64 bytes long: 3 sent.
+    head.extend([0, 0, 64, 1, 4, 0, 0, 0, 1, 0x82, 0x86, 0x84]);
+    assert_half_sent_requests_cut_off(&s, &head, Duration::from_secs(45));
+}
+
+/// The pids of the `weir compile-module` children compiling into caches under `dir`.
+fn compiles_under(dir: &Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy().into_owned();
+    weir_tests::pids_where(|cmdline| cmdline.contains("compile-module") && cmdline.contains(&dir))
+}
+
+/// Issue 50: a server killed with -9 while it compiles an upload leaves no compile
+/// running (before, its `weir compile-module` child lived 120 s and more under pid 1),
+/// and the upload's part file is removed at the next start (before, part files of
+/// 2.5 MB and 12 MB stayed through 4 restarts). The upload is the 19 MB Python guest,
+/// whose compile takes long enough to be caught in progress.
+#[test]
+fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let cache = dir.path().join("compiled");
+    let cache_env = cache.to_str().expect("utf-8").to_owned();
+    let env = [("WEIR_CACHE_DIR", cache_env.as_str())];
+    let s = TestServer::start_with_env(dir.path(), &env);
+    let a = s.tenant("a", json!({}));
+    let bytes = std::fs::read(weir_tests::guest("uppercase_py")).expect("guest bytes");
+    let modules = dir.path().join("data/modules");
+    let part_files = || {
+        std::fs::read_dir(&modules)
+            .expect("modules dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+            .count()
+    };
+    std::thread::scope(|scope| {
+        // Its answer never comes: the server dies under it.
+        scope.spawn(|| {
+            let upload = || s.post_bytes("/v1/modules?name=big", Some(&a), &bytes);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(upload));
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while compiles_under(dir.path()).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the upload never compiled"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(part_files(), 1, "the upload's part file, while it compiles");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(s.pid() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("SIGKILL");
+    });
+    drop(s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !compiles_under(dir.path()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a compile outlived its server by 10 s: {:?}",
+            compiles_under(dir.path())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        part_files(),
+        1,
+        "the killed upload's part file, before a restart"
+    );
+    let s = TestServer::start_with_env(dir.path(), &env);
+    assert_eq!(part_files(), 0, "the part file swept at start");
     assert_eq!(s.get("/healthz", None).status, 200);
 }
 
@@ -865,4 +958,31 @@ fn the_same_bytes_are_compiled_again_for_another_tenant() {
         files_under(&cache),
         files_under(&a_cache) + files_under(&b_cache)
     );
+}
+
+/// Issue 50: a deleted tenant's files and its compiled-code cache go with it (before,
+/// both stayed and passed to the same id declared again). A file left in the tenant's
+/// directory (as worker logs of its deleted pipelines would be) goes too.
+#[test]
+fn a_deleted_tenants_files_and_compiled_code_go_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let cache = dir.path().join("compiled");
+    let cache_env = cache.to_str().expect("utf-8");
+    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let a = s.tenant("a", json!({}));
+    s.push(&a, "uppercase");
+    let (a_cache, a_dir) = (cache.join("tenants/a"), dir.path().join("data/tenants/a"));
+    assert!(
+        files_under(&a_cache) > 0,
+        "the upload compiled into a's cache"
+    );
+    std::fs::create_dir_all(a_dir.join("pipelines/gone")).expect("mkdir");
+    std::fs::write(a_dir.join("pipelines/gone/worker.log"), "left").expect("write");
+    let deleted = s.delete("/v1/admin/tenants/a", Some(ADMIN_TOKEN));
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    assert!(!a_cache.exists(), "a's compiled code is left");
+    assert!(!a_dir.exists(), "a's directory is left");
+    let again = s.tenant("a", json!({}));
+    assert_eq!(s.get("/v1/modules", Some(&again)).body, json!([]));
 }

@@ -54,14 +54,7 @@ fn state(v: &Value) -> &str {
 
 /// Whether a process whose command line mentions `needle` is alive.
 fn process_alive(needle: &str) -> bool {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(Result::ok)
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(needle))
-                .unwrap_or(false)
-        })
+    !weir_tests::pids_where(|cmdline| cmdline.contains(needle)).is_empty()
 }
 
 /// The server's config for tenants `a` and `b` with Kafka principals of their own, on

@@ -30,16 +30,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// Pids of the worker processes of the server whose data dir is `data`.
 fn workers(data: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            (cmdline.contains(data) && cmdline.contains("--supervised-by")).then_some(pid)
-        })
-        .collect()
+    weir_tests::pids_where(|cmdline| cmdline.contains(data) && cmdline.contains("--supervised-by"))
 }
 
 #[test]

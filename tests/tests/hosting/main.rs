@@ -5,8 +5,11 @@
 
 mod api;
 mod cli;
+mod fairness;
 mod fuzz;
 mod kafka;
+mod lifecycle;
 mod load;
+mod names;
 mod walls;
 mod workers;

@@ -29,6 +29,15 @@
 //!   `{P}{p}-{s}-repartition`: one per pipeline and step, shared by all its workers
 //!   (each writes every key group's records there and reads its own key groups' back,
 //!   see `repartition`). Step names are `[a-z0-9_-]`, so the name is a legal topic.
+//! - Kafka treats two topic names that differ only in `.` against `_` as one (their
+//!   metric names collide: the second is refused, `InvalidTopic`). `collision_key` is
+//!   that rule; `is_derived_topic` holds a name the same under it, so `a.p_progress` is
+//!   as much pipeline `p`'s as `a.p.progress` is. These names are not injective in
+//!   their parts (`x` with step `y-count` and `x-y` with step `count` share
+//!   `{P}x-y-count-repartition`; `x_1-of-3` and worker 1 of 3 of `x` share a progress
+//!   topic under the rule), so a host that lets tenants choose them refuses a pipeline
+//!   whose `topics` meet another's (`server::api::pipelines`); the names themselves are
+//!   kept, since running pipelines' markers, groups and records live under them.
 
 use crate::cluster::Worker;
 use crate::connector::kafka::config::{DEFAULT_TRANSACTIONAL_PREFIX, KafkaSinkConfig};
@@ -108,11 +117,40 @@ impl KafkaNames {
     pub fn transactional_id(&self, slot: usize) -> String {
         format!("{}{}.{}.{slot}", self.prefix, self.pipeline, self.unit())
     }
+
+    /// Every topic the pipeline makes for itself when it runs as `workers` processes
+    /// with keyed steps `keyed_steps` (their stable ids): a progress topic per worker
+    /// and, with more than one worker, a repartition topic per keyed step. A count of 0
+    /// is taken as 1.
+    pub fn topics(&self, keyed_steps: &[String], workers: u32) -> Vec<String> {
+        let progress = (0..workers.max(1)).map(|i| {
+            let worker = Worker::new(i, workers.max(1)).unwrap_or(Worker::SINGLE);
+            self.clone().for_worker(worker).progress_topic()
+        });
+        let repartition = keyed_steps
+            .iter()
+            .filter(|_| workers > 1)
+            .map(|step| self.repartition_topic(step));
+        progress.chain(repartition).collect()
+    }
+}
+
+/// What Kafka compares topic names by: `.` and `_` are one character to it.
+pub fn collision_key(topic: &str) -> String {
+    topic.replace('.', "_")
+}
+
+/// Whether `topic` is, under Kafka's `.`/`_` rule, a name of the form pipelines make for
+/// themselves (a progress or a repartition topic), which no user topic may take.
+pub fn is_derived_topic(topic: &str) -> bool {
+    let key = collision_key(topic);
+    key.ends_with("_progress") || key.ends_with("-repartition")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn every_name_starts_with_the_prefix() {
@@ -174,6 +212,92 @@ mod tests {
             assert!(name.starts_with("team-a."), "{name}");
         }
         assert_ne!(w(0, 2).transactional_id(0), single.transactional_id(0));
+    }
+
+    #[test]
+    fn a_pipelines_topics_are_its_workers_progress_and_with_workers_its_repartition() {
+        let names = KafkaNames::new("a.", "wc");
+        let steps = ["count".to_owned()];
+        assert_eq!(names.topics(&steps, 1), ["a.wc.progress"]);
+        assert_eq!(
+            names.topics(&steps, 2),
+            [
+                "a.wc.0-of-2.progress",
+                "a.wc.1-of-2.progress",
+                "a.wc-count-repartition"
+            ]
+        );
+        for topic in names.topics(&steps, 3) {
+            assert!(is_derived_topic(&topic), "{topic}");
+        }
+    }
+
+    #[test]
+    fn a_derived_name_is_recognised_under_kafkas_dot_underscore_rule() {
+        for name in [
+            "a.p.progress",
+            "a.p_progress",
+            "a_p_progress",
+            "a.x-y-count-repartition",
+        ] {
+            assert!(is_derived_topic(name), "{name}");
+        }
+        for name in [
+            "a.progress-report",
+            "a.p.in",
+            "a.repartition-x",
+            "a.p.progres",
+        ] {
+            assert!(!is_derived_topic(name), "{name}");
+        }
+        assert_eq!(collision_key("a.p_x.y"), collision_key("a_p.x_y"));
+    }
+
+    /// A pipeline name or a step name as the spec allows them.
+    fn part() -> impl Strategy<Value = String> {
+        "[a-z0-9_-]{1,12}"
+    }
+
+    fn worker() -> impl Strategy<Value = Worker> {
+        (1u32..5).prop_flat_map(|n| (0..n).prop_map(move |i| Worker::new(i, n).expect("I < N")))
+    }
+
+    proptest! {
+        /// Transactional ids and groups are compared by the broker as they are: two
+        /// commit units (tenant, pipeline, worker) that differ never share one, nor do
+        /// two pipelines a group (pipeline names hold no `.`, tenant ids no `.` or `_`).
+        #[test]
+        fn distinct_commit_units_never_share_a_transactional_id_or_a_group(
+            a in ("[a-z0-9-]{1,8}", part(), worker()),
+            b in ("[a-z0-9-]{1,8}", part(), worker()),
+            slots in (0usize..2, 0usize..2),
+        ) {
+            let names = |(t, p, w): &(String, String, Worker)| {
+                KafkaNames::new(format!("{t}."), p.clone()).for_worker(*w)
+            };
+            let (x, y) = (names(&a), names(&b));
+            if a != b || slots.0 != slots.1 {
+                prop_assert_ne!(x.transactional_id(slots.0), y.transactional_id(slots.1));
+            }
+            if (&a.0, &a.1) != (&b.0, &b.1) {
+                prop_assert_ne!(x.group(), y.group());
+            }
+        }
+
+        /// Every topic a pipeline makes is one `is_derived_topic` holds (so no tenant
+        /// topic may take it), and fits Kafka's 249 characters at the longest tenant
+        /// id, pipeline and step names (32, 64 and 64).
+        #[test]
+        fn a_pipelines_topics_are_derived_and_fit_kafka(
+            (t, p) in ("[a-z0-9-]{1,32}", "[a-z0-9_-]{1,64}"),
+            steps in proptest::collection::vec("[a-z0-9_-]{1,64}", 0..3),
+            workers in 1u32..5,
+        ) {
+            for topic in KafkaNames::new(format!("{t}."), p).topics(&steps, workers) {
+                prop_assert!(is_derived_topic(&topic), "{}", topic);
+                prop_assert!(topic.len() <= 249, "{}", topic);
+            }
+        }
     }
 
     #[test]

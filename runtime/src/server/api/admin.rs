@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use crate::server::app::{AdminAuth, SharedApp};
 use crate::server::catalog::{DeleteOutcome, TenantRow};
 use crate::server::config::{check_quotas, quotas_over};
-use crate::server::error::ApiError;
+use crate::server::error::{ApiError, ServerError};
 use crate::server::ids;
 use crate::server::tokens;
 use crate::server::wire::{CreateTenant, ErrorBody, IssuedToken, Tenant, TokenInfo};
@@ -72,7 +72,8 @@ pub async fn list_tenants(
     ))
 }
 
-/// Delete a tenant (refused while it has pipelines).
+/// Delete a tenant (refused while it has pipelines): its tokens, modules, cgroup, files
+/// and compiled-code cache go with it, so an id declared again starts from nothing.
 #[utoipa::path(delete, path = "/v1/admin/tenants/{id}", tag = "admin", security(("bearer" = [])),
     params(("id" = String, Path, description = "tenant id")),
     responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -91,6 +92,16 @@ pub async fn delete_tenant(
                 if !app.catalog.module_in_store(&m.id)? {
                     app.store.remove(&m.id);
                 }
+            }
+            let dirs = [
+                Some(app.namespace(id).root().to_path_buf()),
+                app.store.tenant_cache(id),
+            ];
+            for dir in dirs.into_iter().flatten() {
+                std::fs::remove_dir_all(&dir).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(ServerError::io("cannot remove", &dir, e)),
+                })?;
             }
             Ok(StatusCode::NO_CONTENT)
         }

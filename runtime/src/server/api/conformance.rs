@@ -12,8 +12,8 @@
 //! - Path parameters carry the patterns `ids` checks: tenant ids, pipeline names and
 //!   module ids; an id outside its pattern is a `400` naming it.
 //! - Each operation documents `400` (any id or body refused), `401` for a secured one,
-//!   `404` for one with a path id, and for one with a body `413`, `415` and `422`; and
-//!   `405` and `408` for all.
+//!   `429` for a tenant's (`fairness`), `404` for one with a path id, and for one with
+//!   a body `413`, `415` and `422`; and `405` and `408` for all.
 
 use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
@@ -114,6 +114,12 @@ fn add_error_responses(path: &str, operation: &mut Operation) {
     ];
     if secured {
         statuses.push(("401", "a missing, unknown or wrong token"));
+    }
+    if secured && !path.starts_with("/v1/admin") {
+        statuses.push((
+            "429",
+            "the tenant has its share of requests in flight (fairness): retry after the Retry-After header's seconds",
+        ));
     }
     if path.contains('{') {
         statuses.push(("404", "no such object of the caller's"));

@@ -3,12 +3,14 @@
 //!
 //! Invariants: JSON bodies are limited to `MAX_JSON_BODY`; module uploads are streamed
 //! and limited by the tenant's quota instead (see `module_store`); every request has a
-//! time limit, and every answer is counted in the metrics by method and status. Every
+//! time limit, and every answer is counted in the metrics by method and status. A
+//! tenant has a share of requests in flight (`fairness`); past it, 429. Every
 //! error answer is `{"error": ...}` JSON and every status is in the document
 //! (`conformance`).
 
 pub mod admin;
 pub mod conformance;
+pub mod fairness;
 pub mod health;
 pub mod modules;
 pub mod pipelines;
@@ -119,6 +121,10 @@ pub fn router(app: SharedApp) -> Router {
     let (routes, _) = routes().split_for_parts();
     routes
         .layer(middleware::from_fn(conformance::json_errors))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            fairness::within_share,
+        ))
         .layer(middleware::from_fn_with_state(app.clone(), count))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
         .layer(TimeoutLayer::with_status_code(

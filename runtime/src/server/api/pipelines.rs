@@ -7,16 +7,29 @@
 //! upgrade starts from that savepoint with the new modules, the old state and, if it
 //! says so, another number of workers (a rescale: the new workers take the old ones
 //! over and restore exactly the key groups and partitions each now owns).
+//!
+//! Every change of a pipeline (create, start, stop, savepoint, upgrade, delete) holds the
+//! pipeline's lifecycle lock (`lifecycle`) for its whole effect and reads the row again
+//! under it; a pipeline whose delete was asked (`desired: deleted`) refuses every change
+//! but another delete with 409 at once. A delete records `deleted` before any effect,
+//! so one cut short (the client gone, the server killed) is finished by the next delete
+//! or the next server start (`retire::finish_deletes`).
+
+use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use crate::server::app::{App, SharedApp, TenantAuth};
-use crate::server::catalog::{AddOutcome, PipelineRow, RunRecord, TenantRow, now};
+use crate::connector::kafka::names::collision_key;
+use crate::server::app::{SharedApp, TenantAuth};
+use crate::server::catalog::{AddOutcome, PipelineRow, TenantRow, now};
 use crate::server::config::quotas_over;
 use crate::server::error::{ApiError, ServerError};
+use crate::server::hosted_spec::HostedSpec;
 use crate::server::ids;
+use crate::server::lifecycle::PipelineLock;
+use crate::server::retire;
 use crate::server::wire::{
     CreatePipeline, Desired, ErrorBody, PipelineState, PipelineStatus, UpgradePipeline,
     WorkerStatus,
@@ -96,6 +109,30 @@ fn find(app: &SharedApp, tenant: &TenantRow, name: &str) -> Result<PipelineRow, 
         .ok_or_else(|| ApiError::not_found("pipeline", name))
 }
 
+/// Refuses every change but a delete of a pipeline whose delete was asked.
+fn not_deleted(row: PipelineRow) -> Result<PipelineRow, ApiError> {
+    if row.desired == Desired::Deleted {
+        return Err(ApiError::conflict(format!(
+            "pipeline {:?} is being deleted (a delete that failed is finished by the next one)",
+            row.name
+        )));
+    }
+    Ok(row)
+}
+
+/// The pipeline's lifecycle lock and its row as read under it (see the module doc): a
+/// pipeline being deleted is refused at once, without waiting for its delete.
+async fn changing(
+    app: &SharedApp,
+    tenant: &TenantRow,
+    name: &str,
+) -> Result<(PipelineLock, PipelineRow), ApiError> {
+    let name = not_deleted(find(app, tenant, name)?)?.name;
+    let lock = app.lifecycles.hold((tenant.id.clone(), name.clone())).await;
+    let row = not_deleted(find(app, tenant, &name)?)?;
+    Ok((lock, row))
+}
+
 fn current(
     app: &SharedApp,
     tenant: &TenantRow,
@@ -116,48 +153,96 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<PipelineStatus>), ApiError> {
     let workers = body.workers.unwrap_or(1);
     let hosted = app.hosted_spec(&tenant, &body.spec, workers)?;
-    let quota = quotas_over(&tenant.quotas, &app.config.quotas)
-        .pipelines
-        .unwrap_or(u32::MAX);
+    let (desired, state) = if body.start {
+        (Desired::Running, PipelineState::Starting)
+    } else {
+        (Desired::Stopped, PipelineState::Stopped)
+    };
     let row = PipelineRow {
         tenant: tenant.id.clone(),
         name: hosted.name.clone(),
         spec: body.spec,
-        modules: hosted.modules,
-        desired: if body.start {
-            Desired::Running
-        } else {
-            Desired::Stopped
-        },
-        state: if body.start {
-            PipelineState::Starting
-        } else {
-            PipelineState::Stopped
-        },
+        modules: hosted.modules.clone(),
+        desired,
+        state,
         restarts: 0,
         last_error: None,
         savepoint: None,
         created_at: now(),
         workers,
     };
-    match app.catalog.add_pipeline(&row, quota)? {
-        AddOutcome::Added => {}
-        AddOutcome::Exists => {
-            return Err(ApiError::conflict(format!(
-                "pipeline {:?} exists",
-                row.name
-            )));
-        }
-        AddOutcome::OverQuota => {
-            return Err(ApiError::conflict(format!(
-                "you have {quota} pipelines, your quota: delete one first"
-            )));
-        }
-    }
+    let _lock = app
+        .lifecycles
+        .hold((tenant.id.clone(), row.name.clone()))
+        .await;
+    add(&app, &tenant, &row, &hosted).await?;
     if body.start {
         app.start_pipeline(&tenant, &row, None)?;
     }
     Ok((StatusCode::CREATED, current(&app, &tenant, &row.name)?))
+}
+
+/// Adds a new pipeline's row, within the tenant's pipeline quota and with topics of its
+/// own (`topics_free`); the caller holds the pipeline's lifecycle lock.
+async fn add(
+    app: &SharedApp,
+    tenant: &TenantRow,
+    row: &PipelineRow,
+    hosted: &HostedSpec,
+) -> Result<(), ApiError> {
+    let quota = quotas_over(&tenant.quotas, &app.config.quotas)
+        .pipelines
+        .unwrap_or(u32::MAX);
+    let _names = app.pipeline_names.hold(tenant.id.clone()).await;
+    topics_free(app, tenant, hosted)?;
+    match app.catalog.add_pipeline(row, quota)? {
+        AddOutcome::Added => Ok(()),
+        AddOutcome::Exists => {
+            if let Some(old) = app.catalog.pipeline(&tenant.id, &row.name)? {
+                not_deleted(old)?;
+            }
+            Err(ApiError::conflict(format!(
+                "pipeline {:?} exists",
+                row.name
+            )))
+        }
+        AddOutcome::OverQuota => Err(ApiError::conflict(format!(
+            "you have {quota} pipelines, your quota: delete one first"
+        ))),
+    }
+}
+
+/// Refuses a pipeline whose own topics (`HostedSpec::topics`) meet another pipeline's
+/// of the tenant under Kafka's `.`/`_` rule (`KafkaNames`: `x` with step `y-count`
+/// and `x-y` with step `count` would share one repartition topic). The caller holds the
+/// tenant's `pipeline_names` lock until its row is written, so two such pipelines
+/// cannot pass at once. Another pipeline whose spec no longer builds (it cannot start
+/// either) is passed over.
+fn topics_free(app: &SharedApp, tenant: &TenantRow, hosted: &HostedSpec) -> Result<(), ApiError> {
+    let mine: HashMap<String, &str> = hosted
+        .topics
+        .iter()
+        .map(|t| (collision_key(t), t.as_str()))
+        .collect();
+    for other in app.catalog.pipelines(&tenant.id)? {
+        if other.name == hosted.name {
+            continue;
+        }
+        let Ok(theirs) = app.hosted_spec(tenant, &other.spec, other.workers) else {
+            continue;
+        };
+        if let Some((topic, t)) = theirs
+            .topics
+            .iter()
+            .find_map(|topic| mine.get(&collision_key(topic)).map(|t| (topic, t)))
+        {
+            return Err(ApiError::conflict(format!(
+                "pipeline {:?} would make topic {t:?}, the same name to Kafka as pipeline {:?}'s {topic:?}: rename the pipeline or its step",
+                hosted.name, other.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// List your pipelines.
@@ -196,7 +281,7 @@ pub async fn start(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let mut row = find(&app, &tenant, &name)?;
+    let (_lock, mut row) = changing(&app, &tenant, &name).await?;
     if !app.supervisor.is_fully_supervised(&tenant.id, &row.name) {
         row.desired = Desired::Running;
         row.state = PipelineState::Starting;
@@ -208,20 +293,25 @@ pub async fn start(
     current(&app, &tenant, &row.name)
 }
 
-/// Stops the workers (final checkpoint each) and records the desired state `stopped`.
+/// Stops the workers (final checkpoint each) and records the desired state `stopped`;
+/// returns the pipeline's lock, still held, and its row after the stop. The stop goes
+/// on with the lock if the client goes away.
 async fn stop_workers(
     app: &SharedApp,
     tenant: &TenantRow,
     name: &str,
-) -> Result<PipelineRow, ApiError> {
-    let mut row = find(app, tenant, name)?;
+) -> Result<(PipelineLock, PipelineRow), ApiError> {
+    let (lock, mut row) = changing(app, tenant, name).await?;
     row.desired = Desired::Stopped;
     app.catalog.update_pipeline(&row)?;
     let (stopping, t, n) = (app.clone(), tenant.id.clone(), row.name.clone());
-    tokio::task::spawn_blocking(move || stopping.supervisor.stop(&t, &n))
-        .await
-        .map_err(|e| ServerError::Other(format!("stop: {e}")))?;
-    find(app, tenant, &row.name)
+    let lock = tokio::task::spawn_blocking(move || {
+        stopping.supervisor.stop(&t, &n);
+        lock
+    })
+    .await
+    .map_err(|e| ServerError::Other(format!("stop: {e}")))?;
+    Ok((lock, find(app, tenant, &row.name)?))
 }
 
 /// Stop a pipeline after one more committed checkpoint.
@@ -234,7 +324,7 @@ pub async fn stop(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let row = stop_workers(&app, &tenant, &name).await?;
+    let (_lock, row) = stop_workers(&app, &tenant, &name).await?;
     Ok(Json(status(&app, row)))
 }
 
@@ -250,7 +340,7 @@ pub async fn savepoint(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let mut row = stop_workers(&app, &tenant, &name).await?;
+    let (_lock, mut row) = stop_workers(&app, &tenant, &name).await?;
     let dir = app.namespace(&tenant.id).pipeline_dir(&row.name);
     row.savepoint = pipeline_checkpoint(&dir, row.workers);
     if row.savepoint.is_none() {
@@ -283,7 +373,7 @@ pub async fn upgrade(
     Path(name): Path<String>,
     Json(body): Json<UpgradePipeline>,
 ) -> Result<Json<PipelineStatus>, ApiError> {
-    let mut row = find(&app, &tenant, &name)?;
+    let (_lock, mut row) = changing(&app, &tenant, &name).await?;
     if app.supervisor.is_supervised(&tenant.id, &row.name) {
         return Err(ApiError::conflict(
             "the pipeline is running: take a savepoint first (it stops the pipeline)",
@@ -299,7 +389,9 @@ pub async fn upgrade(
     }
     let workers = body.workers.unwrap_or(row.workers);
     // Checked (and the new module paths resolved) before anything is recorded.
-    app.hosted_spec(&tenant, &row.spec, workers)?;
+    let hosted = app.hosted_spec(&tenant, &row.spec, workers)?;
+    let _names = app.pipeline_names.hold(tenant.id.clone()).await;
+    topics_free(&app, &tenant, &hosted)?;
     if workers == 1 && row.workers > 1 {
         return Err(ApiError::conflict(format!(
             "pipeline {:?} runs as {} workers: rescaling from several workers back to one is not supported (a keyed step's repartition topic would have to be drained first); upgrade to 2 or more workers, or create a new pipeline",
@@ -360,7 +452,9 @@ fn replace_module(
 /// Delete a pipeline: its workers are killed; its consumer group, progress and
 /// repartition topics are deleted from Kafka (its output topics are not); its state
 /// and checkpoints are removed. A pipeline of the same name then starts from nothing.
-/// If Kafka cannot be reached, the pipeline stays, stopped (503): ask again.
+/// The delete is recorded first (`desired: deleted`): from then on the pipeline refuses
+/// every other change. If Kafka cannot be reached, the pipeline stays, stopped and
+/// still being deleted (503): ask again, or the next server start finishes it.
 #[utoipa::path(delete, path = "/v1/pipelines/{name}", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "pipeline name")),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -371,52 +465,24 @@ pub async fn delete(
     TenantAuth(tenant): TenantAuth,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let mut row = find(&app, &tenant, &name)?;
-    row.desired = Desired::Stopped;
+    let name = ids::pipeline_name(&name)?;
+    let lock = app
+        .lifecycles
+        .hold((tenant.id.clone(), name.to_owned()))
+        .await;
+    let mut row = find(&app, &tenant, name)?;
+    row.desired = Desired::Deleted;
     app.catalog.update_pipeline(&row)?;
     let (deleting, t) = (app.clone(), tenant.id.clone());
-    tokio::task::spawn_blocking(move || retire(&deleting, &t, &row))
-        .await
-        .map_err(|e| ServerError::Other(format!("delete: {e}")))??;
+    tokio::task::spawn_blocking(move || {
+        let _lock = lock;
+        retire::delete_pipeline(&deleting, &t, &row)
+    })
+    .await
+    .map_err(|e| ServerError::Other(format!("delete: {e}")))??;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The delete's work (see `delete`), off the async runtime.
-fn retire(app: &App, tenant: &str, row: &PipelineRow) -> Result<(), ApiError> {
-    if !app.supervisor.retire(tenant, &row.name) {
-        return Err(ApiError::conflict(format!(
-            "pipeline {:?} is being deleted",
-            row.name
-        )));
-    }
-    let outcome = remove_everything(app, tenant, row);
-    app.supervisor.retired(tenant, &row.name);
-    outcome
-}
-
-/// What a delete removes once no worker runs (see `delete`).
-fn remove_everything(app: &App, tenant: &str, row: &PipelineRow) -> Result<(), ApiError> {
-    let dir = app.namespace(tenant).pipeline_dir(&row.name);
-    let env = app.kafka_password(tenant)?;
-    if let Err(reason) = crate::server::retire::reset_on_kafka(&app.program, &dir, &env) {
-        let reason = app.redact(tenant, &reason);
-        let message = format!(
-            "pipeline {:?} is stopped but not deleted: its consumer group and internal topics could not be removed from Kafka ({reason}); delete it again",
-            row.name
-        );
-        let stopped = RunRecord {
-            state: PipelineState::Stopped,
-            restarts: row.restarts,
-            last_error: Some(&message),
-            savepoint: row.savepoint,
-        };
-        app.catalog.record_run(tenant, &row.name, &stopped)?;
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message));
-    }
-    std::fs::remove_dir_all(dir.root()).or_else(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Ok(()),
-        _ => Err(ServerError::io("cannot remove", dir.root(), e)),
-    })?;
-    app.catalog.delete_pipeline(tenant, &row.name)?;
-    Ok(())
-}
+#[cfg(test)]
+#[path = "pipelines_model_tests.rs"]
+mod model_tests;

@@ -72,14 +72,15 @@ pub async fn create(
         .map(|topic| (StatusCode::CREATED, Json(topic)))
 }
 
-/// The create, under `topic_creates`: the quota is checked against what exists.
+/// The create, under the tenant's `topic_creates` lock: the quota is checked against
+/// what exists. Runs on a blocking thread.
 fn create_within_quota(
     app: &App,
     tenant: &TenantRow,
     body: &CreateTopic,
     prefix: &str,
 ) -> Result<TopicInfo, ApiError> {
-    let _one_at_a_time = app.topic_creates.lock().unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = app.topic_creates.hold_blocking(tenant.id.clone());
     let endpoint = app.tenant_endpoint(&tenant.id)?;
     let kafka = |e| kafka_error(app, &tenant.id, e);
     let existing = topic_admin::list(&endpoint, prefix).map_err(kafka)?;
