@@ -15,8 +15,9 @@
 //!   kill and Kafka reset) takes its guard with it, so a client that goes away does not
 //!   release the lock while the change still runs.
 //!
-//! The same map serves the topic API, keyed by tenant: one tenant's creates are checked
-//! against its quota one at a time, while another tenant's go on.
+//! The same type, keyed by tenant, serves the topic API (one tenant's creates are
+//! checked against its quota one at a time, while another tenant's go on) and the check
+//! that a new pipeline's own topics are free (`api::pipelines`).
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -686,6 +686,20 @@ fn half_sent_http2_requests_are_cut_off_when_their_pings_go_unanswered() {
     assert_half_sent_requests_cut_off(&s, &head, Duration::from_secs(45));
 }
 
+/// A server in a new directory whose compiled-code cache is `<dir>/compiled`
+/// (`WEIR_CACHE_DIR`), and that cache's path.
+fn server_with_cache() -> (tempfile::TempDir, TestServer, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "");
+    let cache = dir.path().join("compiled");
+    let s = TestServer::start_with_env(dir.path(), &cache_env(&cache));
+    (dir, s, cache)
+}
+
+fn cache_env(cache: &Path) -> [(&'static str, &str); 1] {
+    [("WEIR_CACHE_DIR", cache.to_str().expect("utf-8"))]
+}
+
 /// The pids of the `weir compile-module` children compiling into caches under `dir`.
 fn compiles_under(dir: &Path) -> Vec<u32> {
     let dir = dir.to_string_lossy().into_owned();
@@ -699,12 +713,7 @@ fn compiles_under(dir: &Path) -> Vec<u32> {
 /// whose compile takes long enough to be caught in progress.
 #[test]
 fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), "");
-    let cache = dir.path().join("compiled");
-    let cache_env = cache.to_str().expect("utf-8").to_owned();
-    let env = [("WEIR_CACHE_DIR", cache_env.as_str())];
-    let s = TestServer::start_with_env(dir.path(), &env);
+    let (dir, s, cache) = server_with_cache();
     let a = s.tenant("a", json!({}));
     let bytes = std::fs::read(weir_tests::guest("uppercase_py")).expect("guest bytes");
     let modules = dir.path().join("data/modules");
@@ -751,7 +760,7 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
         1,
         "the killed upload's part file, before a restart"
     );
-    let s = TestServer::start_with_env(dir.path(), &env);
+    let s = TestServer::start_with_env(dir.path(), &cache_env(&cache));
     assert_eq!(part_files(), 0, "the part file swept at start");
     assert_eq!(s.get("/healthz", None).status, 200);
 }
@@ -915,11 +924,7 @@ fn files_under(dir: &std::path::Path) -> usize {
 /// use). Before, the refusal came after a full compile whose code stayed in the cache.
 #[test]
 fn a_refused_import_costs_no_compile_and_leaves_nothing_in_the_cache() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), "");
-    let cache = dir.path().join("compiled");
-    let cache_env = cache.to_str().expect("utf-8");
-    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let (_dir, s, cache) = server_with_cache();
     let a = s.tenant("a", json!({}));
     let importer = wat::parse_str(weir_tests::FOREIGN_IMPORTER_WAT).expect("component");
     let answer = s.post_bytes("/v1/modules", Some(&a), &importer);
@@ -940,11 +945,7 @@ fn a_refused_import_costs_no_compile_and_leaves_nothing_in_the_cache() {
 /// nothing from `b`. Before, there was one cache: `tenants/<id>` did not exist.
 #[test]
 fn the_same_bytes_are_compiled_again_for_another_tenant() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), "");
-    let cache = dir.path().join("compiled");
-    let cache_env = cache.to_str().expect("utf-8");
-    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let (_dir, s, cache) = server_with_cache();
     let (a, b) = (s.tenant("a", json!({})), s.tenant("b", json!({})));
     let (a_cache, b_cache) = (cache.join("tenants/a"), cache.join("tenants/b"));
     let id = s.push(&a, "uppercase");
@@ -965,11 +966,7 @@ fn the_same_bytes_are_compiled_again_for_another_tenant() {
 /// directory (as worker logs of its deleted pipelines would be) goes too.
 #[test]
 fn a_deleted_tenants_files_and_compiled_code_go_with_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_config(dir.path(), "");
-    let cache = dir.path().join("compiled");
-    let cache_env = cache.to_str().expect("utf-8");
-    let s = TestServer::start_with_env(dir.path(), &[("WEIR_CACHE_DIR", cache_env)]);
+    let (dir, s, cache) = server_with_cache();
     let a = s.tenant("a", json!({}));
     s.push(&a, "uppercase");
     let (a_cache, a_dir) = (cache.join("tenants/a"), dir.path().join("data/tenants/a"));
