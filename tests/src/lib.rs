@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -239,6 +240,41 @@ pub fn pids_where(matches: impl Fn(&str) -> bool) -> Vec<u32> {
             matches(&String::from_utf8_lossy(&cmdline)).then_some(pid)
         })
         .collect()
+}
+
+/// Waits (bounded by `within`) until a process whose command line satisfies `matches`
+/// has lived half a second (seen, and seen again 500 ms later), passing over
+/// short-lived ones.
+pub fn wait_for_a_lasting_process(matches: impl Fn(&str) -> bool, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let seen = pids_where(&matches);
+        std::thread::sleep(Duration::from_millis(500));
+        if pids_where(&matches).iter().any(|pid| seen.contains(pid)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no such process lived half a second within {within:?}"
+        );
+    }
+}
+
+/// Asserts that every process whose command line satisfies `matches` is gone within
+/// `within` (`what` names them in the failure).
+pub fn assert_processes_gone_within(matches: impl Fn(&str) -> bool, within: Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = pids_where(&matches);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} still ran {within:?} later: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// stderr as text, for assertions.

@@ -700,12 +700,6 @@ fn cache_env(cache: &Path) -> [(&'static str, &str); 1] {
     [("WEIR_CACHE_DIR", cache.to_str().expect("utf-8"))]
 }
 
-/// The pids of the `weir compile-module` children compiling into caches under `dir`.
-fn compiles_under(dir: &Path) -> Vec<u32> {
-    let dir = dir.to_string_lossy().into_owned();
-    weir_tests::pids_where(|cmdline| cmdline.contains("compile-module") && cmdline.contains(&dir))
-}
-
 /// Issue 50: a server killed with -9 while it compiles an upload leaves no compile
 /// running (before, its `weir compile-module` child lived 120 s and more under pid 1),
 /// and the upload's part file is removed at the next start (before, part files of
@@ -716,6 +710,8 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
     let (dir, s, cache) = server_with_cache();
     let a = s.tenant("a", json!({}));
     let bytes = std::fs::read(weir_tests::guest("uppercase_py")).expect("guest bytes");
+    let needle = cache.to_string_lossy().into_owned();
+    let compile = |cmdline: &str| cmdline.contains("compile-module") && cmdline.contains(&needle);
     let modules = dir.path().join("data/modules");
     let part_files = || {
         std::fs::read_dir(&modules)
@@ -730,14 +726,7 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
             let upload = || s.post_bytes("/v1/modules?name=big", Some(&a), &bytes);
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(upload));
         });
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        while compiles_under(dir.path()).is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the upload never compiled"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        weir_tests::wait_for_a_lasting_process(&compile, Duration::from_secs(120));
         assert_eq!(part_files(), 1, "the upload's part file, while it compiles");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(s.pid() as i32),
@@ -746,15 +735,9 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
         .expect("SIGKILL");
     });
     drop(s);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !compiles_under(dir.path()).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a compile outlived its server by 10 s: {:?}",
-            compiles_under(dir.path())
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Gone at once (the kernel's parent-death signal), well before the compile itself
+    // could end (seconds).
+    weir_tests::assert_processes_gone_within(&compile, Duration::from_secs(2), "the compile");
     assert_eq!(
         part_files(),
         1,

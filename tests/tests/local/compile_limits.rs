@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use weir_tests::{
     committed_lines, file_map_spec, guest, refusal_line, stderr_of, weir, write_file,
@@ -121,4 +122,31 @@ fn run_refuses_a_compile_bomb_before_reading_its_input() {
         "{line}"
     );
     assert!(committed_lines(&dir.path().join("out")).is_empty());
+}
+
+/// Issues 50 and 52: a `weir` killed with -9 while it compiles leaves no compile running
+/// (before, its `weir compile-module` child lived on under pid 1 for minutes, and every
+/// rerun added one). The 19 MB Python guest takes seconds to compile: it is caught in
+/// progress, `weir validate` is killed, and its child is gone within 2 s.
+#[test]
+fn a_killed_weir_leaves_no_compile_running() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let module = guest("uppercase_py");
+    let cache = dir.path().join("cache");
+    let mut validating = weir()
+        .env("WEIR_CACHE_DIR", &cache)
+        .arg("validate")
+        .arg(&module)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn weir validate");
+    let needle = cache.to_string_lossy().into_owned();
+    let compile = |cmdline: &str| cmdline.contains("compile-module") && cmdline.contains(&needle);
+    weir_tests::wait_for_a_lasting_process(compile, Duration::from_secs(60));
+    validating.kill().expect("SIGKILL");
+    validating.wait().expect("reap");
+    // Gone at once (the kernel's parent-death signal), well before the compile itself
+    // could end (about 9 s on this project's 2-core machines).
+    weir_tests::assert_processes_gone_within(compile, Duration::from_secs(2), "the compile");
 }
