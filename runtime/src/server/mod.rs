@@ -36,6 +36,7 @@ pub mod redact;
 pub mod retire;
 pub mod spec_paths;
 pub mod supervisor;
+pub mod tenant_shares;
 pub mod tokens;
 pub mod topic_admin;
 pub mod walls;
@@ -45,7 +46,7 @@ pub mod worker_log;
 pub mod worker_states;
 
 use crate::server::admission::Admission;
-use crate::server::api::fairness::TenantShares;
+use crate::server::tenant_shares::TenantShares;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

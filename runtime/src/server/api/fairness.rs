@@ -1,5 +1,6 @@
 //! Fair shares of the API between tenants: each tenant has `tenant_requests` requests
-//! served at once; one more is answered 429 with `Retry-After` at once, never queued.
+//! served at once (`server::tenant_shares`); one more is answered 429 with
+//! `Retry-After` at once, never queued.
 //!
 //! Invariants:
 //! - One tenant's burst costs the server at most its share of work in flight (Kafka
@@ -14,46 +15,17 @@
 //! - A share is held until the answer is produced (a stop's final checkpoint, an
 //!   upload's compile included) and given back however the request ends.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use axum::extract::{Request, State};
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
 
 use crate::server::app::SharedApp;
 use crate::server::error::ApiError;
 
 /// Seconds a refused request is told to wait before it tries again.
 const RETRY_AFTER_SECONDS: &str = "1";
-
-/// Every tenant's share of requests in flight.
-#[derive(Debug)]
-pub struct TenantShares {
-    per_tenant: usize,
-    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
-}
-
-impl TenantShares {
-    /// Shares of `per_tenant` requests at once (at least 1: the config refuses 0).
-    pub fn new(per_tenant: usize) -> Self {
-        TenantShares {
-            per_tenant: per_tenant.max(1),
-            shares: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn of(&self, tenant: &str) -> Arc<Semaphore> {
-        let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
-        shares
-            .entry(tenant.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_tenant)))
-            .clone()
-    }
-}
 
 /// The middleware: a tenant's request runs within its share, or is refused with 429.
 pub async fn within_share(State(app): State<SharedApp>, request: Request, next: Next) -> Response {
@@ -68,7 +40,7 @@ pub async fn within_share(State(app): State<SharedApp>, request: Request, next: 
             StatusCode::TOO_MANY_REQUESTS,
             format!(
                 "tenant {tenant} has {} requests in flight, its share: retry after {RETRY_AFTER_SECONDS} s",
-                app.tenant_shares.per_tenant
+                app.tenant_shares.per_tenant()
             ),
         )
         .into_response();
@@ -78,23 +50,4 @@ pub async fn within_share(State(app): State<SharedApp>, request: Request, next: 
         return refused;
     };
     next.run(request).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tenant_has_its_share_and_another_tenant_its_own() {
-        let shares = TenantShares::new(2);
-        let a = shares.of("a");
-        let held: Vec<_> = (0..2)
-            .map(|_| a.clone().try_acquire_owned().expect("within a's share"))
-            .collect();
-        assert!(shares.of("a").try_acquire_owned().is_err(), "a's third");
-        assert!(shares.of("b").try_acquire_owned().is_ok(), "b is not a");
-        drop(held);
-        assert!(shares.of("a").try_acquire_owned().is_ok(), "given back");
-        assert_eq!(TenantShares::new(0).per_tenant, 1);
-    }
 }
