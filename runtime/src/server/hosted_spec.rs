@@ -179,9 +179,11 @@ fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(
         .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// Refuses host buffers and repartition topics above the runtime's defaults (see the
-/// module doc), naming the field: the server, not the spec, bounds what a worker holds
-/// for a tenant and what its workers create on the shared cluster.
+/// Refuses host buffers and repartition topics above the runtime's defaults, and
+/// windows and Kafka timeouts past what a shared server keeps (`check_window`,
+/// `check_kafka_timeouts`; see the module doc), naming the field: the server, not the
+/// spec, bounds what a worker holds for a tenant and what its workers create on the
+/// shared cluster.
 fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
     use crate::connector::kafka::config::{DEFAULT_SINK_BUFFER_BYTES, DEFAULT_SOURCE_BUFFER_BYTES};
     use crate::connector::kafka::repartition::DEFAULT_REPARTITION_PARTITIONS;
