@@ -289,6 +289,13 @@ share.coordinator.state.topic.min.isr=1
 # Consumer groups form immediately.
 group.initial.rebalance.delay.ms=0
 
+# One node: nothing to fail over to, so a missed heartbeat only does harm. On 2 busy
+# cores (20 hosted pipelines beside the broker) the broker's heartbeat to its own
+# controller was seen late past the 9 s default; the controller then fenced the only
+# broker, and every CreateTopics failed with INVALID_REPLICATION_FACTOR ("all brokers
+# are currently fenced") for 15 s. The cluster (cluster.sh) keeps Kafka's default.
+broker.session.timeout.ms=60000
+
 # transaction.max.timeout.ms is deliberately left at Kafka's default (900000 ms);
 # Weir validates transaction.timeout.ms against it, and tests read it from the broker.
 EOF
