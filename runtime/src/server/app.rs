@@ -90,13 +90,22 @@ fn bearer_of(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The tenant a request's token proved, put in the request's extensions by the fair
+/// share middleware (`api::fairness`), so that `TenantAuth` does not look the token up
+/// a second time.
+#[derive(Debug, Clone)]
+pub struct ProvenTenant(pub String);
+
 impl FromRequestParts<SharedApp> for TenantAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &SharedApp) -> Result<Self, ApiError> {
-        let tenant = app
-            .tenant_of(&parts.headers)?
-            .ok_or_else(ApiError::unauthorized)?;
+        let tenant = match parts.extensions.get::<ProvenTenant>() {
+            Some(ProvenTenant(tenant)) => tenant.clone(),
+            None => app
+                .tenant_of(&parts.headers)?
+                .ok_or_else(ApiError::unauthorized)?,
+        };
         let row = app
             .catalog
             .tenant(&tenant)?

@@ -7,7 +7,8 @@
 //!   admin clients, catalog reads, blocking threads), so another tenant's calls and
 //!   `/healthz` are answered as if the burst were not there; the bursting tenant gets
 //!   429s, not 5xx or time-outs.
-//! - The tenant is the one the token proves (the same check as `TenantAuth`): a
+//! - The tenant is the one the token proves (the same check as `TenantAuth`, which
+//!   then reads it from the request's `ProvenTenant` instead of asking again): a
 //!   request whose token proves nothing is let through to be answered 401, and never
 //!   takes a share, so no one can use up a tenant's share by naming its token's key.
 //! - Requests without a tenant's token (health, metrics, the OpenAPI document, the
@@ -21,14 +22,18 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::server::app::SharedApp;
+use crate::server::app::{ProvenTenant, SharedApp};
 use crate::server::error::ApiError;
 
 /// Seconds a refused request is told to wait before it tries again.
 const RETRY_AFTER_SECONDS: &str = "1";
 
 /// The middleware: a tenant's request runs within its share, or is refused with 429.
-pub async fn within_share(State(app): State<SharedApp>, request: Request, next: Next) -> Response {
+pub async fn within_share(
+    State(app): State<SharedApp>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let tenant = match app.tenant_of(request.headers()) {
         Ok(Some(tenant)) => tenant,
         // Not a tenant's request, or not a proven one: the route answers it.
@@ -49,5 +54,6 @@ pub async fn within_share(State(app): State<SharedApp>, request: Request, next: 
             .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
         return refused;
     };
+    request.extensions_mut().insert(ProvenTenant(tenant));
     next.run(request).await
 }
