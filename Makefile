@@ -12,6 +12,8 @@ GUESTS_DIR := $(CURDIR)/build/guests
 export WEIR_GUESTS_DIR := $(GUESTS_DIR)
 WEIR := $(CARGO_TARGET_DIR)/debug/weir
 KAFKA := bash scripts/kafka/kafka.sh
+# Three KRaft nodes, replication 3, min ISR 2, transaction.version 2: the failover tests.
+KAFKA_CLUSTER := bash scripts/kafka/cluster.sh
 # moto's S3 server (PyPI, pinned in the script, venv outside the clone): object-store checkpoints.
 S3 := bash scripts/s3/s3.sh
 # schemathesis (PyPI), pinned, in a venv outside the clone: fuzzes `weir serve`'s API.
@@ -167,7 +169,8 @@ test: setup guests fuzz-tools k8s-tools image-check
 	# The example guests' own unit tests, on the host (Emitter::capture; no component).
 	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo test --quiet
 	@kafkaenv=$$($(KAFKA) up) || { echo "make test: no broker of its own (stop a running one first: bash scripts/kafka/kafka.sh down)" >&2; exit 1; }; \
-	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(S3) down' EXIT; \
+	  eval "$$kafkaenv"; export KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP; trap '$(KAFKA) down; $(KAFKA_CLUSTER) down; $(S3) down' EXIT; \
+	  clusterenv=$$($(KAFKA_CLUSTER) up) || exit 1; eval "$$clusterenv"; export KAFKA_CLUSTER_BOOTSTRAP; \
 	  s3env=$$($(S3) up) || exit 1; eval "$$s3env"; export AWS_ENDPOINT_URL AWS_ALLOW_HTTP AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION WEIR_S3_BUCKET; \
 	  cargo test --workspace --no-fail-fast -- --test-threads=2
 

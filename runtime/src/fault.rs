@@ -4,6 +4,9 @@
 //! `WEIR_FAULT=<point>[:<n>]` kills the process the n-th time (default: first) it
 //! reaches `<point>`. SIGKILL, not a panic or `exit`: no destructor, flush or fsync runs,
 //! exactly like a machine losing power, which is what the recovery protocol must survive.
+//! One point fails instead of killing: `abort-transaction` makes the n-th commit of a
+//! Kafka commit unit fail as a broker failing over makes it fail (the transaction must
+//! be aborted), for the tests of the in-process restart (see [`fails`]).
 //! Unset, every check is one relaxed atomic load. Compiled in only with the
 //! `fault-injection` feature, which the test crate turns on (so `cargo build
 //! --workspace` has it) and a release build of the runtime alone (`cargo install
@@ -27,10 +30,12 @@ pub enum FaultPoint {
     AfterCommitRequest,
     /// Every sink committed; the next checkpoint not yet triggered.
     AfterCommit,
+    /// A Kafka commit unit's commit: fails (see [`fails`]), kills nothing.
+    AbortTransaction,
 }
 
 impl FaultPoint {
-    pub const ALL: [FaultPoint; 7] = [
+    pub const ALL: [FaultPoint; 8] = [
         FaultPoint::CheckpointTriggered,
         FaultPoint::StateUpload,
         FaultPoint::BeforePreCommit,
@@ -38,6 +43,7 @@ impl FaultPoint {
         FaultPoint::BeforeCommit,
         FaultPoint::AfterCommitRequest,
         FaultPoint::AfterCommit,
+        FaultPoint::AbortTransaction,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,6 +55,7 @@ impl FaultPoint {
             FaultPoint::BeforeCommit => "before-commit",
             FaultPoint::AfterCommitRequest => "after-commit-request",
             FaultPoint::AfterCommit => "after-commit",
+            FaultPoint::AbortTransaction => "abort-transaction",
         }
     }
 }
@@ -61,6 +68,18 @@ pub fn hit(point: FaultPoint) {
     armed::hit(point);
     #[cfg(not(feature = "fault-injection"))]
     let _ = point;
+}
+
+/// Whether `WEIR_FAULT` names this point and its count is reached now: the caller
+/// fails there instead of going on (only with the `fault-injection` feature).
+pub fn fails(point: FaultPoint) -> bool {
+    #[cfg(feature = "fault-injection")]
+    return armed::reached(point);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = point;
+        false
+    }
 }
 
 /// The armed fault, from `WEIR_FAULT`: in test builds only.
@@ -99,12 +118,14 @@ mod armed {
             .as_ref()
     }
 
+    /// Counts a pass at `point`; true at the armed one's n-th.
+    pub(super) fn reached(point: FaultPoint) -> bool {
+        let Some(armed) = armed() else { return false };
+        armed.point == point && armed.hits.fetch_add(1, Ordering::SeqCst) + 1 == armed.nth
+    }
+
     pub(super) fn hit(point: FaultPoint) {
-        let Some(armed) = armed() else { return };
-        if armed.point != point {
-            return;
-        }
-        if armed.hits.fetch_add(1, Ordering::SeqCst) + 1 == armed.nth {
+        if reached(point) {
             eprintln!("weir: fault injection: SIGKILL at {}", point.name());
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);

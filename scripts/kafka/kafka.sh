@@ -524,6 +524,9 @@ usage() {
   sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
 }
 
+# Sourced (by cluster.sh, for the helpers above): define, run nothing.
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi
+
 cmd=${1:-}
 [ $# -eq 0 ] || shift
 case "$cmd" in

@@ -534,7 +534,47 @@ topic = "{output}"
         LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    thread_local! {
+        /// The cluster this thread's helpers talk to instead of `KAFKA_BOOTSTRAP`.
+        static TARGET: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// Runs `f` with this thread's helpers (`create_topic`, `produce`, `read_all`, ...)
+    /// talking to `bootstrap` (the replicated cluster) instead of the single broker.
+    pub fn on<T>(bootstrap: &str, f: impl FnOnce() -> T) -> T {
+        let before = TARGET.with(|t| t.replace(Some(bootstrap.to_owned())));
+        let result = f();
+        TARGET.with(|t| *t.borrow_mut() = before);
+        result
+    }
+
+    /// The replicated cluster's bootstrap servers (`cluster.sh up`, which `make test`
+    /// runs); panics with what to do if unset.
+    pub fn cluster_bootstrap() -> String {
+        std::env::var("KAFKA_CLUSTER_BOOTSTRAP").expect(
+            "KAFKA_CLUSTER_BOOTSTRAP is not set: run the cluster tests with `make test`, or start \
+             one with `eval \"$(bash scripts/kafka/cluster.sh up)\"` and export KAFKA_CLUSTER_BOOTSTRAP",
+        )
+    }
+
+    /// `cluster.sh ARGS` (`kill 2`, `start 2`, `wait-isr`, ...); panics if it fails.
+    pub fn cluster_tool(args: &[&str]) {
+        let out = std::process::Command::new("bash")
+            .arg(crate::repo_root().join("scripts/kafka/cluster.sh"))
+            .args(args)
+            .output()
+            .expect("run cluster.sh");
+        assert!(
+            out.status.success(),
+            "cluster.sh {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub fn bootstrap() -> String {
+        if let Some(target) = TARGET.with(|t| t.borrow().clone()) {
+            return target;
+        }
         std::env::var("KAFKA_BOOTSTRAP").expect(
             "KAFKA_BOOTSTRAP is not set: run the Kafka tests with `make test`, or start a broker \
              with `eval \"$(bash scripts/kafka/kafka.sh up)\"` and export KAFKA_BOOTSTRAP",
@@ -576,7 +616,8 @@ topic = "{output}"
         c
     }
 
-    /// Creates `topic` with `partitions` partitions (replication 1: one broker).
+    /// Creates `topic` with `partitions` partitions (the broker's default replication:
+    /// 1 on the single broker, 3 on the cluster).
     pub fn create_topic(topic: &str, partitions: i32) {
         create_topic_with(topic, partitions, &[]);
     }
@@ -585,7 +626,7 @@ topic = "{output}"
     /// "LogAppendTime")`.
     pub fn create_topic_with(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin: AdminClient<DefaultClientContext> = config().create().expect("admin client");
-        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(-1));
         for (key, value) in configs {
             new = new.set(key, value);
         }

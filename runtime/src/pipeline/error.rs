@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::checkpoint::coordinator::CoordinatorError;
 use crate::connector::ConnectorError;
+use crate::connector::kafka::KafkaError;
 use crate::dataflow::operator::OperatorError;
 use crate::engine::EngineError;
 use crate::record::CheckpointId;
@@ -149,6 +150,26 @@ pub enum PipelineError {
 }
 
 impl PipelineError {
+    /// Whether this failure came from a Kafka cluster failing over or stalled (see
+    /// `KafkaError::is_transient`), found anywhere in its chain of sources: the run may
+    /// be restarted from its last committed checkpoint (`pipeline::run`).
+    pub fn is_transient(&self) -> bool {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            let kafka = e
+                .downcast_ref::<KafkaError>()
+                .or_else(|| match e.downcast_ref() {
+                    Some(ConnectorError::Kafka(k)) => Some(&**k),
+                    _ => None,
+                });
+            if kafka.is_some_and(KafkaError::is_transient) {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+
     /// `source`, a connector's failure, in `pipeline`'s `task`.
     pub fn connector(
         pipeline: impl Into<String>,
@@ -179,5 +200,47 @@ fn step_type_of(world: &str) -> &'static str {
         "aggregate"
     } else {
         "map"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Kafka failure as the coordinator reports a commit's: boxed in a
+    /// `ConnectorError`, under `CoordinatorError::Commit`.
+    fn commit_failed(kafka: KafkaError) -> PipelineError {
+        PipelineError::Run(CoordinatorError::Commit {
+            pipeline: "p".into(),
+            checkpoint: CheckpointId(9),
+            phase: "commit",
+            operator: "sink-0".into(),
+            source: Box::new(ConnectorError::from(kafka)),
+        })
+    }
+
+    #[test]
+    fn a_failover_is_transient_and_a_fencing_is_not() {
+        let aborted = KafkaError::TransactionAborted {
+            transactional_id: "weir.p.0.1".into(),
+            call: "adding the offsets of checkpoint 9 to its transaction".into(),
+            reason: "Not coordinator".into(),
+        };
+        assert!(commit_failed(aborted).is_transient());
+        let stalled = KafkaError::BrokerStalled {
+            call: "committing".into(),
+            bootstrap: "b1".into(),
+            waited: std::time::Duration::from_secs(60),
+        };
+        assert!(commit_failed(stalled).is_transient());
+        let fenced = KafkaError::Fenced {
+            pipeline: "p".into(),
+            transactional_id: "weir.p.0.1".into(),
+            what: "committing".into(),
+        };
+        assert!(!commit_failed(fenced).is_transient());
+        assert!(
+            !PipelineError::connector("p", "src", ConnectorError::Unavailable("x")).is_transient()
+        );
     }
 }

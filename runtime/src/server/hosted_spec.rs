@@ -24,7 +24,8 @@
 //!   `allowed_lateness` at most [`MAX_HOSTED_WINDOW`] (a window's state stays until it
 //!   fires), a Kafka sink's `transaction_timeout` at most the runtime's default (a dead
 //!   worker's open transaction holds back read_committed readers that long), a Kafka
-//!   client's `connect_timeout` at most [`MAX_HOSTED_CONNECT_TIMEOUT`].
+//!   client's `connect_timeout` (and a source's `failover_timeout`) at most
+//!   [`MAX_HOSTED_CONNECT_TIMEOUT`].
 //! - No topic it names is named as pipelines name their own (`names::is_derived_topic`:
 //!   `.progress`, `_progress`, `-repartition`), so no tenant topic is another
 //!   pipeline's progress or repartition topic, or the same name to Kafka.
@@ -279,7 +280,7 @@ fn check_window(a: &AggregateStep, at: &str) -> Result<(), ApiError> {
 
 /// Refuses a transaction timeout past the runtime's default (an open transaction of a
 /// dead worker holds back every read_committed reader of its partitions that long) and
-/// a connect timeout past [`MAX_HOSTED_CONNECT_TIMEOUT`].
+/// a connect or failover timeout past [`MAX_HOSTED_CONNECT_TIMEOUT`].
 fn check_kafka_timeouts(spec: &PipelineSpec) -> Result<(), ApiError> {
     use crate::connector::kafka::config::DEFAULT_TRANSACTION_TIMEOUT;
     let connect = |field: String, value| {
@@ -289,6 +290,7 @@ fn check_kafka_timeouts(spec: &PipelineSpec) -> Result<(), ApiError> {
     for (i, source) in spec.sources.iter().enumerate() {
         if let SourceConfig::Kafka(k) = &source.config {
             connect(format!("sources[{i}].connect_timeout"), k.connect_timeout)?;
+            connect(format!("sources[{i}].failover_timeout"), k.failover_timeout)?;
         }
     }
     for (i, sink) in spec.sinks.iter().enumerate() {

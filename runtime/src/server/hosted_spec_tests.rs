@@ -309,6 +309,10 @@ fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
             Box::new(|s| s["sinks"][0]["connect_timeout"] = json!("61s")),
             "spec field sinks[0].connect_timeout: 61s exceeds 1m",
         ),
+        (
+            Box::new(|s| s["sources"][0]["failover_timeout"] = json!("1h")),
+            "spec field sources[0].failover_timeout: 1h exceeds 1m",
+        ),
     ];
     for (edit, expected) in cases {
         let e = refusal(edit);

@@ -7,5 +7,6 @@
 mod acl;
 mod config;
 mod exactly_once;
+mod failover;
 mod operations;
 mod repartition_frames;

@@ -286,40 +286,60 @@ pub fn admin_options(timeout: Duration) -> AdminOptions {
         .operation_timeout(Some(timeout))
 }
 
-/// The broker's `transaction.max.timeout.ms`, read with DescribeConfigs from one broker;
-/// `None` if the principal may not describe the cluster's configuration (a tenant's
-/// principal on a shared cluster usually may not: the broker then checks the
-/// transaction timeout itself, at `init_transactions`).
+/// The brokers' `transaction.max.timeout.ms`, read with DescribeConfigs from the first
+/// broker of the metadata that answers (one may be down: a cluster rides through that,
+/// so the check must too), each asked for its share of `timeout`; `None` if the
+/// principal may not describe the cluster's configuration (a tenant's principal on a
+/// shared cluster usually may not: the broker then checks the transaction timeout
+/// itself, at `init_transactions`).
 pub fn broker_transaction_max_timeout_ms(
     admin: &AdminClient<QuietContext>,
     bootstrap: &str,
     timeout: Duration,
 ) -> Result<Option<u64>, KafkaError> {
-    let unreachable = |reason: String| KafkaError::Unreachable {
-        bootstrap: bootstrap.to_owned(),
-        timeout,
-        reason,
-    };
+    let unreachable = |reason| unreachable(bootstrap, timeout, reason);
+    let deadline = Instant::now() + timeout;
     let metadata = admin
         .inner()
         .fetch_metadata(None, timeout)
         .map_err(|e| unreachable(reason(&e)))?;
-    let Some(broker) = metadata.brokers().first() else {
-        return Err(unreachable("the cluster reported no broker".into()));
-    };
-    let spec = [ResourceSpecifier::Broker(broker.id())];
-    let what = || {
-        format!(
-            "cannot read {TRANSACTION_MAX_TIMEOUT} of broker {} at {bootstrap}",
-            broker.id()
-        )
-    };
+    let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
+    let mut last = unreachable("the cluster reported no broker".into());
+    for (i, broker) in brokers.iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let share = (left / (brokers.len() - i) as u32).max(Duration::from_secs(1));
+        match transaction_max_timeout_of(admin, *broker, bootstrap, share) {
+            Err(e @ KafkaError::Unreachable { .. }) => {
+                tracing::debug!(broker, error = %e, "kafka: a broker did not answer; asking the next");
+                last = e;
+            }
+            answered => return answered,
+        }
+    }
+    Err(last)
+}
+
+/// `transaction.max.timeout.ms` of broker `broker` (see the caller).
+fn transaction_max_timeout_of(
+    admin: &AdminClient<QuietContext>,
+    broker: i32,
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<Option<u64>, KafkaError> {
+    let unreachable = |reason| unreachable(bootstrap, timeout, reason);
+    let spec = [ResourceSpecifier::Broker(broker)];
+    let what =
+        || format!("cannot read {TRANSACTION_MAX_TIMEOUT} of broker {broker} at {bootstrap}");
     let results = block_on(
         admin.describe_configs(&spec, &admin_options(timeout)),
         timeout + Duration::from_secs(1),
     )
     .ok_or_else(|| unreachable(format!("DescribeConfigs did not answer ({})", what())))?
-    .map_err(|e| KafkaError::client(what(), &e))?;
+    .map_err(|e| match classify(&e) {
+        // A broker that is down or failing over: the caller asks another.
+        ErrorClass::Retriable => unreachable(format!("{}: {}", what(), reason(&e))),
+        _ => KafkaError::client(what(), &e),
+    })?;
     let resource = results
         .into_iter()
         .next()
@@ -405,13 +425,18 @@ pub fn ensure_topic(
 /// Wait between two looks at a just-created topic's metadata.
 const TOPIC_METADATA_POLL: Duration = Duration::from_millis(50);
 
-/// A call to the broker that did not answer within `timeout`.
-fn no_answer(bootstrap: &str, timeout: Duration, call: &str) -> KafkaError {
+/// The broker at `bootstrap` could not be reached within `timeout`.
+fn unreachable(bootstrap: &str, timeout: Duration, reason: String) -> KafkaError {
     KafkaError::Unreachable {
         bootstrap: bootstrap.to_owned(),
         timeout,
-        reason: format!("{call} did not answer"),
+        reason,
     }
+}
+
+/// A call to the broker that did not answer within `timeout`.
+fn no_answer(bootstrap: &str, timeout: Duration, call: &str) -> KafkaError {
+    unreachable(bootstrap, timeout, format!("{call} did not answer"))
 }
 
 /// Every topic the principal may see on the cluster, with its partition count.

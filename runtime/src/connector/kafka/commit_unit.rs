@@ -14,6 +14,7 @@
 //! that runs out fails with `KafkaError::BrokerStalled`, naming the call and the broker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,8 +32,10 @@ use crate::connector::kafka::client::{
 };
 use crate::connector::kafka::config::{DeliveryGuarantee, KafkaSinkConfig};
 use crate::connector::kafka::delivery_context::DeliveryContext;
-use crate::connector::kafka::error::KafkaError;
-use crate::connector::kafka::error_class::{ErrorClass, classify_code, is_fenced, is_timeout};
+use crate::connector::kafka::error::{KafkaError, reason};
+use crate::connector::kafka::error_class::{
+    ErrorClass, classify, classify_code, is_fenced, is_timeout,
+};
 use crate::connector::kafka::in_flight::InFlight;
 use crate::connector::kafka::marker::{FoundMarkers, MarkerTarget, PROGRESS_TOPIC_CONFIG};
 use crate::connector::kafka::names::KafkaNames;
@@ -43,6 +46,7 @@ use crate::connector::kafka::repartition_purge::RepartitionPurger;
 use crate::connector::kafka::repartition_watermark::{WATERMARK_HEADER, WatermarkMarker};
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
 use crate::connector::kafka::unit_plan::UnitPlan;
+use crate::fault::{self, FaultPoint};
 use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
 use crate::record::ids;
@@ -56,6 +60,17 @@ pub const LOCAL_UNIT: &str = "0";
 /// have to wait out a previous instance's transaction being aborted. (A checkpoint's
 /// flush and commit are bounded by the checkpoint's own deadline instead.)
 const TRANSACTION_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bound on one attempt of a checkpoint's transactional call (see `retrying`): longer
+/// than a healthy call takes under load, shorter than the checkpoint timeout, so that
+/// an attempt stuck on a dead coordinator leaves time for more.
+const TRANSACTION_ATTEMPT: Duration = Duration::from_secs(10);
+/// How long a transactional call waits before its producer's metadata is refreshed
+/// (see `nudged`), and again between two refreshes.
+const METADATA_NUDGE: Duration = Duration::from_secs(2);
+/// Bound on one of `nudged`'s metadata requests.
+const METADATA_REFRESH_BOUND: Duration = Duration::from_secs(1);
+/// Pause before a retriable transactional call is made again.
+const TRANSACTION_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Wait between two attempts to enqueue a record while librdkafka's queue is full.
 const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 /// How often a sink subtask waiting for acknowledgements looks whether the run was
@@ -336,6 +351,49 @@ impl KafkaCommitUnit {
         error
     }
 
+    /// Makes the transactional call `attempt` on `slot`'s producer, watched, until it
+    /// succeeds, fails other than retriably, or `deadline` passes. librdkafka marks a
+    /// transaction coordinator that is moving (not available, loading, not the
+    /// coordinator) and a call that timed out as retriable, and resumes the same call
+    /// when it is made again; each attempt is bounded by [`TRANSACTION_ATTEMPT`], so
+    /// that one sent to a broker that died is made again once the cluster elected a
+    /// new coordinator, not only at the deadline.
+    fn retrying(
+        &self,
+        slot: &Slot,
+        call: &str,
+        deadline: Instant,
+        mut attempt: impl FnMut(Duration) -> Result<(), RdKafkaError>,
+    ) -> Result<(), KafkaError> {
+        let (_watch, started) = (self.watch(call, deadline), Instant::now());
+        let mut retries = 0u32;
+        loop {
+            let bound = remaining(deadline).min(TRANSACTION_ATTEMPT);
+            let e = match nudged(slot.producer(), || attempt(bound)) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let class = classify(&e);
+            if class != ErrorClass::Retriable
+                || Instant::now() + TRANSACTION_RETRY_PAUSE >= deadline
+            {
+                let error = self.call_error(slot, call, &e, started);
+                if class == ErrorClass::Abortable && matches!(error, KafkaError::Client { .. }) {
+                    return Err(KafkaError::TransactionAborted {
+                        transactional_id: slot.id.clone(),
+                        call: call.to_owned(),
+                        reason: reason(&e),
+                    });
+                }
+                return Err(error);
+            }
+            retries += 1;
+            tracing::warn!(pipeline = %self.pipeline, producer = %slot.id, call, retries, error = %e,
+                "kafka: a retriable error (a broker failing over?): making the call again");
+            std::thread::sleep(TRANSACTION_RETRY_PAUSE);
+        }
+    }
+
     fn slot(&self, checkpoint: CheckpointId) -> &Slot {
         match &self.mode {
             Mode::ExactlyOnce { slots, .. } => &slots[(checkpoint.0 % 2) as usize],
@@ -562,8 +620,10 @@ impl KafkaCommitUnit {
     /// Phase two for the complete checkpoint `metadata.id` = n: record both copies of
     /// the marker inside T(n) and commit it, by `deadline`. A checkpoint at or before
     /// the last committed one is already committed (the redo on recovery): nothing to
-    /// do. Never retries: a failure fails the pipeline, whose recovery aborts T(n) and
-    /// restores the last committed checkpoint.
+    /// do. A transactional call that fails retriably (the coordinator moving in a
+    /// broker's failover, a request timing out) is made again until `deadline`
+    /// (`retrying`); any other failure fails the pipeline, whose recovery aborts T(n)
+    /// and restores the last committed checkpoint.
     pub fn commit(
         &self,
         metadata: &CheckpointMetadata,
@@ -606,16 +666,21 @@ impl KafkaCommitUnit {
                 reason: format!("no consumer group metadata for group {}", marker.group),
             })?;
         let call = format!("adding the offsets of checkpoint {id} to its transaction");
-        let (watch, started) = (self.watch(&call, deadline), Instant::now());
-        slot.producer()
-            .send_offsets_to_transaction(&offsets, &group, remaining(deadline))
-            .map_err(|e| self.call_error(slot, &call, &e, started))?;
-        drop(watch);
+        if fault::fails(FaultPoint::AbortTransaction) {
+            return Err(KafkaError::TransactionAborted {
+                transactional_id: slot.id.clone(),
+                call,
+                reason: "fault injection (WEIR_FAULT=abort-transaction)".into(),
+            });
+        }
+        self.retrying(slot, &call, deadline, |bound| {
+            slot.producer()
+                .send_offsets_to_transaction(&offsets, &group, bound)
+        })?;
         let call = format!("committing the transaction of checkpoint {id}");
-        let (_watch, started) = (self.watch(&call, deadline), Instant::now());
-        slot.producer()
-            .commit_transaction(remaining(deadline))
-            .map_err(|e| self.call_error(slot, &call, &e, started))?;
+        self.retrying(slot, &call, deadline, |bound| {
+            slot.producer().commit_transaction(bound)
+        })?;
         *slot.open() = None;
         *committed.lock().unwrap_or_else(|e| e.into_inner()) = id;
         Ok(())
@@ -650,6 +715,32 @@ impl Drop for KafkaCommitUnit {
             tracing::warn!("cannot close the Kafka producers on a thread of their own: {e}");
         }
     }
+}
+
+/// Runs `call` on `producer` while a scoped thread refreshes the producer's metadata
+/// every [`METADATA_NUDGE`] until it returns. librdkafka (2.12) can leave
+/// `send_offsets_to_transaction` waiting past its timeout for a group coordinator that
+/// died (librdkafka issues 5456 and 5511: the request is looked at again only when some
+/// broker changes state); a metadata request makes the client meet the brokers that
+/// came back or took over, which is such a change.
+fn nudged<T>(producer: &dyn TransactionalProducer, call: impl FnOnce() -> T) -> T {
+    let (returned, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let nudger = std::thread::Builder::new()
+            .name("weir-kafka-nudge".into())
+            .spawn_scoped(scope, move || {
+                while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(METADATA_NUDGE) {
+                    producer.refresh_metadata(METADATA_REFRESH_BOUND);
+                }
+            });
+        let result = call();
+        // Wakes the nudger at once: no delay added to a call that returned.
+        drop(returned);
+        if let Ok(nudger) = nudger {
+            let _ = nudger.join();
+        }
+        result
+    })
 }
 
 /// The producers of `sink`'s delivery guarantee: one idempotent producer, or the two

@@ -32,10 +32,37 @@ struct FakeProducer {
     queue_full: AtomicU64,
 }
 
+thread_local! {
+    /// Errors the fakes answer this thread's next transactional calls with, in order:
+    /// (`"offsets"` or `"commit"`, the code). A fault injected at the call.
+    static REFUSALS: std::cell::RefCell<std::collections::VecDeque<(&'static str, RDKafkaErrorCode)>> =
+        std::cell::RefCell::default();
+}
+
+/// Makes the next transactional calls on this thread fail with `refusals`, in order.
+fn refuse(refusals: &[(&'static str, RDKafkaErrorCode)]) {
+    REFUSALS.with(|r| r.borrow_mut().extend(refusals.iter().copied()));
+}
+
 impl FakeProducer {
     fn note(&self, what: String) {
         let mut log = self.log.lock().expect("log");
         log.push(format!("{} {what}", self.name));
+    }
+
+    /// The injected refusal of `call`, if it is next; logged.
+    fn refused(&self, call: &'static str) -> rdkafka::error::KafkaResult<()> {
+        let next = REFUSALS.with(|r| {
+            let mut r = r.borrow_mut();
+            (r.front().map(|(c, _)| *c) == Some(call)).then(|| r.pop_front())?
+        });
+        match next {
+            Some((_, code)) => {
+                self.note(format!("{call} refused: {code:?}"));
+                Err(RdKafkaError::MessageProduction(code))
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -89,6 +116,7 @@ impl TransactionalProducer for FakeProducer {
         _: &rdkafka::consumer::ConsumerGroupMetadata,
         _: Duration,
     ) -> rdkafka::error::KafkaResult<()> {
+        self.refused("offsets")?;
         let list: Vec<String> = offsets
             .elements()
             .iter()
@@ -98,7 +126,10 @@ impl TransactionalProducer for FakeProducer {
         Ok(())
     }
 
+    fn refresh_metadata(&self, _: Duration) {}
+
     fn commit_transaction(&self, _: Duration) -> rdkafka::error::KafkaResult<()> {
+        self.refused("commit")?;
         self.note("commit".into());
         Ok(())
     }
@@ -294,6 +325,81 @@ fn a_checkpoint_without_output_still_commits_its_marker() {
             "p.1 commit",
         ]
     );
+}
+
+/// Issue 51: a broker's failover answers a checkpoint's transactional calls with
+/// retriable errors (the transaction coordinator moving, a request timing out); each
+/// call is made again until it succeeds, and the checkpoint commits. Fails if the unit
+/// gives up at the first error (as it did: one broker's kill failed the pipeline).
+#[test]
+fn retriable_errors_of_the_transactional_calls_are_retried_until_they_succeed() {
+    let (unit, log) = unit(4);
+    refuse(&[
+        ("offsets", RDKafkaErrorCode::CoordinatorNotAvailable),
+        ("offsets", RDKafkaErrorCode::NotCoordinator),
+        ("commit", RDKafkaErrorCode::RequestTimedOut),
+        ("commit", RDKafkaErrorCode::BrokerTransportFailure),
+    ]);
+    unit.pre_commit(CheckpointId(5), far()).expect("pre-commit");
+    unit.commit(&metadata(5), far()).expect("commit");
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin",
+            "p.1 send weir.p.progress weir:p:0:checkpoint=5",
+            "p.1 offsets refused: CoordinatorNotAvailable",
+            "p.1 offsets refused: NotCoordinator",
+            "p.1 offsets weir.p.progress-0@Offset(5)",
+            "p.1 commit refused: RequestTimedOut",
+            "p.1 commit refused: BrokerTransportFailure",
+            "p.1 commit",
+        ]
+    );
+}
+
+/// A fencing is never retried, and a retriable error that lasts past the checkpoint's
+/// deadline fails the commit at the deadline, not later.
+#[test]
+fn fenced_calls_and_errors_outlasting_the_deadline_are_not_retried() {
+    let (fenced_unit, log) = unit(4);
+    refuse(&[("commit", RDKafkaErrorCode::InvalidProducerEpoch)]);
+    fenced_unit
+        .pre_commit(CheckpointId(5), far())
+        .expect("pre-commit");
+    let fenced = fenced_unit.commit(&metadata(5), far()).expect_err("fenced");
+    assert!(matches!(fenced, KafkaError::Fenced { .. }), "{fenced:?}");
+    assert_eq!(
+        take(&log).last().map(String::as_str),
+        Some("p.1 commit refused: InvalidProducerEpoch")
+    );
+
+    let (lasting, log) = unit(4);
+    refuse(&[("offsets", RDKafkaErrorCode::CoordinatorNotAvailable); 1000]);
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(700);
+    lasting
+        .pre_commit(CheckpointId(5), deadline)
+        .expect("pre-commit");
+    let failed = lasting
+        .commit(&metadata(5), deadline)
+        .expect_err("past the deadline");
+    REFUSALS.with(|r| r.borrow_mut().clear());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        failed
+            .to_string()
+            .contains("adding the offsets of checkpoint 5"),
+        "{failed}"
+    );
+    let attempts = take(&log)
+        .iter()
+        .filter(|l| l.contains("offsets refused"))
+        .count();
+    assert!((2..1000).contains(&attempts), "{attempts} attempts");
 }
 
 /// Redoing the commit of a checkpoint at or before the last committed one (recovery)

@@ -57,6 +57,9 @@ pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_RESTART_BUDGET: Duration = Duration::from_secs(30);
 /// Default bound on reaching the broker at start (metadata, admin requests).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `failover_timeout` of a Kafka source: Kafka's broker session (9 s) that a
+/// dead partition leader's must run out, a leader election, and room for a busy host.
+pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default `buffer_bytes` of a Kafka source: per subtask, over its partitions.
 pub const DEFAULT_SOURCE_BUFFER_BYTES: usize = 4 << 20;
 /// Default `buffer_bytes` of the Kafka sinks: over the pipeline's producers.
@@ -145,6 +148,14 @@ pub struct KafkaSourceConfig {
         deserialize_with = "units::positive_duration"
     )]
     pub connect_timeout: Duration,
+    /// How long a read of a partition's leader or of the group's coordinator at start
+    /// (the offsets to resume from) is retried while the cluster fails over: a broker
+    /// that died is the leader until its session runs out and another is elected.
+    #[serde(
+        default = "default_failover_timeout",
+        deserialize_with = "units::positive_duration"
+    )]
+    pub failover_timeout: Duration,
     /// How the clients authenticate and encrypt; default: plaintext, no authentication.
     #[serde(default)]
     pub security: Option<SecurityConfig>,
@@ -168,6 +179,7 @@ impl KafkaSourceConfig {
             bounded: true,
             rate: 0,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
             security: None,
             buffer_bytes: DEFAULT_SOURCE_BUFFER_BYTES,
         }
@@ -409,6 +421,9 @@ fn default_restart_budget() -> Duration {
 }
 fn default_connect_timeout() -> Duration {
     DEFAULT_CONNECT_TIMEOUT
+}
+fn default_failover_timeout() -> Duration {
+    DEFAULT_FAILOVER_TIMEOUT
 }
 fn default_source_buffer_bytes() -> usize {
     DEFAULT_SOURCE_BUFFER_BYTES

@@ -176,6 +176,15 @@ pub enum KafkaError {
         waited: Duration,
     },
 
+    #[error(
+        "producer {transactional_id}: {call}: the broker requires the transaction to be aborted ({reason}), as it may while its coordinator moves (a broker failing over); a restart resumes from the last committed checkpoint"
+    )]
+    TransactionAborted {
+        transactional_id: String,
+        call: String,
+        reason: String,
+    },
+
     #[error("{what}: the run was ended by another failure before Kafka at {bootstrap} answered")]
     Abandoned { what: String, bootstrap: String },
 
@@ -205,6 +214,17 @@ pub enum KafkaError {
 }
 
 impl KafkaError {
+    /// Whether the run that met this error may be restarted in the same process, from
+    /// its last committed checkpoint: the cluster was failing over or stalled (see
+    /// `pipeline::run`). Never for a fencing (another instance owns the output), a
+    /// refusal, or a wrong setting, which a restart would only meet again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            KafkaError::TransactionAborted { .. } | KafkaError::BrokerStalled { .. }
+        )
+    }
+
     /// A librdkafka failure while doing `what`; a refusal by the broker (see
     /// `error_class::DENIED`) becomes `NotAuthorized`.
     pub fn client(what: impl Into<String>, error: &RdKafkaError) -> KafkaError {

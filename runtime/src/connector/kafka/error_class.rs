@@ -11,8 +11,9 @@
 //!   no longer accepts this producer's epoch (another instance took the transactional id,
 //!   or the broker aborted a transaction that outlived its timeout).
 //! - `Retriable` is a request that may succeed unchanged a little later (a group
-//!   coordinator still loading, a request timeout); callers retry it only within their
-//!   own deadline.
+//!   coordinator still loading or moving, a partition leader elected anew, a lost
+//!   connection, a request timeout: a broker's failover); callers retry it only within
+//!   their own deadline.
 //! - `Denied` is decided by one list of codes ([`DENIED`]): the broker refused this
 //!   client's credentials or its principal lacks an ACL. Never retried, whatever the
 //!   call (librdkafka itself would retry some forever): the pipeline fails at once with
@@ -44,13 +45,29 @@ pub const DENIED: [RDKafkaErrorCode; 6] = [
     RDKafkaErrorCode::Authentication,
 ];
 
-/// Codes of requests that may succeed if sent again a little later.
-const RETRIABLE: [RDKafkaErrorCode; 5] = [
+/// Codes of requests that may succeed if sent again a little later: what a broker's
+/// failover looks like to a client (a coordinator or a partition leader moving, a
+/// connection lost, too few in-sync replicas for a while) and a request timing out.
+/// Kafka's protocol marks each of these retriable.
+const RETRIABLE: [RDKafkaErrorCode; 18] = [
     RDKafkaErrorCode::NotCoordinator,
     RDKafkaErrorCode::CoordinatorLoadInProgress,
     RDKafkaErrorCode::CoordinatorNotAvailable,
     RDKafkaErrorCode::OperationTimedOut,
     RDKafkaErrorCode::RequestTimedOut,
+    RDKafkaErrorCode::LeaderNotAvailable,
+    RDKafkaErrorCode::NotLeaderForPartition,
+    RDKafkaErrorCode::PreferredLeaderNotAvailable,
+    RDKafkaErrorCode::FencedLeaderEpoch,
+    RDKafkaErrorCode::UnknownLeaderEpoch,
+    RDKafkaErrorCode::BrokerNotAvailable,
+    RDKafkaErrorCode::NotController,
+    RDKafkaErrorCode::NetworkException,
+    RDKafkaErrorCode::BrokerTransportFailure,
+    RDKafkaErrorCode::AllBrokersDown,
+    RDKafkaErrorCode::NotEnoughReplicas,
+    RDKafkaErrorCode::NotEnoughReplicasAfterAppend,
+    RDKafkaErrorCode::ConcurrentTransactions,
 ];
 
 /// Codes meaning that a call's bound passed without an answer.

@@ -394,14 +394,16 @@ impl KafkaSource {
         )?;
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged_positions).transpose()?;
+        // The group's coordinator may be moving (a broker failing over).
+        let coordinator_timeout = config.failover_timeout.max(timeout);
         if let Some(positions) = &restored
             && !worker.is_single()
         {
-            refuse_moved_partitions(&consumer, &mine, positions, worker, timeout)?;
+            refuse_moved_partitions(&consumer, &mine, positions, worker, coordinator_timeout)?;
         }
         let committed =
             if restored.is_none() && config.start == StartOffset::Committed && !mine.is_empty() {
-                committed_offsets(&consumer, &mine, &bootstrap, timeout)?
+                committed_offsets(&consumer, &mine, &bootstrap, coordinator_timeout)?
             } else {
                 BTreeMap::new()
             };
@@ -453,6 +455,11 @@ impl KafkaSource {
                 // refused login or ACL (which librdkafka retries forever) never heals.
                 e if matches!(classify(&e), ErrorClass::Fatal | ErrorClass::Denied) => {
                     return Err(Self::fail("the consumer failed".to_owned(), &e).into());
+                }
+                // A broker going away (a failover, a rolling restart): librdkafka
+                // reconnects and follows the new leaders itself.
+                e if classify(&e) == ErrorClass::Retriable => {
+                    tracing::debug!(error = %e, "kafka source: consumer error, retried by librdkafka");
                 }
                 e => tracing::warn!(error = %e, "kafka source: consumer error"),
             }
@@ -632,19 +639,31 @@ impl PartitionOpener<'_> {
         Ok((state, queue))
     }
 
-    /// The partition's (earliest, high) offsets.
+    /// The partition's (earliest, high) offsets, asked of its leader: retried while
+    /// the cluster fails over (a leader that died answers nothing until its session
+    /// runs out and another is elected), up to `failover_timeout`, each attempt
+    /// bounded by `connect_timeout`.
     fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
-        let timeout = self.config.connect_timeout;
-        self.consumer
-            .fetch_watermarks(topic, partition, timeout)
-            .map_err(|e| KafkaError::Unreachable {
-                bootstrap: self.bootstrap.to_owned(),
-                timeout,
-                reason: format!(
-                    "cannot read the offsets of {topic}-{partition}: {}",
-                    reason(&e)
-                ),
-            })
+        let timeout = self
+            .config
+            .failover_timeout
+            .max(self.config.connect_timeout);
+        let deadline = std::time::Instant::now() + timeout;
+        client::retry_read(timeout, || {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let attempt = left
+                .min(self.config.connect_timeout)
+                .max(Duration::from_millis(1));
+            self.consumer.fetch_watermarks(topic, partition, attempt)
+        })
+        .map_err(|e| KafkaError::Unreachable {
+            bootstrap: self.bootstrap.to_owned(),
+            timeout,
+            reason: format!(
+                "cannot read the offsets of {topic}-{partition}: {}",
+                reason(&e)
+            ),
+        })
     }
 
     /// The offset `topic`-`partition` starts at, between `low` and `high`: its restored

@@ -40,6 +40,9 @@ pub trait TransactionalProducer: Send + Sync {
         timeout: Duration,
     ) -> KafkaResult<()>;
     fn commit_transaction(&self, timeout: Duration) -> KafkaResult<()>;
+    /// Asks the cluster for its metadata now (bounded by `timeout`), which makes the
+    /// client connect to brokers that came back: see `KafkaCommitUnit::retrying`.
+    fn refresh_metadata(&self, timeout: Duration);
 }
 
 impl TransactionalProducer for ThreadedProducer<DeliveryContext> {
@@ -83,6 +86,12 @@ impl TransactionalProducer for ThreadedProducer<DeliveryContext> {
         TransactionalProducer::flush(self, timeout)?;
         let left = deadline.saturating_duration_since(Instant::now());
         Producer::commit_transaction(self, left.max(Duration::from_millis(1)))
+    }
+
+    fn refresh_metadata(&self, timeout: Duration) {
+        if let Err(e) = self.client().fetch_metadata(None, timeout) {
+            tracing::debug!(error = %e, "kafka: refreshing a producer's metadata");
+        }
     }
 }
 
