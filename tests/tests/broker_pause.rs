@@ -2,11 +2,12 @@
 //! (SIGSTOP, `kafka.sh pause`) while an exactly-once pipeline has records and a
 //! checkpoint in flight, round after round, at random moments, for less than the
 //! checkpoint timeout and for more. Each round Weir must either ride through (complete a
-//! checkpoint soon after the broker answers again) or exit with one line that names the
-//! broker and says a restart resumes from the last committed checkpoint, within the bound
-//! docs/src/guarantees.md states; a process that does neither in time is hung, and fails
-//! the test. A pause longer than a whole round (interval + timeout) must end in that
-//! failure: no round can commit without the broker. The pauses take turns: shorter than
+//! checkpoint soon after the broker answers again), or fail the run within the bound
+//! docs/src/guarantees.md states: restart it in its process (`pipeline::run`, up to 3
+//! times in a row), or exit with one line that names the broker and says a restart
+//! resumes from the last committed checkpoint; a process that does none of these in
+//! time is hung, and fails the test. A pause longer than a whole round (interval +
+//! timeout) must end in such a failure: no round can commit without the broker. The pauses take turns: shorter than
 //! the timeout, longer than a round, and longer than the bound itself, where a wait that
 //! lasts until the broker answers again shows. After the last round, the input stops
 //! growing, the pipeline catches up and is stopped, and the output, read read_committed,
@@ -220,6 +221,11 @@ impl Run {
         self.child.try_wait().expect("try_wait")
     }
 
+    /// How many times the run restarted itself in its process (`pipeline::run`).
+    fn restarts(&self) -> usize {
+        self.stderr().matches(RESTART_LINE).count()
+    }
+
     fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
@@ -275,20 +281,34 @@ fn running(mut run: Run, spec: &Path, dir: &Path, attempts: &mut usize) -> Run {
     panic!("{START_FAILURES} starts in a row failed: {}", run.stderr());
 }
 
+/// What `pipeline::run` logs when it restarts a run that failed on a stalled broker.
+const RESTART_LINE: &str = "restarting it from its last committed checkpoint";
+
 /// How a round ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     RodeThrough,
+    /// The run failed in bound and restarted itself in its process.
+    Restarted,
     Failed,
 }
 
-/// Watches `run` after a pause from `paused` to `resumed`: it must either complete a
-/// checkpoint after `resumed` or exit with the stall line, by the bound (see
-/// `STALL_BOUND`); a process that does neither is hung.
-fn outcome(run: &mut Run, paused: Instant, resumed: (Instant, u64)) -> Outcome {
+/// Watches `run` after a pause from `paused` to `resumed` (`restarts` its in-process
+/// restarts before): it must complete a checkpoint after `resumed`, restart itself, or
+/// exit with the stall line, by the bound (see `STALL_BOUND`); a process that does none
+/// of these is hung.
+fn outcome(run: &mut Run, paused: Instant, resumed: (Instant, u64), restarts: usize) -> Outcome {
     let (resumed, resumed_ms) = resumed;
     let deadline = (paused + STALL_BOUND).max(resumed + STALL_BOUND) + SLACK;
     loop {
+        if run.restarts() > restarts {
+            assert!(
+                Instant::now() <= deadline,
+                "weir restarted {:?} after the pause began, past the bound {STALL_BOUND:?}",
+                paused.elapsed()
+            );
+            return Outcome::Restarted;
+        }
         if let Some(status) = run.exited() {
             let stderr = run.stderr();
             let line = stderr
@@ -367,11 +387,12 @@ fn pause_of_round(i: usize, rng: &mut StdRng) -> (bool, Duration) {
 fn round(run: &mut Run, rng: &mut StdRng, pause: Duration) -> Outcome {
     std::thread::sleep(Duration::from_millis(rng.random_range(0..1_000)));
     let _resume = ResumeOnDrop;
+    let restarts = run.restarts();
     broker("pause");
     let paused = Instant::now();
     std::thread::sleep(pause);
     broker("resume");
-    outcome(run, paused, (Instant::now(), unix_ms()))
+    outcome(run, paused, (Instant::now(), unix_ms()), restarts)
 }
 
 #[test]
@@ -390,7 +411,7 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
     let producer = Input::start(input.clone());
     let mut attempts = 0;
     let mut run = Run::start(&spec, dir.path(), attempts);
-    let mut outcomes: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut outcomes: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
     for i in 0..rounds() {
         run = running(run, &spec, dir.path(), &mut attempts);
         let (long, pause) = pause_of_round(i, &mut rng);
@@ -401,7 +422,8 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
             .or_default();
         match outcome {
             Outcome::RodeThrough => tally.0 += 1,
-            Outcome::Failed => tally.1 += 1,
+            Outcome::Restarted => tally.1 += 1,
+            Outcome::Failed => tally.2 += 1,
         }
         assert!(
             !(long && outcome == Outcome::RodeThrough),
@@ -412,7 +434,7 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
             run = Run::start(&spec, dir.path(), attempts);
         }
     }
-    eprintln!("outcomes (rode through, failed) by pause: {outcomes:?}");
+    eprintln!("outcomes (rode through, restarted, failed) by pause: {outcomes:?}");
     producer.finish();
     let produced = kafka::committed_values(&input);
     let expected = multiset(produced.iter().map(|v| v.to_uppercase()));

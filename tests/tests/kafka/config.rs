@@ -1,7 +1,9 @@
 //! Bad Kafka configurations are refused at start, each with one line saying what to
 //! change, and nothing is written to any topic: transaction timeout too small or above
-//! the broker's maximum, a missing output or input topic, an unreachable broker, an
-//! empty transactional prefix, a producer buffer too small for the largest record.
+//! the broker's maximum, a missing output or input topic (one named as Weir's own
+//! repartition topics are: waited for, never to be created by hand), an unreachable
+//! broker, an empty transactional prefix, a producer buffer too small for the largest
+//! record.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,6 +36,7 @@ topic = "{input}"
 start = "earliest"
 bounded = true
 connect_timeout = "3s"
+failover_timeout = "1s"
 
 [[steps]]
 type = "map"
@@ -76,16 +79,30 @@ connect_timeout = "3s"
 /// line added to the sink, what the one-line refusal says).
 type Case<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str]);
 
-/// The refused configurations over topics `input` and `output` (which exist) and
-/// `missing` (which does not) on broker `b`; `no_topic` says how `missing` is refused.
+/// The refused configurations over topics `input` and `output` (which exist),
+/// `missing` (which does not) and `own` (a missing topic named as the pipeline's own
+/// repartition topics are) on broker `b`; `no_topic` says how `missing` is refused.
 fn cases<'a>(
-    input: &'a str,
-    output: &'a str,
-    missing: &'a str,
+    (input, output): (&'a str, &'a str),
+    (missing, own): (&'a str, &'a str),
     b: &'a str,
     no_topic: &'a [&'a str],
-) -> [Case<'a>; 7] {
+) -> [Case<'a>; 8] {
     [
+        // Issue 51: never "create it" for a topic Weir makes itself, after waiting for
+        // it (`failover_timeout`, 1 s here).
+        (
+            "cfg-own",
+            own,
+            output,
+            b,
+            "",
+            &[
+                "is one Weir makes for the pipeline itself",
+                "did not list it within 1s",
+                "do not create it by hand",
+            ],
+        ),
         (
             "cfg-small",
             input,
@@ -161,7 +178,8 @@ fn bad_configurations_are_refused_and_write_nothing() {
     let missing = kafka::unique_name("cfg-missing");
     let no_topic = format!("topic {missing} does not exist on {b}: create it");
     let no_topic = [no_topic.as_str()];
-    let cases = cases(&input, &output, &missing, &b, &no_topic);
+    let own = format!("{missing}-repartition");
+    let cases = cases((&input, &output), (&missing, &own), &b, &no_topic);
     for (name, from, to, bootstrap, setting, says) in cases {
         let e = refused(dir.path(), name, from, to, bootstrap, setting);
         for said in says {

@@ -73,6 +73,16 @@ pub enum KafkaError {
     MissingTopic { topic: String, bootstrap: String },
 
     #[error(
+        "topic {topic} is one Weir makes for the pipeline itself (its progress or a repartition topic) and creates at start, with its own settings, but {bootstrap} did not list it within {}: do not create it by hand; restart the run, and if this persists check that the cluster can create topics (enough live brokers for its replication factor)",
+        humantime::format_duration(*.waited)
+    )]
+    MissingOwnTopic {
+        topic: String,
+        bootstrap: String,
+        waited: Duration,
+    },
+
+    #[error(
         "transaction_timeout {} is too small: it must exceed checkpoint interval {} + 2 x checkpoint timeout {} + restart_budget {} = {}ms; raise transaction_timeout, or lower [checkpoint] interval/timeout or restart_budget",
         ms(*.timeout), ms(*.interval), ms(*.checkpoint_timeout), ms(*.restart_budget), .needed_ms
     )]
