@@ -230,11 +230,14 @@ impl Run {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
-    /// Waits (bounded) for the run's first checkpoint: `Err` with its stderr if it
-    /// exits first; panics if it takes too long.
-    fn wait_first_checkpoint(&mut self) -> Result<(), String> {
+    /// Waits (bounded) for a checkpoint completed after Unix ms `since` (0: the run's
+    /// first): `Err` with its stderr if it exits first; panics if it takes too long.
+    fn wait_checkpoint_after(&mut self, since: u64) -> Result<(), String> {
         let deadline = Instant::now() + START_LIMIT;
-        while self.checkpoints().0 == 0 {
+        while {
+            let (completed, last_ms) = self.checkpoints();
+            completed == 0 || last_ms <= since
+        } {
             if let Some(status) = self.exited() {
                 return Err(format!("exit {status}: {}", self.stderr()));
             }
@@ -255,16 +258,19 @@ impl Run {
 }
 
 /// Runs attempt after attempt of the spec, from `run` on, until one completes a
-/// checkpoint. A start may fail while the broker recovers from a pause (KRaft fences a
-/// broker that missed its heartbeats, and its metadata lists no broker until it
-/// registers again): each such failure must say so in one line naming the broker, and
-/// at most `START_FAILURES` may come in a row.
-fn running(mut run: Run, spec: &Path, dir: &Path, attempts: &mut usize) -> Run {
+/// checkpoint after Unix ms `since` (a run that restarted itself in its process must be
+/// up again before the next round). A start may fail while the broker recovers from a
+/// pause (KRaft fences a broker that missed its heartbeats, and its metadata lists no
+/// broker until it registers again): each such failure must say so in one line naming
+/// the broker, and at most `START_FAILURES` may come in a row.
+fn running(mut run: Run, spec: &Path, dir: &Path, attempts: &mut usize, since: u64) -> Run {
     const START_FAILURES: usize = 5;
+    let mut since = since;
     for _ in 0..START_FAILURES {
-        let Err(failure) = run.wait_first_checkpoint() else {
+        let Err(failure) = run.wait_checkpoint_after(since) else {
             return run;
         };
+        since = 0;
         let line = failure
             .lines()
             .rev()
@@ -412,8 +418,9 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
     let mut attempts = 0;
     let mut run = Run::start(&spec, dir.path(), attempts);
     let mut outcomes: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    let mut restarted_at = 0;
     for i in 0..rounds() {
-        run = running(run, &spec, dir.path(), &mut attempts);
+        run = running(run, &spec, dir.path(), &mut attempts, restarted_at);
         let (long, pause) = pause_of_round(i, &mut rng);
         let outcome = round(&mut run, &mut rng, pause);
         eprintln!("round {i} (seed {seed}): paused {pause:?}: {outcome:?}");
@@ -429,6 +436,11 @@ fn a_paused_broker_is_ridden_through_or_fails_the_run_in_bound_and_the_output_st
             !(long && outcome == Outcome::RodeThrough),
             "round {i} (seed {seed}): a pause of {pause:?}, longer than interval + timeout, cannot be ridden through: a round committed without the broker?"
         );
+        restarted_at = if outcome == Outcome::Restarted {
+            unix_ms()
+        } else {
+            0
+        };
         if outcome == Outcome::Failed {
             attempts += 1;
             run = Run::start(&spec, dir.path(), attempts);

@@ -2,8 +2,9 @@
 //! KRaft nodes, replication 3, min ISR 2, transaction.version 2) rides through what
 //! operators live with: a node killed at random moments, a rolling restart. It must
 //! not exit, and its committed output must be exactly its input, uppercased. With two
-//! nodes down (writes unavailable) it fails within its checkpoint timeout with one line
-//! naming the brokers, and a rerun once they are back is exact.
+//! nodes down (writes unavailable) it fails in bound, the brokers named, and a rerun
+//! once they are back is exact. And on the single broker, deterministically: a commit
+//! that the broker requires aborted restarts the run inside its process.
 //!
 //! The pipeline reads a paced Kafka topic (`rate`), so that it runs while the nodes
 //! are disrupted; every disruption waits for an observed state (a node serving again,
