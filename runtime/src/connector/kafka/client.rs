@@ -25,6 +25,7 @@ use rdkafka::{ClientConfig, TopicPartitionList};
 
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify, is_denied};
+use crate::connector::kafka::names::is_derived_topic;
 use crate::connector::kafka::security::ClientSecurity;
 
 /// The broker setting bounding `transaction.timeout.ms`.
@@ -218,6 +219,42 @@ pub fn topic_partitions<C: ClientContext>(
     partitions.sort_unstable();
     Ok(partitions)
 }
+
+/// The partitions of a source's `topic`, as [`topic_partitions`] reads them (each
+/// read bounded by `connect_timeout`). One of the pipeline's own topics
+/// (`names::is_derived_topic`: a repartition topic, which the pipeline's sink side
+/// creates at start) is waited for up to `failover_timeout`, since a starved or
+/// failing-over cluster lists a new topic late; still missing, it is
+/// `MissingOwnTopic`, which never tells the user to create it by hand (a topic made
+/// with the wrong settings would be worse than none).
+pub fn source_topic_partitions<C: ClientContext>(
+    client: &Client<C>,
+    bootstrap: &str,
+    topic: &str,
+    (connect_timeout, failover_timeout): (Duration, Duration),
+) -> Result<Vec<i32>, KafkaError> {
+    let started = Instant::now();
+    loop {
+        match topic_partitions(client, bootstrap, topic, connect_timeout) {
+            Err(KafkaError::MissingTopic { .. })
+                if is_derived_topic(topic) && started.elapsed() < failover_timeout =>
+            {
+                std::thread::sleep(OWN_TOPIC_POLL);
+            }
+            Err(KafkaError::MissingTopic { topic, bootstrap }) if is_derived_topic(&topic) => {
+                return Err(KafkaError::MissingOwnTopic {
+                    topic,
+                    bootstrap,
+                    waited: failover_timeout,
+                });
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Wait between two looks for one of the pipeline's own topics.
+const OWN_TOPIC_POLL: Duration = Duration::from_millis(200);
 
 /// Logs in to `endpoint` with its credentials (a no-op without `security`): fails as
 /// soon as the broker refuses them (`AuthenticationFailed`), or after `timeout` if it

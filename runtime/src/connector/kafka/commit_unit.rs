@@ -1158,7 +1158,8 @@ fn marker_target(
             .map_err(|e| KafkaError::client("cannot create a metadata client", &e))?;
         let mut all = Vec::new();
         for topic in c.topic_names() {
-            for p in topic_partitions(probe.client(), bootstrap, &topic, c.connect_timeout)? {
+            let timeouts = (c.connect_timeout, c.failover_timeout);
+            for p in client::source_topic_partitions(probe.client(), bootstrap, &topic, timeouts)? {
                 all.push((topic.clone(), p));
             }
         }

@@ -59,7 +59,6 @@ use std::time::Duration;
 
 use rdkafka::Offset;
 use rdkafka::TopicPartitionList;
-use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdKafkaError;
@@ -69,13 +68,12 @@ use crate::cluster::Worker;
 use crate::connector::error::ConnectorError;
 use crate::connector::kafka::assignment;
 use crate::connector::kafka::client::{
-    self, Endpoint, QuietContext, authenticate, client_config, topic_partitions,
+    self, Endpoint, QuietContext, authenticate, client_config, source_topic_partitions,
 };
 use crate::connector::kafka::config::{KafkaSourceConfig, StartOffset};
 use crate::connector::kafka::error::{KafkaError, reason};
 use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::marker::Marker;
-use crate::connector::kafka::names::is_derived_topic;
 use crate::connector::kafka::position::{KafkaPosition, MergedPositions, PartitionPosition};
 use crate::connector::kafka::repartition::{self, EVENT_TIME_HEADER, EventTime, RepartitionRead};
 use crate::connector::kafka::repartition_frame::{FRAME_HEADER, FRAME_VERSION, FrameReader};
@@ -522,7 +520,8 @@ fn owned_partitions(
     let bootstrap = endpoint.bootstrap.as_str();
     let mut all = Vec::new();
     for topic in config.topic_names() {
-        for p in partitions_of(probe.client(), bootstrap, &topic, config)? {
+        let timeouts = (config.connect_timeout, config.failover_timeout);
+        for p in source_topic_partitions(probe.client(), bootstrap, &topic, timeouts)? {
             all.push((topic.clone(), p));
         }
     }
@@ -534,41 +533,6 @@ fn owned_partitions(
     mine.sort();
     Ok(mine)
 }
-
-/// The partitions of `topic`. One of the pipeline's own topics
-/// (`names::is_derived_topic`: a repartition topic, which the pipeline's sink side
-/// creates at start) is waited for up to `failover_timeout`, since a starved or
-/// failing-over cluster lists a new topic late; still missing, it is
-/// `MissingOwnTopic`, which never tells the user to create it by hand (a topic made
-/// with the wrong settings would be worse than none).
-fn partitions_of<C: ClientContext>(
-    client: &Client<C>,
-    bootstrap: &str,
-    topic: &str,
-    config: &KafkaSourceConfig,
-) -> Result<Vec<i32>, KafkaError> {
-    let started = std::time::Instant::now();
-    loop {
-        match topic_partitions(client, bootstrap, topic, config.connect_timeout) {
-            Err(KafkaError::MissingTopic { .. })
-                if is_derived_topic(topic) && started.elapsed() < config.failover_timeout =>
-            {
-                std::thread::sleep(OWN_TOPIC_POLL);
-            }
-            Err(KafkaError::MissingTopic { topic, bootstrap }) if is_derived_topic(&topic) => {
-                return Err(KafkaError::MissingOwnTopic {
-                    topic,
-                    bootstrap,
-                    waited: config.failover_timeout,
-                });
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Wait between two looks for one of the pipeline's own topics.
-const OWN_TOPIC_POLL: Duration = Duration::from_millis(200);
 
 /// Worker I of N > 1 resuming from its checkpoint: a partition it owns that the
 /// checkpoint does not list is new (read from its earliest offset), unless another
