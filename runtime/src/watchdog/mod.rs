@@ -47,6 +47,7 @@ use crate::metrics::endpoint::{Liveness, liveness, progress_unix_ms};
 use crate::metrics::{MetricsSnapshot, PipelineMetrics, unix_ms};
 use crate::periodic::Periodic;
 
+pub use pauses::PAUSE_AFTER;
 use pauses::Pauses;
 
 /// How long past its bound a watched wait may last before the watchdog fires: time

@@ -4,8 +4,11 @@
 //!
 //! Thread use: sink subtasks call `send_batch` from their task threads; the coordinator
 //! thread calls `pre_commit` and `commit`. Every librdkafka call here blocks (bounded by
-//! a timeout) on the calling OS thread; none runs on an async executor. Delivery reports
-//! are served by each `ThreadedProducer`'s own polling thread.
+//! a timeout) on the calling OS thread, none on an async executor; the checkpoint's
+//! transactional calls (adding the offsets, committing) are made on the producer's
+//! `CallThread`, which the coordinator waits for, bounded, and leaves behind when
+//! librdkafka keeps no bound (`call_thread`). Delivery reports are served by each
+//! `ThreadedProducer`'s own polling thread.
 //!
 //! Liveness: every wait on the broker has a bound and is watched (`watchdog`) while it
 //! lasts. The coordinator's calls get the checkpoint's deadline; a sink subtask's waits
@@ -14,8 +17,7 @@
 //! that runs out fails with `KafkaError::BrokerStalled`, naming the call and the broker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -27,6 +29,7 @@ use rdkafka::producer::{BaseRecord, ThreadedProducer};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::connector::error::ConnectorError;
+use crate::connector::kafka::call_thread::{self, Call, CallThread};
 use crate::connector::kafka::client::{
     self, Endpoint, QuietContext, client_config, topic_partitions,
 };
@@ -64,11 +67,6 @@ const TRANSACTION_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// than a healthy call takes under load, shorter than the checkpoint timeout, so that
 /// an attempt stuck on a dead coordinator leaves time for more.
 const TRANSACTION_ATTEMPT: Duration = Duration::from_secs(10);
-/// How long a transactional call waits before its producer's metadata is refreshed
-/// (see `nudged`), and again between two refreshes.
-const METADATA_NUDGE: Duration = Duration::from_secs(2);
-/// Bound on one of `nudged`'s metadata requests.
-const METADATA_REFRESH_BOUND: Duration = Duration::from_secs(1);
 /// Pause before a retriable transactional call is made again.
 const TRANSACTION_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Wait between two attempts to enqueue a record while librdkafka's queue is full.
@@ -90,17 +88,46 @@ struct OpenTransaction {
 struct Slot {
     /// The transactional id (or a description for the at-least-once producer).
     id: String,
+    /// The thread of the producer's checkpoint-time calls, started at the first.
+    /// Declared before `producer`: dropped (and joined) first.
+    calls: OnceLock<CallThread>,
     /// rdkafka's producer in a run; a fake in the in-process tests. `None` only once
     /// the unit is being dropped (see `KafkaCommitUnit`'s `Drop`).
-    producer: Option<Box<dyn TransactionalProducer>>,
+    producer: Option<Arc<dyn TransactionalProducer>>,
     open: Mutex<Option<OpenTransaction>>,
 }
 
 impl Slot {
+    fn new(id: String, producer: Arc<dyn TransactionalProducer>) -> Slot {
+        Slot {
+            id,
+            calls: OnceLock::new(),
+            producer: Some(producer),
+            open: Mutex::new(None),
+        }
+    }
+
     fn producer(&self) -> &dyn TransactionalProducer {
         self.producer
             .as_deref()
             .expect("a slot's producer is taken only when its unit is dropped")
+    }
+
+    /// The producer's call thread, started now if this is its first call.
+    fn calls(&self) -> Result<&CallThread, KafkaError> {
+        if let Some(calls) = self.calls.get() {
+            return Ok(calls);
+        }
+        let producer = self
+            .producer
+            .clone()
+            .expect("a slot's producer is taken only when its unit is dropped");
+        let started =
+            CallThread::spawn("weir-kafka-call", producer).map_err(|e| KafkaError::Client {
+                what: format!("producer {}: cannot start its call thread", self.id),
+                reason: e.to_string(),
+            })?;
+        Ok(self.calls.get_or_init(|| started))
     }
 
     fn open(&self) -> MutexGuard<'_, Option<OpenTransaction>> {
@@ -351,25 +378,30 @@ impl KafkaCommitUnit {
         error
     }
 
-    /// Makes the transactional call `attempt` on `slot`'s producer, watched, until it
-    /// succeeds, fails other than retriably, or `deadline` passes. librdkafka marks a
-    /// transaction coordinator that is moving (not available, loading, not the
+    /// Makes the transactional call `attempt(bound)` on `slot`'s call thread, watched,
+    /// until it succeeds, fails other than retriably, or `deadline` passes. librdkafka
+    /// marks a transaction coordinator that is moving (not available, loading, not the
     /// coordinator) and a call that timed out as retriable, and resumes the same call
     /// when it is made again; each attempt is bounded by [`TRANSACTION_ATTEMPT`], so
     /// that one sent to a broker that died is made again once the cluster elected a
-    /// new coordinator, not only at the deadline.
+    /// new coordinator, not only at the deadline. An attempt that librdkafka does not
+    /// return from is left behind (`call_thread`): the run fails, transiently.
     fn retrying(
         &self,
         slot: &Slot,
         call: &str,
         deadline: Instant,
-        mut attempt: impl FnMut(Duration) -> Result<(), RdKafkaError>,
+        attempt: impl Fn(Duration) -> Call,
     ) -> Result<(), KafkaError> {
         let (_watch, started) = (self.watch(call, deadline), Instant::now());
         let mut retries = 0u32;
         loop {
             let bound = remaining(deadline).min(TRANSACTION_ATTEMPT);
-            let e = match nudged(slot.producer(), || attempt(bound)) {
+            let returned = slot
+                .calls()?
+                .make(bound, attempt(bound))
+                .map_err(|left| self.left_behind(slot, call, left))?;
+            let e = match returned {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -392,6 +424,20 @@ impl KafkaCommitUnit {
                 "kafka: a retriable error (a broker failing over?): making the call again");
             std::thread::sleep(TRANSACTION_RETRY_PAUSE);
         }
+    }
+
+    /// The error of a call that librdkafka did not return from in its bound.
+    fn left_behind(&self, slot: &Slot, call: &str, left: call_thread::LeftBehind) -> KafkaError {
+        tracing::warn!(pipeline = %self.pipeline, producer = %slot.id, call, waited = ?left.waited,
+            "kafka: librdkafka did not return from a transactional call past its bound: leaving it behind");
+        self.stalled(
+            format!(
+                "producer {}: {call} (not returned {} s past its bound: left behind)",
+                slot.id,
+                call_thread::GRACE.as_secs_f64()
+            ),
+            left.waited,
+        )
     }
 
     fn slot(&self, checkpoint: CheckpointId) -> &Slot {
@@ -673,13 +719,14 @@ impl KafkaCommitUnit {
                 reason: "fault injection (WEIR_FAULT=abort-transaction)".into(),
             });
         }
+        let (offsets, group) = (Arc::new(offsets), Arc::new(group));
         self.retrying(slot, &call, deadline, |bound| {
-            slot.producer()
-                .send_offsets_to_transaction(&offsets, &group, bound)
+            let (offsets, group) = (offsets.clone(), group.clone());
+            Box::new(move |p| p.send_offsets_to_transaction(&offsets, &group, bound))
         })?;
         let call = format!("committing the transaction of checkpoint {id}");
         self.retrying(slot, &call, deadline, |bound| {
-            slot.producer().commit_transaction(bound)
+            Box::new(move |p| p.commit_transaction(bound))
         })?;
         *slot.open() = None;
         *committed.lock().unwrap_or_else(|e| e.into_inner()) = id;
@@ -715,32 +762,6 @@ impl Drop for KafkaCommitUnit {
             tracing::warn!("cannot close the Kafka producers on a thread of their own: {e}");
         }
     }
-}
-
-/// Runs `call` on `producer` while a scoped thread refreshes the producer's metadata
-/// every [`METADATA_NUDGE`] until it returns. librdkafka (2.12) can leave
-/// `send_offsets_to_transaction` waiting past its timeout for a group coordinator that
-/// died (librdkafka issues 5456 and 5511: the request is looked at again only when some
-/// broker changes state); a metadata request makes the client meet the brokers that
-/// came back or took over, which is such a change.
-fn nudged<T>(producer: &dyn TransactionalProducer, call: impl FnOnce() -> T) -> T {
-    let (returned, wait) = std::sync::mpsc::channel::<()>();
-    std::thread::scope(|scope| {
-        let nudger = std::thread::Builder::new()
-            .name("weir-kafka-nudge".into())
-            .spawn_scoped(scope, move || {
-                while let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(METADATA_NUDGE) {
-                    producer.refresh_metadata(METADATA_REFRESH_BOUND);
-                }
-            });
-        let result = call();
-        // Wakes the nudger at once: no delay added to a call that returned.
-        drop(returned);
-        if let Ok(nudger) = nudger {
-            let _ = nudger.join();
-        }
-        result
-    })
 }
 
 /// The producers of `sink`'s delivery guarantee: one idempotent producer, or the two
@@ -1052,11 +1073,7 @@ fn new_slot(
     let producer: KafkaProducer = config
         .create_with_context(DeliveryContext::new(fence.clone(), fenced_reason))
         .map_err(|e| KafkaError::client(format!("cannot create producer {id}"), &e))?;
-    Ok(Slot {
-        id,
-        producer: Some(Box::new(producer)),
-        open: Mutex::new(None),
-    })
+    Ok(Slot::new(id, Arc::new(producer)))
 }
 
 /// Whether the producer's fatal error (if it has one) is a fencing.

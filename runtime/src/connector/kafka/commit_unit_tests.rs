@@ -23,25 +23,50 @@ type Log = Arc<Mutex<Vec<String>>>;
 
 /// A producer that logs `<name> <call>` and acknowledges every record at once; with
 /// `fail_deliveries`, reports every record failed instead; refuses the next
-/// `queue_full` sends with librdkafka's QueueFull (a full producer queue).
+/// `queue_full` sends with librdkafka's QueueFull (a full producer queue); answers
+/// its transactional calls as `refusals` says.
 struct FakeProducer {
     name: &'static str,
     log: Log,
     context: DeliveryContext,
     fail_deliveries: AtomicBool,
     queue_full: AtomicU64,
+    refusals: Refusals,
 }
+
+/// How a fake answers one transactional call: an error, or not before a while (a
+/// call librdkafka does not return from in its bound).
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Error(RDKafkaErrorCode),
+    Hang(Duration),
+}
+
+/// The answers to the next transactional calls, in order: (`"offsets"` or `"commit"`,
+/// the answer). A fault injected at the call.
+type Refusals = Arc<Mutex<std::collections::VecDeque<(&'static str, Refusal)>>>;
 
 thread_local! {
-    /// Errors the fakes answer this thread's next transactional calls with, in order:
-    /// (`"offsets"` or `"commit"`, the code). A fault injected at the call.
-    static REFUSALS: std::cell::RefCell<std::collections::VecDeque<(&'static str, RDKafkaErrorCode)>> =
-        std::cell::RefCell::default();
+    /// The refusals of the fakes this thread makes (the calls are made on the
+    /// producers' call threads, which share them).
+    static REFUSALS: Refusals = Refusals::default();
 }
 
-/// Makes the next transactional calls on this thread fail with `refusals`, in order.
+/// Makes the next transactional calls of this thread's fakes fail with `refusals`.
 fn refuse(refusals: &[(&'static str, RDKafkaErrorCode)]) {
-    REFUSALS.with(|r| r.borrow_mut().extend(refusals.iter().copied()));
+    let answers = refusals
+        .iter()
+        .map(|&(call, code)| (call, Refusal::Error(code)));
+    REFUSALS.with(|r| r.lock().expect("refusals").extend(answers));
+}
+
+/// Makes the next `call` of this thread's fakes return only after `hang`.
+fn hang(call: &'static str, hang: Duration) {
+    REFUSALS.with(|r| {
+        r.lock()
+            .expect("refusals")
+            .push_back((call, Refusal::Hang(hang)))
+    });
 }
 
 impl FakeProducer {
@@ -52,14 +77,20 @@ impl FakeProducer {
 
     /// The injected refusal of `call`, if it is next; logged.
     fn refused(&self, call: &'static str) -> rdkafka::error::KafkaResult<()> {
-        let next = REFUSALS.with(|r| {
-            let mut r = r.borrow_mut();
-            (r.front().map(|(c, _)| *c) == Some(call)).then(|| r.pop_front())?
-        });
-        match next {
-            Some((_, code)) => {
+        let next = {
+            let mut r = self.refusals.lock().expect("refusals");
+            (r.front().map(|(c, _)| *c) == Some(call)).then(|| r.pop_front())
+        };
+        match next.flatten() {
+            Some((_, Refusal::Error(code))) => {
                 self.note(format!("{call} refused: {code:?}"));
                 Err(RdKafkaError::MessageProduction(code))
+            }
+            Some((_, Refusal::Hang(hang))) => {
+                self.note(format!("{call} hangs"));
+                std::thread::sleep(hang);
+                self.note(format!("{call} returned after hanging"));
+                Ok(())
             }
             None => Ok(()),
         }
@@ -191,16 +222,16 @@ fn unit_of(
 ) -> (KafkaCommitUnit, Log) {
     let log = Log::default();
     let fence = Fence::default();
-    let slot = |name: &'static str| Slot {
-        id: name.to_owned(),
-        producer: Some(Box::new(FakeProducer {
+    let slot = |name: &'static str| {
+        let fake = FakeProducer {
             name,
             log: log.clone(),
             context: DeliveryContext::new(fence.clone(), format!("{name} fenced")),
             fail_deliveries: AtomicBool::new(failing == Some(name)),
             queue_full: AtomicU64::new(queue_full),
-        })),
-        open: Mutex::new(None),
+            refusals: REFUSALS.with(Arc::clone),
+        };
+        Slot::new(name.to_owned(), Arc::new(fake))
     };
     let mode = match delivery {
         DeliveryGuarantee::ExactlyOnce => exactly_once([slot("p.0"), slot("p.1")], committed),
@@ -383,7 +414,7 @@ fn fenced_calls_and_errors_outlasting_the_deadline_are_not_retried() {
     let failed = lasting
         .commit(&metadata(5), deadline)
         .expect_err("past the deadline");
-    REFUSALS.with(|r| r.borrow_mut().clear());
+    REFUSALS.with(|r| r.lock().expect("refusals").clear());
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -400,6 +431,74 @@ fn fenced_calls_and_errors_outlasting_the_deadline_are_not_retried() {
         .filter(|l| l.contains("offsets refused"))
         .count();
     assert!((2..1000).contains(&attempts), "{attempts} attempts");
+}
+
+/// Issue 51: librdkafka can leave `send_offsets_to_transaction` waiting past its bound
+/// for a group coordinator that died (seen on CI: a node killed mid-commit, the call
+/// still not returned 60 s later, and the watchdog ended the process). The unit stops
+/// waiting at the attempt's bound + `call_thread::GRACE` and fails the commit as a
+/// stalled broker (transient: the run restarts in its process); the call is left
+/// behind, nothing more runs on its producer, and its thread ends when the call returns.
+#[test]
+fn a_call_librdkafka_does_not_return_from_is_left_behind() {
+    let (unit, log) = unit(4);
+    hang("offsets", Duration::from_secs(3));
+    unit.pre_commit(CheckpointId(5), far()).expect("pre-commit");
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let stalled = unit
+        .commit(&metadata(5), deadline)
+        .expect_err("left behind");
+    assert!(
+        matches!(stalled, KafkaError::BrokerStalled { .. }),
+        "{stalled:?}"
+    );
+    assert!(stalled.is_transient());
+    assert!(
+        stalled
+            .to_string()
+            .contains("adding the offsets of checkpoint 5")
+            && stalled.to_string().contains("left behind"),
+        "{stalled}"
+    );
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 begin",
+            "p.1 send weir.p.progress weir:p:0:checkpoint=5",
+            "p.1 offsets hangs",
+        ],
+        "failed before the call returned"
+    );
+    let again = unit
+        .commit(&metadata(5), far())
+        .expect_err("refused at once");
+    assert!(
+        matches!(again, KafkaError::BrokerStalled { .. }),
+        "{again:?}"
+    );
+    let returned = Instant::now() + Duration::from_secs(30);
+    while !log
+        .lock()
+        .expect("log")
+        .iter()
+        .any(|l| l.contains("returned"))
+    {
+        assert!(
+            Instant::now() < returned,
+            "the left-behind call never returned"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(unit);
+    assert_eq!(
+        take(&log),
+        [
+            "p.1 send weir.p.progress weir:p:0:checkpoint=5",
+            "p.1 offsets returned after hanging",
+            "p.1 offsets weir.p.progress-0@Offset(5)",
+        ],
+        "the call ended, and nothing ran on the producer after it (no commit)"
+    );
 }
 
 /// Redoing the commit of a checkpoint at or before the last committed one (recovery)

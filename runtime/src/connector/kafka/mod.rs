@@ -2,6 +2,7 @@
 //! transactions are the commit points of the pipeline's checkpoints. The protocol is
 //! stated at the top of `sink.rs`.
 pub mod assignment;
+pub mod call_thread;
 pub mod client;
 pub mod commit_unit;
 pub mod committer;
