@@ -168,6 +168,12 @@ pub struct KafkaSourceConfig {
 }
 
 impl KafkaSourceConfig {
+    /// How long a read that a failover can hold up is retried: `failover_timeout`,
+    /// never less than one connection's `connect_timeout`.
+    pub fn failover_bound(&self) -> Duration {
+        self.failover_timeout.max(self.connect_timeout)
+    }
+
     /// A bounded source of `topic` from the earliest offsets (tests, examples).
     pub fn new(topic: impl Into<String>) -> Self {
         KafkaSourceConfig {

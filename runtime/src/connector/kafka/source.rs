@@ -395,7 +395,7 @@ impl KafkaSource {
         let consumer = Arc::new(create_consumer(config, group, &endpoint, mine.len())?);
         let restored = restored.map(KafkaPosition::merged_positions).transpose()?;
         // The group's coordinator may be moving (a broker failing over).
-        let coordinator_timeout = config.failover_timeout.max(timeout);
+        let coordinator_timeout = config.failover_bound();
         if let Some(positions) = &restored
             && !worker.is_single()
         {
@@ -645,10 +645,7 @@ impl PartitionOpener<'_> {
     /// runs out and another is elected), up to `failover_timeout`, each attempt
     /// bounded by `connect_timeout`.
     fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), KafkaError> {
-        let timeout = self
-            .config
-            .failover_timeout
-            .max(self.config.connect_timeout);
+        let timeout = self.config.failover_bound();
         let deadline = std::time::Instant::now() + timeout;
         client::retry_read(timeout, || {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
