@@ -25,7 +25,8 @@
 //!   fires), a Kafka sink's `transaction_timeout` at most the runtime's default (a dead
 //!   worker's open transaction holds back read_committed readers that long), a Kafka
 //!   client's `connect_timeout` (and a source's `failover_timeout`) at most
-//!   [`MAX_HOSTED_CONNECT_TIMEOUT`].
+//!   [`MAX_HOSTED_CONNECT_TIMEOUT`]; a generator's `count` at most
+//!   [`MAX_HOSTED_GENERATOR_COUNT`] (what it generates lands on the shared cluster).
 //! - No topic it names is named as pipelines name their own (`names::is_derived_topic`:
 //!   `.progress`, `_progress`, `-repartition`), so no tenant topic is another
 //!   pipeline's progress or repartition topic, or the same name to Kafka.
@@ -180,8 +181,9 @@ fn check_workers(spec: &PipelineSpec, workers: u32, quotas: &Quotas) -> Result<(
         .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// Refuses host buffers and repartition topics above the runtime's defaults, and
-/// windows and Kafka timeouts past what a shared server keeps (`check_window`,
+/// Refuses host buffers and repartition topics above the runtime's defaults, a
+/// generator past [`MAX_HOSTED_GENERATOR_COUNT`], and windows and Kafka timeouts past
+/// what a shared server keeps (`check_window`,
 /// `check_kafka_timeouts`; see the module doc), naming the field: the server, not the
 /// spec, bounds what a worker holds for a tenant and what its workers create on the
 /// shared cluster.
@@ -228,9 +230,21 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
         }
     }
     for (i, source) in spec.sources.iter().enumerate() {
-        if let SourceConfig::Kafka(k) = &source.config {
-            let field = format!("sources[{i}].buffer_bytes");
-            at_most(field, k.buffer_bytes, DEFAULT_SOURCE_BUFFER_BYTES)?;
+        match &source.config {
+            SourceConfig::Kafka(k) => {
+                let field = format!("sources[{i}].buffer_bytes");
+                at_most(field, k.buffer_bytes, DEFAULT_SOURCE_BUFFER_BYTES)?;
+            }
+            SourceConfig::Generator(g) if g.count > MAX_HOSTED_GENERATOR_COUNT => {
+                return Err(refuse(
+                    &format!("sources[{i}].count"),
+                    format!(
+                        "{} exceeds {MAX_HOSTED_GENERATOR_COUNT}, the most a shared server allows (a generator's records land on the shared cluster: a larger input belongs in a topic)",
+                        g.count
+                    ),
+                ));
+            }
+            _ => {}
         }
     }
     for (i, sink) in spec.sinks.iter().enumerate() {
@@ -245,6 +259,10 @@ fn check_host_buffers(spec: &PipelineSpec) -> Result<(), ApiError> {
 /// The longest a hosted window, or its allowed lateness, may be: a window keeps its
 /// state on the server's disk until it fires.
 pub const MAX_HOSTED_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most records a hosted generator source may generate: a generator is a source
+/// for tries and load tests, and all it makes lands in the tenant's topics on the
+/// shared cluster; a larger input belongs in a topic.
+pub const MAX_HOSTED_GENERATOR_COUNT: u64 = 1_000_000_000;
 /// The longest a hosted Kafka client may take to reach the cluster at start.
 pub const MAX_HOSTED_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -271,7 +271,8 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
 
 /// Issue 50: knobs that held the shared server's disk, the broker's readers or a worker's
 /// start for as long as a tenant liked (a 4 GiB accumulator, 900 s transactions, an
-/// hour's connect timeout, windows and lateness of 1000 days) are capped, each refusal
+/// hour's connect timeout, windows and lateness of 1000 days, a generator of 10^12
+/// records) are capped, each refusal
 /// naming the field, the cap and why; at the caps they are accepted.
 #[test]
 fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
@@ -313,6 +314,12 @@ fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
             Box::new(|s| s["sources"][0]["failover_timeout"] = json!("1h")),
             "spec field sources[0].failover_timeout: 1h exceeds 1m",
         ),
+        (
+            Box::new(|s| {
+                s["sources"] = json!([{"type": "generator", "count": 1_000_000_000_000u64}])
+            }),
+            "spec field sources[0].count: 1000000000000 exceeds 1000000000, the most a shared server allows",
+        ),
     ];
     for (edit, expected) in cases {
         let e = refusal(edit);
@@ -330,6 +337,8 @@ fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
     s["sinks"][0]["transaction_timeout"] = json!("5m");
     s["sources"][0]["connect_timeout"] = json!("60s");
     build_in(dir.path(), &s).expect("at the caps");
+    s["sources"] = json!([{"type": "generator", "count": MAX_HOSTED_GENERATOR_COUNT}]);
+    build_in(dir.path(), &s).expect("a generator at its cap");
 }
 
 fn workers_refusal(spec: &Value, workers: u32) -> String {
