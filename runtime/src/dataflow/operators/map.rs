@@ -9,9 +9,13 @@
 //! index in this subtask's input and its key; a call deadline fails at once, naming the
 //! batch, rather than wait another deadline); with `"dead-letter"` each such record is
 //! refused with the error as its reason and the others' output emitted in input order,
-//! as the batch's would have been (a map's output is per record). At most
+//! as the batch's would have been (a map's output is per record). Under
+//! `"dead-letter"`, a record whose call alone ran out of its deadline is called once
+//! more, in a fresh instance, before it is refused (`second_try`): the deadline is
+//! wall-clock, and on a starved or paused host it passes with the guest barely run; a
+//! guest that loops or sleeps on the record runs out twice. At most
 //! [`MAX_FAILED_ALONE`] records of a batch may fail alone (each may cost a call
-//! deadline); past that the operator fails.
+//! deadline, or two); past that the operator fails.
 //! A failed operator's checkpoint is never committed, so no partial output of the
 //! failed run leaks.
 
@@ -156,17 +160,18 @@ impl MapOperator {
     ) -> Result<(), OperatorError> {
         if input.len() == 1 {
             // It failed alone already.
+            let error = match self.second_try(batch_error, input.clone(), first) {
+                Ok(output) => {
+                    emit(&self.id, output, out);
+                    return Ok(());
+                }
+                Err(error) => error,
+            };
             if self.on_error == OnError::Fail {
-                return Err(batch_error.into());
+                return Err(error.into());
             }
             let r = input.get(0);
-            out.reject(
-                &self.id,
-                batch_error.to_string(),
-                r.key,
-                r.value,
-                r.timestamp,
-            );
+            out.reject(&self.id, error.to_string(), r.key, r.value, r.timestamp);
             return Ok(());
         }
         let mut emitted = RecordBatch::default();
@@ -174,12 +179,17 @@ impl MapOperator {
         for (i, r) in input.iter().enumerate() {
             let mut one = RecordBatch::default();
             one.push(r.key, r.value, r.timestamp);
-            let error = match self.call(one, first + i as u64) {
+            let index = first + i as u64;
+            let tried = match self.call(one, index) {
+                Err((error, Some(one))) => self.second_try(error, one, index),
+                done => done.map_err(|(error, _)| error),
+            };
+            let error = match tried {
                 Ok(output) => {
                     emit_into(&self.id, output, &mut emitted, out);
                     continue;
                 }
-                Err((error, _)) => error,
+                Err(error) => error,
             };
             failed += 1;
             if self.on_error == OnError::Fail || failed > MAX_FAILED_ALONE {
@@ -192,6 +202,30 @@ impl MapOperator {
         }
         out.emit(emitted);
         Ok(())
+    }
+}
+
+impl MapOperator {
+    /// The call over the one record `one` (record `index` of this subtask) failed with
+    /// `error`: under `"dead-letter"`, if it ran out of its deadline, it is made once
+    /// more in a fresh instance (see the module's invariants). A second failure is
+    /// the record's, its error saying it was the second.
+    fn second_try(
+        &mut self,
+        error: GuestCallError,
+        one: RecordBatch,
+        index: u64,
+    ) -> Result<MapOutput, GuestCallError> {
+        let deadline = matches!(error.source, EngineError::CpuDeadline { .. });
+        if !deadline || self.on_error != OnError::DeadLetter {
+            return Err(error);
+        }
+        tracing::warn!(step = %self.id, record = index, error = %error,
+            "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
+        self.call(one, index).map_err(|(mut again, _)| {
+            again.note.push_str(" (the second call, in a fresh instance)");
+            again
+        })
     }
 }
 
@@ -252,6 +286,59 @@ mod tests {
         });
         sample_and_recycle("op", &mut instance, &gauge);
         (instance.is_some(), gauge.get(), gauge.recycled_count())
+    }
+
+    /// Issue 51: a call's deadline is wall-clock, and on a starved or paused host it
+    /// passes with the guest barely run. Under `"dead-letter"` a record whose call
+    /// alone ran out of its deadline once is called again in a fresh instance and its
+    /// output emitted, not refused; one that runs out twice is refused, its reason
+    /// saying so. `sleep-until T` (the `sleeper` guest) runs out of a 1 s deadline in
+    /// the batch's call and in its first call alone, and fits in its second: T is
+    /// 2.5 s ahead, half a deadline of slack either way. Fails without the second try:
+    /// the record went to the dead letters.
+    #[test]
+    fn a_record_that_ran_out_of_its_deadline_once_is_called_again_not_refused() {
+        use crate::engine::WasmEngine;
+        use crate::test_support::guest_path;
+        use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+        let engine = WasmEngine::new(None).expect("engine");
+        let module = Arc::new(engine.load(&guest_path("sleeper")).expect("sleeper"));
+        let limits = GuestLimits {
+            call_timeout: Duration::from_secs(1),
+            ..GuestLimits::default()
+        };
+        let mut map = MapOperator::new("step-0".into(), module, limits, BTreeMap::new())
+            .with_on_error(OnError::DeadLetter);
+        // Instantiated first: the deadlines below are the calls' own.
+        map.instance().expect("an instance");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
+        let slowed = format!("sleep-until {}", now.as_millis() + 2_500);
+        let mut batch = RecordBatch::default();
+        for (key, value) in [("a", "first"), ("b", slowed.as_str()), ("c", "sleep 5")] {
+            batch.push(key.as_bytes(), value.as_bytes(), 0);
+        }
+        let mut out = Output::default();
+        map.handle_batch(batch, &mut out).expect("handled");
+        let emitted: Vec<String> = out
+            .batches
+            .iter()
+            .flat_map(|b| b.iter().map(|r| String::from_utf8_lossy(r.value).into_owned()))
+            .collect();
+        assert_eq!(emitted, ["first", slowed.as_str()]);
+        let refused: Vec<(&[u8], &str)> = out
+            .dead_letters
+            .iter()
+            .map(|d| (d.key.as_slice(), d.reason.as_str()))
+            .collect();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, b"c");
+        assert!(
+            refused[0].1.contains("time limit")
+                && refused[0].1.contains("the second call, in a fresh instance"),
+            "{}",
+            refused[0].1
+        );
     }
 
     /// The instance is kept unless it used half its headroom (a recycle, counted) or
