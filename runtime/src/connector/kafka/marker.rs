@@ -48,8 +48,11 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::connector::kafka::client::{Endpoint, QuietContext, client_config, committed_offsets};
+use crate::connector::kafka::client::{
+    Endpoint, QuietContext, client_config, committed_offsets, retry_read,
+};
 use crate::connector::kafka::error::KafkaError;
+use crate::connector::kafka::error_class::{ErrorClass, classify};
 use crate::connector::kafka::position::KafkaPosition;
 use crate::record::CheckpointId;
 
@@ -265,7 +268,8 @@ impl MarkerTarget {
     /// with read_committed from the tail backwards (a window of `TOPIC_TAIL` offsets,
     /// doubled until one or the start is found). Call after the unit's producers were
     /// initialised: none of its transactions is open, so the last stable offset is the
-    /// log end.
+    /// log end. Retriable errors (a broker failing over: its leader moving, a lost
+    /// connection) are waited out until `timeout`, as librdkafka reconnects on its own.
     pub fn read_topic(
         &self,
         endpoint: &Endpoint,
@@ -280,10 +284,12 @@ impl MarkerTarget {
             .set("enable.partition.eof", "true")
             .create_with_context(QuietContext)
             .map_err(|e| KafkaError::client(what(), &e))?;
-        let (low, high) = consumer
-            .fetch_watermarks(topic, 0, timeout)
-            .map_err(|e| KafkaError::client(what(), &e))?;
         let deadline = Instant::now() + timeout;
+        let (low, high) = retry_read(timeout, || {
+            let left = deadline.saturating_duration_since(Instant::now());
+            consumer.fetch_watermarks(topic, 0, left.max(Duration::from_millis(1)))
+        })
+        .map_err(|e| KafkaError::client(what(), &e))?;
         let mut window = TOPIC_TAIL;
         let mut start = high;
         while start > low {
@@ -336,6 +342,9 @@ impl MarkerTarget {
                 // At the last stable offset: aborted records and transaction markers
                 // below `end` carry no record.
                 Some(Err(RdKafkaError::PartitionEOF(_))) => return Ok(newest),
+                Some(Err(e)) if classify(&e) == ErrorClass::Retriable => {
+                    tracing::debug!(error = %e, "kafka: reading the progress topic: a retriable error, reading on");
+                }
                 Some(Err(e)) => {
                     return Err(KafkaError::client(
                         format!("cannot read the progress topic {topic}"),
