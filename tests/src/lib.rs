@@ -490,12 +490,13 @@ pub mod kafka {
     /// The broker's bootstrap servers; panics with what to do if unset.
     /// Writes `<name>.toml` in `dir`: `source` (a `[[sources]]` table) -> WASM
     /// `uppercase` -> the Kafka topic `output`, parallelism 2, state in `state`,
-    /// checkpoints every `interval`; `sink_extra` adds keys to the Kafka sink.
+    /// `checkpoint` the lines of the `[checkpoint]` table (`interval = "200ms"`);
+    /// `sink_extra` adds keys to the Kafka sink.
     pub fn uppercase_spec(
         dir: &std::path::Path,
         name: &str,
         state: &std::path::Path,
-        interval: &str,
+        checkpoint: &str,
         source: &str,
         output: &str,
         sink_extra: &str,
@@ -507,7 +508,7 @@ parallelism = 2
 state_dir = {state}
 
 [checkpoint]
-interval = "{interval}"
+{checkpoint}
 
 {source}
 
@@ -863,6 +864,20 @@ topic = "{output}"
     /// The high watermark of every partition of `topic`, summed (records and markers).
     pub fn end_offsets_sum(topic: &str) -> i64 {
         watermarks(topic).values().map(|&(_, high)| high).sum()
+    }
+
+    /// The last stable offset of every partition of `topic`, summed: where a
+    /// read_committed reader ends (the records and markers of decided transactions;
+    /// librdkafka's watermarks follow its isolation level, read_committed by default).
+    /// `None` if the brokers do not answer within `within` (a failover under way).
+    pub fn stable_end_offsets_sum(topic: &str, within: Duration) -> Option<i64> {
+        let consumer: BaseConsumer = config().create().ok()?;
+        let metadata = consumer.fetch_metadata(Some(topic), within).ok()?;
+        let partitions = metadata.topics().first()?.partitions();
+        partitions
+            .iter()
+            .map(|p| Some(consumer.fetch_watermarks(topic, p.id(), within).ok()?.1))
+            .sum()
     }
 
     /// Deletes the records of `topic`-`partition` below `offset` (DeleteRecords), as an

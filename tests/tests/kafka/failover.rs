@@ -38,6 +38,7 @@ fn input(count: u64) -> Vec<Input> {
 /// `rate` records/s by an uppercase map into a fresh output topic, exactly-once,
 /// checkpoints every 300 ms, `checkpoint_timeout` per round.
 struct ClusterRun {
+    label: &'static str,
     dir: tempfile::TempDir,
     spec: std::path::PathBuf,
     records: Vec<Input>,
@@ -45,7 +46,7 @@ struct ClusterRun {
 }
 
 impl ClusterRun {
-    fn new(label: &str, records: u64, rate: u64, checkpoint_timeout: &str) -> Self {
+    fn new(label: &'static str, records: u64, rate: u64, checkpoint_timeout: &str) -> Self {
         let cluster = kafka::cluster_bootstrap();
         let dir = tempfile::tempdir().expect("tempdir");
         let (in_topic, output) = (kafka::unique_name(label), kafka::unique_name(label));
@@ -63,19 +64,13 @@ impl ClusterRun {
             dir.path(),
             &kafka::unique_name(label),
             &dir.path().join("state"),
-            "300ms",
+            &format!("interval = \"300ms\"\ntimeout = \"{checkpoint_timeout}\""),
             &source,
             &output,
             &format!("bootstrap = \"{cluster}\""),
         );
-        // `uppercase_spec` wrote `[checkpoint] interval`: the timeout joins it.
-        let text = std::fs::read_to_string(&spec).expect("spec").replacen(
-            "[checkpoint]\n",
-            &format!("[checkpoint]\ntimeout = \"{checkpoint_timeout}\"\n"),
-            1,
-        );
-        std::fs::write(&spec, text).expect("write spec");
         ClusterRun {
+            label,
             dir,
             spec,
             records,
@@ -103,16 +98,12 @@ impl ClusterRun {
         std::fs::read_to_string(self.stderr_path()).unwrap_or_default()
     }
 
-    /// Waits (bounded) until the run committed its first output: it is past its
+    /// Waits (bounded) until the run decided its first transaction: it is past its
     /// start-up (its own topics created, its transactions initialised), which is not
     /// what these tests disrupt.
     fn await_first_output(&self, child: &mut Child) {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while kafka::on(&kafka::cluster_bootstrap(), || {
-            kafka::committed_values(&self.output)
-        })
-        .is_empty()
-        {
+        while output_end(&self.output).unwrap_or(0) == 0 {
             assert!(
                 running(child),
                 "ended before its first output: {}",
@@ -141,6 +132,54 @@ impl ClusterRun {
     }
 }
 
+/// The stable end of the cluster's topic `output` (see `OutputGauge`).
+fn output_end(output: &str) -> Option<i64> {
+    let cluster = kafka::cluster_bootstrap();
+    kafka::on(&cluster, || {
+        kafka::stable_end_offsets_sum(output, Duration::from_secs(2))
+    })
+}
+
+/// How long the committed output stood still, at most, while a run was disrupted: a
+/// thread looks at the output's stable end (which each decided transaction moves)
+/// every [`GAUGE_EVERY`]. For the report the issue asks of each disruption; timing
+/// is never asserted (a shared machine).
+struct OutputGauge {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Duration>,
+}
+
+const GAUGE_EVERY: Duration = Duration::from_millis(250);
+
+impl OutputGauge {
+    fn start(output: &str) -> Self {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let output = output.to_owned();
+        let thread = std::thread::spawn(move || {
+            let (mut last_end, mut moved, mut longest) = (0, Instant::now(), Duration::ZERO);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(GAUGE_EVERY)
+            {
+                match output_end(&output) {
+                    Some(end) if end > last_end => {
+                        longest = longest.max(moved.elapsed());
+                        (last_end, moved) = (end, Instant::now());
+                    }
+                    _ => {}
+                }
+            }
+            longest.max(moved.elapsed())
+        });
+        OutputGauge { stop, thread }
+    }
+
+    /// The longest time the output stood still, up to now.
+    fn stop(self) -> Duration {
+        drop(self.stop);
+        self.thread.join().expect("the gauge thread")
+    }
+}
+
 /// Waits (bounded by `limit`) for `child` to exit.
 fn wait(child: &mut Child, limit: Duration) -> ExitStatus {
     weir_tests::wait_until(child, Instant::now() + limit, "weir").0
@@ -161,8 +200,19 @@ fn restore(node: &str) {
 fn ridden_through(run: &ClusterRun, disrupt: impl FnOnce(&mut Child)) {
     let mut child = run.start();
     run.await_first_output(&mut child);
+    let gauge = OutputGauge::start(&run.output);
     disrupt(&mut child);
     let status = wait(&mut child, RUN_LIMIT);
+    let restarts = run
+        .stderr()
+        .matches("restarting it from its last committed checkpoint")
+        .count();
+    eprintln!(
+        "{}: exits before the end: {}; restarts in its process: {restarts}; output stood still at most {:.1} s",
+        run.label,
+        u8::from(!status.success()),
+        gauge.stop().as_secs_f64()
+    );
     assert!(
         status.success(),
         "the pipeline exited ({status}) where the cluster stayed available: {}",
@@ -177,8 +227,11 @@ fn ridden_through(run: &ClusterRun, disrupt: impl FnOnce(&mut Child)) {
 #[test]
 fn a_node_killed_at_random_moments_is_ridden_through_exactly() {
     let _one_at_a_time = kafka::exclusive();
-    let seed: u64 = rand::random();
-    eprintln!("failover kills: seed {seed}");
+    let seed: u64 = std::env::var("WEIR_FAILOVER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("failover kills: seed {seed} (WEIR_FAILOVER_SEED={seed} draws the same moments)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let run = ClusterRun::new("failover-kill", 20_000, 400, "60s");
     ridden_through(&run, |child| {
@@ -275,7 +328,7 @@ fn an_aborted_transaction_restarts_the_run_in_its_process_exactly() {
         dir.path(),
         &kafka::unique_name("abort"),
         &dir.path().join("state"),
-        "200ms",
+        r#"interval = "200ms""#,
         &source,
         &output,
         "",

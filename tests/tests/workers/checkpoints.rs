@@ -31,7 +31,7 @@ fn each_worker_lists_its_own_checkpoints() {
         dir.path(),
         &name,
         &dir.path().join("state"),
-        "200ms",
+        r#"interval = "200ms""#,
         &source,
         &output,
         &format!(
