@@ -13,11 +13,14 @@
 //! the same transactional ids, whose `init_transactions` fences the one left behind
 //! and aborts its transaction: exactly-once holds as across any restart.
 //!
-//! While it waits, the caller asks the cluster for the producer's metadata every
-//! [`NUDGE`]: meeting the brokers that came back or took over is such a broker state
-//! change, and most stuck calls resume with it. Time the process did not run (SIGSTOP,
-//! a frozen VM: the caller woke more than `watchdog::PAUSE_AFTER` later than it
-//! planned) is not counted against the call: the wait is extended by it.
+//! While it waits, the caller has the producer's metadata asked for every [`NUDGE`]:
+//! meeting the brokers that came back or took over is such a broker state change, and
+//! most stuck calls resume with it. The request is made on a thread of its own (the
+//! nudger), which the caller never waits for: it is a librdkafka call too (waiting
+//! for a usable broker first), and the caller's wait must not depend on any. Time the
+//! process did not run (SIGSTOP, a frozen VM: the caller woke more than
+//! `watchdog::PAUSE_AFTER` later than it planned) is not counted against the call: the
+//! wait is extended by it.
 //!
 //! Invariants:
 //! - One call at a time, made in order. A call left behind is never answered: its
@@ -28,10 +31,11 @@
 //!   waits for the call whatever it takes, and the watchdog ends a process stuck past
 //!   its bound (`watchdog`), as before calls were left behind.
 //! - Dropping a `CallThread` ends its thread and joins it, unless its call was left
-//!   behind: that thread ends when librdkafka returns.
+//!   behind: that thread ends when librdkafka returns. Its nudger, if it started,
+//!   ends after the refresh it is making; nothing waits for it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -93,6 +97,9 @@ type Job = (Call, Arc<Exchange>);
 pub struct CallThread {
     producer: Arc<dyn TransactionalProducer>,
     jobs: Option<mpsc::Sender<Job>>,
+    /// Wakes the nudger, started at the first call that lasts [`NUDGE`]; `None` inside
+    /// if it could not be started (the call is then only waited for).
+    nudger: OnceLock<Option<mpsc::SyncSender<()>>>,
     thread: Option<JoinHandle<()>>,
     /// Set once a call was left behind.
     left_behind: Mutex<bool>,
@@ -109,6 +116,7 @@ impl CallThread {
         Ok(CallThread {
             producer,
             jobs: Some(jobs),
+            nudger: OnceLock::new(),
             thread: Some(thread),
             left_behind: Mutex::new(false),
         })
@@ -169,11 +177,8 @@ impl CallThread {
                 });
             }
             if now >= next_nudge {
-                drop(state);
-                self.producer.refresh_metadata(NUDGE_BOUND);
-                next_nudge = Instant::now() + NUDGE;
-                state = exchange.state();
-                continue;
+                self.nudge();
+                next_nudge = now + NUDGE;
             }
             let planned = if now < give_up {
                 next_nudge.min(give_up)
@@ -189,6 +194,29 @@ impl CallThread {
             if waited.timed_out() && late > PAUSE_AFTER {
                 give_up += late;
             }
+        }
+    }
+}
+
+impl CallThread {
+    /// Has the nudger refresh the producer's metadata, unless a refresh is already
+    /// asked for; never waits.
+    fn nudge(&self) {
+        let nudger = self.nudger.get_or_init(|| {
+            let (nudges, asked) = mpsc::sync_channel::<()>(1);
+            let producer = self.producer.clone();
+            std::thread::Builder::new()
+                .name("weir-kafka-nudge".into())
+                .spawn(move || {
+                    for () in asked {
+                        producer.refresh_metadata(NUDGE_BOUND);
+                    }
+                })
+                .ok()
+                .map(|_| nudges)
+        });
+        if let Some(nudges) = nudger {
+            let _ = nudges.try_send(());
         }
     }
 }

@@ -477,7 +477,12 @@ impl KafkaCommitUnit {
             {
                 return Err(timed_out);
             }
-            return Err(KafkaError::Delivery { checkpoint, reason });
+            let transient = context.failure_is_transient();
+            return Err(KafkaError::Delivery {
+                checkpoint,
+                reason,
+                transient,
+            });
         }
         Ok(())
     }

@@ -202,6 +202,8 @@ pub enum KafkaError {
     Delivery {
         checkpoint: CheckpointId,
         reason: String,
+        /// The record was purged or refused retriably (see `DeliveryContext`).
+        transient: bool,
     },
 
     #[error(
@@ -231,7 +233,12 @@ impl KafkaError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            KafkaError::TransactionAborted { .. } | KafkaError::BrokerStalled { .. }
+            KafkaError::TransactionAborted { .. }
+                | KafkaError::BrokerStalled { .. }
+                | KafkaError::Delivery {
+                    transient: true,
+                    ..
+                }
         )
     }
 
