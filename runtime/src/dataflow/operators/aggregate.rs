@@ -28,7 +28,10 @@
 //!   and its key), under `"dead-letter"` each such record goes to the dead-letter
 //!   output once, with the error as its reason, and counts in none of the windows it
 //!   failed in (a hopping window's record may still count in the others). The groups
-//!   of earlier calls of the batch stay folded: a record is never folded twice.
+//!   of earlier calls of the batch stay folded: a record is never folded twice. Under
+//!   `"dead-letter"` a (record, window) whose call alone ran out of its deadline is
+//!   folded once more, in a fresh instance, before it is refused (`second_try`): the
+//!   deadline is wall-clock, and a starved or paused host can spend it.
 //! - No accumulator longer than `max_accumulator_bytes` is stored: the guest call that
 //!   returns one fails the operator with [`AccumulatorTooLarge`], naming the module and
 //!   the key. The accumulator cache holds at most `cache.entries` entries and
@@ -347,10 +350,18 @@ impl Groups {
 }
 
 /// A guest update call that failed: the engine's error and the bytes of the call's
-/// input (for the memory note).
+/// input (for the memory note), and whether it was a second try.
 struct FailedCall {
     source: engine::EngineError,
     input_bytes: usize,
+    /// The second call over its record (`second_try`).
+    second: bool,
+}
+
+impl FailedCall {
+    fn ran_out_of_its_deadline(&self) -> bool {
+        matches!(self.source, engine::EngineError::CpuDeadline { .. })
+    }
 }
 
 /// `indices` as ranges of consecutive values, in order: `[3, 4, 5, 9, 2]` is `3..6`,
@@ -528,7 +539,13 @@ impl AggregateOperator {
             first,
             end,
             key,
-            note: memory_note(&failed.source, failed.input_bytes) + &self.config.state_note,
+            note: memory_note(&failed.source, failed.input_bytes)
+                + &self.config.state_note
+                + if failed.second {
+                    " (the second call, in a fresh instance)"
+                } else {
+                    ""
+                },
             source: failed.source,
         }
     }
@@ -591,9 +608,12 @@ impl AggregateOperator {
             return Ok(());
         };
         if let &[record] = groups.members_of(range.clone()) {
-            return self.failed_alone(batch, record, failed, out);
+            return match self.second_try(batch, groups, range, failed, out)? {
+                Ok(()) => Ok(()),
+                Err(failed) => self.failed_alone(batch, record, failed, out),
+            };
         }
-        let deadline = matches!(failed.source, engine::EngineError::CpuDeadline { .. });
+        let deadline = failed.ran_out_of_its_deadline();
         let batch_error = self.guest_error(batch, None, failed);
         if deadline && self.config.on_error == OnError::Fail {
             return Err(batch_error.into());
@@ -620,7 +640,11 @@ impl AggregateOperator {
         for g in range {
             for &record in groups.members_of(g..g + 1) {
                 let one = groups.one_member(g, record);
-                if let Err(failed) = self.try_update(batch, &one, 0..1, out)? {
+                let tried = match self.try_update(batch, &one, 0..1, out)? {
+                    Err(failed) => self.second_try(batch, &one, 0..1, failed, out)?,
+                    folded => folded,
+                };
+                if let Err(failed) = tried {
                     failures += 1;
                     if refused.insert(record) || self.config.on_error == OnError::Fail {
                         self.failed_alone(batch, record, failed, out)?;
@@ -632,6 +656,30 @@ impl AggregateOperator {
             return Err(batch_error.into());
         }
         Ok(())
+    }
+
+    /// The call over one (record, window), the groups `range` of `groups`, failed:
+    /// under `"dead-letter"`, if it ran out of its deadline, it is made once more in a
+    /// fresh instance (see the module doc), a second failure saying so.
+    fn second_try(
+        &mut self,
+        batch: &RecordBatch,
+        groups: &Groups,
+        range: Range<usize>,
+        failed: FailedCall,
+        out: &mut Output,
+    ) -> Result<Result<(), FailedCall>, OperatorError> {
+        if !failed.ran_out_of_its_deadline() || self.config.on_error != OnError::DeadLetter {
+            return Ok(Err(failed));
+        }
+        tracing::warn!(step = %self.config.id, error = %failed.source,
+            "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
+        Ok(self
+            .try_update(batch, groups, range, out)?
+            .map_err(|again| FailedCall {
+                second: true,
+                ..again
+            }))
     }
 
     /// Record `record` failed alone: refused under `"dead-letter"` (up to
@@ -695,6 +743,7 @@ impl AggregateOperator {
                 return Ok(Err(FailedCall {
                     source,
                     input_bytes,
+                    second: false,
                 }));
             }
         };
@@ -952,6 +1001,7 @@ impl AggregateOperator {
             let failed = FailedCall {
                 source,
                 input_bytes,
+                second: false,
             };
             Box::new(self.call_error(first..first, None, failed))
         })?;

@@ -686,3 +686,43 @@ fn too_many_records_failing_alone_fail_the_step() {
         .expect_err("too many failures");
     assert!(err.to_string().contains("more than 16 records"), "{err}");
 }
+
+/// Issue 51: a call's deadline is wall-clock, and a starved or paused host can spend
+/// it with the guest barely run. Under `"dead-letter"` a record whose update call
+/// alone ran out of its deadline once is folded again in a fresh instance and counts;
+/// one that runs out twice is refused, its reason saying so. `sleep-until T` runs out
+/// of the default 1 s deadline in the call over its group of three and in its first
+/// call alone, and fits in its second: T is 2.5 s ahead, half a deadline of slack
+/// either way. Fails without the second try (b went to the dead letters).
+#[test]
+fn an_update_that_ran_out_of_its_deadline_once_is_folded_again_not_refused() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut op = open(
+        panicker(WindowAssigner::Global, OnError::DeadLetter),
+        location(dir.path(), "work"),
+    );
+    let mut out = Output::default();
+    // Instantiated first: the deadlines below are the calls' own.
+    op.handle_batch(values(&[("w", "1")]), &mut out)
+        .expect("warm-up");
+    assert_eq!(counts(&mut out), ["w=1"]);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
+    let slowed = format!("sleep-until {}", now.as_millis() + 2_500);
+    let stuck = format!("sleep-until {}", now.as_millis() + 600_000);
+    let batch = values(&[("a", "1"), ("b", &slowed), ("c", &stuck)]);
+    op.handle_batch(batch, &mut out).expect("batch");
+    assert_eq!(counts(&mut out), ["a=1", "b=1"]);
+    let letters: Vec<_> = out.dead_letters.drain(..).collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(&letters[0].key[..], b"c");
+    assert!(
+        letters[0].reason.contains("time limit")
+            && letters[0]
+                .reason
+                .contains("the second call, in a fresh instance"),
+        "{}",
+        letters[0].reason
+    );
+}
