@@ -123,10 +123,19 @@ mod tests {
     #[test]
     fn purged_and_retriably_refused_records_are_transient_failures() {
         let transient = |code| is_transient(&RdKafkaError::MessageProduction(code));
-        for code in [PurgeQueue, PurgeInflight, NotEnoughReplicas, NotLeaderForPartition] {
+        for code in [
+            PurgeQueue,
+            PurgeInflight,
+            NotEnoughReplicas,
+            NotLeaderForPartition,
+        ] {
             assert!(transient(code), "{code:?}");
         }
-        for code in [MessageSizeTooLarge, TopicAuthorizationFailed, InvalidProducerEpoch] {
+        for code in [
+            MessageSizeTooLarge,
+            TopicAuthorizationFailed,
+            InvalidProducerEpoch,
+        ] {
             assert!(!transient(code), "{code:?}");
         }
     }

@@ -223,7 +223,9 @@ impl MapOperator {
         tracing::warn!(step = %self.id, record = index, error = %error,
             "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
         self.call(one, index).map_err(|(mut again, _)| {
-            again.note.push_str(" (the second call, in a fresh instance)");
+            again
+                .note
+                .push_str(" (the second call, in a fresh instance)");
             again
         })
     }
@@ -323,7 +325,10 @@ mod tests {
         let emitted: Vec<String> = out
             .batches
             .iter()
-            .flat_map(|b| b.iter().map(|r| String::from_utf8_lossy(r.value).into_owned()))
+            .flat_map(|b| {
+                b.iter()
+                    .map(|r| String::from_utf8_lossy(r.value).into_owned())
+            })
             .collect();
         assert_eq!(emitted, ["first", slowed.as_str()]);
         let refused: Vec<(&[u8], &str)> = out
@@ -335,7 +340,9 @@ mod tests {
         assert_eq!(refused[0].0, b"c");
         assert!(
             refused[0].1.contains("time limit")
-                && refused[0].1.contains("the second call, in a fresh instance"),
+                && refused[0]
+                    .1
+                    .contains("the second call, in a fresh instance"),
             "{}",
             refused[0].1
         );
