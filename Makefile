@@ -25,7 +25,7 @@ export WEIR_SCHEMATHESIS := $(VENV)/bin/schemathesis
 DEBIAN_PACKAGES := cmake libclang-dev libcurl4-openssl-dev libssl-dev pkg-config build-essential python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup build guests rust-guests test test-fast soak demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
+.PHONY: help setup build guests rust-guests test test-fast check soak demo demo-kafka demo-serve bench kafka-up kafka-down clean fuzz-tools
 .PHONY: s3-up s3-down k8s-tools
 .PHONY: docs
 .PHONY: image image-check
@@ -36,6 +36,7 @@ help:
 	@echo "make demo-serve the hosting walk-through: weir serve, a tenant, modules pushed and a pipeline run with the CLI"
 	@echo "make test       run every test (starts and stops its own Kafka broker)"
 	@echo "make test-fast  unit and in-process tests only: no broker, S3 server, Python or Node (minutes)"
+	@echo "make check      the house rules CI gates: cargo fmt --check, clippy -D warnings on every target"
 	@echo "make soak       every example guest over 10,000,000 records: exact output, flat guest memory"
 	@echo "make bench      run the benchmarks, write build/bench.json and build/kafka-bench.json"
 	@echo "make docs       build the book (docs/, mdBook) into build/book/"
@@ -185,6 +186,14 @@ test-fast: setup rust-guests
 	cargo test --workspace --lib -- $(addprefix --skip ,$(FAST_SKIPS))
 	cargo test -p weir-tests --test local docs::
 	cd guest-examples && CARGO_TARGET_DIR=$(GUEST_TARGET_DIR) cargo test --quiet
+
+# The house rules CI gates after `make test` (.ci/run): formatting, and clippy's lints
+# (the workspace's [lints], unwrap_used among them) as errors, tests and tools included.
+check: setup
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 # Every shipped example guest (Rust, Python, JavaScript; map and aggregate) over
 # 10,000,000 records each, asserting exact output and flat guest memory; `make test`

@@ -196,13 +196,13 @@ mod tests {
     fn records_behind_an_early_barrier_wait_for_the_snapshot() {
         let (tx0, rx0) = bounded(16);
         let (tx1, rx1) = bounded(16);
-        tx0.send(barrier(1)).unwrap();
-        tx0.send(batch("a-after-1")).unwrap();
-        tx0.send(batch("a-after-1-bis")).unwrap();
-        tx1.send(batch("b-before-1")).unwrap();
-        tx1.send(batch("b-before-1-bis")).unwrap();
-        tx1.send(barrier(1)).unwrap();
-        tx1.send(batch("b-after-1")).unwrap();
+        tx0.send(barrier(1)).expect("send");
+        tx0.send(batch("a-after-1")).expect("send");
+        tx0.send(batch("a-after-1-bis")).expect("send");
+        tx1.send(batch("b-before-1")).expect("send");
+        tx1.send(batch("b-before-1-bis")).expect("send");
+        tx1.send(barrier(1)).expect("send");
+        tx1.send(batch("b-after-1")).expect("send");
         drop((tx0, tx1));
 
         let seen = drain(&mut InputGate::new(vec![rx0, rx1]));
@@ -212,13 +212,13 @@ mod tests {
             .expect("snapshot taken");
         for before in ["b-before-1", "b-before-1-bis"] {
             assert!(
-                seen.iter().position(|s| s == before).unwrap() < snapshot,
+                seen.iter().position(|s| s == before).expect("seen") < snapshot,
                 "{seen:?}"
             );
         }
         for after in ["a-after-1", "a-after-1-bis", "b-after-1"] {
             assert!(
-                seen.iter().position(|s| s == after).unwrap() > snapshot,
+                seen.iter().position(|s| s == after).expect("seen") > snapshot,
                 "{seen:?}"
             );
         }
@@ -231,12 +231,12 @@ mod tests {
     fn blocked_input_is_not_drained() {
         let (tx0, rx0) = bounded(2);
         let (tx1, rx1) = bounded(2);
-        tx0.send(barrier(7)).unwrap();
-        tx0.send(batch("x")).unwrap();
+        tx0.send(barrier(7)).expect("send");
+        tx0.send(batch("x")).expect("send");
         let mut gate = InputGate::new(vec![rx0, rx1]);
         for _ in 0..3 {
             assert!(matches!(
-                gate.next(Duration::from_millis(20)).unwrap(),
+                gate.next(Duration::from_millis(20)).expect("an event"),
                 GateEvent::Timeout
             ));
             assert_eq!(
@@ -245,12 +245,12 @@ mod tests {
                 "the record behind the barrier was read before alignment"
             );
         }
-        tx1.send(barrier(7)).unwrap();
+        tx1.send(barrier(7)).expect("send");
         assert!(
-            matches!(gate.next(Duration::from_millis(20)).unwrap(), GateEvent::Aligned(b) if b.id == CheckpointId(7))
+            matches!(gate.next(Duration::from_millis(20)).expect("an event"), GateEvent::Aligned(b) if b.id == CheckpointId(7))
         );
         assert!(matches!(
-            gate.next(Duration::from_millis(20)).unwrap(),
+            gate.next(Duration::from_millis(20)).expect("an event"),
             GateEvent::Batch(_)
         ));
         assert_eq!(tx0.len(), 0);
@@ -262,19 +262,19 @@ mod tests {
         let (tx1, rx1) = bounded(8);
         let mut gate = InputGate::new(vec![rx0, rx1]);
         let next_watermark =
-            |gate: &mut InputGate| match gate.next(Duration::from_millis(50)).unwrap() {
+            |gate: &mut InputGate| match gate.next(Duration::from_millis(50)).expect("an event") {
                 GateEvent::Watermark(w) => Some(w.0),
                 GateEvent::Timeout => None,
                 other => panic!("unexpected {other:?}"),
             };
-        tx0.send(Message::Watermark(Watermark(10))).unwrap();
-        tx1.send(Message::Watermark(Watermark(5))).unwrap();
+        tx0.send(Message::Watermark(Watermark(10))).expect("send");
+        tx1.send(Message::Watermark(Watermark(5))).expect("send");
         assert_eq!(next_watermark(&mut gate), Some(5));
-        tx1.send(Message::Watermark(Watermark(20))).unwrap();
+        tx1.send(Message::Watermark(Watermark(20))).expect("send");
         assert_eq!(next_watermark(&mut gate), Some(10));
         drop(tx1); // an ended input no longer holds the watermark back
         assert_eq!(next_watermark(&mut gate), None);
-        tx0.send(Message::Watermark(Watermark(30))).unwrap();
+        tx0.send(Message::Watermark(Watermark(30))).expect("send");
         assert_eq!(next_watermark(&mut gate), Some(30));
         drop(tx0);
         assert_eq!(next_watermark(&mut gate), Some(i64::MAX));
@@ -284,8 +284,8 @@ mod tests {
     fn interleaved_barriers_are_a_protocol_error() {
         let (tx0, rx0) = bounded(8);
         let (tx1, rx1) = bounded(8);
-        tx0.send(barrier(1)).unwrap();
-        tx1.send(barrier(2)).unwrap();
+        tx0.send(barrier(1)).expect("send");
+        tx1.send(barrier(2)).expect("send");
         let mut gate = InputGate::new(vec![rx0, rx1]);
         let mut result = Ok(GateEvent::Timeout);
         for _ in 0..3 {

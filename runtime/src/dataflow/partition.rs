@@ -120,7 +120,7 @@ mod tests {
         for i in 0..100 {
             batch.push(format!("k{}", i % 10).as_bytes(), b"v", i);
         }
-        writer.send_batch(batch).unwrap();
+        writer.send_batch(batch).expect("sent");
         let keys = |rx: &crossbeam_channel::Receiver<Message>| -> Vec<Vec<u8>> {
             rx.try_iter()
                 .flat_map(|m| match m {

@@ -80,6 +80,10 @@ impl MapperInstance {
 
     /// Maps one batch; when the call fails, hands the batch back with the error (moved,
     /// not copied: the guest read it in place), so its owner can look at its records.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error carries the batch it hands back, moved once per failed call, never on the record path"
+    )]
     pub fn map_or_hand_back(&mut self, batch: RecordBatch) -> Result<MapOutput, MapFailure> {
         let input_len = batch.len();
         let input_bytes = batch.byte_size();

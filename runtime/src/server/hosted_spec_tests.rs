@@ -4,6 +4,9 @@ use serde_json::json;
 
 use super::*;
 
+/// A spec edit and the start of the refusal it must meet.
+type Case = (Box<dyn Fn(&mut Value)>, &'static str);
+
 const MODULE: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 /// An aggregator of the tenant's.
 const AGGREGATOR: &str = "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789";
@@ -105,7 +108,7 @@ fn a_good_spec_is_completed_inside_the_namespace() {
 
 #[test]
 fn fields_the_server_chooses_are_refused_by_name() {
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Box::new(|s| s["sources"][0]["group"] = json!("b.wc")),
             "spec field sources[0].group:",
@@ -224,7 +227,7 @@ fn host_buffers_above_the_defaults_are_refused_by_name() {
         s["steps"][0] = json!({"type": "aggregate", "module": AGGREGATOR});
         s["steps"][0][field] = value;
     };
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Box::new(|s| s["sources"][0]["buffer_bytes"] = json!("1GiB")),
             "spec field sources[0].buffer_bytes: 1073741824 exceeds 4194304",
@@ -280,7 +283,7 @@ fn knobs_that_outlast_a_shared_server_are_capped_by_name() {
         s["steps"][0] = json!({"type": "aggregate", "module": AGGREGATOR});
         s["steps"][0][field] = value;
     };
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Box::new(move |s| aggregate(s, "max_accumulator_bytes", json!("4GiB"))),
             "spec field steps[0].max_accumulator_bytes: 4294967296 exceeds 1048576",

@@ -726,7 +726,7 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
             let upload = || s.post_bytes("/v1/modules?name=big", Some(&a), &bytes);
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(upload));
         });
-        weir_tests::wait_for_a_lasting_process(&compile, Duration::from_secs(120));
+        weir_tests::wait_for_a_lasting_process(compile, Duration::from_secs(120));
         assert_eq!(part_files(), 1, "the upload's part file, while it compiles");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(s.pid() as i32),
@@ -737,7 +737,7 @@ fn a_server_killed_while_it_compiles_leaves_no_compile_and_no_part_file() {
     drop(s);
     // Gone at once (the kernel's parent-death signal), well before the compile itself
     // could end (seconds).
-    weir_tests::assert_processes_gone_within(&compile, Duration::from_secs(2), "the compile");
+    weir_tests::assert_processes_gone_within(compile, Duration::from_secs(2), "the compile");
     assert_eq!(
         part_files(),
         1,

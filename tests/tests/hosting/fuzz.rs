@@ -60,16 +60,14 @@ fn fuzz(server: &TestServer, token: &str) -> u64 {
                 .join("\n")
         );
     }
-    let generated = text
-        .lines()
+    text.lines()
         .find_map(|l| {
             l.trim()
                 .split_once(" generated, ")
                 .map(|(n, _)| n.trim().to_owned())
         })
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count in schemathesis output:\n{text}"));
-    generated
+        .unwrap_or_else(|| panic!("no count in schemathesis output:\n{text}"))
 }
 
 #[test]

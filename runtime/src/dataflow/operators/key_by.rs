@@ -66,7 +66,7 @@ mod tests {
         batch.push(b"old", b"not json", 3);
         batch.push(b"", br#"{"other":1}"#, 4);
         let mut out = Output::default();
-        op.handle_batch(batch, &mut out).unwrap();
+        op.handle_batch(batch, &mut out).expect("handled");
         let keys: Vec<&[u8]> = out.batches[0].iter().map(|r| r.key).collect();
         assert_eq!(keys, [b"u1".as_slice(), b"42"]);
         assert_eq!(out.dead_letters.len(), 2);

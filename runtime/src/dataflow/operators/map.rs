@@ -111,6 +111,10 @@ impl MapOperator {
     /// One guest call over `batch` (records `first..` of this subtask). On failure the
     /// instance is dropped, and the batch handed back unless the failure was not the
     /// call's (no instance could be made).
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error carries the batch it hands back, moved once per failed call, never on the record path"
+    )]
     fn call(
         &mut self,
         batch: RecordBatch,
@@ -210,6 +214,10 @@ impl MapOperator {
     /// `error`: under `"dead-letter"`, if it ran out of its deadline, it is made once
     /// more in a fresh instance (see the module's invariants). A second failure is
     /// the record's, its error saying it was the second.
+    #[allow(
+        clippy::result_large_err,
+        reason = "a failed call's error, made once per failed call"
+    )]
     fn second_try(
         &mut self,
         error: GuestCallError,

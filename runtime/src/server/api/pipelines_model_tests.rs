@@ -197,7 +197,7 @@ fn processes(data: &FsPath, name: &str) -> Vec<(u32, String)> {
             .split(|&b| b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.iter().any(|a| *a == spec) {
+        if args.contains(&spec) {
             let worker = args
                 .iter()
                 .position(|a| a == "--worker")

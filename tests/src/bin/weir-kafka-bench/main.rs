@@ -526,7 +526,7 @@ fn verify_counts(output: &str, records: u64, words: u64) -> anyhow::Result<Vec<i
     let mut highest: BTreeMap<String, u64> = BTreeMap::new();
     let read = kafka::read_all_timed(output, "read_committed");
     for (_, value, _) in &read {
-        let json: serde_json::Value = serde_json::from_str(&value)
+        let json: serde_json::Value = serde_json::from_str(value)
             .with_context(|| format!("a word count in {output}: {value}"))?;
         let (Some(word), Some(count)) = (json["word"].as_str(), json["count"].as_u64()) else {
             bail!("not a word count in {output}: {value}");
