@@ -18,7 +18,9 @@
 //!    starts the clean-up of earlier layouts (`layout_cleanup`).
 //!
 //! The checkpoint timeout bounds steps 1-5 together: pre-commit and commit get the
-//! deadline that the acknowledgements had.
+//! deadline that the acknowledgements had. It is counted in time the process ran: a
+//! pause while the acknowledgements are awaited (SIGSTOP, a frozen VM) moves the
+//! deadline by its length (`watchdog::RunningDeadline`).
 //!
 //! A bounded run ends with a final checkpoint, triggered as soon as every source has
 //! read all its input; after it, the tasks exit. A stop request (`stop` non-zero: the
@@ -45,7 +47,7 @@ use crate::metrics::{PipelineMetrics, unix_ms};
 use crate::record::message::Barrier;
 use crate::record::{CheckpointId, OperatorSnapshot};
 use crate::storage::CheckpointStorage;
-use crate::watchdog;
+use crate::watchdog::{self, RunningDeadline};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -263,12 +265,12 @@ impl Coordinator {
     ) -> Result<(), CoordinatorError> {
         let started = Instant::now();
         self.trigger(Barrier { id, is_final });
-        let deadline = started + self.config.timeout;
-        let acks = self.collect_acks(id, deadline, drained)?;
+        let mut deadline = RunningDeadline::new(started + self.config.timeout);
+        let acks = self.collect_acks(id, &mut deadline, drained)?;
         let duration = started.elapsed();
-        self.pre_commit(id, deadline)?;
+        self.pre_commit(id, deadline.at())?;
         let metadata = self.complete(id, is_final, duration, acks)?;
-        self.commit(&metadata, deadline)?;
+        self.commit(&metadata, deadline.at())?;
         self.retain(id)
     }
 
@@ -286,15 +288,16 @@ impl Coordinator {
     fn collect_acks(
         &self,
         id: CheckpointId,
-        deadline: Instant,
+        deadline: &mut RunningDeadline,
         drained: &mut BTreeSet<String>,
     ) -> Result<TaskSnapshots, CoordinatorError> {
         let mut acks = TaskSnapshots::new();
         while acks.len() < self.tasks.len() {
-            match self
+            let event = self
                 .events
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
+                .recv_timeout(deadline.wait_for(Instant::now(), Duration::MAX));
+            deadline.woke(Instant::now());
+            match event {
                 Ok(TaskEvent::Ack {
                     task,
                     checkpoint,
@@ -303,7 +306,10 @@ impl Coordinator {
                     acks.insert(task, snapshots);
                 }
                 Ok(event) => self.on_other_event(event, id, drained)?,
-                Err(RecvTimeoutError::Timeout) => return Err(self.timeout(id, &acks)),
+                Err(RecvTimeoutError::Timeout) if deadline.passed(Instant::now()) => {
+                    return Err(self.timeout(id, &acks));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(CoordinatorError::TasksGone {
                         pipeline: self.config.pipeline.clone(),

@@ -34,6 +34,7 @@
 //!   error (a transaction the broker aborted meanwhile) is the line to fail with.
 
 mod pauses;
+pub mod running_deadline;
 #[cfg(test)]
 mod tests;
 
@@ -49,6 +50,7 @@ use crate::periodic::Periodic;
 
 pub use pauses::PAUSE_AFTER;
 use pauses::Pauses;
+pub use running_deadline::RunningDeadline;
 
 /// How long past its bound a watched wait may last before the watchdog fires: time
 /// for a wait that keeps its bound to return and for its error to end the run.

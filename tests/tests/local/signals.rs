@@ -140,3 +140,78 @@ fn sigint_during_a_stuck_guest_call_exits_130_at_the_call_deadline() {
         "{stderr}"
     );
 }
+
+/// Issue 51, item 4: a process stopped (SIGSTOP: a VM pause, a debugger) while its
+/// checkpoint waits for the tasks' acknowledgements does not time the checkpoint out
+/// for the stop: the round is bounded by the time the process ran. The `sleeper`
+/// guest holds the first batch (and so checkpoint 1's barrier) for 2 s; 1.2 s after
+/// the start the process is stopped for 8 s, more than the checkpoint timeout of 6 s.
+/// After SIGCONT the run goes on and ends: exit 0, every line once, no dead letters
+/// (the batch's call, whose deadline passed in the stop, is made again record by
+/// record). Before, the coordinator woke past its deadline and failed the run
+/// ("checkpoint 1 timed out"). Should the stop land before the guest sleeps (a slow
+/// start), nothing waits across it and the run passes as well: the test cannot fail
+/// for the timing, only for a round that counts the stop.
+#[test]
+fn a_stop_longer_than_the_checkpoint_timeout_does_not_time_the_checkpoint_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines: Vec<String> = std::iter::once("sleep 2".to_owned())
+        .chain((0..99).map(|i| format!("line {i}")))
+        .collect();
+    let input = write_file(dir.path(), "in.txt", &(lines.join("\n") + "\n"));
+    let text = format!(
+        r#"
+name = "stopped"
+state_dir = {state}
+
+[checkpoint]
+interval = "200ms"
+timeout = "6s"
+
+[limits]
+call_timeout = "4s"
+
+[[sources]]
+type = "file"
+path = {input}
+
+[[steps]]
+type = "map"
+module = {sleeper}
+on_error = "dead-letter"
+
+[[sinks]]
+type = "file"
+path = {out}
+"#,
+        state = toml_path(&dir.path().join("state")),
+        input = toml_path(&input),
+        sleeper = toml_path(&guest("sleeper")),
+        out = toml_path(&dir.path().join("out")),
+    );
+    let spec = write_file(dir.path(), "stopped.toml", &text);
+    let mut child = weir()
+        .args(["run", "--quiet"])
+        .arg(&spec)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weir");
+    let pid = Pid::from_raw(child.id() as i32);
+    std::thread::sleep(Duration::from_millis(1_200));
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(8));
+    kill(pid, Signal::SIGCONT).expect("SIGCONT");
+    let (status, stderr) =
+        weir_tests::wait_until(&mut child, Instant::now() + Duration::from_secs(60), "weir");
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("100 records in, 100 out, 0 dead letters"),
+        "{stderr}"
+    );
+    assert_eq!(
+        multiset(committed_lines(&dir.path().join("out"))),
+        multiset(lines.iter().cloned()),
+        "{stderr}"
+    );
+}

@@ -20,7 +20,7 @@
 //! for a usable broker first), and the caller's wait must not depend on any. Time the
 //! process did not run (SIGSTOP, a frozen VM: the caller woke more than
 //! `watchdog::PAUSE_AFTER` later than it planned) is not counted against the call: the
-//! wait is extended by it.
+//! wait is extended by it (`watchdog::RunningDeadline`).
 //!
 //! Invariants:
 //! - One call at a time, made in order. A call left behind is never answered: its
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use rdkafka::error::KafkaResult;
 
 use crate::connector::kafka::transactional_producer::TransactionalProducer;
-use crate::watchdog::PAUSE_AFTER;
+use crate::watchdog::RunningDeadline;
 
 /// How long past its bound a call may take before it is left behind. librdkafka keeps
 /// a call's bound to within milliseconds when it keeps it at all; the slack is for a
@@ -159,7 +159,7 @@ impl CallThread {
         bound: Duration,
     ) -> Result<KafkaResult<()>, LeftBehind> {
         let started = Instant::now();
-        let mut give_up = started + bound + GRACE;
+        let mut give_up = RunningDeadline::new(started + bound + GRACE);
         let mut next_nudge = started + NUDGE;
         let mut state = exchange.state();
         loop {
@@ -170,7 +170,7 @@ impl CallThread {
                 return Ok(result);
             }
             let now = Instant::now();
-            if now >= give_up && leave_behind_one() {
+            if give_up.passed(now) && leave_behind_one() {
                 *state = State::LeftBehind;
                 return Err(LeftBehind {
                     waited: started.elapsed(),
@@ -180,20 +180,19 @@ impl CallThread {
                 self.nudge();
                 next_nudge = now + NUDGE;
             }
-            let planned = if now < give_up {
-                next_nudge.min(give_up)
+            let until_nudge = next_nudge.saturating_duration_since(now);
+            let wait = if give_up.passed(now) {
+                // Past the bound with MAX_LEFT_BEHIND calls left behind: only waits.
+                until_nudge
             } else {
-                next_nudge
+                give_up.wait_for(now, until_nudge)
             };
-            let (next, waited) = exchange
+            state = exchange
                 .changed
-                .wait_timeout(state, planned - now)
-                .unwrap_or_else(|e| e.into_inner());
-            state = next;
-            let late = Instant::now().saturating_duration_since(planned);
-            if waited.timed_out() && late > PAUSE_AFTER {
-                give_up += late;
-            }
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            give_up.woke(Instant::now());
         }
     }
 }
