@@ -30,13 +30,13 @@
 //!   holds a thread and a producer until librdkafka returns). Past that, the caller
 //!   waits for the call whatever it takes, and the watchdog ends a process stuck past
 //!   its bound (`watchdog`), as before calls were left behind.
-//! - Dropping a `CallThread` ends its thread and joins it, unless its call was left
-//!   behind: that thread ends when librdkafka returns. Its nudger, if it started,
-//!   ends after the refresh it is making; nothing waits for it.
+//! - Dropping a `CallThread` ends its thread once its call returns (at once when it is
+//!   idle), and its nudger after the refresh it is making. Nothing waits for either:
+//!   the last reference to the producer may be theirs, and closing a producer can wait
+//!   for a stalled broker, which a failed run must not (`KafkaCommitUnit`'s `Drop`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, mpsc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::error::KafkaResult;
@@ -96,11 +96,11 @@ type Job = (Call, Arc<Exchange>);
 
 pub struct CallThread {
     producer: Arc<dyn TransactionalProducer>,
-    jobs: Option<mpsc::Sender<Job>>,
+    /// Dropped with the `CallThread`, which ends the thread.
+    jobs: mpsc::Sender<Job>,
     /// Wakes the nudger, started at the first call that lasts [`NUDGE`]; `None` inside
     /// if it could not be started (the call is then only waited for).
     nudger: OnceLock<Option<mpsc::SyncSender<()>>>,
-    thread: Option<JoinHandle<()>>,
     /// Set once a call was left behind.
     left_behind: Mutex<bool>,
 }
@@ -110,14 +110,15 @@ impl CallThread {
     pub fn spawn(name: &str, producer: Arc<dyn TransactionalProducer>) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let on_thread = producer.clone();
-        let thread = std::thread::Builder::new()
+        // Not joined: the thread may hold the producer's last reference, and closing a
+        // producer can wait for a stalled broker (see the module's invariants).
+        std::thread::Builder::new()
             .name(name.into())
             .spawn(move || serve(&*on_thread, queue))?;
         Ok(CallThread {
             producer,
-            jobs: Some(jobs),
+            jobs,
             nudger: OnceLock::new(),
-            thread: Some(thread),
             left_behind: Mutex::new(false),
         })
     }
@@ -133,11 +134,7 @@ impl CallThread {
             });
         }
         let exchange = Arc::new(Exchange::default());
-        let sent = self
-            .jobs
-            .as_ref()
-            .map(|jobs| jobs.send((call, exchange.clone())));
-        if !matches!(sent, Some(Ok(()))) {
+        if self.jobs.send((call, exchange.clone())).is_err() {
             // The thread is gone (it panicked): nothing can run on this producer.
             *left_behind = true;
             return Err(LeftBehind {
@@ -241,16 +238,6 @@ fn serve(producer: &dyn TransactionalProducer, queue: mpsc::Receiver<Job>) {
         }
         *state = State::Returned(result);
         exchange.changed.notify_all();
-    }
-}
-
-impl Drop for CallThread {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        let left_behind = *self.left_behind.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(thread), false) = (self.thread.take(), left_behind) {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -89,7 +89,6 @@ struct Slot {
     /// The transactional id (or a description for the at-least-once producer).
     id: String,
     /// The thread of the producer's checkpoint-time calls, started at the first.
-    /// Declared before `producer`: dropped (and joined) first.
     calls: OnceLock<CallThread>,
     /// rdkafka's producer in a run; a fake in the in-process tests. `None` only once
     /// the unit is being dropped (see `KafkaCommitUnit`'s `Drop`).
