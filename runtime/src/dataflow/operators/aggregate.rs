@@ -57,7 +57,8 @@ use serde::{Deserialize, Serialize};
 use crate::dataflow::operator::{DeferredSnapshot, Operator, OperatorError, Output, Snapshot};
 use crate::dataflow::operators::OnError;
 use crate::dataflow::operators::guest_call::{
-    GuestCallError, MAX_FAILED_ALONE, display_key, fail_alone, memory_note, sample_and_recycle,
+    GuestCallError, MAX_FAILED_ALONE, SECOND_CALL_NOTE, calls_again, display_key, fail_alone,
+    memory_note, sample_and_recycle,
 };
 use crate::dataflow::operators::window_index::WindowIndex;
 use crate::dataflow::partition::key_group;
@@ -358,12 +359,6 @@ struct FailedCall {
     second: bool,
 }
 
-impl FailedCall {
-    fn ran_out_of_its_deadline(&self) -> bool {
-        matches!(self.source, engine::EngineError::CpuDeadline { .. })
-    }
-}
-
 /// `indices` as ranges of consecutive values, in order: `[3, 4, 5, 9, 2]` is `3..6`,
 /// `9..10`, `2..3`.
 fn consecutive_runs(indices: &[u32]) -> impl Iterator<Item = Range<usize>> + '_ {
@@ -541,11 +536,7 @@ impl AggregateOperator {
             key,
             note: memory_note(&failed.source, failed.input_bytes)
                 + &self.config.state_note
-                + if failed.second {
-                    " (the second call, in a fresh instance)"
-                } else {
-                    ""
-                },
+                + if failed.second { SECOND_CALL_NOTE } else { "" },
             source: failed.source,
         }
     }
@@ -613,7 +604,7 @@ impl AggregateOperator {
                 Err(failed) => self.failed_alone(batch, record, failed, out),
             };
         }
-        let deadline = failed.ran_out_of_its_deadline();
+        let deadline = matches!(failed.source, engine::EngineError::CpuDeadline { .. });
         let batch_error = self.guest_error(batch, None, failed);
         if deadline && self.config.on_error == OnError::Fail {
             return Err(batch_error.into());
@@ -669,11 +660,9 @@ impl AggregateOperator {
         failed: FailedCall,
         out: &mut Output,
     ) -> Result<Result<(), FailedCall>, OperatorError> {
-        if !failed.ran_out_of_its_deadline() || self.config.on_error != OnError::DeadLetter {
+        if !calls_again(&self.config.id, &failed.source, self.config.on_error) {
             return Ok(Err(failed));
         }
-        tracing::warn!(step = %self.config.id, error = %failed.source,
-            "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
         Ok(self
             .try_update(batch, groups, range, out)?
             .map_err(|again| FailedCall {

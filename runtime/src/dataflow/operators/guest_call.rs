@@ -4,6 +4,7 @@
 //! may fail alone before the step fails (`MAX_FAILED_ALONE`, `fail_alone`), and the
 //! instance's memory sampled and recycled after each call (`sample_and_recycle`).
 
+use crate::dataflow::operators::OnError;
 use crate::engine::{EngineError, GuestInstance};
 use crate::metrics::guest_memory::GuestMemoryGauge;
 
@@ -13,6 +14,23 @@ const KEY_SHOWN_BYTES: usize = 64;
 /// Records of one batch that may fail alone under `on_error = "dead-letter"` before the
 /// step fails: a guest failing on everything is a bug, not bad records.
 pub const MAX_FAILED_ALONE: usize = 16;
+
+/// What a refused record's reason ends with when its second call failed too.
+pub const SECOND_CALL_NOTE: &str = " (the second call, in a fresh instance)";
+
+/// Whether a call over one record that failed with `error`, in a step whose records
+/// fail as `on_error` says, is made once more in a fresh instance before the record is
+/// refused: under `"dead-letter"`, when it ran out of its deadline, which is
+/// wall-clock and which a starved or paused host can spend with the guest barely run.
+/// Says so in the log when it is.
+pub fn calls_again(step: &str, error: &EngineError, on_error: OnError) -> bool {
+    let again = on_error == OnError::DeadLetter && matches!(error, EngineError::CpuDeadline { .. });
+    if again {
+        tracing::warn!(step, %error,
+            "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
+    }
+    again
+}
 
 /// A guest call failed; says which records were being processed.
 #[derive(Debug, thiserror::Error)]

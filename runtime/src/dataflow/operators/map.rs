@@ -25,7 +25,8 @@ use std::sync::Arc;
 use crate::dataflow::operator::{Operator, OperatorError, Output};
 use crate::dataflow::operators::OnError;
 use crate::dataflow::operators::guest_call::{
-    GuestCallError, MAX_FAILED_ALONE, fail_alone, memory_note, sample_and_recycle,
+    GuestCallError, MAX_FAILED_ALONE, SECOND_CALL_NOTE, calls_again, fail_alone, memory_note,
+    sample_and_recycle,
 };
 use crate::engine::{EngineError, GuestLimits, GuestModule, MapOutput, MapperInstance};
 use crate::metrics::guest_memory::GuestMemoryGauge;
@@ -224,16 +225,11 @@ impl MapOperator {
         one: RecordBatch,
         index: u64,
     ) -> Result<MapOutput, GuestCallError> {
-        let deadline = matches!(error.source, EngineError::CpuDeadline { .. });
-        if !deadline || self.on_error != OnError::DeadLetter {
+        if !calls_again(&self.id, &error.source, self.on_error) {
             return Err(error);
         }
-        tracing::warn!(step = %self.id, record = index, error = %error,
-            "a guest call over one record ran out of its deadline: calling it once more in a fresh instance");
         self.call(one, index).map_err(|(mut again, _)| {
-            again
-                .note
-                .push_str(" (the second call, in a fresh instance)");
+            again.note.push_str(SECOND_CALL_NOTE);
             again
         })
     }
