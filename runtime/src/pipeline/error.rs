@@ -154,15 +154,29 @@ impl PipelineError {
     /// `KafkaError::is_transient`), found anywhere in its chain of sources: the run may
     /// be restarted from its last committed checkpoint (`pipeline::run`).
     pub fn is_transient(&self) -> bool {
+        self.has_kafka_cause(KafkaError::is_transient)
+    }
+
+    /// Whether this failure is a Kafka cluster that did not answer within the bound
+    /// (`KafkaError::Unreachable`), found anywhere in its chain of sources.
+    pub fn is_unreachable(&self) -> bool {
+        self.has_kafka_cause(|k| matches!(k, KafkaError::Unreachable { .. }))
+    }
+
+    /// Whether a Kafka error in this failure's chain of sources is `what`.
+    fn has_kafka_cause(&self, what: impl Fn(&KafkaError) -> bool) -> bool {
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = next {
-            let kafka = e
-                .downcast_ref::<KafkaError>()
-                .or_else(|| match e.downcast_ref() {
-                    Some(ConnectorError::Kafka(k)) => Some(&**k),
-                    _ => None,
-                });
-            if kafka.is_some_and(KafkaError::is_transient) {
+            // `Connector`'s source is a `Box<ConnectorError>`, which thiserror hands
+            // on as the box itself: both are looked for.
+            let connector = e
+                .downcast_ref::<ConnectorError>()
+                .or_else(|| e.downcast_ref::<Box<ConnectorError>>().map(|b| &**b));
+            let kafka = e.downcast_ref::<KafkaError>().or(match connector {
+                Some(ConnectorError::Kafka(k)) => Some(&**k),
+                _ => None,
+            });
+            if kafka.is_some_and(&what) {
                 return true;
             }
             next = e.source();

@@ -10,6 +10,11 @@
 //!   [`RESTARTS_IN_A_ROW`] restarts follow one another without a run lasting
 //!   [`SETTLED`]; each waits [`FIRST_PAUSE`], doubled at each restart in a row. Past
 //!   that, or for any other failure, the error is the run's.
+//! - A failure in recovery or start-up goes through the same rule as one while running
+//!   (a broker lost while a run starts is a failover too). On a restart, a cluster that
+//!   does not answer ([`PipelineError::is_unreachable`]) is also transient: it answered
+//!   the run before, so it is failing over; a first run that cannot reach the cluster
+//!   fails at once (a wrong `bootstrap` is the operator's to fix, not to wait out).
 //! - A restart never deletes anything: `from_scratch` and `from_checkpoint` apply to
 //!   the first recovery only. A run asked to stop is not restarted.
 
@@ -27,32 +32,155 @@ pub const RESTARTS_IN_A_ROW: u32 = 3;
 /// A run that lasted this long before failing settled: the next failure starts a new row.
 const SETTLED: Duration = Duration::from_secs(60);
 /// Pause before the first restart of a row.
-const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const FIRST_PAUSE: Duration = if cfg!(test) {
+    Duration::from_millis(1)
+} else {
+    Duration::from_secs(1)
+};
 
 /// Runs `spec` until its sources are drained and the final checkpoint is committed, or
 /// until `options.stop` asks it to stop after one more committed checkpoint.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
+    with_restarts(&spec.name, options, |options| {
+        start(recover(spec, options)?, options)?.wait()
+    })
+}
+
+/// Calls `attempt` (recover, start, wait) until it succeeds or fails for good (see the
+/// module's invariants).
+fn with_restarts(
+    pipeline: &str,
+    options: &RunOptions,
+    mut attempt: impl FnMut(&RunOptions) -> Result<RunSummary, PipelineError>,
+) -> Result<RunSummary, PipelineError> {
     let mut options = options.clone();
     let mut in_a_row = 0u32;
+    let mut restarting = false;
     loop {
         let started = Instant::now();
-        let error = match start(recover(spec, &options)?, &options)?.wait() {
+        let error = match attempt(&options) {
             Ok(summary) => return Ok(summary),
             Err(e) => e,
         };
         if started.elapsed() >= SETTLED {
             in_a_row = 0;
         }
+        let transient = error.is_transient() || (restarting && error.is_unreachable());
         let asked_to_stop = options.stop.load(Ordering::SeqCst) != 0;
-        if !error.is_transient() || asked_to_stop || in_a_row >= RESTARTS_IN_A_ROW {
+        if !transient || asked_to_stop || in_a_row >= RESTARTS_IN_A_ROW {
             return Err(error);
         }
         let pause = FIRST_PAUSE * 2u32.pow(in_a_row);
         in_a_row += 1;
-        tracing::warn!(pipeline = %spec.name, restart = in_a_row, ?pause, error = %error,
+        restarting = true;
+        tracing::warn!(%pipeline, restart = in_a_row, ?pause, error = %error,
             "the run failed while the Kafka cluster was failing over or stalled: restarting it from its last committed checkpoint");
         std::thread::sleep(pause);
         options.from_scratch = false;
         options.from_checkpoint = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::checkpoint::coordinator::RunEnd;
+    use crate::connector::kafka::KafkaError;
+    use crate::record::CheckpointId;
+
+    fn failure(kafka: KafkaError) -> PipelineError {
+        PipelineError::connector("p", "kafka-sink", kafka)
+    }
+
+    fn unreachable() -> PipelineError {
+        failure(KafkaError::Unreachable {
+            bootstrap: "b1,b2,b3".into(),
+            timeout: Duration::from_secs(10),
+            reason: "OperationTimedOut".into(),
+        })
+    }
+
+    fn aborted() -> PipelineError {
+        failure(KafkaError::TransactionAborted {
+            transactional_id: "weir.p.0.0".into(),
+            call: "adding the offsets of checkpoint 10".into(),
+            reason: "Coordinator not available".into(),
+        })
+    }
+
+    fn finished() -> RunSummary {
+        RunSummary {
+            metrics: Default::default(),
+            end: RunEnd::Finished(CheckpointId(7)),
+            restored_from: None,
+        }
+    }
+
+    /// Runs `with_restarts` over `outcomes`, one per attempt; answers the result and
+    /// the options each attempt saw (whether it started from scratch).
+    fn run_through(
+        mut outcomes: Vec<Result<RunSummary, PipelineError>>,
+    ) -> (Result<RunSummary, PipelineError>, Vec<bool>) {
+        outcomes.reverse();
+        let mut seen = Vec::new();
+        let options = RunOptions {
+            from_scratch: true,
+            ..Default::default()
+        };
+        let result = with_restarts("p", &options, |o| {
+            seen.push(o.from_scratch);
+            outcomes.pop().expect("no attempt past the outcomes")
+        });
+        (result, seen)
+    }
+
+    #[test]
+    fn a_recovery_that_cannot_reach_a_failing_over_cluster_is_restarted() {
+        // The run failed in a failover; its restart's recovery asked a dead broker.
+        let (result, seen) = run_through(vec![Err(aborted()), Err(unreachable()), Ok(finished())]);
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            seen,
+            [true, false, false],
+            "only the first recovery starts over"
+        );
+    }
+
+    #[test]
+    fn a_first_run_that_cannot_reach_the_cluster_fails_at_once() {
+        let (result, seen) = run_through(vec![Err(unreachable())]);
+        assert!(result.unwrap_err().is_unreachable());
+        assert_eq!(seen.len(), 1);
+    }
+
+    #[test]
+    fn a_transient_failure_in_a_first_recovery_is_restarted() {
+        let (result, seen) = run_through(vec![Err(aborted()), Ok(finished())]);
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn restarts_in_a_row_end_with_the_last_error() {
+        let outcomes = (0..=RESTARTS_IN_A_ROW).map(|_| Err(aborted())).collect();
+        let (result, seen) = run_through(outcomes);
+        assert!(result.unwrap_err().is_transient());
+        assert_eq!(seen.len() as u32, RESTARTS_IN_A_ROW + 1);
+    }
+
+    #[test]
+    fn a_failure_that_is_not_kafkas_is_not_restarted() {
+        let error = PipelineError::CoordinatorPanicked {
+            pipeline: "p".into(),
+            message: "a bug".into(),
+        };
+        let (result, seen) = run_through(vec![Err(aborted()), Err(error)]);
+        assert!(matches!(
+            result,
+            Err(PipelineError::CoordinatorPanicked { .. })
+        ));
+        assert_eq!(seen.len(), 2);
     }
 }

@@ -24,7 +24,7 @@ use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::{ClientConfig, TopicPartitionList};
 
 use crate::connector::kafka::error::{KafkaError, reason};
-use crate::connector::kafka::error_class::{ErrorClass, classify, is_denied};
+use crate::connector::kafka::error_class::{ErrorClass, classify, classify_code, is_denied};
 use crate::connector::kafka::names::is_derived_topic;
 use crate::connector::kafka::security::ClientSecurity;
 
@@ -384,7 +384,12 @@ fn transaction_max_timeout_of(
             what: what(),
             reason: "empty answer".into(),
         })?
-        .map_err(|code| KafkaError::from_code(what(), code));
+        .map_err(|code| match classify_code(code) {
+            // The broker was asked and did not answer in time (it is down or its
+            // session has not timed out yet): the caller asks another.
+            ErrorClass::Retriable => unreachable(format!("{}: {code}", what())),
+            _ => KafkaError::from_code(what(), code),
+        });
     let resource = match resource {
         Err(KafkaError::NotAuthorized { .. }) => return Ok(None),
         other => other?,
