@@ -11,10 +11,11 @@
 //!   [`SETTLED`]; each waits [`FIRST_PAUSE`], doubled at each restart in a row. Past
 //!   that, or for any other failure, the error is the run's.
 //! - A failure in recovery or start-up goes through the same rule as one while running
-//!   (a broker lost while a run starts is a failover too). On a restart, a cluster that
-//!   does not answer ([`PipelineError::is_unreachable`]) is also transient: it answered
-//!   the run before, so it is failing over; a first run that cannot reach the cluster
-//!   fails at once (a wrong `bootstrap` is the operator's to fix, not to wait out).
+//!   (a broker lost while a run starts is a failover too). Once a recovery of the run
+//!   has reached the cluster, a cluster that does not answer
+//!   ([`PipelineError::is_unreachable`]) is also transient: it answered before, so it is
+//!   failing over; a run that never reached it fails at once (a wrong `bootstrap` is the
+//!   operator's to fix, not to wait out).
 //! - A restart never deletes anything: `from_scratch` and `from_checkpoint` apply to
 //!   the first recovery only. A run asked to stop is not restarted.
 
@@ -41,38 +42,43 @@ const FIRST_PAUSE: Duration = if cfg!(test) {
 /// Runs `spec` until its sources are drained and the final checkpoint is committed, or
 /// until `options.stop` asks it to stop after one more committed checkpoint.
 pub fn run(spec: &PipelineSpec, options: &RunOptions) -> Result<RunSummary, PipelineError> {
-    with_restarts(&spec.name, options, |options| {
-        start(recover(spec, options)?, options)?.wait()
+    with_restarts(&spec.name, options, |options, recovered| {
+        let recovered_run = recover(spec, options)?;
+        *recovered = true;
+        start(recovered_run, options)?.wait()
     })
 }
 
-/// Calls `attempt` (recover, start, wait) until it succeeds or fails for good (see the
-/// module's invariants).
+/// Calls `attempt` (recover, start, wait; it sets its flag once recovery is done) until
+/// it succeeds or fails for good (see the module's invariants).
 fn with_restarts(
     pipeline: &str,
     options: &RunOptions,
-    mut attempt: impl FnMut(&RunOptions) -> Result<RunSummary, PipelineError>,
+    mut attempt: impl FnMut(&RunOptions, &mut bool) -> Result<RunSummary, PipelineError>,
 ) -> Result<RunSummary, PipelineError> {
     let mut options = options.clone();
     let mut in_a_row = 0u32;
-    let mut restarting = false;
+    // Whether the cluster answered a recovery of this run once: it is there.
+    let mut answered = false;
     loop {
         let started = Instant::now();
-        let error = match attempt(&options) {
+        let mut recovered = false;
+        let outcome = attempt(&options, &mut recovered);
+        answered |= recovered;
+        let error = match outcome {
             Ok(summary) => return Ok(summary),
             Err(e) => e,
         };
         if started.elapsed() >= SETTLED {
             in_a_row = 0;
         }
-        let transient = error.is_transient() || (restarting && error.is_unreachable());
+        let transient = error.is_transient() || (answered && error.is_unreachable());
         let asked_to_stop = options.stop.load(Ordering::SeqCst) != 0;
         if !transient || asked_to_stop || in_a_row >= RESTARTS_IN_A_ROW {
             return Err(error);
         }
         let pause = FIRST_PAUSE * 2u32.pow(in_a_row);
         in_a_row += 1;
-        restarting = true;
         tracing::warn!(%pipeline, restart = in_a_row, ?pause, error = %error,
             "the run failed while the Kafka cluster was failing over or stalled: restarting it from its last committed checkpoint");
         std::thread::sleep(pause);
@@ -118,19 +124,31 @@ mod tests {
         }
     }
 
-    /// Runs `with_restarts` over `outcomes`, one per attempt; answers the result and
-    /// the options each attempt saw (whether it started from scratch).
+    /// Runs `with_restarts` over `outcomes`, one per attempt, each after a recovery that
+    /// reached the cluster; answers the result and whether each attempt started from
+    /// scratch.
     fn run_through(
-        mut outcomes: Vec<Result<RunSummary, PipelineError>>,
+        outcomes: Vec<Result<RunSummary, PipelineError>>,
     ) -> (Result<RunSummary, PipelineError>, Vec<bool>) {
+        let recovered = outcomes.iter().map(|_| true).collect();
+        run_through_recoveries(outcomes, recovered)
+    }
+
+    /// `run_through`, where `recovered[i]` says whether attempt `i` got past recovery.
+    fn run_through_recoveries(
+        mut outcomes: Vec<Result<RunSummary, PipelineError>>,
+        mut recovered: Vec<bool>,
+    ) -> (Result<RunSummary, PipelineError>, Vec<bool>) {
+        recovered.reverse();
         outcomes.reverse();
         let mut seen = Vec::new();
         let options = RunOptions {
             from_scratch: true,
             ..Default::default()
         };
-        let result = with_restarts("p", &options, |o| {
+        let result = with_restarts("p", &options, |o, got_past_recovery| {
             seen.push(o.from_scratch);
+            *got_past_recovery = recovered.pop().expect("one flag an attempt");
             outcomes.pop().expect("no attempt past the outcomes")
         });
         (result, seen)
@@ -139,25 +157,31 @@ mod tests {
     #[test]
     fn a_recovery_that_cannot_reach_a_failing_over_cluster_is_restarted() {
         // The run failed in a failover; its restart's recovery asked a dead broker.
-        let (result, seen) = run_through(vec![Err(aborted()), Err(unreachable()), Ok(finished())]);
+        let outcomes = vec![Err(aborted()), Err(unreachable()), Ok(finished())];
+        let (result, seen) = run_through_recoveries(outcomes, vec![true, false, true]);
         assert!(result.is_ok(), "{result:?}");
-        assert_eq!(
-            seen,
-            [true, false, false],
-            "only the first recovery starts over"
-        );
+        let only_the_first_starts_over = [true, false, false];
+        assert_eq!(seen, only_the_first_starts_over);
     }
 
     #[test]
-    fn a_first_run_that_cannot_reach_the_cluster_fails_at_once() {
-        let (result, seen) = run_through(vec![Err(unreachable())]);
+    fn a_running_run_that_loses_the_cluster_for_a_moment_is_restarted() {
+        let (result, seen) = run_through(vec![Err(unreachable()), Ok(finished())]);
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn a_run_that_never_reached_the_cluster_fails_at_once() {
+        let (result, seen) = run_through_recoveries(vec![Err(unreachable())], vec![false]);
         assert!(result.unwrap_err().is_unreachable());
         assert_eq!(seen.len(), 1);
     }
 
     #[test]
     fn a_transient_failure_in_a_first_recovery_is_restarted() {
-        let (result, seen) = run_through(vec![Err(aborted()), Ok(finished())]);
+        let outcomes = vec![Err(aborted()), Ok(finished())];
+        let (result, seen) = run_through_recoveries(outcomes, vec![false, true]);
         assert!(result.is_ok(), "{result:?}");
         assert_eq!(seen.len(), 2);
     }

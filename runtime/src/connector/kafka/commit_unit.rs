@@ -408,20 +408,41 @@ impl KafkaCommitUnit {
             if class != ErrorClass::Retriable
                 || Instant::now() + TRANSACTION_RETRY_PAUSE >= deadline
             {
-                let error = self.call_error(slot, call, &e, started);
-                if class == ErrorClass::Abortable && matches!(error, KafkaError::Client { .. }) {
-                    return Err(KafkaError::TransactionAborted {
-                        transactional_id: slot.id.clone(),
-                        call: call.to_owned(),
-                        reason: reason(&e),
-                    });
-                }
-                return Err(error);
+                return Err(self.final_error(slot, call, (&e, class), started));
             }
             retries += 1;
             tracing::warn!(pipeline = %self.pipeline, producer = %slot.id, call, retries, error = %e,
                 "kafka: a retriable error (a broker failing over?): making the call again");
             std::thread::sleep(TRANSACTION_RETRY_PAUSE);
+        }
+    }
+
+    /// The error that ends `retrying`: a fencing or a timeout as `call_error` says; else
+    /// an abortable error means the coordinator moved (transient), and a retriable one
+    /// still failing at the deadline, a cluster that did not recover in the bound (a
+    /// stall: transient, the run restarts from its last committed checkpoint).
+    fn final_error(
+        &self,
+        slot: &Slot,
+        call: &str,
+        (e, class): (&RdKafkaError, ErrorClass),
+        started: Instant,
+    ) -> KafkaError {
+        let error = self.call_error(slot, call, e, started);
+        if !matches!(error, KafkaError::Client { .. }) {
+            return error;
+        }
+        match class {
+            ErrorClass::Abortable => KafkaError::TransactionAborted {
+                transactional_id: slot.id.clone(),
+                call: call.to_owned(),
+                reason: reason(e),
+            },
+            ErrorClass::Retriable => self.stalled(
+                format!("producer {}: {call} (last: {})", slot.id, reason(e)),
+                started.elapsed(),
+            ),
+            _ => error,
         }
     }
 

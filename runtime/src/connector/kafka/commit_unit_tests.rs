@@ -389,7 +389,8 @@ fn retriable_errors_of_the_transactional_calls_are_retried_until_they_succeed() 
 }
 
 /// A fencing is never retried, and a retriable error that lasts past the checkpoint's
-/// deadline fails the commit at the deadline, not later.
+/// deadline fails the commit at the deadline, not later, as a stalled cluster (the run
+/// restarts in its process: two nodes of three down past the deadline end there).
 #[test]
 fn fenced_calls_and_errors_outlasting_the_deadline_are_not_retried() {
     let (fenced_unit, log) = unit(4);
@@ -425,6 +426,10 @@ fn fenced_calls_and_errors_outlasting_the_deadline_are_not_retried() {
             .to_string()
             .contains("adding the offsets of checkpoint 5"),
         "{failed}"
+    );
+    assert!(
+        matches!(failed, KafkaError::BrokerStalled { .. }) && failed.is_transient(),
+        "{failed:?}"
     );
     let attempts = take(&log)
         .iter()

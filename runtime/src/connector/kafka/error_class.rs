@@ -98,18 +98,39 @@ pub enum ErrorClass {
 /// The class of an error returned by rust-rdkafka.
 pub fn classify(error: &RdKafkaError) -> ErrorClass {
     if let RdKafkaError::Transaction(e) = error {
-        return match classify_code(e.code()) {
-            ErrorClass::Fenced => ErrorClass::Fenced,
-            ErrorClass::Denied => ErrorClass::Denied,
-            _ if e.is_fatal() => ErrorClass::Fatal,
-            _ if e.txn_requires_abort() => ErrorClass::Abortable,
-            _ if e.is_retriable() => ErrorClass::Retriable,
-            _ => ErrorClass::Failed,
+        let flags = TransactionalFlags {
+            fatal: e.is_fatal(),
+            requires_abort: e.txn_requires_abort(),
+            retriable: e.is_retriable(),
         };
+        return classify_transactional(e.code(), flags);
     }
     error
         .rdkafka_error_code()
         .map_or(ErrorClass::Failed, classify_code)
+}
+
+/// What librdkafka says of a transactional API call's error, beside its code.
+#[derive(Debug, Clone, Copy, Default)]
+struct TransactionalFlags {
+    fatal: bool,
+    requires_abort: bool,
+    retriable: bool,
+}
+
+/// The class of a transactional call's error: librdkafka's flags, after the code's own
+/// fencing and denial; a code of [`RETRIABLE`] that librdkafka did not flag is retriable
+/// too (a transactional call to a coordinator that died answers "broker transport
+/// failure" at once, unflagged, where the next coordinator may answer a moment later).
+fn classify_transactional(code: RDKafkaErrorCode, flags: TransactionalFlags) -> ErrorClass {
+    match classify_code(code) {
+        ErrorClass::Fenced => ErrorClass::Fenced,
+        ErrorClass::Denied => ErrorClass::Denied,
+        _ if flags.fatal => ErrorClass::Fatal,
+        _ if flags.requires_abort => ErrorClass::Abortable,
+        class if flags.retriable || class == ErrorClass::Retriable => ErrorClass::Retriable,
+        _ => ErrorClass::Failed,
+    }
 }
 
 /// The class of a bare code (a delivery report's, an error event's, a fatal error's).
@@ -179,5 +200,34 @@ mod tests {
             assert!(is_timeout(&RdKafkaError::Flush(code)), "{code:?}");
         }
         assert!(!is_timeout(&RdKafkaError::Flush(RDKafkaErrorCode::Fatal)));
+    }
+
+    #[test]
+    fn a_transactional_call_to_a_dead_coordinator_is_retriable_though_unflagged() {
+        let unflagged = TransactionalFlags::default();
+        let transport = RDKafkaErrorCode::BrokerTransportFailure;
+        assert_eq!(
+            classify_transactional(transport, unflagged),
+            ErrorClass::Retriable
+        );
+        assert_eq!(
+            classify_transactional(RDKafkaErrorCode::State, unflagged),
+            ErrorClass::Failed
+        );
+        let fatal = TransactionalFlags {
+            fatal: true,
+            ..unflagged
+        };
+        assert_eq!(classify_transactional(transport, fatal), ErrorClass::Fatal);
+        let abort = TransactionalFlags {
+            requires_abort: true,
+            ..unflagged
+        };
+        assert_eq!(
+            classify_transactional(transport, abort),
+            ErrorClass::Abortable
+        );
+        let fenced = RDKafkaErrorCode::ProducerFenced;
+        assert_eq!(classify_transactional(fenced, fatal), ErrorClass::Fenced);
     }
 }
