@@ -140,6 +140,18 @@ pub enum PipelineError {
         to: u32,
     },
 
+    /// A run that kept failing while the Kafka cluster was failing over or stalled:
+    /// the last failure, after `restarts` restarts in a row (`pipeline::run`).
+    #[error(
+        "{source}; pipeline {pipeline} gave up after {restarts} restarts in a row: once the Kafka cluster is available again, a restart resumes from the last committed checkpoint"
+    )]
+    GaveUp {
+        pipeline: String,
+        restarts: u32,
+        #[source]
+        source: Box<PipelineError>,
+    },
+
     /// A rescale could not hand the old workers' units over.
     #[error(transparent)]
     Rescale(Box<crate::pipeline::rescale::RescaleError>),

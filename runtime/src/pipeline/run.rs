@@ -9,7 +9,8 @@
 //!   the process: exactly-once holds across it by the same recovery. At most
 //!   [`RESTARTS_IN_A_ROW`] restarts follow one another without a run lasting
 //!   [`SETTLED`]; each waits [`FIRST_PAUSE`], doubled at each restart in a row. Past
-//!   that, or for any other failure, the error is the run's.
+//!   that the run fails with `GaveUp` (the last failure, and what to do); for any other
+//!   failure, the error is the run's.
 //! - A failure in recovery or start-up goes through the same rule as one while running
 //!   (a broker lost while a run starts is a failover too). Once a recovery of the run
 //!   has reached the cluster, a cluster that does not answer
@@ -74,8 +75,15 @@ fn with_restarts(
         }
         let transient = error.is_transient() || (answered && error.is_unreachable());
         let asked_to_stop = options.stop.load(Ordering::SeqCst) != 0;
-        if !transient || asked_to_stop || in_a_row >= RESTARTS_IN_A_ROW {
+        if !transient || asked_to_stop {
             return Err(error);
+        }
+        if in_a_row >= RESTARTS_IN_A_ROW {
+            return Err(PipelineError::GaveUp {
+                pipeline: pipeline.to_owned(),
+                restarts: in_a_row,
+                source: Box::new(error),
+            });
         }
         let pause = FIRST_PAUSE * 2u32.pow(in_a_row);
         in_a_row += 1;
@@ -190,7 +198,20 @@ mod tests {
     fn restarts_in_a_row_end_with_the_last_error() {
         let outcomes = (0..=RESTARTS_IN_A_ROW).map(|_| Err(aborted())).collect();
         let (result, seen) = run_through(outcomes);
-        assert!(result.unwrap_err().is_transient());
+        let error = result.unwrap_err();
+        assert!(matches!(
+            error,
+            PipelineError::GaveUp {
+                restarts: RESTARTS_IN_A_ROW,
+                ..
+            }
+        ));
+        assert!(
+            error.to_string().ends_with(
+                "gave up after 3 restarts in a row: once the Kafka cluster is available again, a restart resumes from the last committed checkpoint"
+            ),
+            "{error}"
+        );
         assert_eq!(seen.len() as u32, RESTARTS_IN_A_ROW + 1);
     }
 
