@@ -266,8 +266,8 @@ fn a_rolling_restart_of_every_node_is_ridden_through_exactly() {
 }
 
 /// Two of three nodes down: no in-sync quorum for writes, no controller quorum. The run
-/// must fail in bound (its checkpoint timeout, 10 s here, then one restart in the
-/// process, which the watchdog ends if no checkpoint completes for two rounds), naming
+/// must fail in bound (its checkpoint timeout, 10 s here, then the restarts in a row in
+/// the process, which the watchdog ends if no checkpoint completes for two rounds), naming
 /// the brokers that did not answer and ending with a `weir: error:` line; once the
 /// nodes are back, a rerun commits exactly the input.
 #[test]
