@@ -291,12 +291,28 @@ fn run_through_every_fault_point_and_random_kills(
 #[test]
 fn exactly_once_across_fault_points_and_sigkills() {
     let _one_at_a_time = kafka::exclusive();
+    across_fault_points_and_sigkills("eos-crash");
+}
+
+/// The same on the 3-node cluster, formatted with `transaction.version = 2` (the single
+/// broker runs 1): Kafka 4's default protocol, where every transaction bumps the
+/// producer's epoch (KIP-890), under the same kills at every fault point.
+#[test]
+fn on_transaction_version_2_exactly_once_across_fault_points_and_sigkills() {
+    let _one_at_a_time = kafka::exclusive();
+    kafka::on(&kafka::cluster_bootstrap(), || {
+        across_fault_points_and_sigkills("eos2-crash")
+    });
+}
+
+/// The crash test's body, on whichever broker the thread's helpers talk to.
+fn across_fault_points_and_sigkills(label: &str) {
     const RECORDS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
     // Unique: the pipeline's progress topic and group outlive a test run on a shared broker.
-    let name = kafka::unique_name("eos-crash");
+    let name = kafka::unique_name(label);
     let group = format!("weir.{name}");
-    let t = topics("eos-crash");
+    let t = topics(label);
     kafka::produce(&t.input, &input(RECORDS));
     let spec = spec(
         dir.path(),
@@ -330,10 +346,26 @@ fn exactly_once_across_fault_points_and_sigkills() {
 #[test]
 fn a_second_instance_fences_the_first() {
     let _one_at_a_time = kafka::exclusive();
+    second_instance_fences_the_first("eos-zombie");
+}
+
+/// The same on `transaction.version = 2` (the cluster's), where the broker bumps the
+/// epoch at every commit: the second instance's `init_transactions` still fences the
+/// first.
+#[test]
+fn on_transaction_version_2_a_second_instance_fences_the_first() {
+    let _one_at_a_time = kafka::exclusive();
+    kafka::on(&kafka::cluster_bootstrap(), || {
+        second_instance_fences_the_first("eos2-zombie")
+    });
+}
+
+/// The fencing test's body, on whichever broker the thread's helpers talk to.
+fn second_instance_fences_the_first(label: &str) {
     const RECORDS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
-    let name = kafka::unique_name("eos-zombie");
-    let t = topics("eos-zombie");
+    let name = kafka::unique_name(label);
+    let t = topics(label);
     kafka::produce(&t.input, &input(RECORDS));
     // Two machines sharing checkpoint storage, each with its own working state.
     let checkpoints = dir.path().join("checkpoints");
