@@ -1167,3 +1167,68 @@ fn a_reset_pipeline_counts_its_input_again_from_nothing() {
     assert_exactly_once(&second, &uppercased(&[&inputs]));
     assert_exactly_once(&first, &uppercased(&[&inputs]));
 }
+
+// ---------------------------------------------------------------------------------
+// 9. A paused host: SIGSTOP past the checkpoint timeout, ten times
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn stopped_ten_times_past_the_checkpoint_timeout_the_run_goes_on_exactly() {
+    // Issue 51, item 4: a `weir run` SIGSTOPped (a VM pause, a debugger) for twice its
+    // checkpoint timeout, at random moments, ten times: every deadline Weir keeps on its
+    // own work counts time the process ran, so none blames the broker for the stop. The
+    // run must not exit before its end, and its committed output is exactly the input.
+    // How many times it restarted in its process is printed (never asserted: a stop can
+    // land where librdkafka's own timers run out).
+    let _one_at_a_time = kafka::exclusive();
+    let seed: u64 = rand::random();
+    eprintln!("paused host: seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = kafka::unique_name("ops-pause-in");
+    let output = kafka::unique_name("ops-pause-out");
+    kafka::create_topic(&input, PARTITIONS);
+    kafka::create_topic(&output, PARTITIONS);
+    let inputs = spread("pause", PARTITIONS, 1_500);
+    kafka::produce(&input, &inputs);
+    let mut spec = Spec::uppercase(
+        dir.path(),
+        &kafka::unique_name("ops-pause"),
+        &[&input],
+        &output,
+        200,
+    );
+    spec.checkpoint = "interval = \"300ms\"\ntimeout = \"2s\"".to_owned();
+    spec.sink_extra = "transaction_timeout = \"60s\"\nrestart_budget = \"1s\"".to_owned();
+    let mut child = start(&spec.write(dir.path(), true));
+    wait_for_commit(&mut child, &spec, 1);
+    let pid = Pid::from_raw(child.id() as i32);
+    let mut rounds = 0;
+    while rounds < 10 && child.try_wait().expect("try_wait").is_none() {
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1_500)));
+        kill(pid, Signal::SIGSTOP).expect("SIGSTOP");
+        std::thread::sleep(Duration::from_secs(4));
+        kill(pid, Signal::SIGCONT).expect("SIGCONT");
+        rounds += 1;
+    }
+    let status = wait_for_exit(&mut child, RUN_LIMIT);
+    if status.is_none() {
+        sigkill(&mut child);
+    }
+    let err = take_stderr(&mut child);
+    let restarts = err
+        .matches("restarting it from its last committed checkpoint")
+        .count();
+    eprintln!("paused host: {rounds} stops of 4 s; restarts in its process: {restarts}");
+    let status =
+        status.unwrap_or_else(|| panic!("still running {RUN_LIMIT:?} after the stops: {err}"));
+    assert!(
+        status.success(),
+        "the run exited ({status}) after a stop: {err}"
+    );
+    assert!(
+        rounds >= 5,
+        "the run ended after {rounds} stops: lengthen its input"
+    );
+    assert_exactly_once(&output, &uppercased(&[&inputs]));
+}

@@ -71,6 +71,15 @@ pub struct LeftBehind {
     pub waited: Duration,
 }
 
+/// A call that returned.
+#[derive(Debug)]
+pub struct Returned {
+    pub result: KafkaResult<()>,
+    /// How long the process was not run (stopped, frozen) while the caller waited: the
+    /// caller's own deadline gets that time too (the call's bound started anew).
+    pub paused: Duration,
+}
+
 /// Where one call stands, shared by its thread and its caller.
 #[derive(Default)]
 struct Exchange {
@@ -126,7 +135,7 @@ impl CallThread {
     /// Makes `call`, whose own bound is `bound`, and waits for its result until
     /// `bound` + [`GRACE`] has passed; then leaves it behind (see the module's
     /// invariants for when it waits longer).
-    pub fn make(&self, bound: Duration, call: Call) -> Result<KafkaResult<()>, LeftBehind> {
+    pub fn make(&self, bound: Duration, call: Call) -> Result<Returned, LeftBehind> {
         let mut left_behind = self.left_behind.lock().unwrap_or_else(|e| e.into_inner());
         if *left_behind {
             return Err(LeftBehind {
@@ -150,13 +159,10 @@ impl CallThread {
 
     /// Waits for the call of `exchange`, refreshing the producer's metadata every
     /// [`NUDGE`], until `bound` + [`GRACE`]; leaves it behind then.
-    fn await_result(
-        &self,
-        exchange: &Exchange,
-        bound: Duration,
-    ) -> Result<KafkaResult<()>, LeftBehind> {
+    fn await_result(&self, exchange: &Exchange, bound: Duration) -> Result<Returned, LeftBehind> {
         let started = Instant::now();
-        let mut give_up = RunningDeadline::new(started + bound + GRACE);
+        let first_give_up = started + bound + GRACE;
+        let mut give_up = RunningDeadline::new(first_give_up);
         let mut next_nudge = started + NUDGE;
         let mut state = exchange.state();
         loop {
@@ -164,7 +170,8 @@ impl CallThread {
                 let State::Returned(result) = std::mem::take(&mut *state) else {
                     unreachable!("matched just above");
                 };
-                return Ok(result);
+                let paused = give_up.at().saturating_duration_since(first_give_up);
+                return Ok(Returned { result, paused });
             }
             let now = Instant::now();
             if give_up.passed(now) && leave_behind_one() {

@@ -54,7 +54,7 @@ use crate::record::CheckpointId;
 use crate::record::batch::RecordBatch;
 use crate::record::ids;
 use crate::storage::Fence;
-use crate::watchdog::{self, Watch};
+use crate::watchdog::{self, RunningDeadline, Watch};
 
 /// The commit unit of a pipeline run as one process (worker 0/1). Worker I of N > 1 is
 /// unit `<I>-of-<N>` (`Worker::unit`).
@@ -393,14 +393,22 @@ impl KafkaCommitUnit {
         attempt: impl Fn(Duration) -> Call,
     ) -> Result<(), KafkaError> {
         let (_watch, started) = (self.watch(call, deadline), Instant::now());
-        let mut retries = 0u32;
+        let (mut deadline, mut retries) = (deadline, 0u32);
         loop {
             let bound = remaining(deadline).min(TRANSACTION_ATTEMPT);
             let returned = slot
                 .calls()?
                 .make(bound, attempt(bound))
                 .map_err(|left| self.left_behind(slot, call, left))?;
-            let e = match returned {
+            if !returned.paused.is_zero() {
+                // The process was stopped while the call waited: its time is not the
+                // broker's, and the deadline gets it back (a retriable answer made in
+                // the pause, a timeout among them, is made again).
+                deadline += returned.paused;
+                tracing::info!(pipeline = %self.pipeline, producer = %slot.id, call, paused = ?returned.paused,
+                    "kafka: the process was stopped during a transactional call: its deadline moves by the pause");
+            }
+            let e = match returned.result {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -413,7 +421,7 @@ impl KafkaCommitUnit {
             retries += 1;
             tracing::warn!(pipeline = %self.pipeline, producer = %slot.id, call, retries, error = %e,
                 "kafka: a retriable error (a broker failing over?): making the call again");
-            std::thread::sleep(TRANSACTION_RETRY_PAUSE);
+            deadline = sleep_running(deadline, TRANSACTION_RETRY_PAUSE);
         }
     }
 
@@ -848,6 +856,15 @@ fn check_on_broker(
         topic_partitions(admin.inner(), bootstrap, &s.topic, timeout)?;
     }
     Ok(())
+}
+
+/// Sleeps `pause`; answers `deadline`, moved by the time the process was not run in
+/// the sleep (`RunningDeadline`).
+fn sleep_running(deadline: Instant, pause: Duration) -> Instant {
+    let mut running = RunningDeadline::new(deadline);
+    std::thread::sleep(running.wait_for(Instant::now(), pause));
+    running.woke(Instant::now());
+    running.at()
 }
 
 /// What is left until `deadline`, at least a millisecond (librdkafka reads zero as
