@@ -1189,14 +1189,16 @@ fn stopped_ten_times_past_the_checkpoint_timeout_the_run_goes_on_exactly() {
     let output = kafka::unique_name("ops-pause-out");
     kafka::create_topic(&input, PARTITIONS);
     kafka::create_topic(&output, PARTITIONS);
-    let inputs = spread("pause", PARTITIONS, 1_500);
+    // 60 s of input at 100 records/s: the ten rounds take about 50 s, and a paced
+    // source catches up on the time it was stopped.
+    let inputs = spread("pause", PARTITIONS, 2_000);
     kafka::produce(&input, &inputs);
     let mut spec = Spec::uppercase(
         dir.path(),
         &kafka::unique_name("ops-pause"),
         &[&input],
         &output,
-        200,
+        100,
     );
     spec.checkpoint = "interval = \"300ms\"\ntimeout = \"2s\"".to_owned();
     spec.sink_extra = "transaction_timeout = \"60s\"\nrestart_budget = \"1s\"".to_owned();
