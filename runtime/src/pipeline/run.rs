@@ -182,7 +182,11 @@ mod tests {
     #[test]
     fn a_run_that_never_reached_the_cluster_fails_at_once() {
         let (result, seen) = run_through_recoveries(vec![Err(unreachable())], vec![false]);
-        assert!(result.unwrap_err().is_unreachable());
+        assert!(
+            result
+                .expect_err("a run that never reached the cluster")
+                .is_unreachable()
+        );
         assert_eq!(seen.len(), 1);
     }
 
@@ -198,7 +202,7 @@ mod tests {
     fn restarts_in_a_row_end_with_the_last_error() {
         let outcomes = (0..=RESTARTS_IN_A_ROW).map(|_| Err(aborted())).collect();
         let (result, seen) = run_through(outcomes);
-        let error = result.unwrap_err();
+        let error = result.expect_err("past the restarts in a row");
         assert!(matches!(
             error,
             PipelineError::GaveUp {
