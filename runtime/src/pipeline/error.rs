@@ -179,16 +179,7 @@ impl PipelineError {
     fn has_kafka_cause(&self, what: impl Fn(&KafkaError) -> bool) -> bool {
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = next {
-            // `Connector`'s source is a `Box<ConnectorError>`, which thiserror hands
-            // on as the box itself: both are looked for.
-            let connector = e
-                .downcast_ref::<ConnectorError>()
-                .or_else(|| e.downcast_ref::<Box<ConnectorError>>().map(|b| &**b));
-            let kafka = e.downcast_ref::<KafkaError>().or(match connector {
-                Some(ConnectorError::Kafka(k)) => Some(&**k),
-                _ => None,
-            });
-            if kafka.is_some_and(&what) {
+            if kafka_error_in(e).is_some_and(&what) {
                 return true;
             }
             next = e.source();
@@ -229,6 +220,21 @@ fn step_type_of(world: &str) -> &'static str {
     }
 }
 
+/// The Kafka error that `e` is, bare or in a `ConnectorError`. A source held in a
+/// concrete `Box` (as `Connector`'s is, to keep results small) is handed on by
+/// thiserror as the box itself, so the boxed forms are looked for too.
+fn kafka_error_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a KafkaError> {
+    let connector = e
+        .downcast_ref::<ConnectorError>()
+        .or_else(|| e.downcast_ref::<Box<ConnectorError>>().map(|b| &**b));
+    e.downcast_ref::<KafkaError>()
+        .or_else(|| e.downcast_ref::<Box<KafkaError>>().map(|b| &**b))
+        .or(match connector {
+            Some(ConnectorError::Kafka(k)) => Some(&**k),
+            _ => None,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +249,27 @@ mod tests {
             operator: "sink-0".into(),
             source: Box::new(ConnectorError::from(kafka)),
         })
+    }
+
+    #[test]
+    fn a_kafka_error_is_found_bare_boxed_and_in_a_connector_error() {
+        let stalled = || KafkaError::BrokerStalled {
+            call: "committing".into(),
+            bootstrap: "b1".into(),
+            waited: std::time::Duration::from_secs(60),
+        };
+        let connector = || ConnectorError::from(stalled());
+        let forms: [Box<dyn std::error::Error>; 4] = [
+            Box::new(stalled()),
+            Box::new(Box::new(stalled())),
+            Box::new(connector()),
+            Box::new(Box::new(connector())),
+        ];
+        for form in &forms {
+            assert!(kafka_error_in(&**form).is_some_and(KafkaError::is_transient));
+        }
+        let other = ConnectorError::Unavailable("x");
+        assert!(kafka_error_in(&other).is_none());
     }
 
     #[test]

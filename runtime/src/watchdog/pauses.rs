@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 /// How much later than planned a look must come to be taken for a pause.
 pub const PAUSE_AFTER: Duration = Duration::from_secs(1);
 
+/// The pause that a wake planned for `planned` and come at `now` ended: its lateness,
+/// if over [`PAUSE_AFTER`] (less is ordinary scheduling).
+pub fn pause_in(planned: Instant, now: Instant) -> Option<Duration> {
+    let late = now.saturating_duration_since(planned);
+    (late > PAUSE_AFTER).then_some(late)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Pause {
     /// When the watchdog ran again.
@@ -32,12 +39,8 @@ impl Pauses {
     /// Notes a look at `now` that was planned for `planned`: one that came more than
     /// [`PAUSE_AFTER`] late ends a pause as long as its delay.
     pub fn look(&mut self, planned: Instant, now: Instant) {
-        let late = now.saturating_duration_since(planned);
-        if late > PAUSE_AFTER {
-            self.list.push(Pause {
-                ended: now,
-                lasted: late,
-            });
+        if let Some(lasted) = pause_in(planned, now) {
+            self.list.push(Pause { ended: now, lasted });
         }
     }
 

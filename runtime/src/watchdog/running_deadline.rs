@@ -1,5 +1,5 @@
 //! `RunningDeadline`: a deadline on the time this process ran, for a waiter that looks
-//! at it in steps. A waiter that wakes more than [`PAUSE_AFTER`] later than it planned
+//! at it in steps. A waiter that wakes more than [`PAUSE_AFTER`](super::PAUSE_AFTER) later than it planned
 //! was not run meanwhile (SIGSTOP, a frozen VM, a starved host): nothing it waits for
 //! could have happened on this side, so that time is added to the deadline, and a wait
 //! a pause cut through gets its bound anew, as the guarantees promise.
@@ -7,12 +7,12 @@
 //! Invariants:
 //! - The deadline only moves later, and only by the lateness of a wake the waiter
 //!   planned ([`RunningDeadline::wait_for`] plans it, [`RunningDeadline::woke`] notes it).
-//! - A lateness of at most [`PAUSE_AFTER`] is ordinary scheduling and moves nothing.
+//! - A lateness of at most [`PAUSE_AFTER`](super::PAUSE_AFTER) is ordinary scheduling and moves nothing.
 //! - A waiter that sleeps at most [`STEP`] at a time sees every pause longer than that.
 
 use std::time::{Duration, Instant};
 
-use super::PAUSE_AFTER;
+use super::pauses::pause_in;
 
 /// The longest a waiter sleeps between two looks.
 pub const STEP: Duration = Duration::from_millis(200);
@@ -46,15 +46,23 @@ impl RunningDeadline {
         wait
     }
 
-    /// Notes that the waiter woke at `now`: one that came over [`PAUSE_AFTER`] after
+    /// Notes that the waiter woke at `now`: one that came over [`PAUSE_AFTER`](super::PAUSE_AFTER) after
     /// the planned wake moves the deadline by its lateness.
     pub fn woke(&mut self, now: Instant) {
-        if let Some(planned) = self.planned.take() {
-            let late = now.saturating_duration_since(planned);
-            if late > PAUSE_AFTER {
-                self.at += late;
-            }
+        if let Some(pause) = self
+            .planned
+            .take()
+            .and_then(|planned| pause_in(planned, now))
+        {
+            self.at += pause;
         }
+    }
+
+    /// Sleeps until the deadline, at most [`STEP`] and at most `at_most`, with nothing
+    /// to wake it early; notes the wake.
+    pub fn sleep(&mut self, at_most: Duration) {
+        std::thread::sleep(self.wait_for(Instant::now(), at_most));
+        self.woke(Instant::now());
     }
 
     pub fn passed(&self, now: Instant) -> bool {

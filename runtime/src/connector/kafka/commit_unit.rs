@@ -421,7 +421,9 @@ impl KafkaCommitUnit {
             retries += 1;
             tracing::warn!(pipeline = %self.pipeline, producer = %slot.id, call, retries, error = %e,
                 "kafka: a retriable error (a broker failing over?): making the call again");
-            deadline = sleep_running(deadline, TRANSACTION_RETRY_PAUSE);
+            let mut running = RunningDeadline::new(deadline);
+            running.sleep(TRANSACTION_RETRY_PAUSE);
+            deadline = running.at();
         }
     }
 
@@ -856,15 +858,6 @@ fn check_on_broker(
         topic_partitions(admin.inner(), bootstrap, &s.topic, timeout)?;
     }
     Ok(())
-}
-
-/// Sleeps `pause`; answers `deadline`, moved by the time the process was not run in
-/// the sleep (`RunningDeadline`).
-fn sleep_running(deadline: Instant, pause: Duration) -> Instant {
-    let mut running = RunningDeadline::new(deadline);
-    std::thread::sleep(running.wait_for(Instant::now(), pause));
-    running.woke(Instant::now());
-    running.at()
 }
 
 /// What is left until `deadline`, at least a millisecond (librdkafka reads zero as
